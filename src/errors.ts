@@ -1,0 +1,51 @@
+// Error classes: every error carries a stable `code` and the exit code the CLI maps it to.
+
+/** Exit codes of `leasejob run` and the other commands (see README "Exit codes"). */
+export const ExitCode = {
+  ok: 0,
+  usage: 64,
+  unavailable: 69,
+  internal: 70,
+  leaseLost: 75,
+  timeout: 124,
+} as const;
+
+export class LeasejobError extends Error {
+  readonly code: string;
+  readonly exitCode: number;
+
+  constructor(message: string, code: string, exitCode: number, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+    this.exitCode = exitCode;
+  }
+}
+
+/** Bad flag, cron, zone, duration or name: nothing was written. Exit 64. */
+export class UsageError extends LeasejobError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, 'E_USAGE', ExitCode.usage, options);
+  }
+}
+
+/** Database unreachable, refused our credentials, or schema not migrated. Exit 69. */
+export class DatabaseError extends LeasejobError {
+  constructor(message: string, code = 'E_DATABASE', options?: { cause?: unknown }) {
+    super(message, code, ExitCode.unavailable, options);
+  }
+}
+
+/** The lease was lost while running, or could not be had (`--on-busy fail`, wait timed out). Exit 75. */
+export class LeaseUnavailableError extends LeasejobError {
+  constructor(message: string, code = 'E_LEASE_LOST', options?: { cause?: unknown }) {
+    super(message, code, ExitCode.leaseLost, options);
+  }
+}
+
+/** Anything we did not expect. Exit 70. */
+export class InternalError extends LeasejobError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, 'E_INTERNAL', ExitCode.internal, options);
+  }
+}
