@@ -1,0 +1,104 @@
+// CLI wiring: commander definitions, and the only place that turns errors into exit codes.
+import { readFileSync } from 'node:fs';
+import { Command, CommanderError, Option } from 'commander';
+import { ExitCode, LeasejobError } from './errors.js';
+
+const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+
+function dbOptions(cmd: Command): Command {
+  return cmd
+    .option('--database-url <url>', 'PostgreSQL URL (else LEASEJOB_DATABASE_URL, DATABASE_URL, or PGHOST/PGUSER/...)')
+    .option('--schema <name>', 'schema holding leasejob tables', 'leasejob')
+    .addOption(new Option('--log-level <level>', 'log level (JSON logs on stderr)').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']));
+}
+
+export function buildProgram(): Command {
+  const program = new Command('leasejob')
+    .description('Run a scheduled command once per scheduled occurrence, guarded by a PostgreSQL lease.')
+    .version(pkg.version, '-V, --version')
+    .showHelpAfterError('(run with --help for usage)');
+
+  dbOptions(
+    program
+      .command('run')
+      .description('acquire the lease, claim the window, run the command, renew while it runs, record the outcome')
+      .usage('--name <job> [options] -- <command> [args...]')
+      .requiredOption('--name <job>', 'job name: the lease and the window ledger are keyed by it')
+      .option('--schedule <cron>', "5-field cron or @hourly/@daily/...: the job's schedule")
+      .option('--tz <zone>', 'IANA time zone of the schedule', 'UTC')
+      .option('--window-from-schedule', 'derive the window from the scheduled occurrence (JOB_NAME, --scheduled-time, or the latest tick)')
+      .option('--window <key>', 'use this literal window key')
+      .option('--scheduled-time <iso>', 'the occurrence this run is for, ISO-8601 with offset')
+      .option('--window-format <luxon>', 'format the occurrence as the window key (luxon tokens, e.g. yyyy-MM-dd)')
+      .option('--window-offset <iso-duration>', 'shift the occurrence before formatting (e.g. -P1D to close yesterday)')
+      .option('--ttl <duration>', 'lease time to live; renewed every TTL/3', '90s')
+      .option('--kill-grace <duration>', 'SIGTERM-to-SIGKILL grace when the child must stop', '10s')
+      .addOption(new Option('--on-busy <policy>', 'when a live owner holds the lease').choices(['skip', 'wait', 'fail']).default('skip'))
+      .option('--wait-timeout <duration>', 'with --on-busy wait: give up (exit 75) after this long')
+      .option('--max-runtime <duration>', 'stop the child after this long (exit 124)')
+      .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')
+      .option('--rerun', 'run an already completed window again')
+      .option('--pass-database-url', 'give the child DATABASE_URL (not passed by default)')
+      .argument('[command...]', 'the command to run, after --')
+      .addHelpText('after', `
+Durations: 500ms, 90s, 2m, 1h30m or ISO-8601 (PT90S).
+The child gets FENCE_TOKEN, IDEMPOTENCY_KEY, LEASEJOB_NAME, LEASEJOB_WINDOW, LEASEJOB_ATTEMPT,
+LEASEJOB_SCHEDULED_AT, LEASEJOB_OWNER, LEASEJOB_SCHEMA.
+Exit codes: 0 ok or nothing to do; the child's own code; 128+N child killed by signal N;
+64 usage; 69 database unreachable or not migrated; 70 internal; 75 lease lost or busy
+(--on-busy fail, wait timeout); 124 --max-runtime exceeded.
+
+Example:
+  leasejob run --name nightly-close --schedule '5 0 * * *' --tz America/Sao_Paulo \\
+    --window-from-schedule --window-offset -P1D --window-format yyyy-MM-dd -- node close-day.js`)
+      .action(async (command: string[], flags: Record<string, unknown>) => {
+        const { runCommand } = await import('./commands/run.js');
+        exitWith(await runCommand(flags, command));
+      }),
+  );
+
+  dbOptions(program.command('migrate').description('create or upgrade the schema (idempotent, safe to run concurrently)'))
+    .action(async (flags: Record<string, unknown>) => {
+      const { migrateCommand } = await import('./commands/admin.js');
+      exitWith(await migrateCommand(flags));
+    });
+
+  dbOptions(
+    program
+      .command('release')
+      .description('administratively release a lease now (the generation is kept)')
+      .requiredOption('--name <job>', 'job name'),
+  ).action(async (flags: Record<string, unknown>) => {
+    const { releaseCommand } = await import('./commands/admin.js');
+    exitWith(await releaseCommand(flags));
+  });
+
+  return program;
+}
+
+let pendingExit = ExitCode.ok as number;
+function exitWith(code: number): void {
+  pendingExit = code;
+}
+
+/** Parse argv, run the command, and return the exit code (bin/leasejob.js exits with it). */
+export async function main(argv: string[]): Promise<number> {
+  const program = buildProgram();
+  program.exitOverride();
+  for (const c of program.commands) c.exitOverride();
+  try {
+    await program.parseAsync(argv);
+    return pendingExit;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // --help and --version are not errors; everything else commander rejects is usage.
+      return err.exitCode === 0 ? 0 : ExitCode.usage;
+    }
+    if (err instanceof LeasejobError) {
+      process.stderr.write(`leasejob: ${err.message}\n`);
+      return err.exitCode;
+    }
+    process.stderr.write(`leasejob: internal error: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+    return ExitCode.internal;
+  }
+}

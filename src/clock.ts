@@ -1,0 +1,56 @@
+// Clocks: monotonic time for every duration and deadline, wall time only as a reading to
+// report, and the host-vs-database offset measured from one round trip.
+
+/** Milliseconds on the monotonic clock (never jumps, no meaning as a date). */
+export function monoNow(): number {
+  return performance.now();
+}
+
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const timer = setTimeout(done, Math.max(0, ms));
+    function done(): void {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
+/** A wall and monotonic reading taken together. */
+export interface Stamp {
+  wall: number;
+  mono: number;
+}
+
+export function stamp(): Stamp {
+  return { wall: Date.now(), mono: monoNow() };
+}
+
+export interface OffsetMeasurement {
+  /** database clock minus host wall clock at the midpoint of the round trip, ms */
+  offsetMs: number;
+  /** half the round trip: the true offset lies within offsetMs ± uncertaintyMs */
+  uncertaintyMs: number;
+  rttMs: number;
+}
+
+export function measureOffset(sent: Stamp, received: Stamp, dbNow: Date): OffsetMeasurement {
+  const rttMs = received.mono - sent.mono;
+  // Midpoint on the wall clock, reached through the monotonic delta so a jump during the
+  // round trip does not distort it.
+  const midpointWall = sent.wall + rttMs / 2;
+  return { offsetMs: Math.round(dbNow.getTime() - midpointWall), uncertaintyMs: Math.round(rttMs / 2), rttMs: Math.round(rttMs) };
+}
+
+/** Wall delta minus monotonic delta between two stamps: non-zero beyond noise is a jump. */
+export function wallJumpMs(previous: Stamp, current: Stamp): number {
+  return Math.round(current.wall - previous.wall - (current.mono - previous.mono));
+}
+
+/** Below this a wall/monotonic disagreement is timer noise or NTP slewing, not a step. */
+export const CLOCK_JUMP_THRESHOLD_MS = 1_000;
+/** Above this the host clock disagrees with the database enough to confuse humans reading logs. */
+export const CLOCK_OFFSET_WARN_MS = 2_000;

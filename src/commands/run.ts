@@ -1,0 +1,118 @@
+// `leasejob run`: the child process under runWithLease, signals forwarded, exit code mapped.
+import { constants } from 'node:os';
+import { startChild, parentDeathSignalSupport, type ChildHandle, type ChildResult } from '../child.js';
+import { classifyDbError, createPool, describeConnection, resolveConnection, secretsOf } from '../db.js';
+import { ExitCode, LeasejobError } from '../errors.js';
+import { createLogger } from '../log.js';
+import { normalizeRunOptions, type RawRunFlags, type RunConfig } from '../options.js';
+import { runWithLease, type AbortReason, type RunResult, type TaskContext } from '../runner.js';
+import { Store } from '../store.js';
+
+/** Signals that make leasejob stop its child, release the lease and exit 128+N. */
+const FORWARDED = ['SIGTERM', 'SIGINT', 'SIGHUP'] as const;
+
+/** The child exited non-zero or by a signal: the window stays open. */
+class ChildFailedError extends Error {
+  constructor(readonly result: ChildResult) {
+    super(result.signal ? `child killed by ${result.signal}` : `child exited with code ${result.exitCode}`);
+  }
+  get childCode(): number {
+    return this.result.code;
+  }
+}
+
+export async function runCommand(flags: RawRunFlags, command: string[]): Promise<number> {
+  const config = normalizeRunOptions(flags, command);
+  const source = resolveConnection(config.databaseUrl);
+  const secrets = secretsOf(source);
+  const log = createLogger(config.logLevel, secrets);
+  const target = describeConnection(source);
+
+  const cancel = new AbortController();
+  const onSignal = (sig: NodeJS.Signals): void => {
+    log.warn({ signal: sig }, 'signal received, stopping child');
+    cancel.abort(sig);
+  };
+  for (const s of FORWARDED) process.on(s, onSignal);
+
+  const pool = createPool(source);
+  const store = new Store(pool, config.schema);
+  if (parentDeathSignalSupport() === 'none') log.warn('no parent-death signal on this platform: if leasejob is SIGKILLed its child runs on until the lease would have expired');
+  log.debug({ database: target, schema: config.schema, occurrence: config.window?.source }, 'starting');
+
+  try {
+    const result = await runWithLease(store, {
+      name: config.name, ttlMs: config.ttlMs, renewIntervalMs: config.renewIntervalMs, killGraceMs: config.killGraceMs,
+      window: config.window, onBusy: config.onBusy, waitTimeoutMs: config.waitTimeoutMs, maxRuntimeMs: config.maxRuntimeMs,
+      signal: cancel.signal, spec: config.spec,
+    }, (ctx) => superviseChild(config, ctx, source.connectionString, log), log);
+    return exitCodeFor(result, cancel.signal);
+  } catch (err) {
+    const dbErr = classifyDbError(err, { schema: config.schema, secrets, target });
+    if (dbErr) throw dbErr;
+    if (err instanceof LeasejobError) throw err;
+    throw err;
+  } finally {
+    for (const s of FORWARDED) process.off(s, onSignal);
+    await pool.end().catch(() => {});
+  }
+}
+
+function childEnv(config: RunConfig, ctx: TaskContext, databaseUrl: string | undefined): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v;
+  // Least privilege: the child does not get our database URL unless asked.
+  delete env.LEASEJOB_DATABASE_URL;
+  delete env.DATABASE_URL;
+  if (config.passDatabaseUrl && databaseUrl) env.DATABASE_URL = databaseUrl;
+  Object.assign(env, {
+    FENCE_TOKEN: ctx.fenceToken,
+    IDEMPOTENCY_KEY: ctx.idempotencyKey,
+    LEASEJOB_NAME: config.name,
+    LEASEJOB_ATTEMPT: String(ctx.attempt),
+    LEASEJOB_OWNER: ctx.owner,
+    LEASEJOB_SCHEMA: config.schema,
+  });
+  if (ctx.window !== undefined) env.LEASEJOB_WINDOW = ctx.window;
+  else delete env.LEASEJOB_WINDOW;
+  if (ctx.scheduledAt) env.LEASEJOB_SCHEDULED_AT = ctx.scheduledAt.toISOString();
+  else delete env.LEASEJOB_SCHEDULED_AT;
+  return env;
+}
+
+async function superviseChild(config: RunConfig, ctx: TaskContext, databaseUrl: string | undefined, log: ReturnType<typeof createLogger>): Promise<ChildResult> {
+  const child: ChildHandle = await startChild(config.command, config.args, { env: childEnv(config, ctx, databaseUrl) });
+  const started = performance.now();
+  log.info({ childPid: child.pid, command: config.command, generation: ctx.fenceToken, attempt: ctx.attempt }, 'child started');
+  const onAbort = (): void => {
+    const reason = ctx.signal.reason as AbortReason;
+    const first = reason.kind === 'cancelled' && typeof reason.reason === 'string' ? (reason.reason as NodeJS.Signals) : 'SIGTERM';
+    log.info({ childPid: child.pid, reason: reason.kind, signal: first, graceMs: Math.round(reason.graceMs) }, 'stopping child');
+    void child.stop({ graceMs: reason.graceMs, first });
+  };
+  ctx.signal.addEventListener('abort', onAbort, { once: true });
+  if (ctx.signal.aborted) onAbort();
+  const result = await child.exited;
+  ctx.signal.removeEventListener('abort', onAbort);
+  log.info({ childPid: child.pid, exitCode: result.exitCode, signal: result.signal, durationMs: Math.round(performance.now() - started) }, 'child exited');
+  if (result.code !== 0) throw new ChildFailedError(result);
+  return result;
+}
+
+function exitCodeFor(result: RunResult<ChildResult>, cancel: AbortSignal): number {
+  switch (result.status) {
+    case 'completed':
+      return ExitCode.ok;
+    case 'skipped':
+      if (cancel.aborted) return 128 + (constants.signals[cancel.reason as NodeJS.Signals] ?? 15);
+      return ExitCode.ok;
+    case 'failed': {
+      const kind = result.aborted?.kind;
+      if (kind === 'lease-lost' || kind === 'deadline') return ExitCode.leaseLost;
+      if (kind === 'max-runtime') return ExitCode.timeout;
+      if (result.error instanceof ChildFailedError) return result.error.childCode;
+      if (result.error instanceof LeasejobError) return result.error.exitCode;
+      throw result.error;
+    }
+  }
+}

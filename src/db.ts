@@ -1,0 +1,128 @@
+// Database connection: where the URL comes from, a pool shaped for one runner, secret redaction,
+// and the SQLSTATE lists that turn driver errors into DatabaseError (exit 69).
+import pg from 'pg';
+import { DatabaseError, UsageError } from './errors.js';
+
+export interface ConnectionSource {
+  /** What to hand to pg: a URL, or undefined to let pg read PGHOST, PGUSER, ... */
+  connectionString: string | undefined;
+  /** Where it came from, for logs and errors (never the URL itself). */
+  from: '--database-url' | 'LEASEJOB_DATABASE_URL' | 'DATABASE_URL' | 'PG environment';
+}
+
+export function resolveConnection(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): ConnectionSource {
+  if (flag !== undefined) {
+    if (flag.trim() === '') throw new UsageError('Expected `--database-url` to be a postgres:// URL, got an empty string.');
+    return { connectionString: flag, from: '--database-url' };
+  }
+  if (env.LEASEJOB_DATABASE_URL) return { connectionString: env.LEASEJOB_DATABASE_URL, from: 'LEASEJOB_DATABASE_URL' };
+  if (env.DATABASE_URL) return { connectionString: env.DATABASE_URL, from: 'DATABASE_URL' };
+  return { connectionString: undefined, from: 'PG environment' };
+}
+
+/** Every secret that could leak through a message: the URL's password and PGPASSWORD. */
+export function secretsOf(source: ConnectionSource, env: NodeJS.ProcessEnv = process.env): string[] {
+  const secrets: string[] = [];
+  if (source.connectionString) {
+    try {
+      const url = new URL(source.connectionString);
+      if (url.password) secrets.push(url.password, decodeURIComponent(url.password));
+    } catch {
+      // Not a URL (key=value form): hide password=... below, and the whole string.
+      const m = /password\s*=\s*'?([^'\s]+)/i.exec(source.connectionString);
+      if (m?.[1]) secrets.push(m[1]);
+    }
+  }
+  if (env.PGPASSWORD) secrets.push(env.PGPASSWORD);
+  return [...new Set(secrets.filter((s) => s.length > 0))];
+}
+
+export function redact(text: string, secrets: readonly string[]): string {
+  let out = text;
+  for (const s of secrets) out = out.split(s).join('***');
+  return out;
+}
+
+/** A URL safe to log: user, host, port, database; never the password. */
+export function describeConnection(source: ConnectionSource): string {
+  if (!source.connectionString) return `${process.env.PGHOST ?? 'localhost'} (${source.from})`;
+  try {
+    const url = new URL(source.connectionString);
+    if (url.password) url.password = '***';
+    return `${url.protocol}//${url.username ? url.username + (url.password ? ':***' : '') + '@' : ''}${url.host}${url.pathname}`;
+  } catch {
+    return `(unparsed connection string from ${source.from})`;
+  }
+}
+
+export interface PoolOptions {
+  /** One runner needs one connection: renewals reuse the session whose pid the lease records. */
+  max?: number;
+  connectTimeoutMs?: number;
+}
+
+export function createPool(source: ConnectionSource, opts: PoolOptions = {}): pg.Pool {
+  const pool = new pg.Pool({
+    ...(source.connectionString ? { connectionString: source.connectionString } : {}),
+    max: opts.max ?? 1,
+    // Keep the idle connection between renewals: its backend pid is the holder's liveness signal.
+    idleTimeoutMillis: 0,
+    connectionTimeoutMillis: opts.connectTimeoutMs ?? 5_000,
+    keepAlive: true,
+    application_name: 'leasejob',
+  });
+  // An idle client losing its server (restart, partition) must not crash the process; the next
+  // query reconnects and renewal failures are handled by the lease keeper.
+  pool.on('error', () => {});
+  return pool;
+}
+
+// SQLSTATE classes and codes, grouped by what the operator should do.
+/** The server is unreachable, restarting or shutting us down: retry later (exit 69). */
+const UNAVAILABLE_CODES = new Set([
+  '57P01', // admin_shutdown
+  '57P02', // crash_shutdown
+  '57P03', // cannot_connect_now (starting up, recovery)
+  '53300', // too_many_connections
+]);
+/** Our credentials or database name were refused: fix configuration (exit 69). */
+const AUTH_CODES = new Set([
+  '28000', // invalid_authorization_specification
+  '28P01', // invalid_password
+  '3D000', // invalid_catalog_name (database does not exist)
+]);
+/** The schema or its functions are missing: run `leasejob migrate` (exit 69). */
+const NOT_MIGRATED_CODES = new Set([
+  '3F000', // invalid_schema_name
+  '42P01', // undefined_table
+  '42883', // undefined_function
+]);
+const NETWORK_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE']);
+
+export function isNotMigrated(err: unknown): boolean {
+  return NOT_MIGRATED_CODES.has(codeOf(err));
+}
+
+function codeOf(err: unknown): string {
+  return typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : '';
+}
+
+/** Turn a driver error into a DatabaseError with an actionable, redacted message. */
+export function classifyDbError(err: unknown, ctx: { schema: string; secrets: readonly string[]; target: string }): DatabaseError | undefined {
+  const code = codeOf(err);
+  const raw = redact(err instanceof Error ? err.message : String(err), ctx.secrets);
+  if (NOT_MIGRATED_CODES.has(code)) {
+    return new DatabaseError(
+      `schema "${ctx.schema}" is not migrated on ${ctx.target} (${raw}); run \`leasejob migrate\` first`,
+      'E_NOT_MIGRATED',
+      { cause: err },
+    );
+  }
+  if (AUTH_CODES.has(code)) {
+    return new DatabaseError(`database refused the connection to ${ctx.target}: ${raw}`, 'E_DB_AUTH', { cause: err });
+  }
+  if (UNAVAILABLE_CODES.has(code) || code.startsWith('08') || NETWORK_ERRNOS.has(code) || (code === '' && /timeout|terminated/i.test(raw))) {
+    return new DatabaseError(`database unreachable at ${ctx.target}: ${raw || code}`, 'E_DB_UNREACHABLE', { cause: err });
+  }
+  return undefined;
+}

@@ -1,0 +1,11 @@
+// Public library API: everything a Node program needs to run its own tasks under a lease.
+export { runWithLease, newOwnerId } from './runner.js';
+export type { RunOptions, RunResult, TaskContext, AbortReason, WindowClaim, OnBusy } from './runner.js';
+export { Store } from './store.js';
+export { migrate } from './migrate.js';
+export { createPool, resolveConnection } from './db.js';
+export { parseSchedule, previousTick, nextTick } from './schedule.js';
+export { deriveOccurrence, windowKey, parseKubernetesJobName } from './occurrence.js';
+export { parseDuration } from './duration.js';
+export { LeasejobError, UsageError, DatabaseError, LeaseUnavailableError, InternalError, ExitCode } from './errors.js';
+export { createLogger, silentLogger } from './log.js';

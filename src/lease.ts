@@ -1,0 +1,138 @@
+// The lease keeper: renews every interval and keeps a local deadline on the monotonic clock,
+// measured from when the last successful renewal was *sent*, so the task is told to stop
+// early enough to be gone before the lease can expire.
+import { CLOCK_JUMP_THRESHOLD_MS, CLOCK_OFFSET_WARN_MS, measureOffset, stamp, wallJumpMs, type Stamp } from './clock.js';
+import type { Logger } from './log.js';
+import type { Store } from './store.js';
+
+export interface LeaseTiming {
+  ttlMs: number;
+  renewIntervalMs: number;
+  /** What the task needs between "stop" and "gone": SIGTERM, grace, SIGKILL. */
+  killGraceMs: number;
+}
+
+/** Room for timer lateness and the SIGKILL itself between the end of the grace and expiry. */
+export function safetyMarginMs(ttlMs: number): number {
+  return Math.min(1_000, Math.round(ttlMs / 10));
+}
+
+/** How long after a successful renewal was sent the keeper gives up and stops the task. */
+export function stopAfterMs(t: LeaseTiming): number {
+  return t.ttlMs - t.killGraceMs - safetyMarginMs(t.ttlMs);
+}
+
+export type LossReason =
+  | { kind: 'lease-lost'; detail: string }
+  | { kind: 'deadline'; detail: string };
+
+export interface HeldLease {
+  job: string;
+  owner: string;
+  generation: string;
+  window?: string | undefined;
+}
+
+export class LeaseKeeper {
+  private lastSent: Stamp;
+  private lastStamp: Stamp;
+  private renewTimer: NodeJS.Timeout | undefined;
+  private deadlineTimer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private renewing = false;
+  renewals = 0;
+  failures = 0;
+
+  constructor(
+    private readonly store: Store,
+    private readonly lease: HeldLease,
+    private readonly timing: LeaseTiming,
+    acquireSent: Stamp,
+    private readonly log: Logger,
+    private readonly onLoss: (reason: LossReason) => void,
+    private readonly onClockJump: (jumpMs: number) => void = () => {},
+  ) {
+    this.lastSent = acquireSent;
+    this.lastStamp = acquireSent;
+  }
+
+  start(): void {
+    this.armDeadline();
+    this.scheduleRenewal(this.timing.renewIntervalMs);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.renewTimer);
+    clearTimeout(this.deadlineTimer);
+  }
+
+  /** Time left on the monotonic clock before the lease may expire (conservative). */
+  remainingMs(): number {
+    return this.lastSent.mono + this.timing.ttlMs - performance.now();
+  }
+
+  private armDeadline(): void {
+    clearTimeout(this.deadlineTimer);
+    const due = this.lastSent.mono + stopAfterMs(this.timing) - performance.now();
+    this.deadlineTimer = setTimeout(() => this.lose({ kind: 'deadline', detail: 'renewal did not succeed in time' }), Math.max(0, due));
+  }
+
+  private scheduleRenewal(delayMs: number): void {
+    if (this.stopped) return;
+    clearTimeout(this.renewTimer);
+    this.renewTimer = setTimeout(() => void this.renew(), Math.max(0, delayMs));
+  }
+
+  private async renew(): Promise<void> {
+    if (this.stopped || this.renewing) return;
+    this.renewing = true;
+    const sent = stamp();
+    // Bounded so a blocked renewal (a long fenced transaction holding the row FOR SHARE, or a
+    // black-holed connection) fails in time for a retry before the local deadline.
+    const budget = Math.max(100, this.lastSent.mono + stopAfterMs(this.timing) - sent.mono);
+    const lockTimeoutMs = Math.max(50, Math.min(this.timing.renewIntervalMs, budget) - 50);
+    try {
+      const row = await this.store.renew(this.lease.job, this.lease.owner, this.lease.generation, this.timing.ttlMs, lockTimeoutMs, Math.max(lockTimeoutMs + 500, Math.min(budget, this.timing.renewIntervalMs * 2)));
+      const received = stamp();
+      if (this.stopped) return;
+      if (!row) {
+        this.lose({ kind: 'lease-lost', detail: 'renewal found the lease taken, expired or released' });
+        return;
+      }
+      this.renewals += 1;
+      const jump = wallJumpMs(this.lastStamp, sent);
+      this.lastSent = sent;
+      this.lastStamp = sent;
+      this.armDeadline();
+      const offset = measureOffset(sent, received, row.dbNow);
+      const fields = { generation: this.lease.generation, ...offset, expiresAt: row.expiresAt };
+      if (Math.abs(offset.offsetMs) > CLOCK_OFFSET_WARN_MS) this.log.warn(fields, 'clock offset to database is large');
+      else this.log.debug(fields, 'lease renewed');
+      if (Math.abs(jump) > CLOCK_JUMP_THRESHOLD_MS) {
+        this.log.warn({ jumpMs: jump }, 'wall clock jump detected');
+        this.onClockJump(jump);
+      }
+      this.scheduleRenewal(this.timing.renewIntervalMs - (performance.now() - sent.mono));
+    } catch (err) {
+      if (this.stopped) return;
+      this.failures += 1;
+      const code = (err as { code?: string }).code;
+      const lockWait = code === '55P03';
+      this.log.warn(
+        { err: { message: (err as Error).message, code }, remainingMs: Math.round(this.remainingMs()) },
+        lockWait ? 'renewal failed: lease row locked by a long fenced transaction' : 'renewal failed',
+      );
+      // Retry soon, a few times within an interval, until the deadline decides.
+      this.scheduleRenewal(Math.max(100, Math.min(1_000, this.timing.renewIntervalMs / 4)));
+    } finally {
+      this.renewing = false;
+    }
+  }
+
+  private lose(reason: LossReason): void {
+    if (this.stopped) return;
+    this.stop();
+    this.onLoss(reason);
+  }
+}

@@ -1,0 +1,66 @@
+// Schema migrations: numbered files in sql/, applied in one transaction under an advisory
+// lock, each recorded in <schema>.migrations, so pods migrating at once are safe.
+import { readdir, readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import type pg from 'pg';
+import { DatabaseError } from './errors.js';
+import { quoteIdent } from './names.js';
+
+const SQL_DIR = fileURLToPath(new URL('../sql/', import.meta.url));
+
+export interface Migration {
+  version: number;
+  name: string;
+  file: string;
+}
+
+export async function listMigrations(dir = SQL_DIR): Promise<Migration[]> {
+  const files = (await readdir(dir)).filter((f) => /^\d{3,}_[a-z0-9_]+\.sql$/.test(f)).sort();
+  return files.map((file) => ({ version: Number.parseInt(file, 10), name: file.replace(/^\d+_|\.sql$/g, ''), file }));
+}
+
+export interface MigrateResult {
+  applied: Migration[];
+  current: number;
+}
+
+export async function migrate(pool: pg.Pool, schema: string): Promise<MigrateResult> {
+  const ident = quoteIdent(schema);
+  const migrations = await listMigrations();
+  const latest = migrations.at(-1)?.version ?? 0;
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    // Transaction-scoped, so it works through transaction-mode poolers and can never leak.
+    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`leasejob.migrate:${schema}`]);
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${ident}`);
+    await client.query(`SELECT set_config('search_path', $1, true)`, [`${ident}, pg_catalog`]);
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS ${ident}.migrations (
+         version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+    );
+    const { rows } = await client.query<{ version: number }>(`SELECT version FROM ${ident}.migrations`);
+    const done = new Set(rows.map((r) => r.version));
+    const newest = Math.max(0, ...done);
+    if (newest > latest) {
+      throw new DatabaseError(
+        `schema "${schema}" is at version ${newest}, newer than this leasejob knows (${latest}); upgrade leasejob`,
+        'E_SCHEMA_TOO_NEW',
+      );
+    }
+    const applied: Migration[] = [];
+    for (const m of migrations) {
+      if (done.has(m.version)) continue;
+      await client.query(await readFile(new URL(m.file, `file://${SQL_DIR}`), 'utf8'));
+      await client.query(`INSERT INTO ${ident}.migrations (version, name) VALUES ($1, $2)`, [m.version, m.name]);
+      applied.push(m);
+    }
+    await client.query('COMMIT');
+    return { applied, current: latest };
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    client.release();
+  }
+}

@@ -1,0 +1,45 @@
+// Validation of names that reach the database: job names and the schema identifier.
+import { UsageError } from './errors.js';
+
+/** Long enough for any real job name, short enough to index and to print on one line. */
+export const MAX_NAME_LENGTH = 200;
+// C0 and C1 control characters, DEL, and the Unicode line/paragraph separators: they would
+// forge log lines or make `status` output lie about which job a line belongs to.
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
+
+export function validateName(value: string | undefined, flag = '--name'): string {
+  if (value === undefined || value.trim() === '') {
+    throw new UsageError(`Expected \`${flag}\` to be a job name like nightly-close, got ${value === undefined ? 'nothing' : 'an empty string'}.`);
+  }
+  if (value.length > MAX_NAME_LENGTH) {
+    throw new UsageError(`Expected \`${flag}\` to be at most ${MAX_NAME_LENGTH} characters, got ${value.length}.`);
+  }
+  if (CONTROL.test(value)) {
+    throw new UsageError(`Expected \`${flag}\` to contain no control characters, got ${JSON.stringify(value)}.`);
+  }
+  if (value !== value.trim()) {
+    throw new UsageError(`Expected \`${flag}\` to have no leading or trailing spaces, got ${JSON.stringify(value)}.`);
+  }
+  return value;
+}
+
+/** Same rules for a literal `--window` key. */
+export function validateWindowKey(value: string): string {
+  return validateName(value, '--window');
+}
+
+// Lowercase unquoted-identifier rules: the schema name is the one identifier we put in SQL
+// text (values are always parameters), so it must be beyond doubt.
+const SCHEMA = /^[a-z_][a-z0-9_]{0,62}$/;
+
+export function validateSchema(value: string): string {
+  if (!SCHEMA.test(value)) {
+    throw new UsageError(`Expected \`--schema\` to be a lowercase identifier like leasejob (letters, digits, _), got ${JSON.stringify(value)}.`);
+  }
+  return value;
+}
+
+export function quoteIdent(schema: string): string {
+  return `"${validateSchema(schema)}"`;
+}

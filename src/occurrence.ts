@@ -1,0 +1,96 @@
+// Which scheduled occurrence a run is, from the clock that fired it, and the window key derived from it.
+import { DateTime, type Duration } from 'luxon';
+import { UsageError } from './errors.js';
+import { previousTick, typicalInterval, type Schedule } from './schedule.js';
+
+export type OccurrenceSource = 'scheduled-time' | 'job-name' | 'wall-clock';
+
+/** Suffixes outside these years are not scheduled minutes (a pod's random suffix can be all digits). */
+const PLAUSIBLE_FROM_MS = Date.UTC(2000, 0, 1);
+const PLAUSIBLE_TO_MS = Date.UTC(2200, 0, 1);
+
+/**
+ * How far the host clock may lag the clock that fired the run and still name the right tick.
+ * A pod starts seconds after the CronJob controller fires, but its node's clock can be a few
+ * seconds behind the controller's, reading 23:59:58 for a midnight tick. 10 s covers NTP-synced
+ * nodes; a quarter interval keeps the tolerance well away from the previous tick.
+ */
+const MAX_LAG_TOLERANCE_MS = 10_000;
+
+/**
+ * The Kubernetes CronJob controller names each Job `<cronjob>-<scheduled time in unix minutes>`,
+ * the exact occurrence. A manual `kubectl create job --from=cronjob/x x-manual` has no such suffix.
+ */
+export function parseKubernetesJobName(jobName: string): Date | undefined {
+  const match = /^.+-(\d{1,12})$/.exec(jobName.trim());
+  if (!match) return undefined;
+  const ms = Number(match[1]) * 60_000;
+  return ms >= PLAUSIBLE_FROM_MS && ms < PLAUSIBLE_TO_MS ? new Date(ms) : undefined;
+}
+
+/**
+ * Priority: an explicit `--scheduled-time`, then the Job name, then (with a schedule) the host's
+ * wall clock, which is what fired a crontab entry. Never the database clock, never start time
+ * rounded. Undefined when nothing says which occurrence this is.
+ */
+export function deriveOccurrence(input: {
+  scheduledTime?: string | undefined;
+  jobName?: string | undefined;
+  schedule?: Schedule | undefined;
+  /** Zone of the result when there is no schedule; default UTC. */
+  tz?: string | undefined;
+  now: Date;
+}): { scheduledAt: DateTime; source: OccurrenceSource } | undefined {
+  const zone = input.schedule?.tz ?? input.tz ?? 'UTC';
+  if (input.scheduledTime !== undefined) {
+    return { scheduledAt: parseScheduledTime(input.scheduledTime).setZone(zone), source: 'scheduled-time' };
+  }
+  const fromName = input.jobName !== undefined ? parseKubernetesJobName(input.jobName) : undefined;
+  if (fromName !== undefined) {
+    return { scheduledAt: DateTime.fromJSDate(fromName, { zone }), source: 'job-name' };
+  }
+  if (input.schedule === undefined) return undefined;
+  const tolerance = Math.min(MAX_LAG_TOLERANCE_MS, typicalInterval(input.schedule, input.now) / 4);
+  const at = new Date(input.now.getTime() + tolerance);
+  return { scheduledAt: previousTick(input.schedule, at), source: 'wall-clock' };
+}
+
+/**
+ * The window key: by default the occurrence in ISO-8601 with its offset (distinct for the two
+ * passes of a repeated hour); `offset` shifts it calendar-aware in its zone before `format`.
+ */
+export function windowKey(scheduledAt: DateTime, opts: { format?: string | undefined; offset?: Duration | undefined }): string {
+  const shifted = opts.offset !== undefined ? scheduledAt.plus(opts.offset) : scheduledAt;
+  if (!shifted.isValid) throw new RangeError(`Invalid occurrence: ${shifted.invalidReason}`);
+  if (opts.format === undefined) return shifted.toISO({ suppressMilliseconds: true })!;
+  // A fixed locale: the same occurrence must give the same key on every host, whatever its LANG.
+  return shifted.setLocale('en-US').toFormat(opts.format);
+}
+
+/** Rejects a `--window-format` that would give every occurrence the same (or an empty) key. */
+export function validateWindowFormat(format: string): void {
+  const expected = 'Expected `--window-format` to be a luxon format like yyyy-MM-dd or yyyy-MM-dd\'T\'HH:mm';
+  // Two instants differing in every field (weekday, meridiem, zone and offset included): only a
+  // format without tokens renders both alike.
+  const a = windowKey(DateTime.fromISO('2001-02-03T04:05:06.007Z', { zone: 'UTC' }), { format });
+  const b = windowKey(DateTime.fromISO('2012-11-25T07:48:37.891Z', { zone: 'Asia/Kolkata' }), { format });
+  if (a === '') throw new UsageError(`${expected}, got \`${format}\`: it gives an empty window key.`);
+  if (a === b) {
+    throw new UsageError(
+      `${expected}, got \`${format}\`: it has no date or time token, so every occurrence would get the same window key.`,
+    );
+  }
+}
+
+function parseScheduledTime(text: string): DateTime {
+  const trimmed = text.trim();
+  // Without an offset the instant would depend on the host's zone, the very thing we must not guess.
+  const hasOffset = /T.*(?:Z|[+-]\d{2}(?::?\d{2})?)$/i.test(trimmed);
+  const parsed = DateTime.fromISO(trimmed, { setZone: true });
+  if (!hasOffset || !parsed.isValid) {
+    throw new UsageError(
+      `Expected \`--scheduled-time\` to be an ISO-8601 time with an offset like 2026-11-30T00:05:00-03:00 or 2026-11-30T03:05:00Z, got \`${text}\`.`,
+    );
+  }
+  return parsed;
+}

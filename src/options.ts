@@ -1,0 +1,146 @@
+// `run` options: every default in one place, every flag validated next to its rule, messages
+// in one pattern ("Expected `--flag` to be ..., got `value`.").
+import type { DateTime } from 'luxon';
+import { IANAZone } from 'luxon';
+import { parseDuration, parseIsoOffset } from './duration.js';
+import { UsageError } from './errors.js';
+import { safetyMarginMs, stopAfterMs } from './lease.js';
+import { LOG_LEVELS } from './log.js';
+import { validateName, validateSchema, validateWindowKey } from './names.js';
+import { deriveOccurrence, validateWindowFormat, windowKey, type OccurrenceSource } from './occurrence.js';
+import type { OnBusy } from './runner.js';
+import { parseSchedule, type Schedule } from './schedule.js';
+
+/** Raw flags as commander hands them over. */
+export interface RawRunFlags {
+  name?: string;
+  schedule?: string;
+  tz?: string;
+  windowFromSchedule?: boolean;
+  window?: string;
+  scheduledTime?: string;
+  windowFormat?: string;
+  windowOffset?: string;
+  ttl?: string;
+  killGrace?: string;
+  onBusy?: string;
+  waitTimeout?: string;
+  maxRuntime?: string;
+  maxDelay?: string;
+  rerun?: boolean;
+  databaseUrl?: string;
+  schema?: string;
+  logLevel?: string;
+  passDatabaseUrl?: boolean;
+}
+
+export const DEFAULTS = {
+  // Several times the worst expected renewal delay (DB latency, GC, CPU throttling), short
+  // enough that a dead owner is replaced quickly: the seed's 60-120 s guidance.
+  ttl: '90s',
+  // Enough for a typical process to flush and exit on SIGTERM; must fit inside the TTL.
+  killGrace: '10s',
+  tz: 'UTC',
+  onBusy: 'skip' as OnBusy,
+  schema: 'leasejob',
+  logLevel: 'info',
+};
+
+export interface RunConfig {
+  name: string;
+  command: string;
+  args: string[];
+  ttlMs: number;
+  renewIntervalMs: number;
+  killGraceMs: number;
+  onBusy: OnBusy;
+  waitTimeoutMs?: number | undefined;
+  maxRuntimeMs?: number | undefined;
+  schedule?: Schedule | undefined;
+  tz: string;
+  window?: { key: string; scheduledAt?: Date | undefined; source: OccurrenceSource | 'literal'; rerun: boolean; maxDelayMs?: number | undefined } | undefined;
+  spec: Record<string, string | number | null>;
+  databaseUrl?: string | undefined;
+  schema: string;
+  logLevel: string;
+  passDatabaseUrl: boolean;
+}
+
+const ON_BUSY: readonly OnBusy[] = ['skip', 'wait', 'fail'];
+
+export function normalizeRunOptions(flags: RawRunFlags, command: string[], env: NodeJS.ProcessEnv = process.env, now: Date = new Date()): RunConfig {
+  const name = validateName(flags.name);
+  const [cmd, ...args] = command;
+  if (cmd === undefined || cmd === '') {
+    throw new UsageError('Expected a command after `--`, as in `leasejob run --name job -- node job.js`, got none.');
+  }
+  const schema = validateSchema(flags.schema ?? DEFAULTS.schema);
+  const logLevel = flags.logLevel ?? env.LEASEJOB_LOG_LEVEL ?? DEFAULTS.logLevel;
+  if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) {
+    throw new UsageError(`Expected \`--log-level\` to be one of ${LOG_LEVELS.join(', ')}, got \`${logLevel}\`.`);
+  }
+
+  const ttlMs = parseDuration(flags.ttl ?? DEFAULTS.ttl, '--ttl');
+  const killGraceMs = parseDuration(flags.killGrace ?? DEFAULTS.killGrace, '--kill-grace');
+  const renewIntervalMs = Math.floor(ttlMs / 3);
+  if (ttlMs < 1_500) throw new UsageError(`Expected \`--ttl\` to be at least 1.5s (renewals every TTL/3 need room), got \`${flags.ttl}\`.`);
+  if (ttlMs > 24 * 3600_000) throw new UsageError(`Expected \`--ttl\` to be at most 24h (a dead owner would block the job that long), got \`${flags.ttl}\`.`);
+  if (stopAfterMs({ ttlMs, renewIntervalMs, killGraceMs }) <= renewIntervalMs) {
+    const max = ttlMs - renewIntervalMs - safetyMarginMs(ttlMs);
+    throw new UsageError(
+      `Expected \`--kill-grace\` to be below ${max}ms so that a failed renewal at TTL/3 still leaves time to stop the child before \`--ttl\` ${flags.ttl ?? DEFAULTS.ttl} expires, got \`${flags.killGrace ?? DEFAULTS.killGrace}\`; raise --ttl or lower --kill-grace.`,
+    );
+  }
+
+  const onBusy = (flags.onBusy ?? DEFAULTS.onBusy) as OnBusy;
+  if (!ON_BUSY.includes(onBusy)) throw new UsageError(`Expected \`--on-busy\` to be one of skip, wait, fail, got \`${flags.onBusy}\`.`);
+  const waitTimeoutMs = flags.waitTimeout !== undefined ? parseDuration(flags.waitTimeout, '--wait-timeout') : undefined;
+  if (waitTimeoutMs !== undefined && onBusy !== 'wait') throw new UsageError('`--wait-timeout` only applies with `--on-busy wait`.');
+  const maxRuntimeMs = flags.maxRuntime !== undefined ? parseDuration(flags.maxRuntime, '--max-runtime') : undefined;
+  const maxDelayMs = flags.maxDelay !== undefined ? parseDuration(flags.maxDelay, '--max-delay') : undefined;
+
+  const tz = flags.tz ?? DEFAULTS.tz;
+  if (!IANAZone.isValidZone(tz)) throw new UsageError(`Expected \`--tz\` to be an IANA time zone like America/Sao_Paulo or UTC, got \`${tz}\`.`);
+  const schedule = flags.schedule !== undefined ? parseSchedule(flags.schedule, tz) : undefined;
+
+  if (flags.window !== undefined && flags.windowFromSchedule) throw new UsageError('Use either `--window` or `--window-from-schedule`, not both.');
+  if (!flags.windowFromSchedule && (flags.windowFormat !== undefined || flags.windowOffset !== undefined)) {
+    throw new UsageError('`--window-format` and `--window-offset` need `--window-from-schedule`.');
+  }
+  if (flags.window === undefined && !flags.windowFromSchedule && (flags.rerun || maxDelayMs !== undefined)) {
+    throw new UsageError('`--rerun` and `--max-delay` need a window: `--window-from-schedule` or `--window`.');
+  }
+
+  let window: RunConfig['window'];
+  if (flags.window !== undefined) {
+    const scheduledAt = flags.scheduledTime !== undefined ? deriveOccurrence({ scheduledTime: flags.scheduledTime, tz, now })?.scheduledAt.toJSDate() : undefined;
+    if (maxDelayMs !== undefined && scheduledAt === undefined) throw new UsageError('`--max-delay` with a literal `--window` needs `--scheduled-time`.');
+    window = { key: validateWindowKey(flags.window), scheduledAt, source: 'literal', rerun: !!flags.rerun, maxDelayMs };
+  } else if (flags.windowFromSchedule) {
+    if (flags.windowFormat !== undefined) validateWindowFormat(flags.windowFormat);
+    const offset = flags.windowOffset !== undefined ? parseIsoOffset(flags.windowOffset, '--window-offset') : undefined;
+    const occ = deriveOccurrence({ scheduledTime: flags.scheduledTime, jobName: env.JOB_NAME, schedule, tz, now });
+    if (!occ) {
+      throw new UsageError('`--window-from-schedule` needs `--schedule` (or `--scheduled-time`, or a Kubernetes JOB_NAME ending in the scheduled minute).');
+    }
+    const at: DateTime = occ.scheduledAt.setZone(tz);
+    const key = windowKey(at, { format: flags.windowFormat, offset });
+    window = { key: validateWindowKey(key), scheduledAt: at.toJSDate(), source: occ.source, rerun: !!flags.rerun, maxDelayMs };
+  } else if (flags.scheduledTime !== undefined) {
+    throw new UsageError('`--scheduled-time` needs `--window-from-schedule` or `--window`.');
+  }
+
+  const spec: Record<string, string | number | null> = {
+    schedule: flags.schedule ?? null,
+    tz,
+    window_mode: flags.window !== undefined ? 'literal' : flags.windowFromSchedule ? 'schedule' : 'none',
+    window_format: flags.windowFormat ?? null,
+    window_offset: flags.windowOffset ?? null,
+    max_delay_ms: maxDelayMs ?? null,
+  };
+
+  return {
+    name, command: cmd, args, ttlMs, renewIntervalMs, killGraceMs, onBusy, waitTimeoutMs, maxRuntimeMs,
+    schedule, tz, window, spec, databaseUrl: flags.databaseUrl, schema, logLevel, passDatabaseUrl: !!flags.passDatabaseUrl,
+  };
+}

@@ -1,0 +1,225 @@
+// runWithLease: acquire the lease and claim the window, run a task while the keeper renews,
+// stop the task when the lease is in doubt, record the outcome and release.
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { measureOffset, sleep, stamp, CLOCK_OFFSET_WARN_MS } from './clock.js';
+import { LeaseUnavailableError } from './errors.js';
+import { LeaseKeeper, safetyMarginMs, type LossReason } from './lease.js';
+import type { Logger } from './log.js';
+import type { Store } from './store.js';
+
+export type OnBusy = 'skip' | 'wait' | 'fail';
+
+export interface WindowClaim {
+  key: string;
+  scheduledAt?: Date | undefined;
+  rerun?: boolean;
+  maxDelayMs?: number | undefined;
+}
+
+export interface RunOptions {
+  name: string;
+  ttlMs: number;
+  /** Default ttl/3. */
+  renewIntervalMs?: number;
+  /** How long the task may take to stop once told to (must fit inside the TTL). */
+  killGraceMs: number;
+  window?: WindowClaim | undefined;
+  onBusy?: OnBusy;
+  waitTimeoutMs?: number | undefined;
+  maxRuntimeMs?: number | undefined;
+  /** Aborting it stops the task (e.g. SIGTERM to the runner), the lease is then released. */
+  signal?: AbortSignal | undefined;
+  /** What the registry records about the job (schedule, tz, window settings). */
+  spec?: Record<string, string | number | null> | undefined;
+  owner?: string;
+}
+
+/** Why the task's AbortSignal fired, and how long it has left to finish. */
+export type AbortReason =
+  | (LossReason & { graceMs: number })
+  | { kind: 'max-runtime'; graceMs: number }
+  | { kind: 'cancelled'; reason: unknown; graceMs: number };
+
+export interface TaskContext {
+  signal: AbortSignal;
+  /** The lease generation as a decimal string: the fencing token. */
+  fenceToken: string;
+  idempotencyKey: string;
+  owner: string;
+  window?: string | undefined;
+  attempt: number;
+  scheduledAt?: Date | undefined;
+}
+
+export type RunResult<T> =
+  | { status: 'completed'; value: T; generation: string; attempt: number }
+  | { status: 'failed'; error: unknown; generation: string; attempt: number; aborted?: AbortReason; released: boolean }
+  | { status: 'skipped'; reason: 'busy' | 'done' | 'missed'; holder?: string | null; completedAt?: Date | null };
+
+export function newOwnerId(): string {
+  return `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+}
+
+export async function runWithLease<T>(
+  store: Store,
+  opts: RunOptions,
+  task: (ctx: TaskContext) => Promise<T>,
+  log: Logger,
+): Promise<RunResult<T>> {
+  const owner = opts.owner ?? newOwnerId();
+  const renewIntervalMs = opts.renewIntervalMs ?? Math.floor(opts.ttlMs / 3);
+  const timing = { ttlMs: opts.ttlMs, renewIntervalMs, killGraceMs: opts.killGraceMs };
+  const win = opts.window;
+  const jlog = log.child({ job: opts.name, ...(win ? { window: win.key } : {}), owner });
+  const waitStart = performance.now();
+
+  for (;;) {
+    if (opts.signal?.aborted) return { status: 'skipped', reason: 'busy' };
+    const sent = stamp();
+    const row = await store.acquire({
+      job: opts.name, owner, ttlMs: opts.ttlMs, renewIntervalMs, window: win?.key,
+      scheduledAt: win?.scheduledAt, rerun: win?.rerun ?? false, maxDelayMs: win?.maxDelayMs,
+      hostTime: new Date(sent.wall), spec: opts.spec,
+    });
+    const received = stamp();
+
+    if (row.outcome === 'done') {
+      jlog.info({ completedAt: row.completedAt }, 'window already completed');
+      return { status: 'skipped', reason: 'done', completedAt: row.completedAt };
+    }
+    if (row.outcome === 'missed') {
+      jlog.warn({ scheduledAt: win?.scheduledAt, maxDelayMs: win?.maxDelayMs }, 'window missed');
+      return { status: 'skipped', reason: 'missed' };
+    }
+    if (row.outcome === 'acquired' && row.generation !== null) {
+      const offset = row.dbNow ? measureOffset(sent, received, row.dbNow) : undefined;
+      jlog.info({ generation: row.generation, attempt: row.attempt, ttlMs: opts.ttlMs, ...offset }, 'lease acquired');
+      if (offset && Math.abs(offset.offsetMs) > CLOCK_OFFSET_WARN_MS) jlog.warn(offset, 'clock offset to database is large');
+      if (win) jlog.info({ generation: row.generation, attempt: row.attempt, scheduledAt: win.scheduledAt }, 'window claimed');
+      return runHeld(store, opts, task, jlog, { owner, generation: row.generation, attempt: row.attempt ?? 1, sent, timing });
+    }
+
+    // Busy. A stale holder (stopped renewing, or its database session is gone) is waited out
+    // and taken over whatever --on-busy says: skipping would leave its window unfinished.
+    const holder = { holder: row.holder, holderGeneration: row.holderGeneration, holderWindow: row.holderWindow, expiresAt: row.expiresAt };
+    const untilExpiryMs = row.expiresAt && row.dbNow ? row.expiresAt.getTime() - row.dbNow.getTime() : renewIntervalMs;
+    if (row.outcome === 'stale') {
+      jlog.info({ ...holder, waitMs: untilExpiryMs }, 'lease held by a stale owner, waiting for expiry');
+      await sleep(Math.min(Math.max(untilExpiryMs, 0) + 50, opts.ttlMs), opts.signal);
+      continue;
+    }
+    const policy = opts.onBusy ?? 'skip';
+    if (policy === 'skip') {
+      jlog.info(holder, 'lease busy');
+      await store.recordEvent({ job: opts.name, kind: 'busy-skip', window: win?.key, owner, hostTime: new Date(), detail: { holder: row.holder, holder_generation: row.holderGeneration } })
+        .catch((err: unknown) => jlog.debug({ err: (err as Error).message }, 'could not record busy-skip event'));
+      return { status: 'skipped', reason: 'busy', holder: row.holder };
+    }
+    if (policy === 'fail') {
+      throw new LeaseUnavailableError(`lease "${opts.name}" is held by ${row.holder} (generation ${row.holderGeneration}) and --on-busy is fail`, 'E_LEASE_BUSY');
+    }
+    const waited = performance.now() - waitStart;
+    if (opts.waitTimeoutMs !== undefined && waited >= opts.waitTimeoutMs) {
+      throw new LeaseUnavailableError(`lease "${opts.name}" still held by ${row.holder} after waiting ${Math.round(waited)} ms (--wait-timeout)`, 'E_WAIT_TIMEOUT');
+    }
+    jlog.debug(holder, 'lease busy, waiting');
+    // Poll at most once a second, never past the holder's expiry or our own timeout.
+    const remaining = opts.waitTimeoutMs === undefined ? Infinity : opts.waitTimeoutMs - waited;
+    await sleep(Math.max(50, Math.min(1_000, untilExpiryMs + 50, remaining)), opts.signal);
+  }
+}
+
+async function runHeld<T>(
+  store: Store,
+  opts: RunOptions,
+  task: (ctx: TaskContext) => Promise<T>,
+  log: Logger,
+  held: { owner: string; generation: string; attempt: number; sent: ReturnType<typeof stamp>; timing: { ttlMs: number; renewIntervalMs: number; killGraceMs: number } },
+): Promise<RunResult<T>> {
+  const { owner, generation, attempt } = held;
+  const win = opts.window;
+  const controller = new AbortController();
+  let aborted: AbortReason | undefined;
+  const abort = (reason: AbortReason): void => {
+    if (aborted) return;
+    aborted = reason;
+    controller.abort(reason);
+  };
+
+  const keeper = new LeaseKeeper(
+    store, { job: opts.name, owner, generation, window: win?.key }, held.timing, held.sent, log,
+    (loss) => {
+      log.warn({ generation, reason: loss.kind, detail: loss.detail, remainingMs: Math.round(keeper.remainingMs()) }, 'lease lost');
+      // Whatever is left before expiry, minus the margin for the kill itself.
+      const graceMs = Math.max(0, Math.min(opts.killGraceMs, keeper.remainingMs() - safetyMarginMs(opts.ttlMs)));
+      abort({ ...loss, graceMs });
+    },
+    (jumpMs) => {
+      void store.recordEvent({ job: opts.name, kind: 'clock-jump', window: win?.key, owner, generation, hostTime: new Date(), detail: { jump_ms: jumpMs } }).catch(() => {});
+    },
+  );
+  keeper.start();
+
+  let runtimeTimer: NodeJS.Timeout | undefined;
+  if (opts.maxRuntimeMs !== undefined) {
+    runtimeTimer = setTimeout(() => {
+      log.warn({ maxRuntimeMs: opts.maxRuntimeMs }, 'max runtime exceeded');
+      abort({ kind: 'max-runtime', graceMs: opts.killGraceMs });
+    }, opts.maxRuntimeMs);
+  }
+  const onCancel = (): void => abort({ kind: 'cancelled', reason: opts.signal?.reason, graceMs: opts.killGraceMs });
+  opts.signal?.addEventListener('abort', onCancel, { once: true });
+  if (opts.signal?.aborted) onCancel();
+
+  const idempotencyKey = win ? `${opts.name}:${win.key}` : `${opts.name}:${generation}`;
+  let value: T | undefined;
+  let error: unknown;
+  let ok = false;
+  try {
+    value = await task({ signal: controller.signal, fenceToken: generation, idempotencyKey, owner, window: win?.key, attempt, scheduledAt: win?.scheduledAt });
+    ok = aborted === undefined || aborted.kind === 'cancelled';
+  } catch (err) {
+    error = err;
+  } finally {
+    clearTimeout(runtimeTimer);
+    opts.signal?.removeEventListener('abort', onCancel);
+  }
+  const leaseDoubtful = aborted?.kind === 'lease-lost' || aborted?.kind === 'deadline';
+  keeper.stop();
+
+  const outcome = !win ? 'none' : ok ? 'completed' : 'failed';
+  let released = false;
+  try {
+    const r = await store.finish({
+      job: opts.name, owner, generation, window: win?.key, outcome, hostTime: new Date(),
+      exitCode: exitCodeOf(ok ? undefined : error),
+      detail: aborted ? { aborted: aborted.kind } : {},
+      queryTimeoutMs: Math.max(2_000, opts.ttlMs),
+    });
+    released = r.held;
+    if (r.held) {
+      if (win) log.info({ generation, attempt, outcome }, ok ? 'window completed' : 'window left open');
+      log.info({ generation }, 'lease released');
+    } else {
+      log.warn({ generation }, 'lease was no longer held at finish; outcome not recorded');
+    }
+    if (!r.held && ok) {
+      // The task finished but the lease was gone when we came to record it: not completed.
+      return { status: 'failed', error: new LeaseUnavailableError('lease lost before the window could be recorded as completed'), generation, attempt, aborted: { kind: 'lease-lost', detail: 'not held at finish', graceMs: 0 }, released };
+    }
+  } catch (err) {
+    log.error({ err: (err as Error).message, generation }, 'could not record outcome and release; the lease will expire by itself');
+    if (ok && !leaseDoubtful) {
+      return { status: 'failed', error: err, generation, attempt, released: false };
+    }
+  }
+
+  if (ok) return { status: 'completed', value: value as T, generation, attempt };
+  return { status: 'failed', error: error ?? new Error('task aborted'), generation, attempt, ...(aborted ? { aborted } : {}), released };
+}
+
+function exitCodeOf(err: unknown): number | undefined {
+  if (typeof err === 'object' && err !== null && 'childCode' in err) return Number((err as { childCode: unknown }).childCode);
+  return undefined;
+}

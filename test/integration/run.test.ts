@@ -1,0 +1,162 @@
+// `leasejob run` end to end: real CLI, real children, real PostgreSQL.
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fixture, logLines, runCli, startCli } from '../helpers/cli.js';
+import { testDb, type TestDb } from '../helpers/db.js';
+
+let db: TestDb;
+let tmp: string;
+beforeAll(async () => {
+  db = await testDb();
+  tmp = mkdtempSync(path.join(tmpdir(), 'leasejob-run-'));
+});
+afterAll(async () => db.close());
+
+const base = (name: string): string[] => ['--database-url', db.url, '--schema', db.schema, '--name', name];
+
+async function windowRow(job: string, key: string) {
+  const rows = await db.rows<{ attempts: number; completed_at: Date | null; outcome: string; exit_code: number | null; generation: string }>(
+    `SELECT attempts, completed_at, outcome, exit_code, generation FROM ${db.schema}.windows WHERE job = $1 AND window_key = $2`,
+    [job, key],
+  );
+  return rows[0];
+}
+
+describe('leasejob run', () => {
+  it('runs the child with the documented environment and no database URL', async () => {
+    const out = path.join(tmp, 'env.json');
+    const r = await runCli(['run', ...base('env-job'), '--window', 'w1', '--', process.execPath, fixture('write-env.mjs'), out], {
+      DATABASE_URL: 'postgres://sentinel:sentinel-secret@nowhere/db',
+    });
+    expect(r.exitCode, r.all).toBe(0);
+    const env = JSON.parse(readFileSync(out, 'utf8')) as Record<string, string>;
+    expect(env.FENCE_TOKEN).toMatch(/^\d+$/);
+    expect(env.IDEMPOTENCY_KEY).toBe('env-job:w1');
+    expect(env.LEASEJOB_NAME).toBe('env-job');
+    expect(env.LEASEJOB_WINDOW).toBe('w1');
+    expect(env.LEASEJOB_ATTEMPT).toBe('1');
+    expect(env.LEASEJOB_OWNER).toMatch(/^[^:]+:\d+:[0-9a-f]+$/);
+    expect(env.DATABASE_URL).toBeUndefined();
+    expect(env.LEASEJOB_DATABASE_URL).toBeUndefined();
+    const lease = await db.rows<{ generation: string; expires_at: Date; released_at: Date | null }>(
+      `SELECT generation, expires_at, released_at FROM ${db.schema}.leases WHERE name = 'env-job'`,
+    );
+    expect(lease[0]?.generation).toBe(env.FENCE_TOKEN);
+    expect(lease[0]?.released_at).not.toBeNull();
+  });
+
+  it('skips a completed window, and --rerun runs it again as attempt 2', async () => {
+    const args = [...base('rerun-job'), '--window', '2026-01-01'];
+    const first = await runCli(['run', ...args, '--', process.execPath, fixture('exit-with.mjs'), '0']);
+    expect(first.exitCode, first.all).toBe(0);
+    expect((await windowRow('rerun-job', '2026-01-01'))?.completed_at).not.toBeNull();
+
+    const again = await runCli(['run', ...args, '--', process.execPath, fixture('exit-with.mjs'), '9']);
+    expect(again.exitCode, again.all).toBe(0); // the child (which would exit 9) did not run
+    expect(logLines(again.stderr).some((l) => l.msg === 'window already completed')).toBe(true);
+    expect((await windowRow('rerun-job', '2026-01-01'))?.attempts).toBe(1);
+
+    const rerun = await runCli(['run', ...args, '--rerun', '--', process.execPath, fixture('write-env.mjs'), path.join(tmp, 'rerun.json')]);
+    expect(rerun.exitCode, rerun.all).toBe(0);
+    expect(JSON.parse(readFileSync(path.join(tmp, 'rerun.json'), 'utf8')).LEASEJOB_ATTEMPT).toBe('2');
+    const w = await windowRow('rerun-job', '2026-01-01');
+    expect(w?.attempts).toBe(2);
+    expect(w?.outcome).toBe('completed');
+  });
+
+  it('passes a failing exit code through, leaves the window open, and resumes it as attempt 2', async () => {
+    const args = [...base('fail-job'), '--window', 'w'];
+    const failed = await runCli(['run', ...args, '--', process.execPath, fixture('exit-with.mjs'), '3']);
+    expect(failed.exitCode, failed.all).toBe(3);
+    let w = await windowRow('fail-job', 'w');
+    expect(w?.completed_at).toBeNull();
+    expect(w?.outcome).toBe('failed');
+    expect(w?.exit_code).toBe(3);
+
+    const retry = await runCli(['run', ...args, '--', process.execPath, fixture('write-env.mjs'), path.join(tmp, 'retry.json')]);
+    expect(retry.exitCode, retry.all).toBe(0);
+    expect(JSON.parse(readFileSync(path.join(tmp, 'retry.json'), 'utf8')).LEASEJOB_ATTEMPT).toBe('2');
+    w = await windowRow('fail-job', 'w');
+    expect(w?.attempts).toBe(2);
+    expect(w?.completed_at).not.toBeNull();
+  });
+
+  it('derives the window from --scheduled-time with offset and format', async () => {
+    const out = path.join(tmp, 'sched.json');
+    const r = await runCli(['run', ...base('close-day'), '--schedule', '5 0 * * *', '--tz', 'America/Sao_Paulo', '--window-from-schedule',
+      '--scheduled-time', '2026-11-30T00:05:00-03:00', '--window-offset', '-P1D', '--window-format', 'yyyy-MM-dd',
+      '--', process.execPath, fixture('write-env.mjs'), out]);
+    expect(r.exitCode, r.all).toBe(0);
+    const env = JSON.parse(readFileSync(out, 'utf8')) as Record<string, string>;
+    expect(env.LEASEJOB_WINDOW).toBe('2026-11-29');
+    expect(env.IDEMPOTENCY_KEY).toBe('close-day:2026-11-29');
+    expect(new Date(env.LEASEJOB_SCHEDULED_AT!).toISOString()).toBe('2026-11-30T03:05:00.000Z');
+    const jobs = await db.rows<{ schedule: string; tz: string }>(`SELECT schedule, tz FROM ${db.schema}.jobs WHERE name = 'close-day'`);
+    expect(jobs[0]).toEqual({ schedule: '5 0 * * *', tz: 'America/Sao_Paulo' });
+  });
+
+  it('takes the occurrence from the Kubernetes JOB_NAME, so a late retry maps to the same window', async () => {
+    // 29409125 unix minutes = 2025-12-01T00:05:00Z; the pod starts hours later.
+    const args = ['run', ...base('k8s-job'), '--schedule', '5 0 * * *', '--window-from-schedule'];
+    const first = await runCli([...args, '--', process.execPath, fixture('exit-with.mjs'), '0'], { JOB_NAME: 'k8s-job-29409125' });
+    expect(first.exitCode, first.all).toBe(0);
+    const rows = await db.rows<{ window_key: string }>(`SELECT window_key FROM ${db.schema}.windows WHERE job = 'k8s-job'`);
+    expect(rows.map((r) => r.window_key)).toEqual(['2025-12-01T00:05:00Z']);
+    const dup = await runCli([...args, '--', process.execPath, fixture('exit-with.mjs'), '7'], { JOB_NAME: 'k8s-job-29409125' });
+    expect(dup.exitCode, dup.all).toBe(0);
+    expect(logLines(dup.stderr).some((l) => l.msg === 'window already completed')).toBe(true);
+  });
+
+  it('records a window older than --max-delay as missed and does not run it', async () => {
+    const r = await runCli(['run', ...base('late-job'), '--window-from-schedule', '--schedule', '0 * * * *', '--scheduled-time', '2020-01-01T00:00:00Z',
+      '--max-delay', '10m', '--', process.execPath, fixture('exit-with.mjs'), '5']);
+    expect(r.exitCode, r.all).toBe(0);
+    expect(logLines(r.stderr).some((l) => l.msg === 'window missed')).toBe(true);
+    const w = await windowRow('late-job', '2020-01-01T00:00:00Z');
+    expect(w?.outcome).toBe('missed');
+    const ev = await db.rows<{ kind: string }>(`SELECT kind FROM ${db.schema}.events WHERE job = 'late-job'`);
+    expect(ev.map((e) => e.kind)).toEqual(['window-missed']);
+  });
+
+  it('runs plain mutual exclusion without a window ledger', async () => {
+    const r = await runCli(['run', ...base('mutex-only'), '--', process.execPath, fixture('exit-with.mjs'), '0']);
+    expect(r.exitCode, r.all).toBe(0);
+    expect(await db.rows(`SELECT 1 FROM ${db.schema}.windows WHERE job = 'mutex-only'`)).toHaveLength(0);
+    const again = await runCli(['run', ...base('mutex-only'), '--', process.execPath, fixture('exit-with.mjs'), '0']);
+    expect(again.exitCode).toBe(0);
+    const lease = await db.rows<{ generation: string }>(`SELECT generation FROM ${db.schema}.leases WHERE name = 'mutex-only'`);
+    expect(lease[0]?.generation).toBe('2'); // released, never deleted: generations keep growing
+  });
+
+  it('exits 124 when --max-runtime is exceeded, stopping the child', async () => {
+    const pidFile = path.join(tmp, 'maxrt.pid');
+    const r = await runCli(['run', ...base('slow-job'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s', '--max-runtime', '1s',
+      '--', process.execPath, fixture('trap-term.mjs'), pidFile]);
+    expect(r.exitCode, r.all).toBe(124);
+    expect(readFileSync(pidFile, 'utf8')).toContain('SIGTERM');
+    expect((await windowRow('slow-job', 'w'))?.completed_at).toBeNull();
+  });
+
+  it('forwards SIGTERM to the child, releases the lease and exits 143', async () => {
+    const pidFile = path.join(tmp, 'term.pid');
+    const p = startCli(['run', ...base('term-job'), '--window', 'w', '--ttl', '30s', '--', process.execPath, fixture('forever.mjs'), pidFile]);
+    const { waitFor } = await import('../helpers/cli.js');
+    await waitFor('child ready', () => {
+      try {
+        return readFileSync(pidFile, 'utf8').length > 0;
+      } catch {
+        return false;
+      }
+    });
+    p.kill('SIGTERM');
+    const r = await p;
+    expect(r.exitCode, r.all).toBe(143);
+    const lease = await db.rows<{ released: boolean }>(`SELECT released_at IS NOT NULL AND expires_at <= now() AS released FROM ${db.schema}.leases WHERE name = 'term-job'`);
+    expect(lease[0]?.released).toBe(true);
+    const w = await windowRow('term-job', 'w');
+    expect(w?.completed_at).toBeNull();
+    expect(w?.exit_code).toBe(143);
+  });
+});
