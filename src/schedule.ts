@@ -1,7 +1,7 @@
 // Cron schedules in an IANA zone: validation, and the exact instants they fire at across DST changes.
 //
-// cron-parser 5 walks DST days in the zone itself and its answers there depend on the direction
-// and the start point: `prev()` skips a tick that `next()` shifts out of a spring-forward gap
+// Works around cron-parser 5.10, whose own DST handling gives answers that depend on the
+// direction of the walk: `prev()` skips a tick that `next()` shifts out of a spring-forward gap
 // (`30 2 * * *`, New York, 2026-03-08), returns a repeated 01:30 that `next()` does not, and throws
 // "loop limit exceeded" from America/Sao_Paulo on 2018-11-06 for `5 0 * * *` (gap at midnight).
 // So cron-parser only matches wall-clock times here, in UTC where there is no DST, and this module

@@ -1,0 +1,1 @@
+export function startEmbeddedPostgres(): Promise<{ url: string; stop: () => Promise<void> }>;

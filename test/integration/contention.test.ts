@@ -1,0 +1,114 @@
+// Contenders and faults: many runs on one window, a crashed holder, a stolen lease, a lost database.
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fixture, isAlive, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
+import { testDb, type TestDb } from '../helpers/db.js';
+import { startProxy } from '../helpers/proxy.js';
+
+let db: TestDb;
+let tmp: string;
+beforeAll(async () => {
+  db = await testDb();
+  tmp = mkdtempSync(path.join(tmpdir(), 'leasejob-contention-'));
+});
+afterAll(async () => db.close());
+
+const base = (name: string, url = db.url): string[] => ['--database-url', url, '--schema', db.schema, '--name', name];
+const readPid = (file: string): number | false => {
+  if (!existsSync(file)) return false;
+  const pid = Number.parseInt(readFileSync(file, 'utf8'), 10);
+  return Number.isFinite(pid) && pid > 0 ? pid : false;
+};
+
+describe('contention and faults', () => {
+  it('20 concurrent runs on one window: the child runs exactly once, the others exit 0', async () => {
+    const marks = path.join(tmp, 'herd.txt');
+    const runs = Array.from({ length: 20 }, () =>
+      startCli(['run', ...base('herd'), '--window', 'w1', '--ttl', '10s', '--kill-grace', '2s', '--', process.execPath, fixture('append-pid.mjs'), marks, '3000'], {}, { timeoutMs: 90_000 }),
+    );
+    const results = await Promise.all(runs);
+    for (const r of results) expect(r.exitCode, r.all).toBe(0);
+    const lines = readFileSync(marks, 'utf8').trim().split('\n');
+    expect(lines).toHaveLength(1);
+    const skipped = results.filter((r) => logLines(r.stderr).some((l) => l.msg === 'lease busy' || l.msg === 'window already completed'));
+    expect(skipped).toHaveLength(19);
+    const w = await db.rows<{ attempts: number; completed: boolean }>(`SELECT attempts, completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'herd'`);
+    expect(w).toEqual([{ attempts: 1, completed: true }]);
+  });
+
+  it('--on-busy fail exits 75 and --on-busy wait takes the lease once it is free', async () => {
+    const pidFile = path.join(tmp, 'busy.pid');
+    const holder = startCli(['run', ...base('busy'), '--ttl', '6s', '--kill-grace', '1s', '--', process.execPath, fixture('sleep-then.mjs'), '2500', '0']);
+    await waitFor('holder to take the lease', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'busy' AND expires_at > now()`)).length > 0);
+    const fail = await runCli(['run', ...base('busy'), '--on-busy', 'fail', '--', process.execPath, fixture('exit-with.mjs'), '0']);
+    expect(fail.exitCode, fail.all).toBe(75);
+    const timeout = await runCli(['run', ...base('busy'), '--on-busy', 'wait', '--wait-timeout', '300ms', '--', process.execPath, fixture('exit-with.mjs'), '0']);
+    expect(timeout.exitCode, timeout.all).toBe(75);
+    const wait = await runCli(['run', ...base('busy'), '--on-busy', 'wait', '--', process.execPath, fixture('write-env.mjs'), pidFile]);
+    expect(wait.exitCode, wait.all).toBe(0);
+    expect((await holder).exitCode).toBe(0);
+    expect(JSON.parse(readFileSync(pidFile, 'utf8')).FENCE_TOKEN).toBe('2');
+  });
+
+  it('holder and child SIGKILLed mid-run: a retry takes over within TTL + one renew interval and completes the window', async () => {
+    const ttlMs = 3_000;
+    const pidFile = path.join(tmp, 'crash.pid');
+    const args = [...base('crash'), '--window', 'w', '--ttl', '3s', '--kill-grace', '500ms'];
+    const holder = startCli(['run', ...args, '--', process.execPath, fixture('forever.mjs'), pidFile]);
+    const childPid = await waitFor('child ready', () => readPid(pidFile));
+    holder.kill('SIGKILL');
+    await holder;
+    const killedAt = (await db.rows<{ now: Date }>('SELECT now()'))[0]!.now;
+    // The parent-death signal takes the child down with its runner.
+    await waitFor('orphaned child to die', () => !isAlive(childPid), 10_000);
+
+    const retry = await runCli(['run', ...args, '--', process.execPath, fixture('exit-with.mjs'), '0']);
+    expect(retry.exitCode, retry.all).toBe(0);
+    const w = await db.rows<{ attempts: number; completed: boolean; generation: string }>(
+      `SELECT attempts, completed_at IS NOT NULL AS completed, generation FROM ${db.schema}.windows WHERE job = 'crash'`,
+    );
+    expect(w).toEqual([{ attempts: 2, completed: true, generation: '2' }]);
+    const ev = await db.rows<{ kind: string; db_time: Date }>(`SELECT kind, db_time FROM ${db.schema}.events WHERE job = 'crash' AND kind = 'stale-takeover'`);
+    expect(ev).toHaveLength(1);
+    const takeoverMs = ev[0]!.db_time.getTime() - killedAt.getTime();
+    expect(takeoverMs).toBeLessThanOrEqual(ttlMs + ttlMs / 3);
+  });
+
+  it('the lease row taken by someone else mid-run: the child gets SIGTERM and run exits 75', async () => {
+    const pidFile = path.join(tmp, 'stolen.pid');
+    const run = startCli(['run', ...base('stolen'), '--window', 'w', '--ttl', '3s', '--kill-grace', '500ms', '--', process.execPath, fixture('trap-term.mjs'), pidFile]);
+    await waitFor('child ready', () => readPid(pidFile));
+    await db.rows(`UPDATE ${db.schema}.leases SET owner = 'intruder:1:x', generation = generation + 1, expires_at = now() + interval '1 hour' WHERE name = 'stolen'`);
+    const r = await run;
+    expect(r.exitCode, r.all).toBe(75);
+    expect(readFileSync(pidFile, 'utf8')).toContain('SIGTERM');
+    expect(logLines(r.stderr).some((l) => l.msg === 'lease lost')).toBe(true);
+    const w = await db.rows<{ completed: boolean; outcome: string }>(`SELECT completed_at IS NOT NULL AS completed, outcome FROM ${db.schema}.windows WHERE job = 'stolen'`);
+    expect(w[0]?.completed).toBe(false);
+  });
+
+  it('the database goes away mid-run: the child is stopped before the lease can expire', async () => {
+    const proxy = await startProxy(db.url);
+    try {
+      const pidFile = path.join(tmp, 'cut.pid');
+      const run = startCli(['run', ...base('cut', proxy.url(db.url)), '--window', 'w', '--ttl', '3s', '--kill-grace', '500ms',
+        '--', process.execPath, fixture('ignore-sigterm.mjs'), pidFile]);
+      const childPid = await waitFor('child ready', () => readPid(pidFile));
+      // Let one renewal succeed, so the deadline is measured from a renewal, not the acquire.
+      await waitFor('a renewal', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'cut' AND renewed_at > acquired_at`)).length > 0, 10_000);
+      proxy.cut();
+      await waitFor('child stopped', () => !isAlive(childPid), 10_000, 20);
+      const lease = await db.rows<{ before_expiry: boolean; left_ms: number }>(
+        `SELECT now() < expires_at AS before_expiry, extract(epoch FROM expires_at - now()) * 1000 AS left_ms FROM ${db.schema}.leases WHERE name = 'cut'`,
+      );
+      expect(lease[0]?.before_expiry, `child outlived the lease by ${-Number(lease[0]?.left_ms)} ms`).toBe(true);
+      const r = await run;
+      expect(r.exitCode, r.all).toBe(75);
+      expect(logLines(r.stderr).some((l) => l.msg === 'renewal failed')).toBe(true);
+    } finally {
+      await proxy.close();
+    }
+  });
+});

@@ -1,0 +1,184 @@
+import { describe, it, expect } from 'vitest';
+import { DateTime, Duration } from 'luxon';
+import { UsageError } from '../../src/errors.js';
+import { parseIsoOffset } from '../../src/duration.js';
+import {
+  deriveOccurrence,
+  parseKubernetesJobName,
+  validateWindowFormat,
+  windowKey,
+} from '../../src/occurrence.js';
+import { parseSchedule } from '../../src/schedule.js';
+
+const SP = 'America/Sao_Paulo';
+const NY = 'America/New_York';
+const minutesOf = (iso: string) => Date.parse(iso) / 60_000;
+
+describe('parseKubernetesJobName', () => {
+  it('reads the scheduled minute the CronJob controller puts in the name', () => {
+    expect(parseKubernetesJobName('nightly-close-29383565')?.toISOString()).toBe('2025-11-13T06:05:00.000Z');
+    expect(parseKubernetesJobName(`nightly-close-${minutesOf('2026-11-30T00:05:00-03:00')}`)?.toISOString()).toBe(
+      '2026-11-30T03:05:00.000Z',
+    );
+    expect(parseKubernetesJobName('x-29383565')?.getTime()).toBe(29383565 * 60_000);
+  });
+
+  it.each([
+    'nightly-manual',
+    'nightly-close-manual-1',
+    'x-abc12',
+    'x-2938356a',
+    '29383565',
+    '-29383565',
+    'x-',
+    '',
+    'x-24567',
+    'x-99999999999',
+    'nightly-29383565-abcde',
+  ])('gives undefined for %j', (name) => {
+    expect(parseKubernetesJobName(name)).toBeUndefined();
+  });
+});
+
+describe('deriveOccurrence', () => {
+  const nightly = parseSchedule('5 0 * * *', SP);
+  const now = new Date('2026-11-30T03:05:07Z');
+
+  it('prefers --scheduled-time, then the Job name, then the wall clock', () => {
+    const jobName = `nightly-close-${minutesOf('2026-11-29T00:05:00-03:00')}`;
+    const explicit = deriveOccurrence({ scheduledTime: '2026-11-28T03:05:00Z', jobName, schedule: nightly, now });
+    expect(explicit?.source).toBe('scheduled-time');
+    expect(explicit?.scheduledAt.toISO()).toBe('2026-11-28T00:05:00.000-03:00');
+
+    const named = deriveOccurrence({ jobName, schedule: nightly, now });
+    expect(named?.source).toBe('job-name');
+    expect(named?.scheduledAt.toISO()).toBe('2026-11-29T00:05:00.000-03:00');
+
+    const manual = deriveOccurrence({ jobName: 'nightly-close-manual', schedule: nightly, now });
+    expect(manual?.source).toBe('wall-clock');
+    expect(manual?.scheduledAt.toISO()).toBe('2026-11-30T00:05:00.000-03:00');
+  });
+
+  it('returns the occurrence in the schedule zone', () => {
+    const occ = deriveOccurrence({ scheduledTime: '2026-11-30T03:05:00Z', schedule: nightly, now });
+    expect(occ?.scheduledAt.zoneName).toBe(SP);
+    expect(occ?.scheduledAt.toMillis()).toBe(Date.parse('2026-11-30T03:05:00Z'));
+  });
+
+  it('without a schedule, uses the zone given, else UTC', () => {
+    expect(deriveOccurrence({ scheduledTime: '2026-11-30T00:05:00-03:00', now })?.scheduledAt.toISO()).toBe(
+      '2026-11-30T03:05:00.000Z',
+    );
+    expect(deriveOccurrence({ scheduledTime: '2026-11-30T03:05:00Z', tz: SP, now })?.scheduledAt.toISO()).toBe(
+      '2026-11-30T00:05:00.000-03:00',
+    );
+    expect(deriveOccurrence({ jobName: 'x-29383565', now })?.scheduledAt.toISO()).toBe('2025-11-13T06:05:00.000Z');
+  });
+
+  it('is undefined when nothing says which occurrence this is', () => {
+    expect(deriveOccurrence({ now })).toBeUndefined();
+    expect(deriveOccurrence({ jobName: 'nightly-manual', now })).toBeUndefined();
+  });
+
+  it('tolerates a host clock a few seconds behind the clock that fired the run', () => {
+    const at = (iso: string) => deriveOccurrence({ schedule: nightly, now: new Date(iso) })?.scheduledAt.toISO();
+    expect(at('2026-11-30T00:05:00-03:00')).toBe('2026-11-30T00:05:00.000-03:00');
+    expect(at('2026-11-30T00:04:52-03:00')).toBe('2026-11-30T00:05:00.000-03:00');
+    expect(at('2026-11-30T00:04:49-03:00')).toBe('2026-11-29T00:05:00.000-03:00');
+    expect(at('2026-11-30T03:00:00-03:00')).toBe('2026-11-30T00:05:00.000-03:00');
+  });
+
+  it('keeps the tolerance under a quarter of the interval', () => {
+    const minutely = parseSchedule('* * * * *', 'UTC');
+    expect(deriveOccurrence({ schedule: minutely, now: new Date('2026-05-01T10:00:51Z') })?.scheduledAt.toISO()).toBe(
+      '2026-05-01T10:01:00.000Z',
+    );
+    expect(deriveOccurrence({ schedule: minutely, now: new Date('2026-05-01T10:00:49Z') })?.scheduledAt.toISO()).toBe(
+      '2026-05-01T10:00:00.000Z',
+    );
+  });
+
+  it('from the wall clock, a crontab run after spring-forward is that day’s occurrence', () => {
+    const s = parseSchedule('30 2 * * *', NY);
+    const occ = deriveOccurrence({ schedule: s, now: new Date('2026-03-08T03:00:03-04:00') });
+    expect(occ?.scheduledAt.toISO()).toBe('2026-03-08T03:00:00.000-04:00');
+  });
+
+  it('from the wall clock, each pass of a repeated hour is its own occurrence', () => {
+    const s = parseSchedule('30 1 * * *', NY);
+    const first = deriveOccurrence({ schedule: s, now: new Date('2026-11-01T01:30:01-04:00') });
+    const second = deriveOccurrence({ schedule: s, now: new Date('2026-11-01T01:30:01-05:00') });
+    expect(first?.scheduledAt.toISO()).toBe('2026-11-01T01:30:00.000-04:00');
+    expect(second?.scheduledAt.toISO()).toBe('2026-11-01T01:30:00.000-05:00');
+  });
+
+  it.each(['2026-11-30T00:05:00', '2026-11-30', 'yesterday', '', '2026-13-30T00:05:00Z', '1764471900'])(
+    'rejects --scheduled-time %j',
+    (scheduledTime) => {
+      expect(() => deriveOccurrence({ scheduledTime, schedule: nightly, now })).toThrow(UsageError);
+      expect(() => deriveOccurrence({ scheduledTime, schedule: nightly, now })).toThrow(
+        `Expected \`--scheduled-time\` to be an ISO-8601 time with an offset like 2026-11-30T00:05:00-03:00 or 2026-11-30T03:05:00Z, got \`${scheduledTime}\`.`,
+      );
+    },
+  );
+});
+
+describe('windowKey', () => {
+  const occurrence = DateTime.fromISO('2026-11-30T00:05:00-03:00', { zone: SP });
+
+  it('defaults to the occurrence in ISO-8601 with its offset, without milliseconds', () => {
+    expect(windowKey(occurrence, {})).toBe('2026-11-30T00:05:00-03:00');
+    expect(windowKey(occurrence.setZone('UTC'), {})).toBe('2026-11-30T03:05:00Z');
+  });
+
+  it('shifts by the offset, then formats', () => {
+    const offset = parseIsoOffset('-P1D', '--window-offset');
+    expect(windowKey(occurrence, { offset, format: 'yyyy-MM-dd' })).toBe('2026-11-29');
+    expect(windowKey(occurrence, { offset })).toBe('2026-11-29T00:05:00-03:00');
+    expect(windowKey(occurrence, { format: 'yyyy-MM-dd' })).toBe('2026-11-30');
+    expect(windowKey(occurrence, { format: "yyyy-MM-dd'T'HH:mm" })).toBe('2026-11-30T00:05');
+  });
+
+  it('adds days on the calendar of the zone, not 24-hour blocks', () => {
+    const afterSpringForward = DateTime.fromISO('2026-03-09T00:30:00-04:00', { zone: NY });
+    expect(windowKey(afterSpringForward, { offset: Duration.fromISO('-P1D') })).toBe('2026-03-08T00:30:00-05:00');
+    expect(windowKey(afterSpringForward, { offset: Duration.fromISO('-PT24H') })).toBe('2026-03-07T23:30:00-05:00');
+  });
+
+  it('gives the two passes of a repeated hour distinct default keys, and one day key', () => {
+    const s = parseSchedule('30 1 * * *', NY);
+    const first = wallClockOccurrence(s, '2026-11-01T01:45:00-04:00');
+    const second = wallClockOccurrence(s, '2026-11-01T01:45:00-05:00');
+    expect(windowKey(first, {})).toBe('2026-11-01T01:30:00-04:00');
+    expect(windowKey(second, {})).toBe('2026-11-01T01:30:00-05:00');
+    expect(windowKey(first, { format: 'yyyy-MM-dd' })).toBe(windowKey(second, { format: 'yyyy-MM-dd' }));
+  });
+
+  it('does not depend on the host locale', () => {
+    expect(windowKey(occurrence.setLocale('pt-BR'), { format: 'MMM yyyy' })).toBe('Nov 2026');
+  });
+});
+
+describe('validateWindowFormat', () => {
+  it.each(['yyyy-MM-dd', "yyyy-MM-dd'T'HH:mm", 'HH', 'yyyy', "'week' kkkk-WW", 'a'])('accepts %j', (format) => {
+    expect(() => validateWindowFormat(format)).not.toThrow();
+  });
+
+  it('rejects an empty format', () => {
+    expect(() => validateWindowFormat('')).toThrow(UsageError);
+    expect(() => validateWindowFormat('')).toThrow('it gives an empty window key');
+  });
+
+  it.each(["'nightly'", '---', "'yyyy'"])('rejects %j, which gives every occurrence the same key', (format) => {
+    expect(() => validateWindowFormat(format)).toThrow(UsageError);
+    expect(() => validateWindowFormat(format)).toThrow(
+      `Expected \`--window-format\` to be a luxon format like yyyy-MM-dd or yyyy-MM-dd'T'HH:mm, got \`${format}\`: it has no date or time token, so every occurrence would get the same window key.`,
+    );
+  });
+});
+
+function wallClockOccurrence(s: ReturnType<typeof parseSchedule>, iso: string): DateTime {
+  const occ = deriveOccurrence({ schedule: s, now: new Date(iso) });
+  if (!occ) throw new Error('no occurrence');
+  return occ.scheduledAt;
+}
