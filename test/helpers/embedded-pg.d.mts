@@ -1,1 +1,6 @@
-export function startEmbeddedPostgres(): Promise<{ url: string; stop: () => Promise<void> }>;
+export function startEmbeddedPostgres(opts?: { port?: number }): Promise<{
+  url: string;
+  port: number;
+  stop: () => Promise<void>;
+  restart: (mode?: 'fast' | 'immediate') => Promise<void>;
+}>;
