@@ -76,6 +76,26 @@ CREATE TABLE events (
 );
 CREATE INDEX events_kind ON events (kind, db_time);
 
+-- Event counts by job, kind and host, kept by record_event so a scrape reads one small table
+-- instead of counting a million events.
+CREATE TABLE event_counts (
+  job   text NOT NULL,
+  kind  text NOT NULL,
+  host  text NOT NULL,
+  n     bigint NOT NULL DEFAULT 0,
+  last_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (job, kind, host)
+);
+
+-- Latest clock reading per host: database now() minus the host wall clock at the midpoint
+-- of a round trip, +- half the round trip. Reported, never used to decide.
+CREATE TABLE hosts (
+  host           text PRIMARY KEY,
+  offset_ms      integer NOT NULL,
+  uncertainty_ms integer NOT NULL,
+  measured_at    timestamptz NOT NULL DEFAULT now()
+);
+
 -- Append an event with the next sequence number of its job, in the caller's transaction.
 CREATE FUNCTION record_event(
   p_job text, p_kind text, p_window text, p_owner text, p_generation bigint,
@@ -85,13 +105,16 @@ LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 #variable_conflict use_column
 DECLARE
   v_seq bigint;
+  v_host text := coalesce(nullif(split_part(p_owner, ':', 1), ''), 'unknown');
 BEGIN
   INSERT INTO jobs AS j (name, last_seq) VALUES (p_job, 1)
   ON CONFLICT (name) DO UPDATE SET last_seq = j.last_seq + 1
   RETURNING last_seq INTO v_seq;
   INSERT INTO events (job, seq, kind, window_key, owner, host, generation, host_time, detail)
-  VALUES (p_job, v_seq, p_kind, p_window, p_owner, split_part(p_owner, ':', 1), p_generation,
+  VALUES (p_job, v_seq, p_kind, p_window, p_owner, v_host, p_generation,
           p_host_time, coalesce(p_detail, '{}'::jsonb));
+  INSERT INTO event_counts AS c (job, kind, host, n) VALUES (p_job, p_kind, v_host, 1)
+  ON CONFLICT (job, kind, host) DO UPDATE SET n = c.n + 1, last_at = now();
   RETURN v_seq;
 END $$;
 
@@ -273,20 +296,34 @@ BEGIN
       completed_at = CASE WHEN p_outcome = 'completed' THEN now() ELSE NULL END
      WHERE w.job = p_job AND w.window_key = p_window AND w.generation = p_generation;
     PERFORM record_event(p_job, 'window-' || p_outcome, p_window, p_owner, p_generation,
-      p_host_time, coalesce(p_detail, '{}'::jsonb) || jsonb_build_object('exit_code', p_exit_code));
+      p_host_time, jsonb_strip_nulls(jsonb_build_object('exit_code', p_exit_code, 'attempt', p_detail->'attempt',
+        'duration_ms', p_detail->'duration_ms', 'aborted', p_detail->'aborted')));
+  END IF;
+
+  IF p_detail ? 'offset_ms' THEN
+    INSERT INTO hosts AS h (host, offset_ms, uncertainty_ms)
+    VALUES (coalesce(nullif(split_part(p_owner, ':', 1), ''), 'unknown'),
+            (p_detail->>'offset_ms')::integer, (p_detail->>'uncertainty_ms')::integer)
+    ON CONFLICT (host) DO UPDATE SET offset_ms = EXCLUDED.offset_ms,
+      uncertainty_ms = EXCLUDED.uncertainty_ms, measured_at = now();
+    IF (p_detail->>'offset_large')::boolean THEN
+      PERFORM record_event(p_job, 'clock-offset', p_window, p_owner, p_generation, p_host_time,
+        jsonb_build_object('offset_ms', p_detail->'offset_ms', 'uncertainty_ms', p_detail->'uncertainty_ms'));
+    END IF;
   END IF;
 
   IF held THEN
     UPDATE leases l SET expires_at = now(), released_at = now()
      WHERE l.name = p_job AND l.generation = p_generation;
-    PERFORM record_event(p_job, 'released', p_window, p_owner, p_generation, p_host_time, '{}'::jsonb);
+    PERFORM record_event(p_job, 'released', p_window, p_owner, p_generation, p_host_time,
+      jsonb_strip_nulls(jsonb_build_object('offset_ms', p_detail->'offset_ms', 'uncertainty_ms', p_detail->'uncertainty_ms')));
   ELSE
     -- Lost before we could finish: the window stays open for whoever holds the lease now.
     UPDATE windows w SET outcome = 'lost', finished_at = now()
      WHERE w.job = p_job AND w.window_key = p_window AND w.generation = p_generation
        AND w.completed_at IS NULL;
     PERFORM record_event(p_job, 'lease-lost', p_window, p_owner, p_generation, p_host_time,
-      coalesce(p_detail, '{}'::jsonb) || jsonb_build_object('at', 'finish', 'outcome', p_outcome));
+      jsonb_strip_nulls(jsonb_build_object('outcome', p_outcome, 'aborted', p_detail->'aborted')));
   END IF;
   RETURN NEXT;
 END $$;

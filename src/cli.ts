@@ -37,6 +37,7 @@ export function buildProgram(): Command {
       .option('--wait-timeout <duration>', 'with --on-busy wait: give up (exit 75) after this long')
       .option('--max-runtime <duration>', 'stop the child after this long (exit 124)')
       .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')
+      .option('--alert-after <duration>', 'grace after a scheduled tick before `check` and the exporter call its window overdue (default: half the interval, at most 1h)')
       .option('--rerun', 'run an already completed window again')
       .option('--pass-database-url', 'give the child DATABASE_URL (not passed by default)')
       .argument('[command...]', 'the command to run, after --')
@@ -62,6 +63,54 @@ Example:
       const { migrateCommand } = await import('./commands/admin.js');
       exitWith(await migrateCommand(flags));
     });
+
+  dbOptions(
+    program
+      .command('status')
+      .description('one line per job: holder, generation, expiry, last completed window, open windows, overdue')
+      .option('--name <job>', 'only this job')
+      .option('--json', 'JSON instead of a table'),
+  ).action(async (flags: Record<string, unknown>) => {
+    const { statusCommand } = await import('./commands/monitor.js');
+    exitWith(await statusCommand(flags));
+  });
+
+  dbOptions(
+    program
+      .command('history')
+      .description("the job's events in sequence order (the latest --limit)")
+      .requiredOption('--name <job>', 'job name')
+      .option('--limit <n>', 'how many of the latest events', '50')
+      .option('--json', 'JSON instead of a table'),
+  ).action(async (flags: Record<string, unknown>) => {
+    const { historyCommand } = await import('./commands/monitor.js');
+    exitWith(await historyCommand(flags));
+  });
+
+  dbOptions(
+    program
+      .command('check')
+      .description('exit 2 when an expected window is overdue or an owner is stuck, 1 when a window keeps failing, 0 when healthy')
+      .option('--name <job>', 'only this job')
+      .option('--all', 'every registered job (the default)')
+      .option('--max-hold <duration>', 'an owner holding one generation longer than this is stuck')
+      .option('--max-attempts <n>', 'an open window with this many failed attempts keeps failing', '3')
+      .option('--json', 'JSON instead of one line per problem'),
+  ).action(async (flags: Record<string, unknown>) => {
+    const { checkCommand } = await import('./commands/monitor.js');
+    exitWith(await checkCommand(flags));
+  });
+
+  dbOptions(
+    program
+      .command('exporter')
+      .description('serve Prometheus /metrics and /healthz, computed from the database on each scrape')
+      .option('--port <port>', 'TCP port', '9464')
+      .option('--host <address>', 'address to listen on', '0.0.0.0'),
+  ).action(async (flags: Record<string, unknown>) => {
+    const { exporterCommand } = await import('./commands/monitor.js');
+    exitWith(await exporterCommand(flags));
+  });
 
   dbOptions(
     program

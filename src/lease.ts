@@ -1,7 +1,7 @@
 // The lease keeper: renews every interval and keeps a local deadline on the monotonic clock,
 // measured from when the last successful renewal was *sent*, so the task is told to stop
 // early enough to be gone before the lease can expire.
-import { CLOCK_JUMP_THRESHOLD_MS, CLOCK_OFFSET_WARN_MS, measureOffset, stamp, wallJumpMs, type Stamp } from './clock.js';
+import { CLOCK_JUMP_THRESHOLD_MS, CLOCK_OFFSET_WARN_MS, measureOffset, stamp, wallJumpMs, type OffsetMeasurement, type Stamp } from './clock.js';
 import type { Logger } from './log.js';
 import type { Store } from './store.js';
 
@@ -42,6 +42,10 @@ export class LeaseKeeper {
   private renewing = false;
   renewals = 0;
   failures = 0;
+  /** Failures since the last successful renewal, and the last error, for the renew-failed event. */
+  private failureStreak = 0;
+  private lastError = '';
+  lastOffset: OffsetMeasurement | undefined;
 
   constructor(
     private readonly store: Store,
@@ -51,6 +55,7 @@ export class LeaseKeeper {
     private readonly log: Logger,
     private readonly onLoss: (reason: LossReason) => void,
     private readonly onClockJump: (jumpMs: number) => void = () => {},
+    private readonly onRecovered: (failures: number, lastError: string) => void = () => {},
   ) {
     this.lastSent = acquireSent;
     this.lastStamp = acquireSent;
@@ -106,6 +111,11 @@ export class LeaseKeeper {
       this.lastStamp = sent;
       this.armDeadline();
       const offset = measureOffset(sent, received, row.dbNow);
+      this.lastOffset = offset;
+      if (this.failureStreak > 0) {
+        this.onRecovered(this.failureStreak, this.lastError);
+        this.failureStreak = 0;
+      }
       const fields = { generation: this.lease.generation, ...offset, expiresAt: row.expiresAt };
       if (Math.abs(offset.offsetMs) > CLOCK_OFFSET_WARN_MS) this.log.warn(fields, 'clock offset to database is large');
       else this.log.debug(fields, 'lease renewed');
@@ -117,7 +127,9 @@ export class LeaseKeeper {
     } catch (err) {
       if (this.stopped) return;
       this.failures += 1;
+      this.failureStreak += 1;
       const code = (err as { code?: string }).code;
+      this.lastError = code ? `${code}: ${(err as Error).message}` : (err as Error).message;
       const lockWait = code === '55P03';
       this.log.warn(
         { err: { message: (err as Error).message, code }, remainingMs: Math.round(this.remainingMs()) },

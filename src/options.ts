@@ -27,6 +27,7 @@ export interface RawRunFlags {
   waitTimeout?: string;
   maxRuntime?: string;
   maxDelay?: string;
+  alertAfter?: string;
   rerun?: boolean;
   databaseUrl?: string;
   schema?: string;
@@ -98,6 +99,7 @@ export function normalizeRunOptions(flags: RawRunFlags, command: string[], env: 
   if (waitTimeoutMs !== undefined && onBusy !== 'wait') throw new UsageError('`--wait-timeout` only applies with `--on-busy wait`.');
   const maxRuntimeMs = flags.maxRuntime !== undefined ? parseDuration(flags.maxRuntime, '--max-runtime') : undefined;
   const maxDelayMs = flags.maxDelay !== undefined ? parseDuration(flags.maxDelay, '--max-delay') : undefined;
+  const alertAfterMs = flags.alertAfter !== undefined ? parseDuration(flags.alertAfter, '--alert-after') : undefined;
 
   const tz = flags.tz ?? DEFAULTS.tz;
   if (!IANAZone.isValidZone(tz)) throw new UsageError(`Expected \`--tz\` to be an IANA time zone like America/Sao_Paulo or UTC, got \`${tz}\`.`);
@@ -137,6 +139,7 @@ export function normalizeRunOptions(flags: RawRunFlags, command: string[], env: 
     window_format: flags.windowFormat ?? null,
     window_offset: flags.windowOffset ?? null,
     max_delay_ms: maxDelayMs ?? null,
+    alert_after_ms: alertAfterMs ?? null,
   };
 
   return {

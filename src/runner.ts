@@ -2,7 +2,7 @@
 // stop the task when the lease is in doubt, record the outcome and release.
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { measureOffset, sleep, stamp, CLOCK_OFFSET_WARN_MS } from './clock.js';
+import { measureOffset, sleep, stamp, CLOCK_OFFSET_WARN_MS, type OffsetMeasurement } from './clock.js';
 import { LeaseUnavailableError } from './errors.js';
 import { LeaseKeeper, safetyMarginMs, type LossReason } from './lease.js';
 import type { Logger } from './log.js';
@@ -97,7 +97,7 @@ export async function runWithLease<T>(
       jlog.info({ generation: row.generation, attempt: row.attempt, ttlMs: opts.ttlMs, ...offset }, 'lease acquired');
       if (offset && Math.abs(offset.offsetMs) > CLOCK_OFFSET_WARN_MS) jlog.warn(offset, 'clock offset to database is large');
       if (win) jlog.info({ generation: row.generation, attempt: row.attempt, scheduledAt: win.scheduledAt }, 'window claimed');
-      return runHeld(store, opts, task, jlog, { owner, generation: row.generation, attempt: row.attempt ?? 1, sent, timing });
+      return runHeld(store, opts, task, jlog, { owner, generation: row.generation, attempt: row.attempt ?? 1, sent, timing, offset });
     }
 
     // Busy. A stale holder (stopped renewing, or its database session is gone) is waited out
@@ -112,7 +112,7 @@ export async function runWithLease<T>(
     const policy = opts.onBusy ?? 'skip';
     if (policy === 'skip') {
       jlog.info(holder, 'lease busy');
-      await store.recordEvent({ job: opts.name, kind: 'busy-skip', window: win?.key, owner, hostTime: new Date(), detail: { holder: row.holder, holder_generation: row.holderGeneration } })
+      await store.recordEvent({ job: opts.name, kind: 'busy-skip', window: win?.key, owner, hostTime: new Date(), detail: { holder: row.holder, holder_generation: row.holderGeneration, holder_window: row.holderWindow } })
         .catch((err: unknown) => jlog.debug({ err: (err as Error).message }, 'could not record busy-skip event'));
       return { status: 'skipped', reason: 'busy', holder: row.holder };
     }
@@ -135,7 +135,7 @@ async function runHeld<T>(
   opts: RunOptions,
   task: (ctx: TaskContext) => Promise<T>,
   log: Logger,
-  held: { owner: string; generation: string; attempt: number; sent: ReturnType<typeof stamp>; timing: { ttlMs: number; renewIntervalMs: number; killGraceMs: number } },
+  held: { owner: string; generation: string; attempt: number; sent: ReturnType<typeof stamp>; timing: { ttlMs: number; renewIntervalMs: number; killGraceMs: number }; offset: OffsetMeasurement | undefined },
 ): Promise<RunResult<T>> {
   const { owner, generation, attempt } = held;
   const win = opts.window;
@@ -158,7 +158,12 @@ async function runHeld<T>(
     (jumpMs) => {
       void store.recordEvent({ job: opts.name, kind: 'clock-jump', window: win?.key, owner, generation, hostTime: new Date(), detail: { jump_ms: jumpMs } }).catch(() => {});
     },
+    (failures, lastError) => {
+      // Recorded once the database answers again: the evidence of a pause or a flaky network.
+      void store.recordEvent({ job: opts.name, kind: 'renew-failed', window: win?.key, owner, generation, hostTime: new Date(), detail: { failures, last_error: lastError } }).catch(() => {});
+    },
   );
+  const startedMono = performance.now();
   keeper.start();
 
   let runtimeTimer: NodeJS.Timeout | undefined;
@@ -193,8 +198,8 @@ async function runHeld<T>(
   try {
     const r = await store.finish({
       job: opts.name, owner, generation, window: win?.key, outcome, hostTime: new Date(),
-      exitCode: exitCodeOf(ok ? undefined : error),
-      detail: aborted ? { aborted: aborted.kind } : {},
+      exitCode: ok ? 0 : exitCodeOf(error),
+      detail: finishDetail(attempt, performance.now() - startedMono, aborted?.kind, keeper.lastOffset ?? held.offset),
       queryTimeoutMs: Math.max(2_000, opts.ttlMs),
     });
     released = r.held;
@@ -217,6 +222,15 @@ async function runHeld<T>(
 
   if (ok) return { status: 'completed', value: value as T, generation, attempt };
   return { status: 'failed', error: error ?? new Error('task aborted'), generation, attempt, ...(aborted ? { aborted } : {}), released };
+}
+
+function finishDetail(attempt: number, durationMs: number, aborted: string | undefined, offset: OffsetMeasurement | undefined): Record<string, unknown> {
+  return {
+    attempt,
+    duration_ms: Math.round(durationMs),
+    ...(aborted ? { aborted } : {}),
+    ...(offset ? { offset_ms: offset.offsetMs, uncertainty_ms: offset.uncertaintyMs, offset_large: Math.abs(offset.offsetMs) > CLOCK_OFFSET_WARN_MS } : {}),
+  };
 }
 
 function exitCodeOf(err: unknown): number | undefined {

@@ -10,6 +10,8 @@ export interface DbFlags {
   databaseUrl?: string;
   schema?: string;
   logLevel?: string;
+  /** Connections to open at most (commands that answer concurrent requests want more than one). */
+  poolSize?: number;
 }
 
 /** Open a pool, run `fn`, close it; driver errors become DatabaseError (exit 69). */
@@ -18,7 +20,7 @@ export async function withDatabase<T>(flags: DbFlags, fn: (pool: ReturnType<type
   const source = resolveConnection(flags.databaseUrl);
   const secrets = secretsOf(source);
   const log = createLogger(flags.logLevel ?? process.env.LEASEJOB_LOG_LEVEL ?? 'info', secrets);
-  const pool = createPool(source);
+  const pool = createPool(source, { max: flags.poolSize ?? 1 });
   try {
     return await fn(pool, schema, log);
   } catch (err) {

@@ -6,6 +6,7 @@ import { ExitCode, LeasejobError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { normalizeRunOptions, type RawRunFlags, type RunConfig } from '../options.js';
 import { runWithLease, type AbortReason, type RunResult, type TaskContext } from '../runner.js';
+import { typicalInterval } from '../schedule.js';
 import { Store } from '../store.js';
 
 /** Signals that make leasejob stop its child, release the lease and exit 128+N. */
@@ -92,7 +93,13 @@ async function superviseChild(config: RunConfig, ctx: TaskContext, databaseUrl: 
   };
   ctx.signal.addEventListener('abort', onAbort, { once: true });
   if (ctx.signal.aborted) onAbort();
+  // Past half the schedule interval, the next occurrence may find this one still running.
+  const halfInterval = config.schedule ? typicalInterval(config.schedule, new Date()) / 2 : undefined;
+  const overlapTimer = halfInterval !== undefined
+    ? setTimeout(() => log.warn({ childPid: child.pid, halfIntervalMs: halfInterval }, 'run passed half the schedule interval'), halfInterval)
+    : undefined;
   const result = await child.exited;
+  clearTimeout(overlapTimer);
   ctx.signal.removeEventListener('abort', onAbort);
   log.info({ childPid: child.pid, exitCode: result.exitCode, signal: result.signal, durationMs: Math.round(performance.now() - started) }, 'child exited');
   if (result.code !== 0) throw new ChildFailedError(result);

@@ -1,0 +1,140 @@
+// Prometheus exporter: every scrape reads the database with a few set-based queries and
+// exposes absence (overdue windows), lease health, run outcomes and clock signals.
+import http from 'node:http';
+import type pg from 'pg';
+import { Counter, Gauge, Registry } from 'prom-client';
+import type { Logger } from './log.js';
+import { readJobStates } from './monitor.js';
+import { quoteIdent } from './names.js';
+
+function metrics(registry: Registry) {
+  const g = (name: string, help: string, labelNames: string[] = []) => new Gauge({ name, help, labelNames, registers: [registry] });
+  const c = (name: string, help: string, labelNames: string[]) => new Counter({ name, help, labelNames, registers: [registry] });
+  return {
+    up: g('leasejob_up', '1 when the exporter reached the database on this scrape'),
+    scrape: g('leasejob_scrape_duration_seconds', 'time spent reading the database for this scrape'),
+    jobs: g('leasejob_jobs', 'registered jobs'),
+    overdue: g('leasejob_window_overdue', '1 when the latest due window plus its grace is not completed', ['job']),
+    lastCompleted: g('leasejob_last_completed_window_timestamp_seconds', 'when the last window of the job was completed (database clock)', ['job']),
+    held: g('leasejob_lease_held', '1 while the lease is held (not expired)', ['job']),
+    generation: g('leasejob_lease_generation', 'current lease generation (the fencing token)', ['job']),
+    expiresIn: g('leasejob_lease_expires_in_seconds', 'seconds until the held lease expires unless renewed', ['job']),
+    heldFor: g('leasejob_lease_held_seconds', 'how long the current generation has been held; a stuck owner grows without bound', ['job']),
+    open: g('leasejob_open_windows', 'windows claimed and not completed', ['job']),
+    lastDuration: g('leasejob_last_duration_seconds', 'duration of the last completed window', ['job']),
+    ratio: g('leasejob_duration_interval_ratio', 'last duration over the schedule interval; above 0.5 overlap is no longer hypothetical', ['job']),
+    runs: c('leasejob_runs_total', 'finished windows by outcome (completed, failed, missed)', ['job', 'outcome']),
+    skips: c('leasejob_busy_skips_total', 'runs that skipped because a live owner held the lease', ['job', 'host']),
+    lost: c('leasejob_leases_lost_total', 'leases lost while running (child stopped)', ['job']),
+    takeovers: c('leasejob_stale_takeovers_total', 'leases taken over from a stale (crashed or paused) owner', ['job']),
+    renewFailures: c('leasejob_renew_failures_total', 'episodes of failed renewals that later recovered', ['job']),
+    fenceRefusals: c('leasejob_fence_refusals_total', 'writes refused by assert_lease, as recorded by children', ['job']),
+    offset: g('leasejob_clock_offset_seconds', 'database clock minus host wall clock, latest measurement', ['host']),
+    offsetUncertainty: g('leasejob_clock_offset_uncertainty_seconds', 'half the round trip of that measurement', ['host']),
+    jumps: c('leasejob_clock_jumps_total', 'wall-clock jumps detected by runners', ['host']),
+  };
+}
+
+const RUN_KINDS: Record<string, string> = { 'window-completed': 'completed', 'window-failed': 'failed', 'window-missed': 'missed' };
+
+export class Exporter {
+  readonly registry = new Registry();
+  private readonly m = metrics(this.registry);
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly schema: string,
+    private readonly log: Logger,
+  ) {}
+
+  /** Read the database and render the exposition text; scrapes are serialized. */
+  scrape(): Promise<string> {
+    const next = this.queue.then(() => this.collect());
+    this.queue = next.catch(() => {});
+    return next;
+  }
+
+  private async collect(): Promise<string> {
+    const started = performance.now();
+    for (const metric of Object.values(this.m)) metric.reset();
+    try {
+      await this.load();
+      this.m.up.set(1);
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, 'scrape could not read the database');
+      for (const metric of Object.values(this.m)) metric.reset();
+      this.m.up.set(0);
+    }
+    this.m.scrape.set((performance.now() - started) / 1000);
+    return this.registry.metrics();
+  }
+
+  private async load(): Promise<void> {
+    const s = quoteIdent(this.schema);
+    const [{ jobs }, counts, hosts] = await Promise.all([
+      readJobStates(this.pool, this.schema),
+      this.pool.query<{ job: string; kind: string; host: string; n: string }>(`SELECT job, kind, host, n FROM ${s}.event_counts`),
+      this.pool.query<{ host: string; offset_ms: number; uncertainty_ms: number }>(`SELECT host, offset_ms, uncertainty_ms FROM ${s}.hosts`),
+    ]);
+    const m = this.m;
+    m.jobs.set(jobs.length);
+    for (const j of jobs) {
+      const job = { job: j.name };
+      if (j.due) m.overdue.set(job, j.overdue ? 1 : 0);
+      if (j.lastCompletedAt) m.lastCompleted.set(job, j.lastCompletedAt.getTime() / 1000);
+      m.held.set(job, j.held ? 1 : 0);
+      if (j.generation !== null) m.generation.set(job, Number(j.generation));
+      if (j.held) {
+        m.expiresIn.set(job, (j.expiresInMs ?? 0) / 1000);
+        m.heldFor.set(job, (j.heldForMs ?? 0) / 1000);
+      }
+      m.open.set(job, j.openWindows.length);
+      if (j.lastDurationMs !== null) {
+        m.lastDuration.set(job, j.lastDurationMs / 1000);
+        if (j.intervalMs) m.ratio.set(job, j.lastDurationMs / j.intervalMs);
+      }
+    }
+    const jumps = new Map<string, number>();
+    for (const r of counts.rows) {
+      const n = Number(r.n);
+      const outcome = RUN_KINDS[r.kind];
+      if (outcome) m.runs.inc({ job: r.job, outcome }, n);
+      else if (r.kind === 'busy-skip') m.skips.inc({ job: r.job, host: r.host }, n);
+      else if (r.kind === 'lease-lost') m.lost.inc({ job: r.job }, n);
+      else if (r.kind === 'stale-takeover') m.takeovers.inc({ job: r.job }, n);
+      else if (r.kind === 'renew-failed') m.renewFailures.inc({ job: r.job }, n);
+      else if (r.kind === 'fence-refused') m.fenceRefusals.inc({ job: r.job }, n);
+      else if (r.kind === 'clock-jump') jumps.set(r.host, (jumps.get(r.host) ?? 0) + n);
+    }
+    for (const [host, n] of jumps) m.jumps.inc({ host }, n);
+    for (const h of hosts.rows) {
+      m.offset.set({ host: h.host }, h.offset_ms / 1000);
+      m.offsetUncertainty.set({ host: h.host }, h.uncertainty_ms / 1000);
+    }
+  }
+
+  /** HTTP server: /metrics (Prometheus text), /healthz (200 when the database answers). */
+  createServer(): http.Server {
+    return http.createServer((req, res) => {
+      const path = (req.url ?? '/').split('?')[0];
+      if (req.method !== 'GET' && req.method !== 'HEAD') {
+        res.writeHead(405).end();
+        return;
+      }
+      if (path === '/metrics') {
+        this.scrape().then(
+          (body) => res.writeHead(200, { 'content-type': this.registry.contentType }).end(body),
+          (err: unknown) => res.writeHead(500).end(String((err as Error).message)),
+        );
+      } else if (path === '/healthz') {
+        this.pool.query('SELECT 1').then(
+          () => res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n'),
+          () => res.writeHead(503, { 'content-type': 'text/plain' }).end('database unreachable\n'),
+        );
+      } else {
+        res.writeHead(404, { 'content-type': 'text/plain' }).end('leasejob exporter: see /metrics and /healthz\n');
+      }
+    });
+  }
+}

@@ -1,0 +1,188 @@
+// Monitoring by absence: registry, events, status, history, check, exporter, clock signals.
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
+import { testDb, type TestDb } from '../helpers/db.js';
+
+let db: TestDb;
+let tmp: string;
+beforeAll(async () => {
+  db = await testDb();
+  tmp = mkdtempSync(path.join(tmpdir(), 'leasejob-mon-'));
+});
+afterAll(async () => db.close());
+
+const conn = (): string[] => ['--database-url', db.url, '--schema', db.schema];
+const ok = ['--', process.execPath, fixture('exit-with.mjs'), '0'];
+
+async function startExporter() {
+  const p = startCli(['exporter', ...conn(), '--port', '0', '--host', '127.0.0.1'], {}, { timeoutMs: 120_000 });
+  let err = '';
+  p.stderr?.on('data', (d: Buffer) => (err += d.toString()));
+  const port = await waitFor('exporter to listen', () => {
+    const line = logLines(err).find((l) => l.msg === 'exporter listening');
+    return line ? Number(line.port) : undefined;
+  });
+  const scrape = async (): Promise<string> => (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  return { p, port, scrape, stop: async () => { p.kill('SIGTERM'); return p; } };
+}
+
+function metric(text: string, name: string, labels: string): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}}`) || (labels === '' && l.startsWith(`${name} `)));
+  return line === undefined ? undefined : Number(line.split(' ').at(-1));
+}
+
+describe('monitoring by absence', () => {
+  it('an overdue window fails check and shows in the exporter; completing it clears both', async () => {
+    // A job that has run before (registered a day ago) and whose latest hourly window is not done.
+    const job = ['--name', 'hourly-report', '--schedule', '0 * * * *', '--window-from-schedule', '--alert-after', '1s'];
+    const first = await runCli(['run', ...conn(), ...job, '--scheduled-time', '2020-01-01T00:00:00Z', ...ok]);
+    expect(first.exitCode, first.all).toBe(0);
+    await db.rows(`UPDATE ${db.schema}.jobs SET created_at = now() - interval '1 day' WHERE name = 'hourly-report'`);
+
+    const check = await runCli(['check', ...conn(), '--json']);
+    expect(check.exitCode, check.all).toBe(2);
+    const report = JSON.parse(check.stdout) as { problems: Array<{ job: string; kind: string; message: string }> };
+    expect(report.problems).toHaveLength(1);
+    expect(report.problems[0]).toMatchObject({ job: 'hourly-report', kind: 'overdue' });
+    const text = await runCli(['check', ...conn()]);
+    expect(text.exitCode).toBe(2);
+    expect(text.stdout).toMatch(/^CRITICAL hourly-report: overdue: window \S+ \(scheduled \S+\) not completed; overdue since \S+$/m);
+
+    const exporter = await startExporter();
+    try {
+      const before = await exporter.scrape();
+      expect(metric(before, 'leasejob_window_overdue', 'job="hourly-report"')).toBe(1);
+      expect(metric(before, 'leasejob_up', '')).toBe(1);
+
+      const status = JSON.parse((await runCli(['status', ...conn(), '--json', '--name', 'hourly-report'])).stdout) as { jobs: Array<{ due: { scheduledAt: string } }> };
+      const dueAt = status.jobs[0]!.due.scheduledAt;
+      const late = await runCli(['run', ...conn(), ...job, '--scheduled-time', dueAt, ...ok]);
+      expect(late.exitCode, late.all).toBe(0);
+
+      expect((await runCli(['check', ...conn(), '--name', 'hourly-report'])).exitCode).toBe(0);
+      const after = await exporter.scrape();
+      expect(metric(after, 'leasejob_window_overdue', 'job="hourly-report"')).toBe(0);
+      expect(metric(after, 'leasejob_runs_total', 'job="hourly-report",outcome="completed"')).toBe(2);
+      expect(metric(after, 'leasejob_last_completed_window_timestamp_seconds', 'job="hourly-report"')).toBeGreaterThan(Date.now() / 1000 - 3600);
+      expect(await (await fetch(`http://127.0.0.1:${exporter.port}/healthz`)).text()).toBe('ok\n');
+    } finally {
+      const r = await exporter.stop();
+      expect(r.exitCode).toBe(0);
+    }
+  });
+
+  it('a window that keeps failing is a warning; a stuck owner is critical', async () => {
+    for (let i = 0; i < 3; i++) {
+      const r = await runCli(['run', ...conn(), '--name', 'flaky', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '4']);
+      expect(r.exitCode).toBe(4);
+    }
+    const warn = await runCli(['check', ...conn(), '--name', 'flaky']);
+    expect(warn.exitCode, warn.all).toBe(1);
+    expect(warn.stdout).toMatch(/WARNING flaky: failing: window w failed 3 attempts/);
+
+    const pidFile = path.join(tmp, 'stuck.pid');
+    const holder = startCli(['run', ...conn(), '--name', 'stuck', '--ttl', '3s', '--kill-grace', '500ms', '--', process.execPath, fixture('forever.mjs'), pidFile]);
+    await waitFor('holder running', () => existsSync(pidFile));
+    await new Promise((r) => setTimeout(r, 1_200));
+    const stuck = await runCli(['check', ...conn(), '--name', 'stuck', '--max-hold', '1s']);
+    expect(stuck.exitCode, stuck.all).toBe(2);
+    expect(stuck.stdout).toMatch(/CRITICAL stuck: stuck-owner: owner \S+ has held generation 1 since \S+, longer than --max-hold/);
+    holder.kill('SIGTERM');
+    expect((await holder).exitCode).toBe(143);
+  });
+
+  it('concurrent runs produce gap-free, strictly increasing sequences per job', async () => {
+    const runs = Array.from({ length: 12 }, (_, i) =>
+      startCli(['run', ...conn(), '--name', 'seq-job', '--window', `w${i % 4}`, '--ttl', '3s', '--kill-grace', '500ms', '--', process.execPath, fixture('sleep-then.mjs'), '200', '0']),
+    );
+    for (const r of await Promise.all(runs)) expect(r.exitCode, r.all).toBe(0);
+    const ev = await db.rows<{ seq: string; kind: string }>(`SELECT seq, kind FROM ${db.schema}.events WHERE job = 'seq-job' ORDER BY seq`);
+    expect(ev.length).toBeGreaterThan(12);
+    expect(ev.map((e) => Number(e.seq))).toEqual(ev.map((_, i) => i + 1));
+    const counter = await db.rows<{ last_seq: string }>(`SELECT last_seq FROM ${db.schema}.jobs WHERE name = 'seq-job'`);
+    expect(Number(counter[0]?.last_seq)).toBe(ev.length);
+    // Every acquire has its release, in order, before the next acquire.
+    const ownership = ev.filter((e) => ['acquired', 'stale-takeover', 'released'].includes(e.kind)).map((e) => e.kind === 'released' ? 'r' : 'a').join('');
+    expect(ownership).toMatch(/^(ar)+$/);
+  });
+
+  it('status and history for a known scenario, as a table and as JSON', async () => {
+    const job = ['--name', 'report', '--window', '2026-11-29'];
+    expect((await runCli(['run', ...conn(), ...job, '--', process.execPath, fixture('exit-with.mjs'), '2'])).exitCode).toBe(2);
+    expect((await runCli(['run', ...conn(), ...job, ...ok])).exitCode).toBe(0);
+    expect((await runCli(['run', ...conn(), '--name', 'report', '--window', '2026-11-30', '--', process.execPath, fixture('exit-with.mjs'), '1'])).exitCode).toBe(1);
+
+    const status = await runCli(['status', ...conn(), '--name', 'report']);
+    expect(status.exitCode, status.all).toBe(0);
+    const [header, columns, row] = status.stdout.trimEnd().split('\n');
+    expect(header).toMatch(/^store: postgresql, schema t_\w+, database time /);
+    expect(columns).toMatch(/^JOB\s+HOLDER\s+GEN\s+EXPIRES IN\s+LAST COMPLETED WINDOW\s+COMPLETED AT\s+OPEN WINDOWS\s+DUE$/);
+    expect(row).toMatch(/^report\s+-\s+3\s+-\s+2026-11-29\s+\S+Z\s+2026-11-30\(failed, attempt 1\)\s+-$/);
+    const sj = JSON.parse((await runCli(['status', ...conn(), '--name', 'report', '--json'])).stdout);
+    expect(sj.jobs[0]).toMatchObject({ name: 'report', generation: '3', held: false, lastWindow: '2026-11-29', openWindows: [{ window: '2026-11-30', attempts: 1, outcome: 'failed' }], overdue: false });
+
+    const history = await runCli(['history', ...conn(), '--name', 'report', '--json']);
+    const kinds = (JSON.parse(history.stdout) as Array<{ seq: string; kind: string }>).map((e) => `${e.seq}:${e.kind}`);
+    expect(kinds).toEqual([
+      '1:acquired', '2:window-claimed', '3:window-failed', '4:released',
+      '5:acquired', '6:window-claimed', '7:window-completed', '8:released',
+      '9:acquired', '10:window-claimed', '11:window-failed', '12:released',
+    ]);
+    const table = await runCli(['history', ...conn(), '--name', 'report', '--limit', '2']);
+    const lines = table.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^SEQ\s+DB TIME\s+KIND\s+WINDOW\s+GEN\s+OWNER\s+DETAIL$/);
+    expect(lines.slice(1).map((l) => l.split(/\s+/).slice(0, 1).concat(l.split(/\s+/).slice(2, 5)))).toEqual([
+      ['11', 'window-failed', '2026-11-30', '3'],
+      ['12', 'released', '2026-11-30', '3'],
+    ]);
+  });
+});
+
+const FAKETIME_LIB = ['/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1', '/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1'].find((p) => existsSync(p));
+
+describe.skipIf(!FAKETIME_LIB)('clock signals (faketime)', () => {
+  const skewed = (file: string) => ({
+    LD_PRELOAD: FAKETIME_LIB,
+    FAKETIME_TIMESTAMP_FILE: file,
+    FAKETIME_NO_CACHE: '1',
+    // The monotonic clock stays true: only the wall clock is skewed or jumps.
+    FAKETIME_DONT_FAKE_MONOTONIC: '1',
+  });
+
+  it('a wall clock 10 minutes behind: offset measured within a second, run unaffected', async () => {
+    const file = path.join(tmp, 'skew-10m');
+    writeFileSync(file, '-600s\n');
+    const r = await runCli(['run', ...conn(), '--name', 'skewed', '--window', 'w', '--ttl', '3s', '--kill-grace', '500ms', '--', process.execPath, fixture('sleep-then.mjs'), '1500', '0'], skewed(file));
+    expect(r.exitCode, r.all).toBe(0);
+    const acquired = logLines(r.stderr).find((l) => l.msg === 'lease acquired')!;
+    expect(Math.abs(Number(acquired.offsetMs) - 600_000)).toBeLessThan(1_000);
+    expect(logLines(r.stderr).some((l) => l.msg === 'clock offset to database is large')).toBe(true);
+    const w = await db.rows<{ completed: boolean; attempts: number }>(`SELECT completed_at IS NOT NULL AS completed, attempts FROM ${db.schema}.windows WHERE job = 'skewed'`);
+    expect(w).toEqual([{ completed: true, attempts: 1 }]);
+    const host = await db.rows<{ offset_ms: number }>(`SELECT offset_ms FROM ${db.schema}.hosts`);
+    expect(host.some((h) => Math.abs(h.offset_ms - 600_000) < 1_000)).toBe(true);
+    const ev = await db.rows<{ kind: string }>(`SELECT kind FROM ${db.schema}.events WHERE job = 'skewed' AND kind = 'clock-offset'`);
+    expect(ev).toHaveLength(1);
+  });
+
+  it('a backward jump during a run is detected and recorded', async () => {
+    const file = path.join(tmp, 'jump');
+    writeFileSync(file, '+0s\n');
+    const pidFile = path.join(tmp, 'jump.pid');
+    const run = startCli(['run', ...conn(), '--name', 'jumpy', '--window', 'w', '--ttl', '3s', '--kill-grace', '500ms', '--', process.execPath, fixture('forever.mjs'), pidFile], skewed(file));
+    await waitFor('child ready', () => existsSync(pidFile));
+    writeFileSync(file, '-300s\n');
+    await waitFor('clock-jump event', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.events WHERE job = 'jumpy' AND kind = 'clock-jump'`)).length > 0, 20_000, 200);
+    run.kill('SIGTERM');
+    const r = await run;
+    expect(r.exitCode, r.all).toBe(143);
+    const jump = logLines(r.stderr).find((l) => l.msg === 'wall clock jump detected');
+    expect(Number(jump?.jumpMs)).toBeLessThan(-299_000);
+    // The lease never depended on the wall clock: no loss, a clean release.
+    expect(logLines(r.stderr).some((l) => l.msg === 'lease lost')).toBe(false);
+    expect(logLines(r.stderr).some((l) => l.msg === 'lease released')).toBe(true);
+  });
+});
