@@ -59,6 +59,8 @@ export async function readJobStates(pool: pg.Pool, schema: string, name?: string
     [name ?? null],
   );
   const dbNow: Date = rows[0]?.db_now ?? (await pool.query('SELECT now() AS now')).rows[0].now;
+  // Thousands of jobs share a handful of schedules: work out each distinct due window once.
+  const dueCache = new Map<string, DueWindow>();
   const jobs: JobState[] = rows.map((r) => ({
     name: r.name,
     schedule: r.schedule,
@@ -77,7 +79,7 @@ export async function readJobStates(pool: pg.Pool, schema: string, name?: string
     openWindows: r.open_windows,
     overdue: false,
     intervalMs: null,
-    ...dueWindowOf(r, dbNow),
+    ...dueWindowCached(r, dbNow, dueCache),
   }));
   await markCompletion(pool, s, jobs);
   return { dbNow, jobs };
@@ -99,25 +101,39 @@ function cachedSchedule(expr: string, tz: string): Schedule | null {
   return s;
 }
 
-function dueWindowOf(r: Record<string, unknown>, dbNow: Date): Partial<JobState> {
+interface DueWindow {
+  intervalMs?: number;
+  due?: { window: string; scheduledAt: Date; overdueSince: Date };
+}
+
+function dueWindowCached(r: Record<string, unknown>, dbNow: Date, cache: Map<string, DueWindow>): Partial<JobState> {
   if (r.window_mode !== 'schedule' || typeof r.schedule !== 'string') return {};
-  const schedule = cachedSchedule(r.schedule, (r.tz as string | null) ?? 'UTC');
+  const key = [r.schedule, r.tz, r.window_format, r.window_offset, r.alert_after_ms].join('\u0000');
+  let d = cache.get(key);
+  if (d === undefined) {
+    d = dueWindowOf(r, dbNow);
+    cache.set(key, d);
+  }
+  // A job registered after the due tick was not yet expected to have run it.
+  if (!d.due || d.due.scheduledAt.getTime() < (r.created_at as Date).getTime()) return { intervalMs: d.intervalMs ?? null };
+  return { intervalMs: d.intervalMs ?? null, due: { ...d.due, completed: false } };
+}
+
+function dueWindowOf(r: Record<string, unknown>, dbNow: Date): DueWindow {
+  const schedule = cachedSchedule(r.schedule as string, (r.tz as string | null) ?? 'UTC');
   if (!schedule) return {};
   const intervalMs = typicalInterval(schedule, dbNow);
   const graceMs = r.alert_after_ms !== null && r.alert_after_ms !== undefined ? Number(r.alert_after_ms) : defaultAlertAfterMs(intervalMs);
   const tick: DateTime = previousTick(schedule, new Date(dbNow.getTime() - graceMs));
-  // A job registered after that tick was not yet expected to have run it.
-  if (tick.toMillis() < (r.created_at as Date).getTime()) return { intervalMs };
-  let key: string;
   try {
-    key = windowKey(tick, {
+    const window = windowKey(tick, {
       format: (r.window_format as string | null) ?? undefined,
       offset: r.window_offset ? parseIsoOffset(r.window_offset as string, '--window-offset') : undefined,
     });
+    return { intervalMs, due: { window, scheduledAt: tick.toJSDate(), overdueSince: new Date(tick.toMillis() + graceMs) } };
   } catch {
     return { intervalMs };
   }
-  return { intervalMs, due: { window: key, scheduledAt: tick.toJSDate(), overdueSince: new Date(tick.toMillis() + graceMs), completed: false } };
 }
 
 async function markCompletion(pool: pg.Pool, s: string, jobs: JobState[]): Promise<void> {
