@@ -40,8 +40,8 @@ output=$(psql ${DATABASE_URL:+"$DATABASE_URL"} --no-psqlrc --quiet \
   -v key="$IDEMPOTENCY_KEY" 2>&1 <<'SQL'
 BEGIN;
 -- First statement of the transaction; keep the transaction short: the owner's renewal waits
--- on this lock.
-SELECT :"schema".assert_lease(:'job', :'token');
+-- on this lock. It returns void: \g /dev/null keeps its empty result out of the output.
+SELECT :"schema".assert_lease(:'job', :'token') \g /dev/null
 -- ... the real work goes here, in the same transaction ...
 INSERT INTO report_runs (idempotency_key, fence_token)
 VALUES (:'key', :'token')
