@@ -125,7 +125,7 @@ END $$;
 CREATE FUNCTION acquire(
   p_job text, p_owner text, p_ttl_ms integer, p_renew_ms integer,
   p_window text, p_scheduled_at timestamptz, p_rerun boolean, p_max_delay_ms bigint,
-  p_host_time timestamptz, p_spec jsonb
+  p_host_time timestamptz, p_spec jsonb, p_lock_timeout_ms integer
 ) RETURNS TABLE (
   outcome text, generation bigint, attempt integer, db_now timestamptz,
   holder text, holder_generation bigint, holder_window text, expires_at timestamptz,
@@ -184,6 +184,11 @@ BEGIN
 
   SELECT * INTO v_prev FROM leases l WHERE l.name = p_job;
 
+  -- The upsert locks the row even when its WHERE fails, so it waits behind an open fenced
+  -- transaction (FOR SHARE). Bounded: a row locked that long means an owner is working (or
+  -- paused mid-transaction); we answer from a plain read below instead of hanging.
+  PERFORM set_config('lock_timeout', greatest(p_lock_timeout_ms, 1) || 'ms', true);
+  BEGIN
   INSERT INTO leases AS l (name, owner, generation, acquired_at, renewed_at, expires_at,
                            released_at, ttl_ms, renew_interval_ms, window_key, backend_pid, backend_start)
   VALUES (p_job, p_owner, 1, now(), now(), now() + make_interval(secs => p_ttl_ms / 1000.0),
@@ -197,6 +202,10 @@ BEGIN
     backend_start = EXCLUDED.backend_start
   WHERE l.expires_at <= now()
   RETURNING l.generation INTO v_gen;
+  EXCEPTION WHEN lock_not_available THEN
+    v_gen := NULL;
+  END;
+  PERFORM set_config('lock_timeout', '0', true);
 
   IF v_gen IS NULL THEN
     -- Busy: describe the holder so the caller can skip, wait, or wait out a stale holder.

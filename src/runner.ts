@@ -183,7 +183,9 @@ async function runHeld<T>(
   let ok = false;
   try {
     value = await task({ signal: controller.signal, fenceToken: generation, idempotencyKey, owner, window: win?.key, attempt, scheduledAt: win?.scheduledAt });
-    ok = aborted === undefined || aborted.kind === 'cancelled';
+    // Only an uninterrupted task counts: one stopped early (even if it then returned
+    // normally) may have done part of the work, and the window stays open for a retry.
+    ok = aborted === undefined;
   } catch (err) {
     error = err;
   } finally {
@@ -209,9 +211,10 @@ async function runHeld<T>(
     } else {
       log.warn({ generation }, 'lease was no longer held at finish; outcome not recorded');
     }
-    if (!r.held && ok) {
-      // The task finished but the lease was gone when we came to record it: not completed.
-      return { status: 'failed', error: new LeaseUnavailableError('lease lost before the window could be recorded as completed'), generation, attempt, aborted: { kind: 'lease-lost', detail: 'not held at finish', graceMs: 0 }, released };
+    if (!r.held && !leaseDoubtful) {
+      // The lease was gone when we came to record the outcome (taken over, released by an
+      // admin): whatever the task said, this run lost its lease.
+      return { status: 'failed', error: error ?? new LeaseUnavailableError('lease lost before the outcome could be recorded'), generation, attempt, aborted: { kind: 'lease-lost', detail: 'not held at finish', graceMs: 0 }, released };
     }
   } catch (err) {
     log.error({ err: (err as Error).message, generation }, 'could not record outcome and release; the lease will expire by itself');

@@ -35,6 +35,12 @@ export interface RenewRow {
   expiresAt: Date;
 }
 
+/**
+ * How long acquire waits for the lease row when a fenced transaction holds it: short enough
+ * that a contender facing a working owner still leaves within about a second.
+ */
+export const ACQUIRE_LOCK_TIMEOUT_MS = 500;
+
 export type FinishOutcome = 'completed' | 'failed' | 'none';
 
 export class Store {
@@ -49,9 +55,9 @@ export class Store {
 
   async acquire(i: AcquireInput): Promise<AcquireRow> {
     const { rows } = await this.pool.query(
-      `SELECT * FROM ${this.s}.acquire($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+      `SELECT * FROM ${this.s}.acquire($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
       [i.job, i.owner, i.ttlMs, i.renewIntervalMs, i.window ?? null, i.scheduledAt ?? null, i.rerun,
-        i.maxDelayMs ?? null, i.hostTime, i.spec ? JSON.stringify(i.spec) : null],
+        i.maxDelayMs ?? null, i.hostTime, i.spec ? JSON.stringify(i.spec) : null, ACQUIRE_LOCK_TIMEOUT_MS],
     );
     const r = rows[0];
     return {

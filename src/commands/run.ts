@@ -117,6 +117,8 @@ function exitCodeFor(result: RunResult<ChildResult>, cancel: AbortSignal): numbe
       const kind = result.aborted?.kind;
       if (kind === 'lease-lost' || kind === 'deadline') return ExitCode.leaseLost;
       if (kind === 'max-runtime') return ExitCode.timeout;
+      // Interrupted by our own SIGTERM/SIGINT/SIGHUP: 128+N, even if the child chose to exit 0.
+      if (kind === 'cancelled') return 128 + (constants.signals[cancel.reason as NodeJS.Signals] ?? 15);
       if (result.error instanceof ChildFailedError) return result.error.childCode;
       if (result.error instanceof LeasejobError) return result.error.exitCode;
       throw result.error;

@@ -60,10 +60,10 @@ async function connect(): Promise<pg.Client> {
 }
 
 /** Take the lease directly (no window) and return its generation. */
-async function acquire(job: string, owner: string, ttlMs: number, via: pg.Client | pg.Pool = db.pool): Promise<{ outcome: string; generation: string | null }> {
+async function acquire(job: string, owner: string, ttlMs: number, via: pg.Client | pg.Pool = db.pool, lockTimeoutMs = 500): Promise<{ outcome: string; generation: string | null }> {
   const { rows } = await via.query(
-    `SELECT outcome, generation FROM ${s}.acquire($1, $2, $3, $4, NULL, NULL, false, NULL, now(), NULL)`,
-    [job, owner, ttlMs, Math.floor(ttlMs / 3)],
+    `SELECT outcome, generation FROM ${s}.acquire($1, $2, $3, $4, NULL, NULL, false, NULL, now(), NULL, $5)`,
+    [job, owner, ttlMs, Math.floor(ttlMs / 3), lockTimeoutMs],
   );
   return rows[0];
 }
@@ -217,7 +217,8 @@ describe('assert_lease(job, token): FOR SHARE until the caller commits', () => {
     const contender = await connect();
     const contenderPid = (await contender.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
     const order: string[] = [];
-    const takeover = acquire(job, 'host-b:2:bbbb', 2_000, contender).then((row) => {
+    // A lock timeout longer than the test, to watch the wait itself (the runner uses 500 ms and retries).
+    const takeover = acquire(job, 'host-b:2:bbbb', 2_000, contender, 120_000).then((row) => {
       order.push('acquire-returned');
       return row;
     });
@@ -239,6 +240,26 @@ describe('assert_lease(job, token): FOR SHARE until the caller commits', () => {
     // The write committed under the old generation is there; the old token is now refused.
     expect(await db.rows(`SELECT generation FROM ${s}.fenced_units WHERE window_key = $1`, [job])).toEqual([{ generation: gen }]);
     expect((await fenceError(job, gen))?.code).toBe(FENCE_REFUSED);
+  });
+
+  it('with the runner\'s short lock timeout, acquire answers instead of hanging, and takes over only after the commit', async () => {
+    const job = jobName('takeover-bounded');
+    const gen = (await acquire(job, 'host-a:1:aaaa', 2_000)).generation as string;
+    const fenced = await connect();
+    await fenced.query('BEGIN');
+    await fenced.query(`SELECT ${s}.assert_lease($1, $2)`, [job, gen]);
+    await waitFor('the lease to expire', async () =>
+      (await db.rows<{ due: boolean }>(`SELECT expires_at <= clock_timestamp() AS due FROM ${s}.leases WHERE name = $1`, [job]))[0]?.due,
+    WAIT_LIMIT_MS);
+    const started = performance.now();
+    const blocked = await acquire(job, 'host-b:2:bbbb', 2_000);
+    expect(performance.now() - started).toBeLessThan(5_000);
+    expect(blocked.outcome).toBe('stale'); // expired holder, row still locked: wait and retry
+    expect(blocked.generation).toBeNull();
+    await fenced.query('COMMIT');
+    const after = await acquire(job, 'host-b:2:bbbb', 2_000);
+    expect(after.outcome).toBe('acquired');
+    expect(BigInt(after.generation as string)).toBe(BigInt(gen) + 1n);
   });
 
   it("the owner's renewal fails with 55P03 after its lock_timeout while a fenced transaction is open", async () => {

@@ -159,4 +159,25 @@ describe('leasejob run', () => {
     expect(w?.completed_at).toBeNull();
     expect(w?.exit_code).toBe(143);
   });
+
+  it('a child that exits 0 after a forwarded SIGTERM did not complete its window: exit 143, window open', async () => {
+    const ready = path.join(tmp, 'trap0.ready');
+    const p = startCli(['run', ...base('trap-zero'), '--window', 'w', '--ttl', '30s', '--',
+      'sh', '-c', `trap 'exit 0' TERM; touch ${ready}; while :; do sleep 0.05; done`]);
+    const { waitFor } = await import('../helpers/cli.js');
+    await waitFor('child ready', () => {
+      try {
+        readFileSync(ready);
+        return true;
+      } catch {
+        return false;
+      }
+    });
+    p.kill('SIGTERM');
+    const r = await p;
+    expect(r.exitCode, r.all).toBe(143);
+    const w = await windowRow('trap-zero', 'w');
+    expect(w?.completed_at).toBeNull();
+    expect(w?.outcome).toBe('failed');
+  });
 });
