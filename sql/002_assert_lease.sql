@@ -39,10 +39,9 @@
 -- with record_event(job, 'fence-refused', window, owner, token, now(), detail), as
 -- examples/node-fenced-worker.mjs does (best effort: a refusal must not fail on a log write).
 --
--- Privileges: SECURITY INVOKER on purpose (no SECURITY DEFINER). The caller needs USAGE on
--- the schema, EXECUTE on this function (granted to PUBLIC by default), SELECT on leases, and,
--- because PostgreSQL requires it for any FOR SHARE, UPDATE on at least one column of leases;
--- `GRANT UPDATE (window_key)` is the least harmful one (informational only).
+-- Privileges: 003_least_privilege.sql makes this SECURITY DEFINER (as every leasejob function),
+-- so the caller needs USAGE on the schema and EXECUTE on this function only; `leasejob migrate
+-- --grant-to <role>` grants both. The row lock still belongs to the caller's transaction.
 CREATE FUNCTION assert_lease(p_job text, p_token bigint) RETURNS void
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 #variable_conflict use_column

@@ -16,7 +16,8 @@ export function buildProgram(): Command {
   const program = new Command('leasejob')
     .description('Run a scheduled command once per scheduled occurrence, guarded by a PostgreSQL lease.')
     .version(pkg.version, '-V, --version')
-    .showHelpAfterError('(run with --help for usage)');
+    // One line per error, in the same shape as our own: "leasejob: <what>; see --help".
+    .configureOutput({ outputError: (str, write) => write(`leasejob: ${str.replace(/^error: /, '').trim()}; see --help\n`) });
 
   dbOptions(
     program
@@ -58,7 +59,12 @@ Example:
       }),
   );
 
-  dbOptions(program.command('migrate').description('create or upgrade the schema (idempotent, safe to run concurrently)'))
+  dbOptions(
+    program
+      .command('migrate')
+      .description('create or upgrade the schema (idempotent, safe to run concurrently)')
+      .option('--grant-to <role>', 'grant a runner role what run/status/check/exporter need, and nothing more (repeatable)', (v: string, prev: string[] = []) => [...prev, v]),
+  )
     .action(async (flags: Record<string, unknown>) => {
       const { migrateCommand } = await import('./commands/admin.js');
       exitWith(await migrateCommand(flags));

@@ -11,13 +11,26 @@ export interface ConnectionSource {
 }
 
 export function resolveConnection(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): ConnectionSource {
-  if (flag !== undefined) {
-    if (flag.trim() === '') throw new UsageError('Expected `--database-url` to be a postgres:// URL, got an empty string.');
-    return { connectionString: flag, from: '--database-url' };
-  }
-  if (env.LEASEJOB_DATABASE_URL) return { connectionString: env.LEASEJOB_DATABASE_URL, from: 'LEASEJOB_DATABASE_URL' };
-  if (env.DATABASE_URL) return { connectionString: env.DATABASE_URL, from: 'DATABASE_URL' };
+  if (flag !== undefined) return checked({ connectionString: flag, from: '--database-url' });
+  if (env.LEASEJOB_DATABASE_URL) return checked({ connectionString: env.LEASEJOB_DATABASE_URL, from: 'LEASEJOB_DATABASE_URL' });
+  if (env.DATABASE_URL) return checked({ connectionString: env.DATABASE_URL, from: 'DATABASE_URL' });
   return { connectionString: undefined, from: 'PG environment' };
+}
+
+// A postgres:// URL or a libpq key=value string; anything else is a typo, said before connecting.
+function checked(source: ConnectionSource): ConnectionSource {
+  const value = source.connectionString ?? '';
+  const name = source.from === '--database-url' ? '`--database-url`' : source.from;
+  if (/^postgres(ql)?:\/\//i.test(value)) {
+    try {
+      new URL(value);
+      return source;
+    } catch {
+      throw new UsageError(`Expected ${name} to be a valid postgres:// URL, got one that does not parse (special characters in the password must be percent-encoded).`);
+    }
+  }
+  if (/^\s*\w+\s*=/.test(value)) return source;
+  throw new UsageError(`Expected ${name} to be a URL like postgres://user:password@host:5432/db, got ${value.trim() === '' ? 'an empty string' : 'something else'}.`);
 }
 
 /** Every secret that could leak through a message: the URL's password and PGPASSWORD. */
@@ -117,6 +130,16 @@ export function classifyDbError(err: unknown, ctx: { schema: string; secrets: re
       'E_NOT_MIGRATED',
       { cause: err },
     );
+  }
+  if (code === '42501') {
+    return new DatabaseError(
+      `permission denied on ${ctx.target} (${raw}); grant the role with \`leasejob migrate --grant-to <role>\` as the schema owner`,
+      'E_DB_PERMISSION',
+      { cause: err },
+    );
+  }
+  if (code === '42704' && /role/.test(raw)) {
+    return new DatabaseError(`${raw}: create the role first, then \`leasejob migrate --grant-to\` it`, 'E_DB_ROLE', { cause: err });
   }
   if (AUTH_CODES.has(code)) {
     return new DatabaseError(`database refused the connection to ${ctx.target}: ${raw}`, 'E_DB_AUTH', { cause: err });

@@ -24,7 +24,12 @@ export interface MigrateResult {
   current: number;
 }
 
-export async function migrate(pool: pg.Pool, schema: string): Promise<MigrateResult> {
+export interface MigrateOptions {
+  /** Roles to grant what `run`, `status`, `check` and the exporter need, and nothing more. */
+  grantTo?: string[];
+}
+
+export async function migrate(pool: pg.Pool, schema: string, opts: MigrateOptions = {}): Promise<MigrateResult> {
   const ident = quoteIdent(schema);
   const migrations = await listMigrations();
   const latest = migrations.at(-1)?.version ?? 0;
@@ -34,7 +39,9 @@ export async function migrate(pool: pg.Pool, schema: string): Promise<MigrateRes
     // Transaction-scoped, so it works through transaction-mode poolers and can never leak.
     await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`leasejob.migrate:${schema}`]);
     await client.query(`CREATE SCHEMA IF NOT EXISTS ${ident}`);
-    await client.query(`SELECT set_config('search_path', $1, true)`, [`${ident}, pg_catalog`]);
+    // Functions capture this with SET search_path FROM CURRENT: pg_temp last, so a caller's
+    // temporary objects can never shadow ours inside SECURITY DEFINER functions.
+    await client.query(`SELECT set_config('search_path', $1, true)`, [`${ident}, pg_catalog, pg_temp`]);
     await client.query(
       `CREATE TABLE IF NOT EXISTS ${ident}.migrations (
          version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
@@ -55,6 +62,7 @@ export async function migrate(pool: pg.Pool, schema: string): Promise<MigrateRes
       await client.query(`INSERT INTO ${ident}.migrations (version, name) VALUES ($1, $2)`, [m.version, m.name]);
       applied.push(m);
     }
+    for (const role of opts.grantTo ?? []) await grantRunnerRole(client, schema, role);
     await client.query('COMMIT');
     return { applied, current: latest };
   } catch (err) {
@@ -63,4 +71,20 @@ export async function migrate(pool: pg.Pool, schema: string): Promise<MigrateRes
   } finally {
     client.release();
   }
+}
+
+/**
+ * USAGE on the schema, EXECUTE on the functions (they run as their owner), SELECT on the
+ * tables: enough to run, fence, read status and export metrics; no INSERT, UPDATE, DELETE,
+ * TRUNCATE or DDL. Identifiers are quoted by format(%I) on the server.
+ */
+async function grantRunnerRole(client: pg.PoolClient, schema: string, role: string): Promise<void> {
+  const { rows } = await client.query<{ sql: string }>(
+    `SELECT unnest(ARRAY[
+       format('GRANT USAGE ON SCHEMA %I TO %I', $1::text, $2::text),
+       format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA %I TO %I', $1::text, $2::text),
+       format('GRANT SELECT ON ALL TABLES IN SCHEMA %I TO %I', $1::text, $2::text)]) AS sql`,
+    [schema, role],
+  );
+  for (const r of rows) await client.query(r.sql);
 }

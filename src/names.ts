@@ -43,3 +43,12 @@ export function validateSchema(value: string): string {
 export function quoteIdent(schema: string): string {
   return `"${validateSchema(schema)}"`;
 }
+
+/** A role name for `--grant-to`: quoted on the server with format(%I), so only length and
+ * control characters matter; PostgreSQL truncates identifiers at 63 bytes. */
+export function validateRole(value: string): string {
+  if (value === '' || Buffer.byteLength(value) > 63 || CONTROL.test(value)) {
+    throw new UsageError(`Expected \`--grant-to\` to be an existing role name (1-63 bytes, no control characters), got ${JSON.stringify(value)}.`);
+  }
+  return value;
+}

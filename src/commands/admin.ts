@@ -3,7 +3,7 @@ import { classifyDbError, createPool, describeConnection, resolveConnection, sec
 import type { Logger } from '../log.js';
 import { createLogger } from '../log.js';
 import { migrate } from '../migrate.js';
-import { validateName, validateSchema } from '../names.js';
+import { validateName, validateRole, validateSchema } from '../names.js';
 import { Store } from '../store.js';
 
 export interface DbFlags {
@@ -30,10 +30,12 @@ export async function withDatabase<T>(flags: DbFlags, fn: (pool: ReturnType<type
   }
 }
 
-export async function migrateCommand(flags: DbFlags): Promise<number> {
+export async function migrateCommand(flags: DbFlags & { grantTo?: string[] }): Promise<number> {
+  const grantTo = (flags.grantTo ?? []).map((r) => validateRole(r));
   return withDatabase(flags, async (pool, schema, log) => {
-    const r = await migrate(pool, schema);
+    const r = await migrate(pool, schema, { grantTo });
     log.info({ schema, applied: r.applied.map((m) => m.version), version: r.current }, r.applied.length ? 'migrations applied' : 'schema up to date');
+    for (const role of grantTo) log.info({ schema, role }, 'runner role granted');
     return 0;
   });
 }

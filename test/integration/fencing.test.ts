@@ -167,14 +167,13 @@ describe('assert_lease(job, token): refusals', () => {
     expect(await db.rows(`SELECT 1 FROM ${s}.fenced_units WHERE window_key = 'abort'`)).toEqual([]);
   });
 
-  it('works for a role with only USAGE, SELECT and a column UPDATE grant (no SECURITY DEFINER)', async () => {
+  it('works for a role with only USAGE and EXECUTE (SECURITY DEFINER: no table privileges needed)', async () => {
     const job = jobName('grants');
     const gen = await acquired(job);
     const role = `lj_child_${db.schema}`;
     await db.rows(`CREATE ROLE ${role} NOLOGIN`);
     try {
       await db.rows(`GRANT USAGE ON SCHEMA ${s} TO ${role}`);
-      await db.rows(`GRANT SELECT ON ${s}.leases TO ${role}`);
       const asRole = async (): Promise<unknown> => {
         const c = await connect();
         await c.query('BEGIN');
@@ -185,10 +184,19 @@ describe('assert_lease(job, token): refusals', () => {
           await c.query('ROLLBACK');
         }
       };
-      // FOR SHARE needs UPDATE on some column: without it, permission denied.
+      // Not executable by PUBLIC: without the grant, permission denied.
       await expect(asRole()).rejects.toMatchObject({ code: '42501' });
-      await db.rows(`GRANT UPDATE (window_key) ON ${s}.leases TO ${role}`);
+      await db.rows(`GRANT EXECUTE ON FUNCTION ${s}.assert_lease(text, bigint) TO ${role}`);
       await expect(asRole()).resolves.toBeDefined();
+      // ... and the role still cannot touch the lease row itself.
+      const c = await connect();
+      try {
+        await c.query('BEGIN');
+        await c.query(`SET LOCAL ROLE ${role}`);
+        await expect(c.query(`SELECT 1 FROM ${s}.leases FOR SHARE`)).rejects.toMatchObject({ code: '42501' });
+      } finally {
+        await c.query('ROLLBACK');
+      }
     } finally {
       await db.rows(`DROP OWNED BY ${role}`);
       await db.rows(`DROP ROLE ${role}`);

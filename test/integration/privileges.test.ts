@@ -1,0 +1,84 @@
+// Least privilege: a runner role granted by `migrate --grant-to` can run, fence and read status,
+// and can neither write the tables directly nor drop or truncate them. Secrets stay out of logs.
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fixture, runCli } from '../helpers/cli.js';
+import { newSchemaName, testDb, type TestDb } from '../helpers/db.js';
+
+let admin: TestDb;
+let schema: string;
+let role: string;
+let runnerUrl: string;
+const password = `sentinel-${randomBytes(6).toString('hex')}`;
+
+beforeAll(async () => {
+  admin = await testDb({ migrated: false });
+  schema = newSchemaName('priv');
+  role = `lj_runner_${randomBytes(4).toString('hex')}`;
+  await admin.rows(`CREATE ROLE ${role} LOGIN PASSWORD '${password}'`);
+  const url = new URL(admin.url);
+  url.username = role;
+  url.password = password;
+  runnerUrl = url.toString();
+});
+afterAll(async () => admin.close());
+
+describe('least privilege', () => {
+  it('migrate --grant-to gives a runner role what run needs; run, fence and status work under it', async () => {
+    const m = await runCli(['migrate', '--database-url', admin.url, '--schema', schema, '--grant-to', role]);
+    expect(m.exitCode, m.all).toBe(0);
+    const r = await runCli(['run', '--database-url', runnerUrl, '--schema', schema, '--name', 'priv-job', '--window', 'w', '--pass-database-url',
+      '--log-level', 'trace', '--', process.execPath, fixture('assert-once.mjs')]);
+    expect(r.exitCode, r.all).toBe(0);
+    expect(r.stdout).toContain('fenced ok');
+    // The password is never in a log line, even at trace level.
+    expect(r.stderr).not.toContain(password);
+    const status = await runCli(['status', '--database-url', runnerUrl, '--schema', schema, '--json']);
+    expect(status.exitCode, status.all).toBe(0);
+    expect(JSON.parse(status.stdout).jobs[0]).toMatchObject({ name: 'priv-job', lastWindow: 'w' });
+    expect((await runCli(['check', '--database-url', runnerUrl, '--schema', schema])).exitCode).toBe(0);
+  });
+
+  it('the runner role cannot write, delete, truncate or drop the tables directly', async () => {
+    const c = new pg.Client({ connectionString: runnerUrl });
+    await c.connect();
+    try {
+      const attempts = [
+        `UPDATE ${schema}.leases SET expires_at = now()`,
+        `DELETE FROM ${schema}.events`,
+        `INSERT INTO ${schema}.windows (job, window_key, owner, generation) VALUES ('x', 'y', 'z', 1)`,
+        `TRUNCATE ${schema}.windows`,
+        `DROP TABLE ${schema}.leases`,
+        `ALTER TABLE ${schema}.jobs ADD COLUMN evil int`,
+        `CREATE TABLE ${schema}.evil (id int)`,
+      ];
+      for (const sql of attempts) {
+        await expect(c.query(sql), sql).rejects.toMatchObject({ code: '42501' });
+      }
+    } finally {
+      await c.end();
+    }
+  });
+
+  it('a role without the grant cannot call the functions: exit 69 with what to do, nothing written', async () => {
+    const other = `lj_other_${randomBytes(4).toString('hex')}`;
+    await admin.rows(`CREATE ROLE ${other} LOGIN PASSWORD '${password}'`);
+    const url = new URL(admin.url);
+    url.username = other;
+    url.password = password;
+    const r = await runCli(['run', '--database-url', url.toString(), '--schema', schema, '--name', 'denied', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0']);
+    expect(r.exitCode, r.all).toBe(69);
+    expect(r.stderr).toMatch(/permission denied.*--grant-to/);
+    expect(r.all).not.toContain(password);
+    expect(await admin.rows(`SELECT 1 FROM ${schema}.leases WHERE name = 'denied'`)).toHaveLength(0);
+  });
+
+  it('--grant-to a role that does not exist: exit 69, says so, nothing applied', async () => {
+    const fresh = newSchemaName('priv');
+    const r = await runCli(['migrate', '--database-url', admin.url, '--schema', fresh, '--grant-to', 'no_such_role_xyz']);
+    expect(r.exitCode, r.all).toBe(69);
+    expect(r.stderr).toMatch(/no_such_role_xyz.*does not exist/);
+    expect(await admin.rows(`SELECT 1 FROM pg_namespace WHERE nspname = $1`, [fresh])).toHaveLength(0);
+  });
+});
