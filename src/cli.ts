@@ -7,8 +7,10 @@ const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url),
 
 function dbOptions(cmd: Command): Command {
   return cmd
-    .option('--database-url <url>', 'PostgreSQL URL (else LEASEJOB_DATABASE_URL, DATABASE_URL, or PGHOST/PGUSER/...)')
+    .option('--database-url <url>', 'PostgreSQL URL (else LEASEJOB_DATABASE_URL, DATABASE_URL, or PGHOST/PGUSER/...); without any, the embedded one-host store')
     .option('--schema <name>', 'schema holding leasejob tables', 'leasejob')
+    .option('--state-file <path>', 'embedded store file (else LEASEJOB_STATE_FILE, $XDG_STATE_HOME/leasejob/leasejob.db, ~/.local/state/leasejob/leasejob.db)')
+    .option('--require-shared', 'refuse to run without a shared PostgreSQL (implied inside Kubernetes)')
     .addOption(new Option('--log-level <level>', 'log level (JSON logs on stderr)').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']));
 }
 

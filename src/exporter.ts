@@ -1,11 +1,10 @@
 // Prometheus exporter: every scrape reads the database with a few set-based queries and
 // exposes absence (overdue windows), lease health, run outcomes and clock signals.
 import http from 'node:http';
-import type pg from 'pg';
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { Logger } from './log.js';
 import { readJobStates } from './monitor.js';
-import { quoteIdent } from './names.js';
+import type { LeaseStore } from './store.js';
 
 function metrics(registry: Registry) {
   const g = (name: string, help: string, labelNames: string[] = []) => new Gauge({ name, help, labelNames, registers: [registry] });
@@ -43,8 +42,7 @@ export class Exporter {
   private queue: Promise<unknown> = Promise.resolve();
 
   constructor(
-    private readonly pool: pg.Pool,
-    private readonly schema: string,
+    private readonly store: LeaseStore,
     private readonly log: Logger,
   ) {}
 
@@ -71,11 +69,10 @@ export class Exporter {
   }
 
   private async load(): Promise<void> {
-    const s = quoteIdent(this.schema);
     const [{ jobs }, counts, hosts] = await Promise.all([
-      readJobStates(this.pool, this.schema),
-      this.pool.query<{ job: string; kind: string; host: string; n: string }>(`SELECT job, kind, host, n FROM ${s}.event_counts`),
-      this.pool.query<{ host: string; offset_ms: number; uncertainty_ms: number }>(`SELECT host, offset_ms, uncertainty_ms FROM ${s}.hosts`),
+      readJobStates(this.store),
+      this.store.readEventCounts(),
+      this.store.readHostClocks(),
     ]);
     const m = this.m;
     m.jobs.set(jobs.length);
@@ -96,8 +93,8 @@ export class Exporter {
       }
     }
     const jumps = new Map<string, number>();
-    for (const r of counts.rows) {
-      const n = Number(r.n);
+    for (const r of counts) {
+      const n = r.n;
       const outcome = RUN_KINDS[r.kind];
       if (outcome) m.runs.inc({ job: r.job, outcome }, n);
       else if (r.kind === 'busy-skip') m.skips.inc({ job: r.job, host: r.host }, n);
@@ -108,9 +105,9 @@ export class Exporter {
       else if (r.kind === 'clock-jump') jumps.set(r.host, (jumps.get(r.host) ?? 0) + n);
     }
     for (const [host, n] of jumps) m.jumps.inc({ host }, n);
-    for (const h of hosts.rows) {
-      m.offset.set({ host: h.host }, h.offset_ms / 1000);
-      m.offsetUncertainty.set({ host: h.host }, h.uncertainty_ms / 1000);
+    for (const h of hosts) {
+      m.offset.set({ host: h.host }, h.offsetMs / 1000);
+      m.offsetUncertainty.set({ host: h.host }, h.uncertaintyMs / 1000);
     }
   }
 
@@ -128,7 +125,7 @@ export class Exporter {
           (err: unknown) => res.writeHead(500).end(String((err as Error).message)),
         );
       } else if (path === '/healthz') {
-        this.pool.query('SELECT 1').then(
+        this.store.ping().then(
           () => res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n'),
           () => res.writeHead(503, { 'content-type': 'text/plain' }).end('database unreachable\n'),
         );

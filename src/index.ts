@@ -1,7 +1,9 @@
 // Public library API: everything a Node program needs to run its own tasks under a lease.
 export { runWithLease, newOwnerId } from './runner.js';
 export type { RunOptions, RunResult, TaskContext, AbortReason, WindowClaim, OnBusy } from './runner.js';
-export { Store } from './store.js';
+export { PgStore, PgStore as Store } from './pg-store.js';
+export type { LeaseStore } from './store.js';
+export { chooseStore, openStore } from './open-store.js';
 export { migrate } from './migrate.js';
 export { createPool, resolveConnection } from './db.js';
 export { parseSchedule, previousTick, nextTick } from './schedule.js';

@@ -3,7 +3,7 @@
 // early enough to be gone before the lease can expire.
 import { CLOCK_JUMP_THRESHOLD_MS, CLOCK_OFFSET_WARN_MS, measureOffset, stamp, wallJumpMs, type OffsetMeasurement, type Stamp } from './clock.js';
 import type { Logger } from './log.js';
-import type { Store } from './store.js';
+import type { LeaseStore as Store } from './store.js';
 
 export interface LeaseTiming {
   ttlMs: number;

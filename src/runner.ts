@@ -6,7 +6,7 @@ import { measureOffset, sleep, stamp, CLOCK_OFFSET_WARN_MS, type OffsetMeasureme
 import { LeaseUnavailableError } from './errors.js';
 import { LeaseKeeper, safetyMarginMs, type LossReason } from './lease.js';
 import type { Logger } from './log.js';
-import type { Store } from './store.js';
+import type { LeaseStore as Store } from './store.js';
 
 export type OnBusy = 'skip' | 'wait' | 'fail';
 

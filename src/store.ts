@@ -1,7 +1,6 @@
-// The SQL the runner sends: one parameterized statement per step (acquire+claim, renew,
-// finish+release, record an event), each a call to a function created by sql/001_init.sql.
-import type pg from 'pg';
-import { quoteIdent } from './names.js';
+// The store contract: what the runner, status, check and the exporter need from wherever the
+// leases live (PostgreSQL for several hosts, SQLite for one). Both implementations keep the same
+// semantics: generation never restarts, completed windows are final, events are gap-free.
 
 export type AcquireOutcome = 'acquired' | 'busy' | 'stale' | 'done' | 'missed';
 
@@ -35,93 +34,98 @@ export interface RenewRow {
   expiresAt: Date;
 }
 
-/**
- * How long acquire waits for the lease row when a fenced transaction holds it: short enough
- * that a contender facing a working owner still leaves within about a second.
- */
-export const ACQUIRE_LOCK_TIMEOUT_MS = 500;
-
 export type FinishOutcome = 'completed' | 'failed' | 'none';
 
-export class Store {
-  private readonly s: string;
-
-  constructor(
-    readonly pool: pg.Pool,
-    readonly schema: string,
-  ) {
-    this.s = quoteIdent(schema);
-  }
-
-  async acquire(i: AcquireInput): Promise<AcquireRow> {
-    const { rows } = await this.pool.query(
-      `SELECT * FROM ${this.s}.acquire($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-      [i.job, i.owner, i.ttlMs, i.renewIntervalMs, i.window ?? null, i.scheduledAt ?? null, i.rerun,
-        i.maxDelayMs ?? null, i.hostTime, i.spec ? JSON.stringify(i.spec) : null, ACQUIRE_LOCK_TIMEOUT_MS],
-    );
-    const r = rows[0];
-    return {
-      outcome: r.outcome,
-      generation: r.generation,
-      attempt: r.attempt,
-      dbNow: r.db_now,
-      holder: r.holder,
-      holderGeneration: r.holder_generation,
-      holderWindow: r.holder_window,
-      expiresAt: r.expires_at,
-      completedAt: r.completed_at,
-    };
-  }
-
-  /** Undefined when the lease is no longer ours (taken, expired or released). */
-  async renew(job: string, owner: string, generation: string, ttlMs: number, lockTimeoutMs: number, queryTimeoutMs: number): Promise<RenewRow | undefined> {
-    const { rows } = await this.pool.query({
-      text: `SELECT * FROM ${this.s}.renew($1, $2, $3, $4, $5)`,
-      values: [job, owner, generation, ttlMs, lockTimeoutMs],
-      // Client-side bound: a black-holed connection is dropped and the next renewal reconnects.
-      query_timeout: queryTimeoutMs,
-    } as pg.QueryConfig);
-    const r = rows[0];
-    return r ? { dbNow: r.db_now, expiresAt: r.expires_at } : undefined;
-  }
-
-  /** Record the window outcome (if still held) and release. held=false: the lease was not ours. */
-  async finish(i: {
-    job: string; owner: string; generation: string; window?: string | undefined; outcome: FinishOutcome;
-    exitCode?: number | undefined; hostTime: Date; detail?: Record<string, unknown>; queryTimeoutMs?: number;
-  }): Promise<{ held: boolean; dbNow: Date }> {
-    const { rows } = await this.pool.query({
-      text: `SELECT * FROM ${this.s}.finish($1, $2, $3, $4, $5, $6, $7, $8)`,
-      values: [i.job, i.owner, i.generation, i.window ?? null, i.outcome, i.exitCode ?? null, i.hostTime,
-        JSON.stringify(i.detail ?? {})],
-      query_timeout: i.queryTimeoutMs,
-    } as pg.QueryConfig);
-    return { held: rows[0].held, dbNow: rows[0].db_now };
-  }
-
-  async recordEvent(e: {
-    job: string; kind: string; window?: string | undefined; owner?: string | undefined; generation?: string | undefined;
-    hostTime: Date; detail?: Record<string, unknown>;
-  }): Promise<string> {
-    const { rows } = await this.pool.query(
-      `SELECT ${this.s}.record_event($1, $2, $3, $4, $5, $6, $7) AS seq`,
-      [e.job, e.kind, e.window ?? null, e.owner ?? null, e.generation ?? null, e.hostTime, JSON.stringify(e.detail ?? {})],
-    );
-    return rows[0].seq;
-  }
-
-  /** Administrative release: expire now, keep the generation. */
-  async release(job: string, hostTime: Date): Promise<{ owner: string; generation: string } | undefined> {
-    const { rows } = await this.pool.query(
-      `WITH r AS (
-         UPDATE ${this.s}.leases SET expires_at = now(), released_at = now()
-          WHERE name = $1 AND expires_at > now()
-         RETURNING owner, generation, window_key)
-       SELECT r.owner, r.generation,
-              ${this.s}.record_event($1, 'released', r.window_key, r.owner, r.generation, $2, '{"by":"admin"}') AS seq
-         FROM r`,
-      [job, hostTime],
-    );
-    return rows[0] ? { owner: rows[0].owner, generation: rows[0].generation } : undefined;
-  }
+export interface FinishInput {
+  job: string;
+  owner: string;
+  generation: string;
+  window?: string | undefined;
+  outcome: FinishOutcome;
+  exitCode?: number | undefined;
+  hostTime: Date;
+  detail?: Record<string, unknown>;
+  queryTimeoutMs?: number;
 }
+
+export interface RecordEventInput {
+  job: string;
+  kind: string;
+  window?: string | undefined;
+  owner?: string | undefined;
+  generation?: string | undefined;
+  hostTime: Date;
+  detail?: Record<string, unknown>;
+}
+
+/** One registered job as stored, before the due-window judgement (monitor.ts). */
+export interface JobRow {
+  name: string;
+  schedule: string | null;
+  tz: string | null;
+  windowMode: string | null;
+  windowFormat: string | null;
+  windowOffset: string | null;
+  alertAfterMs: number | null;
+  createdAt: Date;
+  owner: string | null;
+  generation: string | null;
+  held: boolean;
+  expiresInMs: number | null;
+  heldForMs: number | null;
+  lastWindow: string | null;
+  lastCompletedAt: Date | null;
+  lastDurationMs: number | null;
+  openWindows: Array<{ window: string; attempts: number; outcome: string }>;
+}
+
+export interface HistoryEvent {
+  seq: string;
+  kind: string;
+  window: string | null;
+  owner: string | null;
+  host: string | null;
+  generation: string | null;
+  dbTime: Date;
+  hostTime: Date | null;
+  detail: Record<string, unknown>;
+}
+
+export interface EventCount {
+  job: string;
+  kind: string;
+  host: string;
+  n: number;
+}
+
+export interface HostClock {
+  host: string;
+  offsetMs: number;
+  uncertaintyMs: number;
+}
+
+export interface LeaseStore {
+  readonly kind: 'postgresql' | 'sqlite';
+  /** Where the state lives, for logs and status (never a password). */
+  readonly location: string;
+  acquire(i: AcquireInput): Promise<AcquireRow>;
+  /** Undefined when the lease is no longer ours (taken, expired or released). */
+  renew(job: string, owner: string, generation: string, ttlMs: number, lockTimeoutMs: number, queryTimeoutMs: number): Promise<RenewRow | undefined>;
+  /** Record the window outcome (if still held) and release. held=false: the lease was not ours. */
+  finish(i: FinishInput): Promise<{ held: boolean; dbNow: Date }>;
+  recordEvent(e: RecordEventInput): Promise<string>;
+  /** Administrative release: expire now, keep the generation. */
+  release(job: string, hostTime: Date): Promise<{ owner: string; generation: string } | undefined>;
+  /** Every registered job (or one), on the store's clock. */
+  readJobRows(name?: string): Promise<{ dbNow: Date; rows: JobRow[] }>;
+  /** Which of these (job, window) pairs are completed, as `job\u0000window` keys. */
+  readCompleted(pairs: Array<{ job: string; window: string }>): Promise<Set<string>>;
+  /** The job's latest `limit` events, oldest first. */
+  readHistory(job: string, limit: number): Promise<HistoryEvent[]>;
+  readEventCounts(): Promise<EventCount[]>;
+  readHostClocks(): Promise<HostClock[]>;
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export const pairKey = (job: string, window: string): string => `${job}\u0000${window}`;

@@ -1,49 +1,65 @@
-// `leasejob migrate` and `leasejob release`: short administrative commands over one connection.
-import { classifyDbError, createPool, describeConnection, resolveConnection, secretsOf } from '../db.js';
+// `leasejob migrate` and `leasejob release`, and the store lifecycle every command shares.
+import { classifyDbError } from '../db.js';
+import { DatabaseError, UsageError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { createLogger } from '../log.js';
-import { migrate } from '../migrate.js';
-import { validateName, validateRole, validateSchema } from '../names.js';
-import { Store } from '../store.js';
+import { validateName, validateRole } from '../names.js';
+import { chooseStore, openStore, type StoreChoice, type StoreFlags } from '../open-store.js';
+import type { LeaseStore } from '../store.js';
 
-export interface DbFlags {
-  databaseUrl?: string;
-  schema?: string;
+export interface DbFlags extends StoreFlags {
   logLevel?: string;
-  /** Connections to open at most (commands that answer concurrent requests want more than one). */
-  poolSize?: number;
 }
 
-/** Open a pool, run `fn`, close it; driver errors become DatabaseError (exit 69). */
-export async function withDatabase<T>(flags: DbFlags, fn: (pool: ReturnType<typeof createPool>, schema: string, log: Logger) => Promise<T>): Promise<T> {
-  const schema = validateSchema(flags.schema ?? 'leasejob');
-  const source = resolveConnection(flags.databaseUrl);
-  const secrets = secretsOf(source);
-  const log = createLogger(flags.logLevel ?? process.env.LEASEJOB_LOG_LEVEL ?? 'info', secrets);
-  const pool = createPool(source, { max: flags.poolSize ?? 1 });
+/** Open the store, run `fn`, close it; driver errors become DatabaseError (exit 69). */
+export async function withStore<T>(flags: DbFlags, fn: (store: LeaseStore, log: Logger, choice: StoreChoice) => Promise<T>): Promise<T> {
+  const choice = chooseStore(flags);
+  const log = createLogger(flags.logLevel ?? process.env.LEASEJOB_LOG_LEVEL ?? 'info', choice.secrets);
+  let store: LeaseStore | undefined;
   try {
-    return await fn(pool, schema, log);
+    store = await openStore(choice, flags);
+    return await fn(store, log, choice);
   } catch (err) {
-    throw classifyDbError(err, { schema, secrets, target: describeConnection(source) }) ?? err;
+    throw storeError(err, choice) ?? err;
   } finally {
-    await pool.end().catch(() => {});
+    await store?.close();
   }
+}
+
+/** Driver errors of either store as DatabaseError (exit 69), redacted; undefined when not ours. */
+export function storeError(err: unknown, choice: StoreChoice): Error | undefined {
+  if (choice.kind === 'postgresql') return classifyDbError(err, { schema: choice.schema, secrets: choice.secrets, target: choice.location });
+  return classifySqliteError(err, choice.file);
+}
+
+function classifySqliteError(err: unknown, file: string): Error | undefined {
+  const code = String((err as { code?: unknown }).code ?? '');
+  if (!code.startsWith('SQLITE_')) return undefined;
+  return new DatabaseError(`state file ${file}: ${(err as Error).message} (${code})`, 'E_STATE_FILE', { cause: err });
 }
 
 export async function migrateCommand(flags: DbFlags & { grantTo?: string[] }): Promise<number> {
   const grantTo = (flags.grantTo ?? []).map((r) => validateRole(r));
-  return withDatabase(flags, async (pool, schema, log) => {
-    const r = await migrate(pool, schema, { grantTo });
-    log.info({ schema, applied: r.applied.map((m) => m.version), version: r.current }, r.applied.length ? 'migrations applied' : 'schema up to date');
-    for (const role of grantTo) log.info({ schema, role }, 'runner role granted');
+  if (grantTo.length && chooseStore(flags).kind === 'sqlite') throw new UsageError('`--grant-to` needs a PostgreSQL database; the embedded store has no roles.');
+  return withStore(flags, async (store, log, choice) => {
+    if (choice.kind === 'sqlite') {
+      // The embedded store migrates itself when opened.
+      log.info({ store: 'sqlite', file: choice.file }, 'schema up to date');
+      return 0;
+    }
+    const { migrate } = await import('../migrate.js');
+    const { PgStore } = await import('../pg-store.js');
+    const r = await migrate((store as InstanceType<typeof PgStore>).pool, choice.schema, { grantTo });
+    log.info({ schema: choice.schema, applied: r.applied.map((m) => m.version), version: r.current }, r.applied.length ? 'migrations applied' : 'schema up to date');
+    for (const role of grantTo) log.info({ schema: choice.schema, role }, 'runner role granted');
     return 0;
   });
 }
 
 export async function releaseCommand(flags: DbFlags & { name?: string }): Promise<number> {
   const name = validateName(flags.name);
-  return withDatabase(flags, async (pool, schema, log) => {
-    const r = await new Store(pool, schema).release(name, new Date());
+  return withStore(flags, async (store, log) => {
+    const r = await store.release(name, new Date());
     if (r) log.info({ job: name, owner: r.owner, generation: r.generation }, 'lease released');
     else log.info({ job: name }, 'lease not held, nothing to release');
     return 0;

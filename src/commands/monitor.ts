@@ -1,10 +1,10 @@
 // `leasejob status`, `history` and `check`: what the database says about each job.
 import { parseDuration } from '../duration.js';
 import { UsageError } from '../errors.js';
-import { findProblems, readHistory, readJobStates, type JobState } from '../monitor.js';
+import { findProblems, readJobStates, type JobState } from '../monitor.js';
 import { validateName } from '../names.js';
 import { humanMs, renderTable } from '../table.js';
-import { withDatabase, type DbFlags } from './admin.js';
+import { withStore, type DbFlags } from './admin.js';
 
 const out = (text: string): void => {
   process.stdout.write(text);
@@ -26,13 +26,13 @@ function statusRow(j: JobState): string[] {
 
 export async function statusCommand(flags: DbFlags & { name?: string; json?: boolean }): Promise<number> {
   const name = flags.name !== undefined ? validateName(flags.name) : undefined;
-  return withDatabase(flags, async (pool, schema) => {
-    const { dbNow, jobs } = await readJobStates(pool, schema, name);
-    if (name !== undefined && jobs.length === 0) throw new UsageError(`no job named "${name}" has run against schema "${schema}"`);
+  return withStore(flags, async (store) => {
+    const { dbNow, jobs } = await readJobStates(store, name);
+    if (name !== undefined && jobs.length === 0) throw new UsageError(`no job named "${name}" has run against ${store.location}`);
     if (flags.json) {
-      out(JSON.stringify({ store: 'postgresql', schema, dbNow, jobs }, null, 2) + '\n');
+      out(JSON.stringify({ store: store.kind, location: store.location, dbNow, jobs }, null, 2) + '\n');
     } else {
-      out(`store: postgresql, schema ${schema}, database time ${dbNow.toISOString()}\n`);
+      out(`store: ${store.kind}, ${store.location}, time ${dbNow.toISOString()}\n`);
       out(renderTable(['JOB', 'HOLDER', 'GEN', 'EXPIRES IN', 'LAST COMPLETED WINDOW', 'COMPLETED AT', 'OPEN WINDOWS', 'DUE'], jobs.map(statusRow)));
     }
     return 0;
@@ -43,8 +43,8 @@ export async function historyCommand(flags: DbFlags & { name?: string; limit?: s
   const name = validateName(flags.name);
   const limit = flags.limit === undefined ? 50 : Number(flags.limit);
   if (!Number.isInteger(limit) || limit < 1 || limit > 100_000) throw new UsageError(`Expected \`--limit\` to be a whole number from 1 to 100000, got \`${flags.limit}\`.`);
-  return withDatabase(flags, async (pool, schema) => {
-    const events = await readHistory(pool, schema, name, limit);
+  return withStore(flags, async (store) => {
+    const events = await store.readHistory(name, limit);
     if (flags.json) {
       out(JSON.stringify(events, null, 2) + '\n');
     } else {
@@ -64,9 +64,9 @@ export async function checkCommand(flags: DbFlags & { name?: string; all?: boole
   const maxHoldMs = flags.maxHold !== undefined ? parseDuration(flags.maxHold, '--max-hold') : undefined;
   const maxAttempts = flags.maxAttempts === undefined ? 3 : Number(flags.maxAttempts);
   if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new UsageError(`Expected \`--max-attempts\` to be a whole number of at least 1, got \`${flags.maxAttempts}\`.`);
-  return withDatabase(flags, async (pool, schema) => {
-    const { dbNow, jobs } = await readJobStates(pool, schema, name);
-    if (name !== undefined && jobs.length === 0) throw new UsageError(`no job named "${name}" has run against schema "${schema}"`);
+  return withStore(flags, async (store) => {
+    const { dbNow, jobs } = await readJobStates(store, name);
+    if (name !== undefined && jobs.length === 0) throw new UsageError(`no job named "${name}" has run against ${store.location}`);
     const problems = findProblems(jobs, dbNow, { maxHoldMs, maxAttempts });
     if (flags.json) out(JSON.stringify({ dbNow, jobs: jobs.length, problems }, null, 2) + '\n');
     else if (problems.length === 0) out(`OK: ${jobs.length} job(s) healthy\n`);
@@ -80,12 +80,12 @@ export async function exporterCommand(flags: DbFlags & { port?: string; host?: s
   const port = flags.port === undefined ? 9464 : Number(flags.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`Expected \`--port\` to be a TCP port from 0 to 65535, got \`${flags.port}\`.`);
   const host = flags.host ?? '0.0.0.0';
-  return withDatabase({ ...flags, poolSize: 4 }, async (pool, schema, log) => {
+  return withStore({ ...flags, poolSize: 4 }, async (store, log) => {
     const { Exporter } = await import('../exporter.js');
-    const server = new Exporter(pool, schema, log).createServer();
+    const server = new Exporter(store, log).createServer();
     await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, host, () => resolve()));
     const address = server.address();
-    log.info({ host, port: typeof address === 'object' && address ? address.port : port, schema }, 'exporter listening');
+    log.info({ host, port: typeof address === 'object' && address ? address.port : port, store: store.kind, location: store.location }, 'exporter listening');
     // Serve until SIGTERM/SIGINT, then finish in-flight scrapes and close.
     await new Promise<void>((resolve) => {
       const stop = (): void => {

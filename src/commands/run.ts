@@ -1,13 +1,14 @@
 // `leasejob run`: the child process under runWithLease, signals forwarded, exit code mapped.
 import { constants } from 'node:os';
 import { startChild, parentDeathSignalSupport, type ChildHandle, type ChildResult } from '../child.js';
-import { classifyDbError, createPool, describeConnection, resolveConnection, secretsOf } from '../db.js';
 import { ExitCode, LeasejobError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { normalizeRunOptions, type RawRunFlags, type RunConfig } from '../options.js';
 import { runWithLease, type AbortReason, type RunResult, type TaskContext } from '../runner.js';
 import { typicalInterval } from '../schedule.js';
-import { Store } from '../store.js';
+import { chooseStore, openStore } from '../open-store.js';
+import type { LeaseStore } from '../store.js';
+import { storeError } from './admin.js';
 
 /** Signals that make leasejob stop its child, release the lease and exit 128+N. */
 const FORWARDED = ['SIGTERM', 'SIGINT', 'SIGHUP'] as const;
@@ -22,12 +23,11 @@ class ChildFailedError extends Error {
   }
 }
 
-export async function runCommand(flags: RawRunFlags, command: string[]): Promise<number> {
+export async function runCommand(flags: RawRunFlags & { stateFile?: string; requireShared?: boolean }, command: string[]): Promise<number> {
   const config = normalizeRunOptions(flags, command);
-  const source = resolveConnection(config.databaseUrl);
-  const secrets = secretsOf(source);
-  const log = createLogger(config.logLevel, secrets);
-  const target = describeConnection(source);
+  const choice = chooseStore({ databaseUrl: config.databaseUrl, schema: config.schema, stateFile: flags.stateFile, requireShared: flags.requireShared });
+  const log = createLogger(config.logLevel, choice.secrets);
+  const databaseUrl = choice.kind === 'postgresql' ? choice.source.connectionString : undefined;
 
   const cancel = new AbortController();
   const onSignal = (sig: NodeJS.Signals): void => {
@@ -36,26 +36,23 @@ export async function runCommand(flags: RawRunFlags, command: string[]): Promise
   };
   for (const s of FORWARDED) process.on(s, onSignal);
 
-  const pool = createPool(source);
-  const store = new Store(pool, config.schema);
-  if (parentDeathSignalSupport() === 'none') log.warn('no parent-death signal on this platform: if leasejob is SIGKILLed its child runs on until the lease would have expired');
-  log.debug({ database: target, schema: config.schema, occurrence: config.window?.source }, 'starting');
-
+  let store: LeaseStore | undefined;
   try {
+    store = await openStore(choice);
+    if (parentDeathSignalSupport() === 'none') log.warn('no parent-death signal on this platform: if leasejob is SIGKILLed its child runs on until the lease would have expired');
+    log.info({ store: store.kind, location: store.location, occurrence: config.window?.source }, 'using store');
     const result = await runWithLease(store, {
       name: config.name, ttlMs: config.ttlMs, renewIntervalMs: config.renewIntervalMs, killGraceMs: config.killGraceMs,
       window: config.window, onBusy: config.onBusy, waitTimeoutMs: config.waitTimeoutMs, maxRuntimeMs: config.maxRuntimeMs,
       signal: cancel.signal, spec: config.spec,
-    }, (ctx) => superviseChild(config, ctx, source.connectionString, log), log);
+    }, (ctx) => superviseChild(config, ctx, databaseUrl, log), log);
     return exitCodeFor(result, cancel.signal);
   } catch (err) {
-    const dbErr = classifyDbError(err, { schema: config.schema, secrets, target });
-    if (dbErr) throw dbErr;
     if (err instanceof LeasejobError) throw err;
-    throw err;
+    throw storeError(err, choice) ?? err;
   } finally {
     for (const s of FORWARDED) process.off(s, onSignal);
-    await pool.end().catch(() => {});
+    await store?.close();
   }
 }
 

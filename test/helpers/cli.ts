@@ -1,5 +1,6 @@
 // Spawn the built CLI as an operator would, and poll for conditions with generous limits.
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execa, type ResultPromise } from 'execa';
@@ -14,9 +15,12 @@ export interface CliEnv {
 }
 
 /** Start `leasejob <args>` in the background; the promise resolves with exitCode/stdout/stderr. */
+// Commands run without a database URL use the embedded store: keep it out of the real home.
+const STATE_HOME = mkdtempSync(path.join(tmpdir(), 'leasejob-state-'));
+
 export function startCli(args: string[], env: CliEnv = {}, opts: { timeoutMs?: number } = {}): ResultPromise<{ reject: false; all: true }> {
   return execa(process.execPath, [BIN, ...args], {
-    env: { ...env },
+    env: { XDG_STATE_HOME: STATE_HOME, ...env },
     extendEnv: true,
     reject: false,
     all: true,

@@ -118,7 +118,7 @@ describe('monitoring by absence', () => {
     const status = await runCli(['status', ...conn(), '--name', 'report']);
     expect(status.exitCode, status.all).toBe(0);
     const [header, columns, row] = status.stdout.trimEnd().split('\n');
-    expect(header).toMatch(/^store: postgresql, schema t_\w+, database time /);
+    expect(header).toMatch(/^store: postgresql, postgres:\/\/\S+ schema t_\w+, time /);
     expect(columns).toMatch(/^JOB\s+HOLDER\s+GEN\s+EXPIRES IN\s+LAST COMPLETED WINDOW\s+COMPLETED AT\s+OPEN WINDOWS\s+DUE$/);
     expect(row).toMatch(/^report\s+-\s+3\s+-\s+2026-11-29\s+\S+Z\s+2026-11-30\(failed, attempt 1\)\s+-$/);
     const sj = JSON.parse((await runCli(['status', ...conn(), '--name', 'report', '--json'])).stdout);

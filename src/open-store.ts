@@ -1,0 +1,61 @@
+// Which store a command uses: PostgreSQL when a database is configured, else the embedded SQLite
+// file for one host; refused inside Kubernetes or with --require-shared.
+import { homedir } from 'node:os';
+import path from 'node:path';
+import { createPool, describeConnection, resolveConnection, secretsOf, type ConnectionSource } from './db.js';
+import { UsageError } from './errors.js';
+import { validateSchema } from './names.js';
+import type { LeaseStore } from './store.js';
+
+export interface StoreFlags {
+  databaseUrl?: string;
+  schema?: string;
+  stateFile?: string;
+  requireShared?: boolean;
+  /** Connections to open at most (commands that answer concurrent requests want more than one). */
+  poolSize?: number;
+}
+
+export type StoreChoice =
+  | { kind: 'postgresql'; source: ConnectionSource; schema: string; secrets: string[]; location: string }
+  | { kind: 'sqlite'; file: string; secrets: string[]; location: string };
+
+function postgresConfigured(flags: StoreFlags, env: NodeJS.ProcessEnv): boolean {
+  return flags.databaseUrl !== undefined || !!env.LEASEJOB_DATABASE_URL || !!env.DATABASE_URL || !!env.PGHOST || !!env.PGDATABASE || !!env.PGSERVICE;
+}
+
+export function defaultStateFile(env: NodeJS.ProcessEnv = process.env): string {
+  const base = env.XDG_STATE_HOME && path.isAbsolute(env.XDG_STATE_HOME) ? env.XDG_STATE_HOME : path.join(homedir(), '.local', 'state');
+  return path.join(base, 'leasejob', 'leasejob.db');
+}
+
+export function chooseStore(flags: StoreFlags, env: NodeJS.ProcessEnv = process.env): StoreChoice {
+  const schema = validateSchema(flags.schema ?? 'leasejob');
+  if (postgresConfigured(flags, env)) {
+    if (flags.stateFile !== undefined) {
+      throw new UsageError('`--state-file` is for the embedded one-host store, but a PostgreSQL database is configured (--database-url, LEASEJOB_DATABASE_URL, DATABASE_URL or PGHOST); use one or the other.');
+    }
+    const source = resolveConnection(flags.databaseUrl, env);
+    return { kind: 'postgresql', source, schema, secrets: secretsOf(source, env), location: `${describeConnection(source)} schema ${schema}` };
+  }
+  const why = env.KUBERNETES_SERVICE_HOST
+    ? 'inside Kubernetes (KUBERNETES_SERVICE_HOST is set) each pod would get its own state file and every pod would run the job'
+    : flags.requireShared
+      ? '--require-shared was given'
+      : undefined;
+  if (why) {
+    throw new UsageError(`no shared database configured and ${why}; set LEASEJOB_DATABASE_URL (or --database-url) to a PostgreSQL that every runner reaches.`);
+  }
+  const file = path.resolve(flags.stateFile ?? env.LEASEJOB_STATE_FILE ?? defaultStateFile(env));
+  return { kind: 'sqlite', file, secrets: [], location: file };
+}
+
+export async function openStore(choice: StoreChoice, flags: StoreFlags = {}): Promise<LeaseStore> {
+  if (choice.kind === 'postgresql') {
+    const { PgStore } = await import('./pg-store.js');
+    return new PgStore(createPool(choice.source, { max: flags.poolSize ?? 1 }), choice.schema, choice.location);
+  }
+  // Loaded only when used: the PostgreSQL path never pays for the native module.
+  const { SqliteStore } = await import('./sqlite-store.js');
+  return SqliteStore.open(choice.file);
+}

@@ -1,0 +1,188 @@
+// The PostgreSQL store: one parameterized statement per runner step (acquire+claim, renew,
+// finish+release, record an event), each a call to a function created by sql/, and the
+// set-based reads behind status, check and the exporter.
+import type pg from 'pg';
+import { quoteIdent } from './names.js';
+import type {
+  AcquireInput, AcquireRow, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
+} from './store.js';
+import { pairKey } from './store.js';
+
+/**
+ * How long acquire waits for the lease row when a fenced transaction holds it: short enough
+ * that a contender facing a working owner still leaves within about a second.
+ */
+export const ACQUIRE_LOCK_TIMEOUT_MS = 500;
+
+export class PgStore implements LeaseStore {
+  readonly kind = 'postgresql' as const;
+  readonly location: string;
+
+  private readonly s: string;
+
+  constructor(
+    readonly pool: pg.Pool,
+    readonly schema: string,
+    location = 'postgresql',
+  ) {
+    this.s = quoteIdent(schema);
+    this.location = location;
+  }
+
+  async acquire(i: AcquireInput): Promise<AcquireRow> {
+    const { rows } = await this.pool.query(
+      `SELECT * FROM ${this.s}.acquire($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+      [i.job, i.owner, i.ttlMs, i.renewIntervalMs, i.window ?? null, i.scheduledAt ?? null, i.rerun,
+        i.maxDelayMs ?? null, i.hostTime, i.spec ? JSON.stringify(i.spec) : null, ACQUIRE_LOCK_TIMEOUT_MS],
+    );
+    const r = rows[0];
+    return {
+      outcome: r.outcome,
+      generation: r.generation,
+      attempt: r.attempt,
+      dbNow: r.db_now,
+      holder: r.holder,
+      holderGeneration: r.holder_generation,
+      holderWindow: r.holder_window,
+      expiresAt: r.expires_at,
+      completedAt: r.completed_at,
+    };
+  }
+
+  /** Undefined when the lease is no longer ours (taken, expired or released). */
+  async renew(job: string, owner: string, generation: string, ttlMs: number, lockTimeoutMs: number, queryTimeoutMs: number): Promise<RenewRow | undefined> {
+    const { rows } = await this.pool.query({
+      text: `SELECT * FROM ${this.s}.renew($1, $2, $3, $4, $5)`,
+      values: [job, owner, generation, ttlMs, lockTimeoutMs],
+      // Client-side bound: a black-holed connection is dropped and the next renewal reconnects.
+      query_timeout: queryTimeoutMs,
+    } as pg.QueryConfig);
+    const r = rows[0];
+    return r ? { dbNow: r.db_now, expiresAt: r.expires_at } : undefined;
+  }
+
+  /** Record the window outcome (if still held) and release. held=false: the lease was not ours. */
+  async finish(i: FinishInput): Promise<{ held: boolean; dbNow: Date }> {
+    const { rows } = await this.pool.query({
+      text: `SELECT * FROM ${this.s}.finish($1, $2, $3, $4, $5, $6, $7, $8)`,
+      values: [i.job, i.owner, i.generation, i.window ?? null, i.outcome, i.exitCode ?? null, i.hostTime,
+        JSON.stringify(i.detail ?? {})],
+      query_timeout: i.queryTimeoutMs,
+    } as pg.QueryConfig);
+    return { held: rows[0].held, dbNow: rows[0].db_now };
+  }
+
+  async recordEvent(e: RecordEventInput): Promise<string> {
+    const { rows } = await this.pool.query(
+      `SELECT ${this.s}.record_event($1, $2, $3, $4, $5, $6, $7) AS seq`,
+      [e.job, e.kind, e.window ?? null, e.owner ?? null, e.generation ?? null, e.hostTime, JSON.stringify(e.detail ?? {})],
+    );
+    return rows[0].seq;
+  }
+
+  /** Administrative release: expire now, keep the generation. */
+  async release(job: string, hostTime: Date): Promise<{ owner: string; generation: string } | undefined> {
+    const { rows } = await this.pool.query(
+      `WITH r AS (
+         UPDATE ${this.s}.leases SET expires_at = now(), released_at = now()
+          WHERE name = $1 AND expires_at > now()
+         RETURNING owner, generation, window_key)
+       SELECT r.owner, r.generation,
+              ${this.s}.record_event($1, 'released', r.window_key, r.owner, r.generation, $2, '{"by":"admin"}') AS seq
+         FROM r`,
+      [job, hostTime],
+    );
+    return rows[0] ? { owner: rows[0].owner, generation: rows[0].generation } : undefined;
+  }
+
+  async readJobRows(name?: string): Promise<{ dbNow: Date; rows: JobRow[] }> {
+    const s = this.s;
+    const { rows } = await this.pool.query(
+      `SELECT j.name, j.schedule, j.tz, j.window_mode, j.window_format, j.window_offset, j.alert_after_ms, j.created_at,
+              l.owner, l.generation, l.expires_at > now() AS held,
+              (extract(epoch FROM l.expires_at - now()) * 1000)::bigint AS expires_in_ms,
+              (extract(epoch FROM now() - l.acquired_at) * 1000)::bigint AS held_for_ms,
+              lc.window_key AS last_window, lc.completed_at AS last_completed_at, lc.duration_ms,
+              coalesce(ow.open, '[]'::jsonb) AS open_windows, now() AS db_now
+         FROM ${s}.jobs j
+         LEFT JOIN ${s}.leases l ON l.name = j.name
+         LEFT JOIN LATERAL (
+           SELECT w.window_key, w.completed_at, (extract(epoch FROM w.completed_at - w.started_at) * 1000)::bigint AS duration_ms
+             FROM ${s}.windows w WHERE w.job = j.name AND w.completed_at IS NOT NULL
+            ORDER BY w.completed_at DESC LIMIT 1) lc ON true
+         LEFT JOIN LATERAL (
+           SELECT jsonb_agg(jsonb_build_object('window', o.window_key, 'attempts', o.attempts, 'outcome', o.outcome) ORDER BY o.started_at) AS open
+             FROM (SELECT w.window_key, w.attempts, w.outcome, w.started_at FROM ${s}.windows w
+                    WHERE w.job = j.name AND w.completed_at IS NULL ORDER BY w.started_at DESC LIMIT 10) o) ow ON true
+        WHERE $1::text IS NULL OR j.name = $1
+        ORDER BY j.name`,
+      [name ?? null],
+    );
+    const dbNow: Date = rows[0]?.db_now ?? (await this.pool.query('SELECT now() AS now')).rows[0].now;
+    return {
+      dbNow,
+      rows: rows.map((r) => ({
+        name: r.name,
+        schedule: r.schedule,
+        tz: r.tz,
+        windowMode: r.window_mode,
+        windowFormat: r.window_format,
+        windowOffset: r.window_offset,
+        alertAfterMs: r.alert_after_ms === null ? null : Number(r.alert_after_ms),
+        createdAt: r.created_at,
+        owner: r.owner,
+        generation: r.generation,
+        held: r.held === true,
+        expiresInMs: r.held ? Number(r.expires_in_ms) : null,
+        heldForMs: r.held ? Number(r.held_for_ms) : null,
+        lastWindow: r.last_window,
+        lastCompletedAt: r.last_completed_at,
+        lastDurationMs: r.duration_ms === null ? null : Number(r.duration_ms),
+        openWindows: r.open_windows,
+      })),
+    };
+  }
+
+  async readCompleted(pairs: Array<{ job: string; window: string }>): Promise<Set<string>> {
+    if (pairs.length === 0) return new Set();
+    const { rows } = await this.pool.query<{ job: string; window_key: string }>(
+      `SELECT w.job, w.window_key FROM ${this.s}.windows w
+         JOIN unnest($1::text[], $2::text[]) AS d(job, window_key) ON w.job = d.job AND w.window_key = d.window_key
+        WHERE w.completed_at IS NOT NULL`,
+      [pairs.map((p) => p.job), pairs.map((p) => p.window)],
+    );
+    return new Set(rows.map((r) => pairKey(r.job, r.window_key)));
+  }
+
+  async readHistory(job: string, limit: number): Promise<HistoryEvent[]> {
+    const { rows } = await this.pool.query(
+      `SELECT * FROM (
+         SELECT seq, kind, window_key, owner, host, generation, db_time, host_time, detail
+           FROM ${this.s}.events WHERE job = $1 ORDER BY seq DESC LIMIT $2) e
+       ORDER BY seq`,
+      [job, limit],
+    );
+    return rows.map((r) => ({
+      seq: r.seq, kind: r.kind, window: r.window_key, owner: r.owner, host: r.host, generation: r.generation,
+      dbTime: r.db_time, hostTime: r.host_time, detail: r.detail,
+    }));
+  }
+
+  async readEventCounts(): Promise<EventCount[]> {
+    const { rows } = await this.pool.query<{ job: string; kind: string; host: string; n: string }>(`SELECT job, kind, host, n FROM ${this.s}.event_counts`);
+    return rows.map((r) => ({ job: r.job, kind: r.kind, host: r.host, n: Number(r.n) }));
+  }
+
+  async readHostClocks(): Promise<HostClock[]> {
+    const { rows } = await this.pool.query<{ host: string; offset_ms: number; uncertainty_ms: number }>(`SELECT host, offset_ms, uncertainty_ms FROM ${this.s}.hosts`);
+    return rows.map((r) => ({ host: r.host, offsetMs: r.offset_ms, uncertaintyMs: r.uncertainty_ms }));
+  }
+
+  async ping(): Promise<void> {
+    await this.pool.query('SELECT 1');
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end().catch(() => {});
+  }
+}

@@ -1,0 +1,113 @@
+// The embedded one-host store: no database server, several processes sharing one SQLite file.
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { execa } from 'execa';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { fixture, logLines, ROOT, runCli, startCli, waitFor } from '../helpers/cli.js';
+
+let dir: string;
+let state: string;
+beforeEach(() => {
+  dir = mkdtempSync(path.join(tmpdir(), 'leasejob-embedded-'));
+  state = path.join(dir, 'state', 'leasejob.db');
+});
+// No database variables at all: the embedded store is the default.
+const noDb = { DATABASE_URL: undefined, LEASEJOB_DATABASE_URL: undefined, PGHOST: undefined, PGDATABASE: undefined, KUBERNETES_SERVICE_HOST: undefined };
+const env = (): Record<string, string | undefined> => ({ ...noDb, XDG_STATE_HOME: path.join(dir, 'xdg') });
+
+describe('embedded store (SQLite)', () => {
+  it('is used when no database is configured, at $XDG_STATE_HOME/leasejob/leasejob.db, and says so', async () => {
+    const r = await runCli(['run', '--name', 'e1', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'], env());
+    expect(r.exitCode, r.all).toBe(0);
+    const file = path.join(dir, 'xdg', 'leasejob', 'leasejob.db');
+    expect(existsSync(file)).toBe(true);
+    expect(logLines(r.stderr).find((l) => l.msg === 'using store')).toMatchObject({ store: 'sqlite', location: file });
+    const status = await runCli(['status'], env());
+    expect(status.stdout).toMatch(new RegExp(`^store: sqlite, ${file.replace(/[/.]/g, '\\$&')}, time `));
+    const json = JSON.parse((await runCli(['status', '--json'], env())).stdout);
+    expect(json).toMatchObject({ store: 'sqlite', jobs: [{ name: 'e1', lastWindow: 'w', generation: '1' }] });
+  });
+
+  it('ten processes racing on one window: exactly one child runs', async () => {
+    const marks = path.join(dir, 'marks.txt');
+    const runs = Array.from({ length: 10 }, () =>
+      startCli(['run', '--state-file', state, '--name', 'race', '--window', 'w', '--ttl', '5s', '--kill-grace', '1s',
+        '--', process.execPath, fixture('append-pid.mjs'), marks, '1500'], env()),
+    );
+    for (const r of await Promise.all(runs)) expect(r.exitCode, r.all).toBe(0);
+    expect(readFileSync(marks, 'utf8').trim().split('\n')).toHaveLength(1);
+    const hist = JSON.parse((await runCli(['history', '--state-file', state, '--name', 'race', '--json'], env())).stdout) as Array<{ seq: string; kind: string }>;
+    expect(hist.map((e) => Number(e.seq))).toEqual(hist.map((_, i) => i + 1));
+    expect(hist.filter((e) => e.kind === 'window-completed')).toHaveLength(1);
+  });
+
+  it('a crashed holder on this host is taken over after expiry and its window resumed', async () => {
+    const pidFile = path.join(dir, 'crash.pid');
+    const holder = startCli(['run', '--state-file', state, '--name', 'crash', '--window', 'w', '--ttl', '3s', '--kill-grace', '500ms', '--', process.execPath, fixture('forever.mjs'), pidFile], env());
+    await waitFor('child ready', () => existsSync(pidFile));
+    holder.kill('SIGKILL');
+    await holder;
+    const retry = await runCli(['run', '--state-file', state, '--name', 'crash', '--window', 'w', '--ttl', '3s', '--kill-grace', '500ms', '--', process.execPath, fixture('exit-with.mjs'), '0'], env());
+    expect(retry.exitCode, retry.all).toBe(0);
+    expect(logLines(retry.stderr).some((l) => l.msg === 'lease held by a stale owner, waiting for expiry')).toBe(true);
+    const hist = JSON.parse((await runCli(['history', '--state-file', state, '--name', 'crash', '--json'], env())).stdout) as Array<{ kind: string; detail: Record<string, unknown> }>;
+    expect(hist.map((e) => e.kind)).toContain('stale-takeover');
+    expect(hist.find((e) => e.kind === 'window-completed')?.detail.attempt).toBe(2);
+  });
+
+  const FAKETIME_LIB = ['/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1', '/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1'].find((p) => existsSync(p));
+  it.skipIf(!FAKETIME_LIB)('a wall-clock jump during a run neither expires nor extends the lease', async () => {
+    const clock = path.join(dir, 'clock');
+    writeFileSync(clock, '+0s\n');
+    const skew = { LD_PRELOAD: FAKETIME_LIB, FAKETIME_TIMESTAMP_FILE: clock, FAKETIME_NO_CACHE: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1' };
+    const pidFile = path.join(dir, 'jump.pid');
+    const holder = startCli(['run', '--state-file', state, '--name', 'jump', '--window', 'w', '--ttl', '3s', '--kill-grace', '500ms',
+      '--', process.execPath, fixture('forever.mjs'), pidFile], { ...env(), ...skew });
+    await waitFor('child ready', () => existsSync(pidFile));
+    // Forward one hour: a wall-clock expiry would be long past. Every process sees the jump.
+    writeFileSync(clock, '+3600s\n');
+    const contender = await runCli(['run', '--state-file', state, '--name', 'jump', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'], { ...env(), ...skew });
+    expect(contender.exitCode, contender.all).toBe(0);
+    expect(logLines(contender.stderr).some((l) => l.msg === 'lease busy')).toBe(true);
+    // Backward one hour: a wall-clock lease would now look valid for an hour more.
+    writeFileSync(clock, '-3600s\n');
+    const status = JSON.parse((await runCli(['status', '--state-file', state, '--name', 'jump', '--json'], { ...env(), ...skew })).stdout);
+    expect(status.jobs[0].held).toBe(true);
+    expect(status.jobs[0].expiresInMs).toBeLessThanOrEqual(3_000);
+    holder.kill('SIGKILL');
+    await holder;
+    // Dead holder, no renewals: the lease expires within the TTL on the monotonic clock.
+    await waitFor('lease to expire', async () => {
+      const s = JSON.parse((await runCli(['status', '--state-file', state, '--name', 'jump', '--json'], { ...env(), ...skew })).stdout);
+      return s.jobs[0].held === false;
+    }, 10_000, 200);
+  });
+
+  it('refuses to start inside Kubernetes, or with --require-shared, without a shared database', async () => {
+    const k8s = await runCli(['run', '--name', 'k', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'], { ...env(), KUBERNETES_SERVICE_HOST: '10.0.0.1' });
+    expect(k8s.exitCode, k8s.all).toBe(64);
+    expect(k8s.stderr).toMatch(/inside Kubernetes .* every pod would run the job; set LEASEJOB_DATABASE_URL/);
+    const shared = await runCli(['run', '--require-shared', '--name', 'k', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'], env());
+    expect(shared.exitCode, shared.all).toBe(64);
+    expect(shared.stderr).toMatch(/--require-shared/);
+    expect(existsSync(path.join(dir, 'xdg'))).toBe(false);
+  });
+
+  it("the README's first command, as written, prints once when run twice in the same minute", async () => {
+    const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+    const first = readme.split('\n').find((l) => l.trim().startsWith('npm ci &&'));
+    expect(first, 'README starts with `npm ci && npx leasejob run ...`').toBeDefined();
+    const cmd = first!.trim().replace(/^npm ci && /, '').replace(/\s+#.*$/, '');
+    expect(cmd).toMatch(/^npx leasejob run /);
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const before = new Date().getUTCMinutes();
+      const shell = (): Promise<{ stdout: string }> => execa('sh', ['-c', `${cmd} 2>/dev/null`], { cwd: ROOT, env: { ...env(), XDG_STATE_HOME: path.join(dir, `readme-${attempt}`) } });
+      const out = (await shell()).stdout + (await shell()).stdout;
+      if (new Date().getUTCMinutes() !== before) continue; // crossed a minute: two windows, try again
+      expect(out.trim().split('\n')).toHaveLength(1);
+      return;
+    }
+    throw new Error('could not run the command twice within one minute');
+  });
+});

@@ -1,0 +1,108 @@
+// One contract, two stores: the same lease, window and event scenarios against PostgreSQL and
+// the embedded SQLite store.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createPool, resolveConnection } from '../../src/db.js';
+import { silentLogger } from '../../src/log.js';
+import { readJobStates } from '../../src/monitor.js';
+import { PgStore } from '../../src/pg-store.js';
+import { runWithLease } from '../../src/runner.js';
+import { SqliteStore } from '../../src/sqlite-store.js';
+import type { LeaseStore } from '../../src/store.js';
+import { testDb } from '../helpers/db.js';
+
+const opened: LeaseStore[] = [];
+afterAll(async () => {
+  for (const s of opened) await s.close();
+});
+
+const factories: Array<[string, () => Promise<LeaseStore>]> = [
+  ['postgresql', async () => {
+    const db = await testDb();
+    await db.close();
+    const store = new PgStore(createPool(resolveConnection(db.url), { max: 2 }), db.schema);
+    opened.push(store);
+    return store;
+  }],
+  ['sqlite', async () => {
+    const store = SqliteStore.open(path.join(mkdtempSync(path.join(tmpdir(), 'leasejob-contract-')), 'state.db'));
+    opened.push(store);
+    return store;
+  }],
+];
+
+const base = { owner: 'host-a:1:aaaa', ttlMs: 3_000, renewIntervalMs: 1_000, rerun: false, hostTime: new Date() };
+
+describe.each(factories)('store contract: %s', (_kind, make) => {
+  it('acquires with generation 1, refuses a second owner, releases without deleting, then generation 2', async () => {
+    const s = await make();
+    const a = await s.acquire({ ...base, job: 'j' });
+    expect(a).toMatchObject({ outcome: 'acquired', generation: '1', attempt: 1 });
+    const b = await s.acquire({ ...base, job: 'j', owner: 'host-b:2:bbbb' });
+    expect(b).toMatchObject({ outcome: 'busy', holder: 'host-a:1:aaaa', holderGeneration: '1', generation: null });
+    expect(await s.finish({ job: 'j', owner: base.owner, generation: '1', outcome: 'none', hostTime: new Date() })).toMatchObject({ held: true });
+    const c = await s.acquire({ ...base, job: 'j', owner: 'host-b:2:bbbb' });
+    expect(c).toMatchObject({ outcome: 'acquired', generation: '2' });
+  });
+
+  it('renews only the live owner and generation', async () => {
+    const s = await make();
+    await s.acquire({ ...base, job: 'r' });
+    expect(await s.renew('r', base.owner, '1', 3_000, 500, 2_000)).toBeDefined();
+    expect(await s.renew('r', 'someone:9:x', '1', 3_000, 500, 2_000)).toBeUndefined();
+    expect(await s.renew('r', base.owner, '2', 3_000, 500, 2_000)).toBeUndefined();
+    await s.release('r', new Date());
+    expect(await s.renew('r', base.owner, '1', 3_000, 500, 2_000)).toBeUndefined();
+  });
+
+  it('a completed window is final; a failed one resumes as attempt 2; --rerun reopens a completed one', async () => {
+    const s = await make();
+    const run = (window: string, ok: boolean, rerun = false) =>
+      runWithLease(s, { name: 'w', ttlMs: 3_000, killGraceMs: 500, window: { key: window, rerun } }, async (ctx) => {
+        if (!ok) throw new Error('boom');
+        return ctx.attempt;
+      }, silentLogger);
+    expect(await run('d1', false)).toMatchObject({ status: 'failed', attempt: 1 });
+    expect(await run('d1', true)).toMatchObject({ status: 'completed', value: 2 });
+    expect(await run('d1', true)).toMatchObject({ status: 'skipped', reason: 'done' });
+    expect(await run('d1', true, true)).toMatchObject({ status: 'completed', value: 3 });
+  });
+
+  it('an expired, unreleased lease is taken over as a stale-takeover and its window resumed', async () => {
+    const s = await make();
+    const first = await s.acquire({ ...base, job: 't', ttlMs: 1_500, renewIntervalMs: 500, window: 'x' });
+    expect(first.outcome).toBe('acquired');
+    await new Promise((r) => setTimeout(r, 1_700));
+    const second = await s.acquire({ ...base, job: 't', owner: 'host-b:2:bbbb', window: 'x' });
+    expect(second).toMatchObject({ outcome: 'acquired', generation: '2', attempt: 2 });
+    expect(await s.renew('t', base.owner, '1', 3_000, 500, 2_000)).toBeUndefined();
+    const fin = await s.finish({ job: 't', owner: base.owner, generation: '1', window: 'x', outcome: 'completed', hostTime: new Date() });
+    expect(fin.held).toBe(false);
+    const kinds = (await s.readHistory('t', 100)).map((e) => e.kind);
+    expect(kinds).toEqual(['acquired', 'window-claimed', 'stale-takeover', 'window-claimed', 'lease-lost']);
+  });
+
+  it('records a missed window past max delay without taking the lease', async () => {
+    const s = await make();
+    const r = await s.acquire({ ...base, job: 'm', window: 'old', scheduledAt: new Date(Date.now() - 3_600_000), maxDelayMs: 60_000 });
+    expect(r.outcome).toBe('missed');
+    expect((await s.readJobRows('m')).rows[0]).toMatchObject({ generation: null, openWindows: [{ window: 'old', attempts: 0, outcome: 'missed' }] });
+  });
+
+  it('events are gap-free per job, counted, and status reads the same shape', async () => {
+    const s = await make();
+    for (const key of ['a', 'b', 'c']) {
+      await runWithLease(s, { name: 'e', ttlMs: 3_000, killGraceMs: 500, window: { key }, spec: { schedule: '0 * * * *', tz: 'UTC', window_mode: 'literal' } }, async () => 1, silentLogger);
+    }
+    const seqs = (await s.readHistory('e', 100)).map((e) => Number(e.seq));
+    expect(seqs).toEqual(seqs.map((_, i) => i + 1));
+    expect(seqs).toHaveLength(12);
+    const counts = await s.readEventCounts();
+    expect(counts.filter((c) => c.job === 'e' && c.kind === 'window-completed').reduce((n, c) => n + c.n, 0)).toBe(3);
+    const { jobs } = await readJobStates(s, 'e');
+    expect(jobs[0]).toMatchObject({ name: 'e', schedule: '0 * * * *', generation: '3', held: false, lastWindow: 'c', openWindows: [] });
+    expect(jobs[0]!.lastDurationMs).toBeGreaterThanOrEqual(0);
+  });
+});
