@@ -96,7 +96,8 @@ export class LeaseKeeper {
     // Bounded so a blocked renewal (a long fenced transaction holding the row FOR SHARE, or a
     // black-holed connection) fails in time for a retry before the local deadline.
     const budget = Math.max(100, this.lastSent.mono + stopAfterMs(this.timing) - sent.mono);
-    const lockTimeoutMs = Math.max(50, Math.min(this.timing.renewIntervalMs, budget) - 50);
+    // Whole milliseconds: the budget comes from the monotonic clock and renew() takes an integer.
+    const lockTimeoutMs = Math.floor(Math.max(50, Math.min(this.timing.renewIntervalMs, budget) - 50));
     try {
       const row = await this.store.renew(this.lease.job, this.lease.owner, this.lease.generation, this.timing.ttlMs, lockTimeoutMs, Math.max(lockTimeoutMs + 500, Math.min(budget, this.timing.renewIntervalMs * 2)));
       const received = stamp();

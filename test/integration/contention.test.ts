@@ -111,4 +111,28 @@ describe('contention and faults', () => {
       await proxy.close();
     }
   });
+
+  it('a short database outage: renewals fail, a retry succeeds before the deadline, the run completes', async () => {
+    const proxy = await startProxy(db.url);
+    try {
+      const pidFile = path.join(tmp, 'blip.pid');
+      // TTL 6 s, renew every 2 s, stop at 6 - 1 - 0.6 = 4.4 s after the last good renewal.
+      const run = startCli(['run', ...base('blip', proxy.url(db.url)), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s',
+        '--', 'sh', '-c', `echo $$ > ${pidFile}; sleep 9`]);
+      await waitFor('child ready', () => readPid(pidFile));
+      await waitFor('a renewal', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'blip' AND renewed_at > acquired_at`)).length > 0, 10_000);
+      proxy.cut();
+      await new Promise((r) => setTimeout(r, 2_500));
+      proxy.heal();
+      const r = await run;
+      expect(r.exitCode, r.all).toBe(0);
+      expect(logLines(r.stderr).some((l) => l.msg === 'renewal failed')).toBe(true);
+      expect(logLines(r.stderr).some((l) => l.msg === 'lease lost')).toBe(false);
+      const ev = await db.rows<{ kind: string }>(`SELECT kind FROM ${db.schema}.events WHERE job = 'blip' ORDER BY seq`);
+      expect(ev.map((e) => e.kind)).toContain('renew-failed');
+      expect(ev.map((e) => e.kind)).toContain('window-completed');
+    } finally {
+      await proxy.close();
+    }
+  });
 });
