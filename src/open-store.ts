@@ -40,8 +40,8 @@ export function chooseStore(flags: StoreFlags, env: NodeJS.ProcessEnv = process.
   }
   const why = env.KUBERNETES_SERVICE_HOST
     ? 'inside Kubernetes (KUBERNETES_SERVICE_HOST is set) each pod would get its own state file and every pod would run the job'
-    : flags.requireShared
-      ? '--require-shared was given'
+    : flags.requireShared || env.LEASEJOB_REQUIRE_SHARED === '1' || env.LEASEJOB_REQUIRE_SHARED === 'true'
+      ? '--require-shared (or LEASEJOB_REQUIRE_SHARED) was given'
       : undefined;
   if (why) {
     throw new UsageError(`no shared database configured and ${why}; set LEASEJOB_DATABASE_URL (or --database-url) to a PostgreSQL that every runner reaches.`);

@@ -1,0 +1,121 @@
+{{/*
+Names and labels, as `helm create` makes them.
+*/}}
+
+{{/* The chart name, or nameOverride. */}}
+{{- define "leasejob.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+A fully qualified app name, truncated at 63 characters (the DNS label limit). The release name
+alone when it already contains the chart name.
+*/}}
+{{- define "leasejob.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Chart name and version, for the helm.sh/chart label. */}}
+{{- define "leasejob.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Common labels. */}}
+{{- define "leasejob.labels" -}}
+helm.sh/chart: {{ include "leasejob.chart" . }}
+{{ include "leasejob.selectorLabels" . }}
+{{- if .Chart.AppVersion }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* Selector labels (add app.kubernetes.io/component per workload). */}}
+{{- define "leasejob.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "leasejob.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* image: repository:tag, the tag defaulting to appVersion. Argument: dict with root and image (overrides). */}}
+{{- define "leasejob.image" -}}
+{{- $image := .image | default dict }}
+{{- $repository := $image.repository | default .root.Values.image.repository }}
+{{- $tag := $image.tag | default .root.Values.image.tag | default .root.Chart.AppVersion }}
+{{- printf "%s:%s" $repository (toString $tag) }}
+{{- end }}
+
+{{/* The Secret holding the database URL: the existing one, or the one secret.yaml makes. */}}
+{{- define "leasejob.databaseSecretName" -}}
+{{- if .Values.database.existingSecret }}
+{{- .Values.database.existingSecret }}
+{{- else }}
+{{- printf "%s-database" (include "leasejob.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/* Environment every leasejob container gets: the database URL from the Secret, and the log level. */}}
+{{- define "leasejob.commonEnv" -}}
+# leasejob reads LEASEJOB_DATABASE_URL before DATABASE_URL; it does not pass it to the child.
+- name: LEASEJOB_DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "leasejob.databaseSecretName" . }}
+      key: {{ .Values.database.secretKey }}
+- name: LEASEJOB_LOG_LEVEL
+  value: {{ .Values.logLevel | quote }}
+{{- end }}
+
+{{/* Pod-level settings shared by every workload. No service account token: leasejob never calls the Kubernetes API. */}}
+{{- define "leasejob.podSpecCommon" -}}
+automountServiceAccountToken: false
+{{- with .Values.serviceAccountName }}
+serviceAccountName: {{ . }}
+{{- end }}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.podSecurityContext }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/*
+Whole seconds in a leasejob duration written in units (500ms, 90s, 2m, 1h30m, 1d), rounded up;
+empty for ISO-8601 (PT90S) or anything else, which the caller then does not check.
+*/}}
+{{- define "leasejob.durationSeconds" -}}
+{{- $d := toString . }}
+{{- if regexMatch "^([0-9]+(ms|s|m|h|d))+$" $d }}
+{{- $ms := 0 }}
+{{- range regexFindAll "[0-9]+(ms|s|m|h|d)" $d -1 }}
+{{- $n := regexFind "^[0-9]+" . | atoi }}
+{{- $unit := regexReplaceAll "^[0-9]+" . "" }}
+{{- $factor := get (dict "ms" 1 "s" 1000 "m" 60000 "h" 3600000 "d" 86400000) $unit }}
+{{- $ms = add $ms (mul $n $factor) }}
+{{- end }}
+{{- div (add $ms 999) 1000 }}
+{{- end }}
+{{- end }}

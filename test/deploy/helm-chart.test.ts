@@ -1,0 +1,371 @@
+// helm/leasejob without a helm binary: values.yaml against values.schema.json, every values path
+// the templates read exists (and every value is read), and the plain manifests in
+// deploy/kubernetes say what the chart says. With a helm binary (PATH or LEASEJOB_HELM), the
+// chart is also linted and rendered, and the render must equal the plain manifests.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Ajv } from 'ajv';
+import { parse as parseYaml } from 'yaml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseDuration } from '../../src/duration.js';
+import { ROOT, runCli } from '../helpers/cli.js';
+import { newSchemaName, testDb, type TestDb } from '../helpers/db.js';
+import {
+  CHART_DIR, PLAIN_RELEASE, RUN_FLAGS, allStrings, chartTemplate, chartTemplates, chartValues, expectedRunArgs, findTool,
+  fullname, mergedJob, parseDocuments, plainObject, plainObjects, podSpecOf, readYaml, withoutHelmMetadata, type K8sObject, type Values,
+} from './deploy-files.js';
+import { schemaErrors, unknownFields } from './k8s-fields.js';
+import { pathExists, valuesRefs } from './template-refs.js';
+
+const values = chartValues();
+const schema = JSON.parse(readFileSync(path.join(CHART_DIR, 'values.schema.json'), 'utf8')) as Record<string, any>;
+const ajv = new Ajv({ allErrors: true, strict: true });
+const validateValues = ajv.compile(schema);
+const errorsOf = (v: unknown): string[] =>
+  validateValues(v) ? [] : (validateValues.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message ?? ''} ${JSON.stringify(e.params)}`);
+
+/** values.yaml with `edit` applied to a deep copy. */
+function valuesWith(edit: (v: Values) => void): Values {
+  const copy = structuredClone(values);
+  edit(copy);
+  return copy;
+}
+
+/** The commented-out example job under `jobs:` in values.yaml, uncommented. */
+function commentedExampleJob(): Values {
+  const lines = readFileSync(path.join(CHART_DIR, 'values.yaml'), 'utf8').split('\n');
+  const start = lines.findIndex((l) => /^ {2}# - name: /.test(l));
+  expect(start, 'a commented example job under jobs:').toBeGreaterThan(0);
+  const block: string[] = [];
+  for (let i = start; i < lines.length && /^ {2}# {1,3}\S/.test(lines[i]!); i++) block.push(lines[i]!.replace(/^ {2}# /, ''));
+  return (parseYaml(block.join('\n')) as Values[])[0]!;
+}
+
+describe('Chart.yaml', () => {
+  it('is a v2 application chart whose appVersion is the package version', () => {
+    const chart = readYaml<Record<string, string>>(path.join(CHART_DIR, 'Chart.yaml'));
+    const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    expect(chart).toMatchObject({ apiVersion: 'v2', name: 'leasejob', type: 'application', appVersion: pkg.version });
+    expect(chart.version).toMatch(/^\d+\.\d+\.\d+(-[\w.]+)?$/);
+    expect(chart.kubeVersion).toBe('>=1.27.0-0');
+  });
+});
+
+describe('values.yaml against values.schema.json', () => {
+  it('the schema is a strict draft-07 schema (what Helm 3 and 4 both read)', () => {
+    expect(schema.$schema).toBe('http://json-schema.org/draft-07/schema#');
+  });
+
+  it('values.yaml validates', () => {
+    expect(errorsOf(values)).toEqual([]);
+  });
+
+  it('the commented example job in values.yaml validates too', () => {
+    const job = commentedExampleJob();
+    expect(job.name).toBe('nightly-close');
+    expect(errorsOf(valuesWith((v) => v.jobs.push(job)))).toEqual([]);
+  });
+
+  it.each([
+    ['a misspelt key', (v: Values) => (v.jobDefaults.tll = '90s'), /must NOT have additional properties.*tll/],
+    ['a 4-field schedule', (v: Values) => (v.jobs[0].schedule = '0 0 * *'), /\/jobs\/0\/schedule must match pattern/],
+    ['a duration in words', (v: Values) => (v.jobDefaults.ttl = '90 seconds'), /\/jobDefaults\/ttl must match pattern/],
+    ['an unknown --on-busy', (v: Values) => (v.jobs[0].onBusy = 'queue'), /\/jobs\/0\/onBusy must be equal to one of the allowed values/],
+    ['a job name that is not a DNS label', (v: Values) => (v.jobs[0].name = 'Nightly_Close'), /\/jobs\/0\/name must match pattern/],
+    ['a job without command', (v: Values) => delete v.jobs[0].command, /must have required property 'command'/],
+    ['a schema name that is not an identifier', (v: Values) => (v.database.schema = 'lease-job'), /\/database\/schema must match pattern/],
+    ['no URL and no existing Secret', (v: Values) => (v.database.url = ''), /\/database\/url must NOT have fewer than 1 characters/],
+    ['a fractional grace period', (v: Values) => (v.jobDefaults.terminationGracePeriodSeconds = 30.5), /must be integer/],
+  ])('rejects %s', (_what, edit, message) => {
+    expect(errorsOf(valuesWith(edit)).join('\n')).toMatch(message);
+  });
+
+  it('accepts an empty URL when an existing Secret is named', () => {
+    expect(errorsOf(valuesWith((v) => Object.assign(v.database, { url: '', existingSecret: 'pg' })))).toEqual([]);
+  });
+
+  it('documents every job setting: jobDefaults in values.yaml has exactly the schema\'s keys', () => {
+    expect(Object.keys(values.jobDefaults).sort()).toEqual(Object.keys(schema.properties.jobDefaults.properties).sort());
+  });
+
+  it('every job setting (jobDefaults) is also accepted on a job', () => {
+    const jobProps = Object.keys(schema.properties.jobs.items.properties);
+    for (const key of Object.keys(schema.properties.jobDefaults.properties)) expect(jobProps).toContain(key);
+  });
+});
+
+describe('the templates read only values that exist', () => {
+  const refs = chartTemplates().flatMap(({ name, text }) => valuesRefs(name, text, { mergedJobVar: '$j' }));
+  const jobKeys = Object.keys(schema.properties.jobs.items.properties);
+  /** `$job.k` (a job merged over jobDefaults): a jobDefaults key, or a job's own key from the schema. */
+  const resolve = (p: string): boolean => {
+    if (!p.startsWith('$job.')) return pathExists(values, p);
+    const rest = p.slice('$job.'.length);
+    return pathExists(values.jobDefaults, rest) || values.jobs.some((j: Values) => pathExists(j, rest)) || jobKeys.includes(rest.split('.')[0]!);
+  };
+
+  it('the scan finds references of every kind (so an empty result cannot pass)', () => {
+    const paths = new Set(refs.map((r) => r.path));
+    for (const p of ['database.secretKey', 'database.schema', '$job.schedule', '$job.timeZone', 'jobs[].name', 'prometheusRule.windowOverdue.for', 'exporter.port', 'podSecurityContext']) {
+      expect(paths, p).toContain(p);
+    }
+  });
+
+  it('every .Values path used in a template exists in values.yaml', () => {
+    const missing = refs.filter((r) => !resolve(r.path)).map((r) => `${r.file}:${r.line} ${r.path}`);
+    expect(missing).toEqual([]);
+  });
+
+  it('catches a path that does not exist', () => {
+    const bad = valuesRefs('t.yaml', '{{ .Values.databse.url }}\n{{ with .Values.exporter }}{{ .prot }}{{ end }}\n{{ $r := .Values.prometheusRule }}{{ $r.windowOverdue.fro }}');
+    expect(bad.map((r) => r.path).filter((p) => !resolve(p))).toEqual(['databse.url', 'exporter.prot', 'prometheusRule.windowOverdue.fro']);
+  });
+
+  it('every value in values.yaml is read by some template (no dead settings)', () => {
+    const used = refs.map((r) => r.path.replace(/^\$job\./, 'jobDefaults.'));
+    const usedJobKeys = new Set(refs.filter((r) => r.path.startsWith('$job.') || r.path.startsWith('jobs[].')).map((r) => r.path.replace(/^(\$job|jobs\[\])\./, '').split('.')[0]!));
+    const covered = (key: string): boolean => used.some((u) => u === key || u.startsWith(`${key}.`) || key.startsWith(`${u}.`));
+    const keys: string[] = [];
+    for (const [k, v] of Object.entries(values)) {
+      keys.push(k);
+      if (v && typeof v === 'object' && !Array.isArray(v) && !['podSecurityContext', 'securityContext', 'jobDefaults'].includes(k)) {
+        for (const k2 of Object.keys(v)) keys.push(`${k}.${k2}`);
+      }
+    }
+    expect(keys.filter((k) => !covered(k))).toEqual([]);
+    const jobSettings = [...Object.keys(values.jobDefaults), ...values.jobs.flatMap((j: Values) => Object.keys(j))];
+    expect([...new Set(jobSettings.filter((k) => !usedJobKeys.has(k)))]).toEqual([]);
+  });
+});
+
+describe('deploy/kubernetes says what the chart says', () => {
+  const cronTpl = chartTemplate('cronjob.yaml');
+  const cronLines = cronTpl.split('\n').map((l) => l.trim());
+  const helpers = chartTemplate('_helpers.tpl');
+  const name = fullname(PLAIN_RELEASE);
+  const plainCronJobs = plainObjects().filter(({ object }) => object.kind === 'CronJob').map(({ object }) => object as K8sObject & { spec: any });
+
+  it('one CronJob per values job, named <fullname>-<job>', () => {
+    expect(plainCronJobs.map((c) => c.metadata.name).sort()).toEqual(values.jobs.map((j: Values) => `${name}-${j.name}`).sort());
+  });
+
+  for (const entry of values.jobs as Values[]) {
+    const job = mergedJob(values, entry);
+    const cron = (): K8sObject & { spec: any } => plainObject('CronJob', `${name}-${job.name}`) as K8sObject & { spec: any };
+    const container = (): Record<string, any> => podSpecOf(cron()).containers[0];
+
+    it(`${job.name}: schedule, timeZone, concurrencyPolicy and Job settings come from the values`, () => {
+      const c = cron();
+      expect(c.spec).toMatchObject({
+        schedule: job.schedule,
+        timeZone: job.timeZone,
+        concurrencyPolicy: job.concurrencyPolicy,
+        startingDeadlineSeconds: job.startingDeadlineSeconds,
+        suspend: job.suspend,
+        successfulJobsHistoryLimit: job.successfulJobsHistoryLimit,
+        failedJobsHistoryLimit: job.failedJobsHistoryLimit,
+      });
+      expect(c.spec.concurrencyPolicy).toBe('Forbid');
+      const jobSpec = c.spec.jobTemplate.spec;
+      expect(jobSpec.backoffLimit).toBe(job.backoffLimit);
+      expect(jobSpec.ttlSecondsAfterFinished).toBe(job.ttlSecondsAfterFinished || undefined);
+      expect(jobSpec.activeDeadlineSeconds).toBe(job.activeDeadlineSeconds || undefined);
+      expect(jobSpec.podFailurePolicy).toEqual(job.podFailurePolicy);
+      for (const field of ['schedule', 'timeZone', 'concurrencyPolicy', 'startingDeadlineSeconds', 'backoffLimit']) {
+        expect(cronLines.find((l) => l.startsWith(`${field}:`)), `cronjob.yaml ${field}`).toContain(`$j.${field}`);
+      }
+    });
+
+    it(`${job.name}: restartPolicy Never, and a grace period longer than --kill-grace plus the release`, () => {
+      const pod = podSpecOf(cron());
+      expect(pod.restartPolicy).toBe('Never');
+      expect(pod.terminationGracePeriodSeconds).toBe(job.terminationGracePeriodSeconds);
+      expect(pod.terminationGracePeriodSeconds * 1000).toBeGreaterThan(parseDuration(job.killGrace, '--kill-grace') + 5_000);
+      expect(cronLines).toContain('restartPolicy: Never');
+      expect(cronLines.find((l) => l.startsWith('terminationGracePeriodSeconds:'))).toContain('$j.terminationGracePeriodSeconds');
+    });
+
+    it(`${job.name}: command and args are \`leasejob run\` with the flags the values ask for`, () => {
+      const c = container();
+      expect(c.command).toEqual(values.entrypoint);
+      expect(c.args).toEqual(expectedRunArgs(values, job));
+    });
+
+    it(`${job.name}: JOB_NAME from the downward API label, the URL as LEASEJOB_DATABASE_URL from the Secret`, () => {
+      const env = container().env as Array<{ name: string; value?: string; valueFrom?: any }>;
+      const byName = Object.fromEntries(env.map((e) => [e.name, e]));
+      const label = "metadata.labels['batch.kubernetes.io/job-name']";
+      expect(byName.JOB_NAME?.valueFrom).toEqual({ fieldRef: { fieldPath: label } });
+      expect(cronTpl).toContain(`fieldPath: ${label}`);
+      expect(byName.LEASEJOB_DATABASE_URL?.valueFrom).toEqual({ secretKeyRef: { name: `${name}-database`, key: values.database.secretKey } });
+      expect(byName.LEASEJOB_LOG_LEVEL?.value).toBe(values.logLevel);
+      expect(byName.DATABASE_URL).toBeUndefined();
+      expect(helpers).toMatch(/- name: LEASEJOB_DATABASE_URL\n\s+valueFrom:\n\s+secretKeyRef:\n\s+name: \{\{ include "leasejob.databaseSecretName" \. \}\}\n\s+key: \{\{ \.Values\.database\.secretKey \}\}/);
+      expect(cronTpl).toContain('{{- include "leasejob.commonEnv" $');
+    });
+  }
+
+  it('the template maps each value to its `leasejob run` flag, in the order the args have', () => {
+    const at = RUN_FLAGS.map(({ key, flag }) => {
+      const i = cronLines.indexOf(`- ${flag}`);
+      expect(i, `cronjob.yaml has "- ${flag}"`).toBeGreaterThan(0);
+      expect(cronLines.slice(i - 1, i + 2).join('\n'), `${flag} next to $j.${key}`).toContain(`$j.${key}`);
+      return i;
+    });
+    expect(at).toEqual([...at].sort((a, b) => a - b));
+    // No flag in the template that the table (and so this test) does not know.
+    const known = new Set([...RUN_FLAGS.map((f) => f.flag), '--schema', '--']);
+    expect(cronLines.filter((l) => /^- --/.test(l) && !known.has(l.slice(2)))).toEqual([]);
+    expect(cronLines.slice(cronLines.indexOf('- --schema'), cronLines.indexOf('- --schema') + 2).join('\n')).toContain('$.Values.database.schema');
+  });
+
+  it('the plain migration Job is the hook without its Helm annotations', () => {
+    const tpl = chartTemplate('migration-job.yaml');
+    expect(tpl).toContain('helm.sh/hook: pre-install,pre-upgrade');
+    const job = plainObject('Job', `${name}-migrate`) as K8sObject & { spec: any };
+    expect(job.metadata.annotations ?? {}).toEqual({});
+    const c = podSpecOf(job).containers[0];
+    expect(c.command).toEqual(values.entrypoint);
+    expect(c.args).toEqual(['migrate', '--schema', values.database.schema, ...values.migration.grantTo.flatMap((role: string) => ['--grant-to', role])]);
+    expect(c.env.find((e: { name: string }) => e.name === 'LEASEJOB_DATABASE_URL').valueFrom.secretKeyRef).toEqual({ name: `${name}-database`, key: values.database.secretKey });
+    expect(job.spec.backoffLimit).toBe(values.migration.backoffLimit);
+    expect(job.spec.ttlSecondsAfterFinished).toBe(values.migration.ttlSecondsAfterFinished);
+  });
+
+  it('the plain Secret is the chart-made one, without hook annotations', () => {
+    expect(chartTemplate('secret.yaml')).toMatch(/helm\.sh\/hook: pre-install,pre-upgrade[\s\S]*helm\.sh\/hook-weight: "-10"/);
+    const secret = plainObject('Secret', `${name}-database`);
+    expect(secret.stringData).toEqual({ [values.database.secretKey]: values.database.url });
+    expect(secret.metadata.annotations ?? {}).toEqual({});
+  });
+
+  it('the plain exporter runs `leasejob exporter --port` on the values\' port, behind the Service', () => {
+    const dep = plainObject('Deployment', `${name}-exporter`) as K8sObject & { spec: any };
+    const c = podSpecOf(dep).containers[0];
+    expect(c.command).toEqual(values.entrypoint);
+    expect(c.args).toEqual(['exporter', '--port', String(values.exporter.port), '--schema', values.database.schema]);
+    expect(c.ports).toEqual([{ name: 'metrics', containerPort: values.exporter.port, protocol: 'TCP' }]);
+    expect(c.readinessProbe.httpGet).toEqual({ path: '/healthz', port: 'metrics' });
+    const svc = plainObject('Service', `${name}-exporter`) as K8sObject & { spec: any };
+    expect(svc.spec.ports).toEqual([{ name: 'metrics', port: values.exporter.service.port, targetPort: 'metrics', protocol: 'TCP' }]);
+  });
+
+  it('nothing Helm-specific is left in the plain manifests', () => {
+    const strings = plainObjects().flatMap(({ object }) => allStrings(object));
+    expect(strings.filter((s) => s.includes('helm.sh/') || s === 'Helm' || s.includes('{{'))).toEqual([]);
+  });
+});
+
+describe('the plain manifests\' commands, run by the real CLI against PostgreSQL', () => {
+  let db: TestDb;
+  beforeAll(async () => {
+    db = await testDb({ migrated: false });
+  });
+  afterAll(async () => db?.close());
+
+  /** A container's command + args as a local command line: `tini -- leasejob` becomes `node bin/leasejob.js`. */
+  function localArgs(c: { command: string[]; args: string[] }, schemaName: string): string[] {
+    const words = [...c.command, ...c.args];
+    const args = words.slice(words.indexOf('leasejob') + 1);
+    const i = args.indexOf('--schema');
+    expect(i).toBeGreaterThan(0);
+    args[i + 1] = schemaName;
+    return args;
+  }
+
+  it('the migration Job migrates, then the CronJob runs its occurrence once, read from JOB_NAME', async () => {
+    const schemaName = newSchemaName('deploy');
+    const env = { LEASEJOB_DATABASE_URL: db.url, DATABASE_URL: undefined, LEASEJOB_LOG_LEVEL: 'info' };
+    const migrate = await runCli(localArgs(podSpecOf(plainObject('Job', 'leasejob-migrate')).containers[0], schemaName), env);
+    expect(migrate.exitCode, migrate.all).toBe(0);
+
+    const cron = plainObject('CronJob', 'leasejob-example');
+    const args = localArgs(podSpecOf(cron).containers[0], schemaName);
+    // The controller names the Job <cronjob>-<scheduled unix minutes>; the pod starts later.
+    const minutes = Math.floor(Date.now() / 60_000) - 3;
+    const jobEnv = { ...env, JOB_NAME: `leasejob-example-${minutes}` };
+    const first = await runCli(args, jobEnv);
+    expect(first.exitCode, first.all).toBe(0);
+    const rows = await db.rows<{ window_key: string; scheduled_at: Date; attempts: number; completed_at: Date | null }>(
+      `SELECT window_key, scheduled_at, attempts, completed_at FROM "${schemaName}".windows WHERE job = 'example'`,
+    );
+    expect(rows).toHaveLength(1);
+    expect(rows[0]!.scheduled_at.getTime()).toBe(minutes * 60_000);
+    expect(new Date(rows[0]!.window_key).getTime()).toBe(minutes * 60_000);
+    expect(rows[0]!.completed_at).not.toBeNull();
+    expect(first.stdout).toContain(`window ${rows[0]!.window_key} attempt 1 fence `);
+
+    // A retry or duplicate of the same Job: the window is done, the command does not run again.
+    const again = await runCli(args, jobEnv);
+    expect(again.exitCode, again.all).toBe(0);
+    expect(again.stdout).not.toContain('window ');
+    expect(again.stderr).toContain('window already completed');
+  });
+});
+
+const helm = findTool('helm', 'LEASEJOB_HELM');
+if (!helm) console.log('skipping `helm lint` and `helm template` comparisons: no helm on PATH (set LEASEJOB_HELM to use one)');
+
+describe.skipIf(!helm)('with a helm binary', () => {
+  const render = (args: string[]): K8sObject[] => {
+    const r = spawnSync(helm!, ['template', ...args], { encoding: 'utf8', timeout: 60_000 });
+    expect(r.status, r.stderr).toBe(0);
+    return parseDocuments(r.stdout, 'helm template') as K8sObject[];
+  };
+  const byKey = (list: K8sObject[]): Record<string, K8sObject> => Object.fromEntries(list.map((o) => [`${o.kind}/${o.metadata.name}`, o]));
+
+  it('helm lint --strict passes', () => {
+    const r = spawnSync(helm!, ['lint', '--strict', CHART_DIR], { encoding: 'utf8', timeout: 60_000 });
+    expect(r.status, r.stdout + r.stderr).toBe(0);
+  });
+
+  it('`helm template leasejob helm/leasejob` equals deploy/kubernetes, but for Helm\'s labels and hooks', () => {
+    const rendered = render([PLAIN_RELEASE, CHART_DIR]).map(withoutHelmMetadata);
+    expect(byKey(rendered)).toEqual(byKey(plainObjects().map(({ object }) => object)));
+  });
+
+  it('every option on renders valid Kubernetes objects', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'leasejob-helm-'));
+    try {
+      const file = path.join(dir, 'values.yaml');
+      const extra = {
+        database: { existingSecret: 'pg', secretKey: 'url' }, serviceAccountName: 'jobs', imagePullSecrets: [{ name: 'regcred' }],
+        migration: { existingSecret: 'pg-owner', grantTo: ['leasejob_runner'] }, jobDefaults: { alertAfter: '10m' },
+        podLabels: { team: 'billing' }, nodeSelector: { pool: 'batch' }, tolerations: [{ key: 'batch', operator: 'Exists' }],
+        serviceMonitor: { enabled: true }, prometheusRule: { enabled: true },
+        jobs: [...values.jobs, { ...commentedExampleJob(), entrypoint: ['leasejob'], passDatabaseUrl: true, maxDelay: '6h', activeDeadlineSeconds: 7200,
+          env: [{ name: 'A', value: 'b' }], volumes: [{ name: 'cfg', configMap: { name: 'cfg' } }], volumeMounts: [{ name: 'cfg', mountPath: '/etc/cfg' }] }],
+      };
+      writeFileSync(file, JSON.stringify(extra));
+      const objects = render(['rel', CHART_DIR, '--namespace', 'billing', '-f', file]);
+      expect(objects.map((o) => o.kind).sort()).toEqual(['CronJob', 'CronJob', 'Deployment', 'Job', 'PrometheusRule', 'Service', 'ServiceMonitor']);
+      for (const o of objects.filter((x) => !['ServiceMonitor', 'PrometheusRule'].includes(x.kind))) {
+        expect(await schemaErrors(o), `${o.kind} ${o.metadata.name}`).toEqual([]);
+        expect(unknownFields(o), `${o.kind} ${o.metadata.name}`).toEqual([]);
+      }
+      const migration = podSpecOf(objects.find((o) => o.kind === 'Job')!).containers[0];
+      expect(migration.args).toEqual(['migrate', '--schema', 'leasejob', '--grant-to', 'leasejob_runner']);
+      expect(migration.env[0].valueFrom.secretKeyRef).toEqual({ name: 'pg-owner', key: 'database-url' });
+      for (const cron of objects.filter((o) => o.kind === 'CronJob')) {
+        const args = podSpecOf(cron).containers[0].args as string[];
+        expect(args.slice(args.indexOf('--alert-after'), args.indexOf('--alert-after') + 2)).toEqual(['--alert-after', '10m']);
+      }
+      const rule = objects.find((o) => o.kind === 'PrometheusRule') as K8sObject & { spec: any };
+      const exprs = rule.spec.groups[0].rules.map((r: { expr: string }) => r.expr).join('\n');
+      for (const metric of ['leasejob_window_overdue', 'leasejob_lease_held_seconds', 'leasejob_leases_lost_total', 'leasejob_clock_offset_seconds', 'leasejob_up']) {
+        expect(exprs).toContain(`${metric}{namespace="billing", service="rel-leasejob-exporter"}`);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses a grace period that does not cover --kill-grace, and a duplicate job name', () => {
+    const fail = (set: string): string => spawnSync(helm!, ['template', 'x', CHART_DIR, '--set', set], { encoding: 'utf8', timeout: 60_000 }).stderr;
+    expect(fail('jobDefaults.killGrace=45s')).toContain('terminationGracePeriodSeconds 45, not more than killGrace 45s + 5s');
+    expect(fail('jobs[0].name=a,jobs[0].schedule=@daily,jobs[0].command[0]=echo,jobs[1].name=a,jobs[1].schedule=@daily,jobs[1].command[0]=echo')).toContain('the name "a" appears twice');
+  });
+});
+

@@ -1,0 +1,266 @@
+// leasejob through pgbouncer in transaction pooling mode, in front of the suite's PostgreSQL:
+// migrate, contention on one window, renewals, and the fence in the child's own transaction.
+// Every statement may land on a different server connection, and only two exist, so anything
+// that relied on session state (a session advisory lock, a SET, a named prepared statement)
+// would fail here. Skipped, with the reason printed, when pgbouncer is not installed
+// (Debian: apt-get install pgbouncer).
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { accessSync, chmodSync, chownSync, constants, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { ROOT, fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
+import { newSchemaName } from '../helpers/db.js';
+import { migrate } from '../../src/migrate.js';
+
+const FENCE_SQL = path.join(ROOT, 'sql', '002_assert_lease.sql');
+const FENCED_CHILD = path.join(ROOT, 'test', 'deploy', 'fixtures', 'fenced-through-pooler.mjs');
+// Generous: a busy 2-core machine running PostgreSQL, pgbouncer and several runners at once.
+const WAIT_LIMIT_MS = 30_000;
+
+function findPgbouncer(): string | undefined {
+  const dirs = [...(process.env.PATH ?? '').split(path.delimiter), '/usr/sbin', '/usr/local/sbin', '/usr/bin'];
+  for (const dir of dirs.filter(Boolean)) {
+    const file = path.join(dir, 'pgbouncer');
+    try {
+      accessSync(file, constants.X_OK);
+      return file;
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
+}
+
+const PGBOUNCER = findPgbouncer();
+if (!PGBOUNCER) {
+  console.log('skipping the pgbouncer tests: no pgbouncer binary on PATH or in /usr/sbin (Debian: apt-get install -y pgbouncer)');
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** pgbouncer refuses to run as root: as root, run it as `postgres` (the suite's server user). */
+function unprivilegedUser(): { uid: number; gid: number } | undefined {
+  if (process.getuid?.() !== 0) return undefined;
+  const id = (flag: string): number => Number(spawnSync('id', [flag, 'postgres'], { encoding: 'utf8' }).stdout.trim());
+  const uid = id('-u');
+  if (!Number.isInteger(uid) || uid <= 0) throw new Error('running as root, but there is no `postgres` user to run pgbouncer as');
+  return { uid, gid: id('-g') };
+}
+
+interface Bouncer {
+  url: string;
+  log: () => string;
+  stop: () => Promise<void>;
+}
+
+async function startPgbouncer(binary: string, serverUrl: string): Promise<Bouncer> {
+  const server = new URL(serverUrl);
+  const user = decodeURIComponent(server.username);
+  const password = decodeURIComponent(server.password);
+  const database = server.pathname.slice(1) || 'postgres';
+  const dir = mkdtempSync(path.join(tmpdir(), 'leasejob-pgbouncer-'));
+  const port = await freePort();
+  const quote = (s: string): string => `"${s.replace(/"/g, '""')}"`;
+  // The client side authenticates with SCRAM against the plaintext userlist; pgbouncer logs in
+  // to the server with the same password (the suite's server uses password authentication).
+  writeFileSync(path.join(dir, 'userlist.txt'), `${quote(user)} ${quote(password)}\n`, { mode: 0o600 });
+  writeFileSync(
+    path.join(dir, 'pgbouncer.ini'),
+    [
+      '[databases]',
+      `leasejob = host=${server.hostname} port=${server.port || 5432} dbname=${database}`,
+      '[pgbouncer]',
+      'listen_addr = 127.0.0.1',
+      `listen_port = ${port}`,
+      'unix_socket_dir =',
+      'auth_type = scram-sha-256',
+      `auth_file = ${path.join(dir, 'userlist.txt')}`,
+      'pool_mode = transaction',
+      // Two server connections for every client: statements of different runners interleave
+      // on the same backends, which is what transaction pooling does in production.
+      'default_pool_size = 2',
+      'max_client_conn = 200',
+      'ignore_startup_parameters = extra_float_digits',
+      `pidfile = ${path.join(dir, 'pgbouncer.pid')}`,
+      'log_connections = 0',
+      'log_disconnections = 0',
+      '',
+    ].join('\n'),
+  );
+  const as = unprivilegedUser();
+  if (as) {
+    chmodSync(dir, 0o700);
+    for (const f of ['', 'userlist.txt', 'pgbouncer.ini']) chownSync(path.join(dir, f), as.uid, as.gid);
+  }
+  const proc: ChildProcess = spawn(binary, [path.join(dir, 'pgbouncer.ini')], {
+    ...(as ?? {}), cwd: dir, stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let log = '';
+  proc.stdout!.on('data', (d: Buffer) => (log += d));
+  proc.stderr!.on('data', (d: Buffer) => (log += d));
+  const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+  const url = `postgres://${encodeURIComponent(user)}:${encodeURIComponent(password)}@127.0.0.1:${port}/leasejob`;
+  try {
+    await waitFor('pgbouncer to answer', async () => {
+      if (proc.exitCode !== null) throw new Error(`pgbouncer exited ${proc.exitCode}:\n${log}`);
+      const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2_000 });
+      try {
+        await c.connect();
+        await c.query('SELECT 1');
+        return true;
+      } catch {
+        return false;
+      } finally {
+        await c.end().catch(() => {});
+      }
+    }, WAIT_LIMIT_MS, 200);
+  } catch (err) {
+    proc.kill('SIGKILL');
+    throw err;
+  }
+  return {
+    url,
+    log: () => log,
+    stop: async () => {
+      if (proc.exitCode === null && proc.signalCode === null) {
+        proc.kill('SIGINT');
+        await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
+        if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+describe.skipIf(!PGBOUNCER)('through pgbouncer in transaction pooling mode', () => {
+  let bouncer: Bouncer;
+  let direct: pg.Pool;
+  let schema: string;
+  let tmp: string;
+  const env = (): Record<string, string | undefined> => ({ LEASEJOB_DATABASE_URL: bouncer.url, DATABASE_URL: undefined, JOB_NAME: undefined });
+
+  beforeAll(async () => {
+    const serverUrl = inject('databaseUrl');
+    bouncer = await startPgbouncer(PGBOUNCER!, serverUrl);
+    direct = new pg.Pool({ connectionString: serverUrl, max: 2 });
+    tmp = mkdtempSync(path.join(tmpdir(), 'leasejob-pooled-'));
+    schema = newSchemaName('pgb');
+    await migrate(direct, schema);
+  });
+
+  afterAll(async () => {
+    await direct?.end();
+    await bouncer?.stop();
+    if (tmp) rmSync(tmp, { recursive: true, force: true });
+  });
+
+  it('really pools by transaction: consecutive statements of one client can reach different backends', async () => {
+    const c = new pg.Client({ connectionString: bouncer.url });
+    await c.connect();
+    const other = new pg.Client({ connectionString: bouncer.url });
+    await other.connect();
+    try {
+      const pids = new Set<number>();
+      // Hold one backend in a transaction on `other`: `c` must then use the second one.
+      const first = (await c.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      await other.query('BEGIN');
+      await other.query('SELECT pg_backend_pid()');
+      for (let i = 0; i < 5; i++) pids.add((await c.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid);
+      await other.query('COMMIT');
+      pids.add(first);
+      expect(pids.size).toBeGreaterThan(1);
+    } finally {
+      await c.end();
+      await other.end();
+    }
+  });
+
+  it('`leasejob migrate` works, and three at once on a new schema all succeed', async () => {
+    const fresh = newSchemaName('pgbm');
+    const results = await Promise.all([0, 1, 2].map(() => runCli(['migrate', '--schema', fresh], env())));
+    for (const r of results) expect(r.exitCode, r.all).toBe(0);
+    const { rows } = await direct.query(`SELECT version FROM "${fresh}".migrations ORDER BY version`);
+    expect(rows.map((r) => r.version)).toEqual(sqlVersions());
+  });
+
+  it('several runners on one window: exactly one child runs, every runner exits 0', async () => {
+    const out = path.join(tmp, 'contention.txt');
+    writeFileSync(out, '');
+    const runners = Array.from({ length: 5 }, () =>
+      startCli(['run', '--schema', schema, '--name', 'pooled-contention', '--window', 'w1', '--', process.execPath, fixture('append-pid.mjs'), out, '3000'], env()),
+    );
+    const results = await Promise.all(runners);
+    for (const r of results) expect(r.exitCode, r.all).toBe(0);
+    // They did meet: the others found the lease held (a live owner, through the pooler's
+    // shared backends) rather than arriving after it was done.
+    const messages = results.map((r) => logLines(r.stderr).map((l) => l.msg));
+    expect(messages.filter((m) => m.includes('child started'))).toHaveLength(1);
+    expect(messages.filter((m) => m.includes('lease busy')).length, messages.join('\n')).toBeGreaterThanOrEqual(1);
+    const lines = readFileSync(out, 'utf8').trim().split('\n').filter(Boolean);
+    expect(lines).toHaveLength(1);
+    const { rows } = await direct.query(
+      `SELECT attempts, completed_at FROM "${schema}".windows WHERE job = 'pooled-contention' AND window_key = 'w1'`,
+    );
+    expect(rows).toHaveLength(1);
+    expect(rows[0].attempts).toBe(1);
+    expect(rows[0].completed_at).not.toBeNull();
+  });
+
+  it('a run longer than its TTL renews through the pooler and completes its window', async () => {
+    // --kill-grace 500ms: with TTL 3s every renewal then has a whole interval of budget. (With
+    // 1s, src/lease.ts passes a fractional lock timeout to renew() and every renewal fails with
+    // 22P02, pooler or not; reported separately.)
+    const r = await runCli(
+      ['run', '--schema', schema, '--name', 'pooled-renewal', '--window', 'w1', '--ttl', '3s', '--kill-grace', '500ms', '--log-level', 'debug',
+        '--', process.execPath, fixture('sleep-then.mjs'), '4000', '0'],
+      env(),
+    );
+    expect(r.exitCode, r.all).toBe(0);
+    const logs = logLines(r.stderr);
+    // Renewal every TTL/3 = 1 s over a 4 s child: about three; two leave room for a slow machine.
+    expect(logs.filter((l) => l.msg === 'lease renewed').length, r.stderr).toBeGreaterThanOrEqual(2);
+    expect(logs.filter((l) => l.msg === 'lease lost' || l.msg === 'renewal failed')).toEqual([]);
+    expect(logs.some((l) => l.msg === 'window completed')).toBe(true);
+    const { rows } = await direct.query(
+      `SELECT completed_at FROM "${schema}".windows WHERE job = 'pooled-renewal' AND window_key = 'w1'`,
+    );
+    expect(rows[0]?.completed_at).not.toBeNull();
+  });
+
+  it.skipIf(!existsSync(FENCE_SQL))('the child\'s fenced transaction through the pooler: a wrong token is refused, its own commits', async () => {
+    await direct.query(`CREATE TABLE IF NOT EXISTS "${schema}".pooled_writes (window_key text NOT NULL, token bigint NOT NULL)`);
+    const r = await runCli(
+      ['run', '--schema', schema, '--name', 'pooled-fence', '--window', 'w1', '--pass-database-url', '--', process.execPath, FENCED_CHILD],
+      env(),
+    );
+    expect(r.exitCode, r.all).toBe(0);
+    const report = JSON.parse(r.stdout.trim().split('\n').at(-1)!) as { wrong: string; right: string; token: string };
+    expect(report).toMatchObject({ wrong: 'LJ001', right: 'committed' });
+    const { rows } = await direct.query(`SELECT token::text FROM "${schema}".pooled_writes WHERE window_key = 'w1'`);
+    expect(rows.map((x) => x.token)).toEqual([report.token]);
+  });
+
+  it('pgbouncer saw no protocol error from any of it', () => {
+    expect(bouncer.log()).not.toMatch(/prepared statement|unsupported startup parameter|protocol error/i);
+  });
+});
+
+/** The migration versions in sql/, as the migrator lists them. */
+function sqlVersions(): number[] {
+  return readdirSync(path.join(ROOT, 'sql'))
+    .filter((f) => /^\d{3,}_[a-z0-9_]+\.sql$/.test(f))
+    .map((f) => Number.parseInt(f, 10))
+    .sort((a, b) => a - b);
+}
