@@ -6,22 +6,10 @@ import { windowKey } from './occurrence.js';
 import { parseSchedule, previousTick, typicalInterval, type Schedule } from './schedule.js';
 import { pairKey, type JobRow, type LeaseStore } from './store.js';
 
-export interface JobState {
-  name: string;
-  schedule: string | null;
-  tz: string | null;
-  windowMode: string | null;
-  createdAt: Date;
-  alertAfterMs: number | null;
+/** A registered job as stored, plus the judgement: who holds it now and what is due. */
+export interface JobState extends JobRow {
+  /** The owner while the lease is held, else null (`owner` keeps the last one). */
   holder: string | null;
-  generation: string | null;
-  held: boolean;
-  expiresInMs: number | null;
-  heldForMs: number | null;
-  lastWindow: string | null;
-  lastCompletedAt: Date | null;
-  lastDurationMs: number | null;
-  openWindows: Array<{ window: string; attempts: number; outcome: string }>;
   /** The window that should be completed by now (schedule-derived jobs only). */
   due?: { window: string; scheduledAt: Date; overdueSince: Date; completed: boolean } | undefined;
   overdue: boolean;
@@ -39,21 +27,8 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
   // Thousands of jobs share a handful of schedules: work out each distinct due window once.
   const dueCache = new Map<string, DueWindow>();
   const jobs: JobState[] = rows.map((r) => ({
-    name: r.name,
-    schedule: r.schedule,
-    tz: r.tz,
-    windowMode: r.windowMode,
-    createdAt: r.createdAt,
-    alertAfterMs: r.alertAfterMs,
+    ...r,
     holder: r.held ? r.owner : null,
-    generation: r.generation,
-    held: r.held,
-    expiresInMs: r.expiresInMs,
-    heldForMs: r.heldForMs,
-    lastWindow: r.lastWindow,
-    lastCompletedAt: r.lastCompletedAt,
-    lastDurationMs: r.lastDurationMs,
-    openWindows: r.openWindows,
     overdue: false,
     intervalMs: null,
     ...dueWindowCached(r, dbNow, dueCache),
