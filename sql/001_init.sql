@@ -143,7 +143,16 @@ DECLARE
 BEGIN
   db_now := now();
 
-  IF p_spec IS NOT NULL THEN
+  -- Only write the registry when it changed: an upsert would lock the job's row even when it
+  -- updates nothing, and a herd of contenders would queue on it.
+  IF p_spec IS NOT NULL AND NOT EXISTS (
+       SELECT 1 FROM jobs j WHERE j.name = p_job
+          AND (j.schedule, j.tz, j.window_mode, j.window_format, j.window_offset, j.ttl_ms,
+               j.max_delay_ms, j.alert_after_ms)
+              IS NOT DISTINCT FROM
+              (p_spec->>'schedule', p_spec->>'tz', p_spec->>'window_mode', p_spec->>'window_format',
+               p_spec->>'window_offset', p_ttl_ms, (p_spec->>'max_delay_ms')::bigint,
+               (p_spec->>'alert_after_ms')::bigint)) THEN
     INSERT INTO jobs AS j (name, schedule, tz, window_mode, window_format, window_offset,
                            ttl_ms, max_delay_ms, alert_after_ms)
     VALUES (p_job, p_spec->>'schedule', p_spec->>'tz', p_spec->>'window_mode',
@@ -184,6 +193,11 @@ BEGIN
 
   SELECT * INTO v_prev FROM leases l WHERE l.name = p_job;
 
+  -- A lease that is plainly live is busy: answer from this read, without queueing for the
+  -- row lock behind every other contender (the upsert below would lock it to find out).
+  IF v_prev.expires_at > now() THEN
+    v_gen := NULL;
+  ELSE
   -- The upsert locks the row even when its WHERE fails, so it waits behind an open fenced
   -- transaction (FOR SHARE). Bounded: a row locked that long means an owner is working (or
   -- paused mid-transaction); we answer from a plain read below instead of hanging.
@@ -206,6 +220,7 @@ BEGIN
     v_gen := NULL;
   END;
   PERFORM set_config('lock_timeout', '0', true);
+  END IF;
 
   IF v_gen IS NULL THEN
     -- Busy: describe the holder so the caller can skip, wait, or wait out a stale holder.

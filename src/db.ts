@@ -1,6 +1,5 @@
-// Database connection: where the URL comes from, a pool shaped for one runner, secret redaction,
-// and the SQLSTATE lists that turn driver errors into DatabaseError (exit 69).
-import pg from 'pg';
+// Database connection settings: where the URL comes from, secret redaction, and the SQLSTATE
+// lists that turn driver errors into DatabaseError (exit 69). No driver here: pg loads with the store.
 import { DatabaseError, UsageError } from './errors.js';
 
 export interface ConnectionSource {
@@ -66,28 +65,6 @@ export function describeConnection(source: ConnectionSource): string {
   } catch {
     return `(unparsed connection string from ${source.from})`;
   }
-}
-
-export interface PoolOptions {
-  /** One runner needs one connection: renewals reuse the session whose pid the lease records. */
-  max?: number;
-  connectTimeoutMs?: number;
-}
-
-export function createPool(source: ConnectionSource, opts: PoolOptions = {}): pg.Pool {
-  const pool = new pg.Pool({
-    ...(source.connectionString ? { connectionString: source.connectionString } : {}),
-    max: opts.max ?? 1,
-    // Keep the idle connection between renewals: its backend pid is the holder's liveness signal.
-    idleTimeoutMillis: 0,
-    connectionTimeoutMillis: opts.connectTimeoutMs ?? 5_000,
-    keepAlive: true,
-    application_name: 'leasejob',
-  });
-  // An idle client losing its server (restart, partition) must not crash the process; the next
-  // query reconnects and renewal failures are handled by the lease keeper.
-  pool.on('error', () => {});
-  return pool;
 }
 
 // SQLSTATE classes and codes, grouped by what the operator should do.

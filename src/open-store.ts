@@ -2,7 +2,7 @@
 // file for one host; refused inside Kubernetes or with --require-shared.
 import { homedir } from 'node:os';
 import path from 'node:path';
-import { createPool, describeConnection, resolveConnection, secretsOf, type ConnectionSource } from './db.js';
+import { describeConnection, resolveConnection, secretsOf, type ConnectionSource } from './db.js';
 import { UsageError } from './errors.js';
 import { validateSchema } from './names.js';
 import type { LeaseStore } from './store.js';
@@ -52,7 +52,7 @@ export function chooseStore(flags: StoreFlags, env: NodeJS.ProcessEnv = process.
 
 export async function openStore(choice: StoreChoice, flags: StoreFlags = {}): Promise<LeaseStore> {
   if (choice.kind === 'postgresql') {
-    const { PgStore } = await import('./pg-store.js');
+    const { PgStore, createPool } = await import('./pg-store.js');
     return new PgStore(createPool(choice.source, { max: flags.poolSize ?? 1 }), choice.schema, choice.location);
   }
   // Loaded only when used: the PostgreSQL path never pays for the native module.

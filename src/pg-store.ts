@@ -1,12 +1,35 @@
 // The PostgreSQL store: one parameterized statement per runner step (acquire+claim, renew,
 // finish+release, record an event), each a call to a function created by sql/, and the
 // set-based reads behind status, check and the exporter.
-import type pg from 'pg';
+import pg from 'pg';
+import type { ConnectionSource } from './db.js';
 import { quoteIdent } from './names.js';
 import type {
   AcquireInput, AcquireRow, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
 } from './store.js';
 import { pairKey } from './store.js';
+
+export interface PoolOptions {
+  /** One runner needs one connection: renewals reuse the session whose pid the lease records. */
+  max?: number;
+  connectTimeoutMs?: number;
+}
+
+export function createPool(source: ConnectionSource, opts: PoolOptions = {}): pg.Pool {
+  const pool = new pg.Pool({
+    ...(source.connectionString ? { connectionString: source.connectionString } : {}),
+    max: opts.max ?? 1,
+    // Keep the idle connection between renewals: its backend pid is the holder's liveness signal.
+    idleTimeoutMillis: 0,
+    connectionTimeoutMillis: opts.connectTimeoutMs ?? 5_000,
+    keepAlive: true,
+    application_name: 'leasejob',
+  });
+  // An idle client losing its server (restart, partition) must not crash the process; the next
+  // query reconnects and renewal failures are handled by the lease keeper.
+  pool.on('error', () => {});
+  return pool;
+}
 
 /**
  * How long acquire waits for the lease row when a fenced transaction holds it: short enough
