@@ -1,9 +1,7 @@
 // CLI wiring: commander definitions, and the only place that turns errors into exit codes.
-import { readFileSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { ExitCode, LeasejobError } from './errors.js';
-
-const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+import { packageVersion } from './package-root.js';
 
 function dbOptions(cmd: Command): Command {
   return cmd
@@ -17,7 +15,7 @@ function dbOptions(cmd: Command): Command {
 export function buildProgram(): Command {
   const program = new Command('leasejob')
     .description('Run a scheduled command once per scheduled occurrence, guarded by a PostgreSQL lease.')
-    .version(pkg.version, '-V, --version')
+    .version(packageVersion(), '-V, --version')
     // One line per error, in the same shape as our own: "leasejob: <what>; see --help".
     .configureOutput({ outputError: (str, write) => write(`leasejob: ${str.replace(/^error: /, '').trim()}; see --help\n`) });
 

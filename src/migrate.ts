@@ -1,12 +1,13 @@
 // Schema migrations: numbered files in sql/, applied in one transaction under an advisory
 // lock, each recorded in <schema>.migrations, so pods migrating at once are safe.
 import { readdir, readFile } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
+import path from 'node:path';
 import type pg from 'pg';
 import { DatabaseError } from './errors.js';
 import { quoteIdent } from './names.js';
+import { packageRoot } from './package-root.js';
 
-const SQL_DIR = fileURLToPath(new URL('../sql/', import.meta.url));
+const sqlDir = (): string => path.join(packageRoot(), 'sql');
 
 export interface Migration {
   version: number;
@@ -14,7 +15,7 @@ export interface Migration {
   file: string;
 }
 
-export async function listMigrations(dir = SQL_DIR): Promise<Migration[]> {
+export async function listMigrations(dir = sqlDir()): Promise<Migration[]> {
   const files = (await readdir(dir)).filter((f) => /^\d{3,}_[a-z0-9_]+\.sql$/.test(f)).sort();
   return files.map((file) => ({ version: Number.parseInt(file, 10), name: file.replace(/^\d+_|\.sql$/g, ''), file }));
 }
@@ -58,7 +59,7 @@ export async function migrate(pool: pg.Pool, schema: string, opts: MigrateOption
     const applied: Migration[] = [];
     for (const m of migrations) {
       if (done.has(m.version)) continue;
-      await client.query(await readFile(new URL(m.file, `file://${SQL_DIR}`), 'utf8'));
+      await client.query(await readFile(path.join(sqlDir(), m.file), 'utf8'));
       await client.query(`INSERT INTO ${ident}.migrations (version, name) VALUES ($1, $2)`, [m.version, m.name]);
       applied.push(m);
     }
