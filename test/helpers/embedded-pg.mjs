@@ -76,7 +76,9 @@ function run(file, args, opts) {
 }
 
 /**
- * @param {{ port?: number }} [opts]
+ * @param {{ port?: number, postgresFlags?: string[], onLog?: (chunk: string) => void }} [opts]
+ *   postgresFlags: extra server argv (e.g. shared_preload_libraries for the bench);
+ *   onLog: receives the server's stderr after startup (e.g. log_statement=all)
  * @returns {Promise<{ url: string, port: number, stop: () => Promise<void>, restart: (mode?: 'fast'|'immediate') => Promise<void> }>}
  */
 export async function startEmbeddedPostgres(opts = {}) {
@@ -105,14 +107,15 @@ export async function startEmbeddedPostgres(opts = {}) {
     new Promise((resolve, reject) => {
       // Throwaway data: durability off makes the suite faster; many runners connect at once.
       server = spawn(path.join(bin, 'postgres'), ['-D', data, '-p', String(port), '-k', sockets, '-c', 'listen_addresses=127.0.0.1',
-        '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'max_connections=300'],
+        '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'max_connections=300', ...(opts.postgresFlags ?? [])],
       { ...asUser, stdio: ['ignore', 'ignore', 'pipe'] });
       let log = '';
       const onData = (d) => {
         log += d;
         if (log.includes('ready to accept connections')) {
           server.stderr.off('data', onData);
-          server.stderr.resume();
+          if (opts.onLog) server.stderr.on('data', (c) => opts.onLog(String(c)));
+          else server.stderr.resume();
           resolve();
         }
       };

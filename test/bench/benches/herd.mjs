@@ -1,0 +1,118 @@
+// Thundering herd: N real CLI processes started at once on one job and one window.
+//
+// The winner's child appends "<wall ns> <pid> <runner pid>" to a file and then waits for a
+// release file, so it is still running while every other contender decides (each of them must
+// see a live owner and leave: --on-busy skip). Once all non-winners have exited, the bench
+// releases the child and the winner completes the window.
+// Verified per trial: exactly one child started, every process exited 0, N-1 busy-skip events.
+// Figures per trial:
+//   - last exit from spawn: last non-winner exit minus the moment the first process was spawned;
+//   - last exit after first acquisition: last non-winner exit minus the winner's acquired_at
+//     (database clock = host clock here: same machine);
+//   - slowest non-winner from its first log line (modules loaded) to its exit: the lease work
+//     alone, without the CPU-bound node start-up that N processes on 2 cores queue behind;
+// Baseline, interleaved (herd, baseline, herd, ...): N processes that only load the run path
+// (node + dist/cli.js + dist/commands/run.js, no database) started at once, last exit from
+// spawn: what N node start-ups cost on this machine without any lease work.
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { BENCH_DIR, BIN, NODE, fileLines, logLines, parseStamp, sleep, stampCmd, start } from '../lib/proc.mjs';
+import { summarize } from '../lib/stats.mjs';
+
+const IMPORT_TIME = path.join(BENCH_DIR, 'fixtures', 'import-time.mjs');
+
+export async function run(ctx) {
+  const trials = ctx.n(3, 1);
+  for (const size of ctx.herdSizes) {
+    const herd = { fromSpawn: [], fromAcquire: [], medianFromSpawn: [], decideMax: [], decideMedian: [], children: [], skips: [], bad: [] };
+    const base = { fromSpawn: [] };
+    for (let t = 0; t < trials; t++) {
+      // Alternate which goes first, so neither always runs right after the other's tail.
+      const order = t % 2 === 0 ? ['herd', 'base'] : ['base', 'herd'];
+      for (const which of order) {
+        if (which === 'herd') await herdTrial(ctx, size, herd);
+        else base.fromSpawn.push(await baselineTrial(ctx, size));
+        await sleep(300); // let the last exits settle
+      }
+    }
+    const okOne = herd.children.every((c) => c === 1);
+    ctx.report.add({
+      bench: 'herd', name: `N=${size}: last exit from spawn`, unit: 'ms', samples: herd.fromSpawn,
+      baseline: { name: `${size}x load run path, no DB`, samples: base.fromSpawn },
+    });
+    ctx.report.add({
+      bench: 'herd', name: `N=${size}: last non-winner exit after 1st acquisition`, unit: 'ms', samples: herd.fromAcquire,
+      ...(size >= 100 ? { target: { text: '<= 1500 ms', ok: herd.fromAcquire.every((x) => x <= 1500) } } : {}),
+    });
+    ctx.report.add({
+      bench: 'herd', name: `N=${size}: slowest non-winner, 1st log line -> exit`, unit: 'ms', samples: herd.decideMax,
+      note: `the lease work alone (connect, acquire, busy-skip event, exit) once the process has loaded; median contender per trial: ${herd.decideMedian.map((x) => Math.round(x)).join(', ')} ms`,
+    });
+    ctx.report.add({
+      bench: 'herd', name: `N=${size}: children started per trial`, unit: 'count', samples: herd.children,
+      target: { text: 'exactly 1', ok: okOne && herd.children.length === trials },
+      note: `busy-skip events per trial: ${herd.skips.join(', ')} (expected ${size - 1}); median exit from spawn per trial: ${herd.medianFromSpawn.map((x) => Math.round(x)).join(', ')} ms` +
+        (herd.bad.length ? `; problems: ${herd.bad.slice(0, 3).join(' | ')}` : ''),
+    });
+  }
+}
+
+async function herdTrial(ctx, size, acc) {
+  const job = ctx.uid(`herd${size}`);
+  const stampFile = path.join(ctx.tmp, `${job}.stamps`);
+  const releaseFile = path.join(ctx.tmp, `${job}.release`);
+  const child = ['sh', '-c', `${stampCmd(stampFile)}; while [ ! -e '${releaseFile}' ]; do sleep 0.02; done`];
+  const args = [BIN, 'run', '--name', job, '--schema', ctx.schema, '--window', 'w1', '--', ...child];
+  const spawnWall = Date.now();
+  const procs = [];
+  for (let i = 0; i < size; i++) procs.push(start(NODE, args, { env: ctx.env }));
+  // Everyone but the winner exits on its own; the winner is the runner whose pid the child recorded.
+  const exits = new Map();
+  for (const p of procs) void p.done.then((r) => exits.set(p.pid, r));
+  const deadline = performance.now() + 120_000;
+  let winnerPid;
+  for (;;) {
+    const stamps = fileLines(stampFile).map(parseStamp);
+    winnerPid = stamps[0]?.ppid;
+    const nonWinnersDone = winnerPid !== undefined && procs.every((p) => p.pid === winnerPid || exits.has(p.pid));
+    // If no child ever starts (all failed), stop when everyone has exited.
+    if (nonWinnersDone || exits.size === size) break;
+    if (performance.now() > deadline) {
+      acc.bad.push(`timed out: ${exits.size}/${size} exited, winner ${winnerPid}`);
+      break;
+    }
+    await sleep(10);
+  }
+  writeFileSync(releaseFile, '');
+  const results = await Promise.all(procs.map((p) => p.done));
+  const stamps = fileLines(stampFile).map(parseStamp);
+  acc.children.push(stamps.length);
+  const nonWinners = procs.filter((p) => p.pid !== winnerPid).map((p) => exits.get(p.pid)).filter(Boolean);
+  const bad = results.filter((r) => r.code !== 0);
+  if (bad.length) acc.bad.push(`${bad.length} exited non-zero, e.g. ${bad[0].code}: ${bad[0].stderr.split('\n').filter(Boolean).slice(-1)[0]?.slice(0, 200)}`);
+  const lastExit = Math.max(...nonWinners.map((r) => r.wallEnd));
+  acc.fromSpawn.push(lastExit - spawnWall);
+  const sorted = nonWinners.map((r) => r.wallEnd - spawnWall).sort((a, b) => a - b);
+  acc.medianFromSpawn.push(sorted[Math.floor(sorted.length / 2)]);
+  // Per contender, from its first log line (modules loaded, argv parsed) to its exit.
+  const decide = nonWinners.map((r) => {
+    const first = logLines(r.stderr)[0];
+    return first ? r.wallEnd - Date.parse(first.time) : NaN;
+  });
+  const ds = summarize(decide);
+  acc.decideMax.push(ds.max);
+  acc.decideMedian.push(ds.median);
+  const lease = await ctx.admin.query(`SELECT acquired_at, generation FROM "${ctx.schema}".leases WHERE name = $1`, [job]);
+  const acquiredAt = lease.rows[0]?.acquired_at?.getTime();
+  if (acquiredAt !== undefined) acc.fromAcquire.push(lastExit - acquiredAt);
+  const skips = await ctx.admin.query(`SELECT count(*)::int AS n FROM "${ctx.schema}".events WHERE job = $1 AND kind = 'busy-skip'`, [job]);
+  acc.skips.push(skips.rows[0].n);
+}
+
+async function baselineTrial(ctx, size) {
+  const spawnWall = Date.now();
+  const procs = [];
+  for (let i = 0; i < size; i++) procs.push(start(NODE, [IMPORT_TIME, 'dist/cli.js', 'dist/commands/run.js'], { env: ctx.env, stdout: true }));
+  const results = await Promise.all(procs.map((p) => p.done));
+  return Math.max(...results.map((r) => r.wallEnd)) - spawnWall;
+}

@@ -1,0 +1,47 @@
+// Overhead per run: `leasejob run --name b --window wN -- true` (a new window each iteration)
+// against `node -e 0` (the Node floor), `flock -n FILE true` (a local lock), `etcdctl lock NAME
+// -- true` (a network lock service on loopback) and `true` (the spawn floor). Iteration i runs
+// each contender once, in an order rotated by i, so drift and background load hit all alike.
+import path from 'node:path';
+import { BIN, NODE, timed } from '../lib/proc.mjs';
+import { rotate } from '../lib/stats.mjs';
+
+export async function run(ctx) {
+  const n = ctx.n(30, 3);
+  const lockFile = path.join(ctx.tmp, 'flock.lock');
+  const job = ctx.uid('b');
+  let w = 0;
+  const contenders = [
+    { name: 'leasejob run', file: NODE, args: () => [BIN, 'run', '--name', job, '--schema', ctx.schema, '--window', `w${++w}`, '--', 'true'] },
+    { name: 'node -e 0', file: NODE, args: () => ['-e', '0'] },
+    { name: 'flock -n FILE true', file: 'flock', args: () => ['-n', lockFile, 'true'] },
+    { name: 'true', file: 'true', args: () => [] },
+  ];
+  if (ctx.etcd) {
+    contenders.push({ name: 'etcdctl lock', file: ctx.etcd.etcdctl, args: () => ['--endpoints', ctx.etcd.endpoint, 'lock', job, '--', 'true'], env: ctx.etcd.env });
+  }
+
+  const samples = Object.fromEntries(contenders.map((c) => [c.name, []]));
+  const failures = [];
+  // Warm-up: page cache, the first connection's catalog loads, etcd's first lease.
+  for (const c of contenders) await timed(c.file, c.args(), { env: c.env ?? ctx.env });
+  for (let i = 0; i < n; i++) {
+    for (const c of rotate(contenders, i)) {
+      const r = await timed(c.file, c.args(), { env: c.env ?? ctx.env });
+      if (r.code !== 0) failures.push(`${c.name} exited ${r.code ?? r.signal}: ${r.stderr.slice(-300)}`);
+      samples[c.name].push(r.code === 0 ? r.ms : NaN); // a failed process is no figure
+    }
+  }
+  const runS = samples['leasejob run'];
+  const rows = [];
+  for (const base of contenders.slice(1)) {
+    rows.push(ctx.report.add({
+      bench: 'overhead', name: 'leasejob run -- true', unit: 'ms', samples: runS,
+      baseline: { name: base.name, samples: samples[base.name] },
+    }));
+  }
+  const vsNode = rows[0];
+  vsNode.note = `leasejob run costs ${Math.round(vsNode.pairedDiff.median)} ms more than node -e 0 (median of per-iteration differences)` +
+    (failures.length ? `; ${failures.length} non-zero exits: ${failures.slice(0, 2).join(' | ')}` : '');
+  if (!ctx.etcd) ctx.report.note('overhead: no etcdctl baseline (see etcd note)');
+}
