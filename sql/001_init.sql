@@ -118,6 +118,34 @@ BEGIN
   RETURN v_seq;
 END $$;
 
+-- Record what the job is expected to do (registry for absence checks). Only written when it
+-- changed: an upsert would lock the job's row even when it updates nothing, and a herd of
+-- contenders would queue on it.
+CREATE FUNCTION register_job(p_job text, p_ttl_ms integer, p_spec jsonb) RETURNS void
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+#variable_conflict use_column
+BEGIN
+  IF p_spec IS NOT NULL AND NOT EXISTS (
+       SELECT 1 FROM jobs j WHERE j.name = p_job
+          AND (j.schedule, j.tz, j.window_mode, j.window_format, j.window_offset, j.ttl_ms,
+               j.max_delay_ms, j.alert_after_ms)
+              IS NOT DISTINCT FROM
+              (p_spec->>'schedule', p_spec->>'tz', p_spec->>'window_mode', p_spec->>'window_format',
+               p_spec->>'window_offset', p_ttl_ms, (p_spec->>'max_delay_ms')::bigint,
+               (p_spec->>'alert_after_ms')::bigint)) THEN
+    INSERT INTO jobs AS j (name, schedule, tz, window_mode, window_format, window_offset,
+                           ttl_ms, max_delay_ms, alert_after_ms)
+    VALUES (p_job, p_spec->>'schedule', p_spec->>'tz', p_spec->>'window_mode',
+            p_spec->>'window_format', p_spec->>'window_offset', p_ttl_ms,
+            (p_spec->>'max_delay_ms')::bigint, (p_spec->>'alert_after_ms')::bigint)
+    ON CONFLICT (name) DO UPDATE SET
+      schedule = EXCLUDED.schedule, tz = EXCLUDED.tz, window_mode = EXCLUDED.window_mode,
+      window_format = EXCLUDED.window_format, window_offset = EXCLUDED.window_offset,
+      ttl_ms = EXCLUDED.ttl_ms, max_delay_ms = EXCLUDED.max_delay_ms,
+      alert_after_ms = EXCLUDED.alert_after_ms, updated_at = now();
+  END IF;
+END $$;
+
 -- Acquire the lease and claim the window in one round trip.
 -- outcome: acquired | busy (live holder) | stale (holder stopped renewing or lost its session:
 -- wait until expires_at and try again) | done (window already completed) | missed (occurrence
@@ -143,38 +171,16 @@ DECLARE
 BEGIN
   db_now := now();
 
-  -- Only write the registry when it changed: an upsert would lock the job's row even when it
-  -- updates nothing, and a herd of contenders would queue on it.
-  IF p_spec IS NOT NULL AND NOT EXISTS (
-       SELECT 1 FROM jobs j WHERE j.name = p_job
-          AND (j.schedule, j.tz, j.window_mode, j.window_format, j.window_offset, j.ttl_ms,
-               j.max_delay_ms, j.alert_after_ms)
-              IS NOT DISTINCT FROM
-              (p_spec->>'schedule', p_spec->>'tz', p_spec->>'window_mode', p_spec->>'window_format',
-               p_spec->>'window_offset', p_ttl_ms, (p_spec->>'max_delay_ms')::bigint,
-               (p_spec->>'alert_after_ms')::bigint)) THEN
-    INSERT INTO jobs AS j (name, schedule, tz, window_mode, window_format, window_offset,
-                           ttl_ms, max_delay_ms, alert_after_ms)
-    VALUES (p_job, p_spec->>'schedule', p_spec->>'tz', p_spec->>'window_mode',
-            p_spec->>'window_format', p_spec->>'window_offset', p_ttl_ms,
-            (p_spec->>'max_delay_ms')::bigint, (p_spec->>'alert_after_ms')::bigint)
-    ON CONFLICT (name) DO UPDATE SET
-      schedule = EXCLUDED.schedule, tz = EXCLUDED.tz, window_mode = EXCLUDED.window_mode,
-      window_format = EXCLUDED.window_format, window_offset = EXCLUDED.window_offset,
-      ttl_ms = EXCLUDED.ttl_ms, max_delay_ms = EXCLUDED.max_delay_ms,
-      alert_after_ms = EXCLUDED.alert_after_ms, updated_at = now()
-    WHERE (j.schedule, j.tz, j.window_mode, j.window_format, j.window_offset, j.ttl_ms,
-           j.max_delay_ms, j.alert_after_ms)
-      IS DISTINCT FROM
-          (EXCLUDED.schedule, EXCLUDED.tz, EXCLUDED.window_mode, EXCLUDED.window_format,
-           EXCLUDED.window_offset, EXCLUDED.ttl_ms, EXCLUDED.max_delay_ms, EXCLUDED.alert_after_ms);
-  END IF;
+  -- Lock order: the lease row first (finish() too, whoever holds it), so acquire and finish
+  -- of one job serialize there; the job's row (registry, event counter) before the window's
+  -- where no lease is taken (the missed path).
 
   -- A completed window is final (completed_at is only ever set by a lease holder), so a
   -- late duplicate leaves without touching the lease.
   IF p_window IS NOT NULL AND NOT p_rerun THEN
     SELECT w.completed_at INTO v_done FROM windows w WHERE w.job = p_job AND w.window_key = p_window;
     IF v_done IS NOT NULL THEN
+      PERFORM register_job(p_job, p_ttl_ms, p_spec);
       outcome := 'done'; completed_at := v_done;
       RETURN NEXT; RETURN;
     END IF;
@@ -182,11 +188,13 @@ BEGIN
 
   IF p_window IS NOT NULL AND p_max_delay_ms IS NOT NULL AND p_scheduled_at IS NOT NULL
      AND now() - p_scheduled_at > make_interval(secs => p_max_delay_ms / 1000.0) THEN
+    -- The job's row before the window's, as everywhere.
+    PERFORM register_job(p_job, p_ttl_ms, p_spec);
+    PERFORM record_event(p_job, 'window-missed', p_window, p_owner, NULL, p_host_time,
+      jsonb_build_object('scheduled_at', p_scheduled_at, 'max_delay_ms', p_max_delay_ms));
     INSERT INTO windows AS w (job, window_key, scheduled_at, owner, generation, attempts, outcome, finished_at)
     VALUES (p_job, p_window, p_scheduled_at, p_owner, 0, 0, 'missed', now())
     ON CONFLICT (job, window_key) DO NOTHING;
-    PERFORM record_event(p_job, 'window-missed', p_window, p_owner, NULL, p_host_time,
-      jsonb_build_object('scheduled_at', p_scheduled_at, 'max_delay_ms', p_max_delay_ms));
     outcome := 'missed';
     RETURN NEXT; RETURN;
   END IF;
@@ -221,6 +229,8 @@ BEGIN
   END;
   PERFORM set_config('lock_timeout', '0', true);
   END IF;
+
+  PERFORM register_job(p_job, p_ttl_ms, p_spec);
 
   IF v_gen IS NULL THEN
     -- Busy: describe the holder so the caller can skip, wait, or wait out a stale holder.
@@ -309,10 +319,11 @@ DECLARE
   v_lease leases%ROWTYPE;
 BEGIN
   db_now := now();
-  SELECT * INTO v_lease FROM leases l
-   WHERE l.name = p_job AND l.owner = p_owner AND l.generation = p_generation AND l.expires_at > now()
-   FOR UPDATE;
-  held := FOUND;
+  -- Lock the lease row whoever holds it, first, as acquire() does: a finish that lost its
+  -- lease and the new owner's acquire then serialize here instead of deadlocking later on
+  -- the window and job rows.
+  SELECT * INTO v_lease FROM leases l WHERE l.name = p_job FOR UPDATE;
+  held := FOUND AND v_lease.owner = p_owner AND v_lease.generation = p_generation AND v_lease.expires_at > now();
 
   IF held AND p_window IS NOT NULL AND p_outcome IN ('completed', 'failed') THEN
     UPDATE windows w SET

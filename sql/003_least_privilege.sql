@@ -9,6 +9,8 @@
 
 ALTER FUNCTION record_event(text, text, text, text, bigint, timestamptz, jsonb)
   SECURITY DEFINER SET search_path FROM CURRENT;
+ALTER FUNCTION register_job(text, integer, jsonb)
+  SECURITY DEFINER SET search_path FROM CURRENT;
 ALTER FUNCTION acquire(text, text, integer, integer, text, timestamptz, boolean, bigint, timestamptz, jsonb, integer)
   SECURITY DEFINER SET search_path FROM CURRENT;
 ALTER FUNCTION renew(text, text, bigint, integer, integer)

@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { measureOffset, sleep, stamp, CLOCK_OFFSET_WARN_MS, type OffsetMeasurement } from './clock.js';
 import { LeaseUnavailableError } from './errors.js';
-import { LeaseKeeper, safetyMarginMs, type LossReason } from './lease.js';
+import { LeaseKeeper, safetyMarginMs, stopAfterMs, type LossReason } from './lease.js';
 import type { Logger } from './log.js';
 import type { LeaseStore as Store } from './store.js';
 
@@ -177,11 +177,20 @@ async function runHeld<T>(
   opts.signal?.addEventListener('abort', onCancel, { once: true });
   if (opts.signal?.aborted) onCancel();
 
+  // An acquisition answered late (a slow network, a starved CPU) may leave no time to run
+  // safely: past the stop point the task would have to be stopped at once, or might even
+  // start after the lease could have expired. Never start it then.
+  if (performance.now() >= held.sent.mono + stopAfterMs(held.timing)) {
+    log.warn({ generation, remainingMs: Math.round(keeper.remainingMs()) }, 'lease acquired too late to start safely');
+    abort({ kind: 'deadline', detail: 'the acquisition was answered after the stop point', graceMs: 0 });
+  }
+
   const idempotencyKey = win ? `${opts.name}:${win.key}` : `${opts.name}:${generation}`;
   let value: T | undefined;
   let error: unknown;
   let ok = false;
   try {
+    if (aborted) throw new LeaseUnavailableError('lease acquired too late to start the task safely', 'E_LEASE_LATE');
     value = await task({ signal: controller.signal, fenceToken: generation, idempotencyKey, owner, window: win?.key, attempt, scheduledAt: win?.scheduledAt });
     // Only an uninterrupted task counts: one stopped early (even if it then returned
     // normally) may have done part of the work, and the window stays open for a retry.

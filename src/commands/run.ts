@@ -79,6 +79,8 @@ function childEnv(config: RunConfig, ctx: TaskContext, databaseUrl: string | und
 }
 
 async function superviseChild(config: RunConfig, ctx: TaskContext, databaseUrl: string | undefined, log: ReturnType<typeof createLogger>): Promise<ChildResult> {
+  // The lease may have been lost (or its stop point passed) while we got here: never start then.
+  ctx.signal.throwIfAborted();
   const child: ChildHandle = await startChild(config.command, config.args, { env: childEnv(config, ctx, databaseUrl) });
   const started = performance.now();
   log.info({ childPid: child.pid, command: config.command, generation: ctx.fenceToken, attempt: ctx.attempt }, 'child started');

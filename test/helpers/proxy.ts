@@ -5,6 +5,8 @@ export interface Proxy {
   port: number;
   /** Reset every open connection and refuse new ones. */
   cut(): void;
+  /** Hold new connections without an answer (a black hole) until heal(). */
+  hold(): void;
   /** Accept and forward again. */
   heal(): void;
   close(): Promise<void>;
@@ -16,11 +18,9 @@ export async function startProxy(targetUrl: string): Promise<Proxy> {
   const target = new URL(targetUrl);
   const sockets = new Set<net.Socket>();
   let open = true;
-  const server = net.createServer((client) => {
-    if (!open) {
-      client.resetAndDestroy();
-      return;
-    }
+  let holding = false;
+  const held: net.Socket[] = [];
+  const forward = (client: net.Socket): void => {
     const upstream = net.connect(Number(target.port), target.hostname);
     sockets.add(client).add(upstream);
     const drop = (): void => {
@@ -32,6 +32,18 @@ export async function startProxy(targetUrl: string): Promise<Proxy> {
     client.on('error', drop).on('close', drop);
     upstream.on('error', drop).on('close', drop);
     client.pipe(upstream).pipe(client);
+    client.resume();
+  };
+  const server = net.createServer({ pauseOnConnect: true }, (client) => {
+    if (!open) {
+      client.resetAndDestroy();
+      return;
+    }
+    if (holding) {
+      held.push(client);
+      return;
+    }
+    forward(client);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as net.AddressInfo).port;
@@ -42,12 +54,17 @@ export async function startProxy(targetUrl: string): Promise<Proxy> {
       for (const s of sockets) s.resetAndDestroy();
       sockets.clear();
     },
+    hold() {
+      holding = true;
+    },
     heal() {
       open = true;
+      holding = false;
+      for (const c of held.splice(0)) if (!c.destroyed) forward(c);
     },
     close: () =>
       new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
+        for (const s of [...sockets, ...held]) s.destroy();
         server.close(() => resolve());
       }),
     url(t: string) {

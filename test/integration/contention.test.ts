@@ -135,4 +135,60 @@ describe('contention and faults', () => {
       await proxy.close();
     }
   });
+
+  it('an acquisition answered after the stop point never starts the child: exit 75, lease released', async () => {
+    const proxy = await startProxy(db.url);
+    try {
+      const marks = path.join(tmp, 'late.txt');
+      // TTL 3 s, grace 500 ms: the stop point is 2.2 s after the acquire was sent.
+      proxy.hold();
+      const run = startCli(['run', ...base('late', proxy.url(db.url)), '--window', 'w', '--ttl', '3s', '--kill-grace', '500ms',
+        '--', process.execPath, fixture('append-pid.mjs'), marks]);
+      await new Promise((r) => setTimeout(r, 3_500));
+      proxy.heal();
+      const r = await run;
+      expect(r.exitCode, r.all).toBe(75);
+      expect(logLines(r.stderr).some((l) => l.msg === 'lease acquired too late to start safely')).toBe(true);
+      expect(existsSync(marks)).toBe(false);
+      const w = await db.rows<{ completed: boolean }>(`SELECT completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'late'`);
+      expect(w).toEqual([{ completed: false }]);
+      const lease = await db.rows<{ released: boolean }>(`SELECT released_at IS NOT NULL AS released FROM ${db.schema}.leases WHERE name = 'late'`);
+      expect(lease).toEqual([{ released: true }]);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('acquire and finish of one job never deadlock, whatever the runners\' registry settings', async () => {
+    // Two runner configurations on one job (as during a rolling change), 24 connections racing.
+    const { default: pg } = await import('pg');
+    const until = Date.now() + 6_000;
+    const errors: string[] = [];
+    let acquired = 0;
+    await Promise.all(Array.from({ length: 24 }, async (_, i) => {
+      const c = new pg.Client({ connectionString: db.url });
+      await c.connect();
+      const spec = JSON.stringify({ schedule: null, tz: 'UTC', window_mode: 'literal', alert_after_ms: i % 2 ? 60_000 : null });
+      try {
+        while (Date.now() < until) {
+          const owner = `dl:${i}:${Math.random().toString(16).slice(2, 10)}`;
+          try {
+            const { rows } = await c.query(`SELECT * FROM ${db.schema}.acquire('deadlock', $1, 3000, 1000, $2, NULL, false, NULL, now(), $3, 500)`, [owner, `w${i % 3}`, spec]);
+            if (rows[0].outcome === 'acquired') {
+              acquired += 1;
+              await c.query(`SELECT * FROM ${db.schema}.finish('deadlock', $1, $2, $3, 'failed', 1, now(), '{}')`, [owner, rows[0].generation, `w${i % 3}`]);
+            } else {
+              await c.query(`SELECT ${db.schema}.record_event('deadlock', 'busy-skip', NULL, $1, NULL, now(), '{}')`, [owner]);
+            }
+          } catch (err) {
+            errors.push(`${(err as { code?: string }).code} ${(err as Error).message}`);
+          }
+        }
+      } finally {
+        await c.end();
+      }
+    }));
+    expect(errors.slice(0, 3)).toEqual([]);
+    expect(acquired).toBeGreaterThan(10);
+  });
 });
