@@ -6,8 +6,10 @@ import { main } from '../dist/bundle/cli.js';
 
 const code = await main(process.argv);
 // A slow reader on a pipe (`leasejob status | jq`) may not have taken all of stdout yet:
-// exiting now would cut it short.
-for (const stream of [process.stdout, process.stderr]) {
-  if (stream.writableLength > 0) await new Promise((resolve) => stream.once('drain', resolve));
-}
+// exiting now would cut it short. Bounded, so a reader that never reads cannot hold us.
+const DRAIN_LIMIT_MS = 10_000;
+const drained = (stream) =>
+  stream.writableLength === 0 ? Promise.resolve() : new Promise((resolve) => stream.once('drain', resolve));
+const limit = new Promise((resolve) => setTimeout(resolve, DRAIN_LIMIT_MS).unref());
+await Promise.race([Promise.all([drained(process.stdout), drained(process.stderr)]), limit]);
 process.exit(code);

@@ -31,6 +31,9 @@ export function createPool(source: ConnectionSource, opts: PoolOptions = {}): pg
   return pool;
 }
 
+/** How long closing the pool may take before the process exits regardless. */
+const CLOSE_LIMIT_MS = 2_000;
+
 /**
  * How long acquire waits for the lease row when a fenced transaction holds it: short enough
  * that a contender facing a working owner still leaves within about a second.
@@ -205,7 +208,15 @@ export class PgStore implements LeaseStore {
     await this.pool.query('SELECT 1');
   }
 
+  /** Bounded: a query stuck on a black-holed connection must not hold the process at exit. */
   async close(): Promise<void> {
-    await this.pool.end().catch(() => {});
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      this.pool.end().catch(() => {}),
+      new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, CLOSE_LIMIT_MS);
+      }),
+    ]);
+    clearTimeout(timer);
   }
 }

@@ -1,0 +1,378 @@
+// The invariants checked after each round, from the database (events, leases, windows, the
+// protected table with real commit timestamps), the children's effects log and what the
+// harness saw (exit codes, log lines, /proc, fault times). Each violation is one precise line.
+//
+// Clocks: the harness stamps its observations with its own wall clock, which is the database
+// clock (same kernel, no faketime in the harness; the offset is measured at start and applied).
+
+// Resolution of an end time: /proc is polled every 50 ms, log lines and stamps arrive through
+// pipes and a busy event loop. Generous, as a 2-core machine shared with other work needs.
+const END_SLACK_MS = 500;
+// A child whose runner was SIGKILLed dies by PR_SET_PDEATHSIG at once; the harness sees it in
+// /proc within a poll, unless its own event loop is busy (spawning the 50 contenders).
+const PDEATH_SLACK_MS = 2_000;
+// ... and it attempts nothing after the kill: an effect this long after it means it lived on.
+const PDEATH_EFFECT_SLACK_MS = 250;
+// After SIGCONT the runner's overdue deadline fires at once and stops the child with no grace
+// left (SIGTERM then SIGKILL); `child-first` resumes the runner 150 ms after the child.
+const RESUME_SLACK_MS = 1_500;
+
+// Runner log lines that explain an exit 75 besides `lease lost`.
+const LOSS_MESSAGES = new Set([
+  'lease was no longer held at finish; outcome not recorded',
+  'lease acquired too late to start safely',
+]);
+
+const k2 = (a, b) => `${a}\u0000${b}`;
+const iso = (t) => (t === undefined || t === null ? 'never' : new Date(t).toISOString());
+const ms = (t) => (t === undefined || t === null ? undefined : t instanceof Date ? t.getTime() : typeof t === 'string' ? Date.parse(t) : t);
+
+export async function loadRound(pool, schema, jobs) {
+  const s = `"${schema}"`;
+  const q = async (text) => (await pool.query(text, [jobs])).rows;
+  return {
+    events: await q(`SELECT job, seq::int AS seq, kind, window_key, owner, generation::text AS generation, db_time, detail,
+                            pg_xact_commit_timestamp(xmin) AS committed_at
+                       FROM ${s}.events WHERE job = ANY($1) ORDER BY job, seq`),
+    leases: await q(`SELECT name, owner, generation::text AS generation, expires_at, released_at FROM ${s}.leases WHERE name = ANY($1)`),
+    windows: await q(`SELECT job, window_key, generation::text AS generation, attempts, outcome, completed_at FROM ${s}.windows WHERE job = ANY($1)`),
+    units: await q(`SELECT job, window_key, unit, generation::text AS generation, written_at, pg_xact_commit_timestamp(xmin) AS committed_at
+                      FROM ${s}.chaos_units WHERE job = ANY($1)`),
+    childEnds: await q(`SELECT job, window_key, generation::text AS generation, pid, reason, exit_code, ended_at
+                          FROM ${s}.chaos_child_ends WHERE job = ANY($1)`),
+  };
+}
+
+/** Per job: acquisitions by generation, releases, successors, claims; from the event log. */
+function indexEvents(events) {
+  const byJob = new Map();
+  for (const e of events) {
+    let j = byJob.get(e.job);
+    if (!j) byJob.set(e.job, (j = { events: [], acq: new Map(), released: new Map(), successorOf: new Map(), claims: new Map(), completed: new Map() }));
+    j.events.push(e);
+    if (e.kind === 'acquired' || e.kind === 'stale-takeover') j.acq.set(e.generation, e);
+    if (e.kind === 'stale-takeover' && e.detail?.previous_generation !== undefined) j.successorOf.set(String(e.detail.previous_generation), e);
+    if (e.kind === 'released') j.released.set(e.generation, e);
+    if (e.kind === 'window-claimed') j.claims.set(e.generation, e);
+    if (e.kind === 'window-completed') j.completed.set(e.generation, e);
+  }
+  for (const j of byJob.values()) j.gens = [...j.acq.keys()].map(BigInt).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)).map(String);
+  return byJob;
+}
+
+/** The acquisition of the first generation after g, if any. */
+function nextAcquisition(j, g) {
+  const i = j.gens.indexOf(g);
+  return i >= 0 && i + 1 < j.gens.length ? j.acq.get(j.gens[i + 1]) : undefined;
+}
+
+export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, stragglers, clockOffsetMs, effects, parentDeathSignal }) {
+  const inv = new Map();
+  const violate = (name, msg) => inv.get(name).push(msg);
+  for (const name of ['fencing', 'exactly-once', 'completion', 'generations', 'child-lifetime', 'exit-codes', 'contenders']) inv.set(name, []);
+  const figures = { takeoverMs: [], lossToStopMs: [], pdeathMs: [], marginMs: [], effects: {} };
+  const db = (t) => (t === undefined ? undefined : t + clockOffsetMs); // harness clock -> database clock
+  const ev = indexEvents(data.events);
+  const J = (job) => ev.get(job) ?? { events: [], acq: new Map(), released: new Map(), successorOf: new Map(), claims: new Map(), completed: new Map(), gens: [] };
+
+  // --- fencing: no unit committed by a generation after the lease had moved on. -------------
+  // Exact rule, on commit timestamps (track_commit_timestamp), not on events.db_time: db_time is
+  // now(), the *start* of the acquiring transaction, and an acquisition that waited on a fenced
+  // transaction's FOR SHARE lock starts before that transaction commits; the lock orders them,
+  // so the meaningful order is the commit order. A unit written by generation g must commit
+  // after g's acquisition committed, before g+1's acquisition committed, and before g's release.
+  for (const u of data.units) {
+    const j = J(u.job);
+    const c = ms(u.committed_at);
+    const where = `${u.job} ${u.window_key} unit ${u.unit}`;
+    const acq = j.acq.get(u.generation);
+    if (c === undefined) {
+      violate('fencing', `${where}: no commit timestamp (track_commit_timestamp off?)`);
+      continue;
+    }
+    if (!acq) {
+      violate('fencing', `${where}: written by generation ${u.generation}, which was never acquired`);
+      continue;
+    }
+    if (c < ms(acq.committed_at)) violate('fencing', `${where}: committed at ${iso(c)}, before its generation ${u.generation} was acquired (${iso(ms(acq.committed_at))})`);
+    const next = nextAcquisition(j, u.generation);
+    if (next && c > ms(next.committed_at)) {
+      violate('fencing', `${where}: committed at ${iso(c)} by generation ${u.generation}, ${c - ms(next.committed_at)} ms after generation ${next.generation} was acquired (${next.kind} committed ${iso(ms(next.committed_at))}, db_time ${iso(ms(next.db_time))})`);
+    }
+    const rel = j.released.get(u.generation);
+    if (rel && c > ms(rel.committed_at)) violate('fencing', `${where}: committed at ${iso(c)} by generation ${u.generation}, ${c - ms(rel.committed_at)} ms after that generation released the lease`);
+    const claim = j.claims.get(u.generation);
+    if (claim && claim.window_key !== u.window_key) violate('fencing', `${where}: written by generation ${u.generation}, which had claimed window ${claim.window_key}`);
+  }
+
+  // The ledger is written under the same rule: a window completed by g after g+1 existed.
+  for (const [job, j] of ev) {
+    for (const e of j.events) {
+      if (e.kind !== 'window-completed') continue;
+      const next = nextAcquisition(j, e.generation);
+      if (next && ms(e.committed_at) > ms(next.committed_at)) {
+        violate('fencing', `${job} ${e.window_key}: completed by generation ${e.generation} at ${iso(ms(e.committed_at))}, after generation ${next.generation} was acquired (${iso(ms(next.committed_at))})`);
+      }
+    }
+  }
+
+  // --- exactly once ------------------------------------------------------------------------
+  // The primary key makes a second row for a unit impossible, so what is checked is what it
+  // cannot show: a completed window has every unit; no window is completed twice or claimed
+  // again once completed; no child found a unit it had not seen written appear under it; and
+  // the effects log. Effects are attempted inside the fenced transaction (see chaos-writer.mjs),
+  // so for one window (one IDEMPOTENCY_KEY) the tokens must never go down in database time: an
+  // effect carrying token g after one carrying g' > g is exactly what a receiver keeping the
+  // highest token would have to refuse, i.e. two owners acting on one occurrence at once.
+  // Repeats of an item under the same key (a unit attempted, then its transaction lost to a
+  // kill or a restart, then retried) are expected and counted: the key makes them harmless.
+  const unitsByWindow = new Map();
+  for (const u of data.units) {
+    const key = k2(u.job, u.window_key);
+    if (!unitsByWindow.has(key)) unitsByWindow.set(key, []);
+    unitsByWindow.get(key).push(u);
+  }
+  const windowRows = new Map(data.windows.map((w) => [k2(w.job, w.window_key), w]));
+  const targeted = new Map();
+  for (const r of runs) targeted.set(k2(r.job, r.window), { job: r.job, window: r.window });
+  for (const { job, window } of targeted.values()) {
+    const w = windowRows.get(k2(job, window));
+    const units = (unitsByWindow.get(k2(job, window)) ?? []).map((u) => u.unit).sort((a, b) => a - b);
+    const n = unitsOf(job, window);
+    if (w?.completed_at) {
+      const missing = [];
+      for (let i = 1; i <= n; i += 1) if (!units.includes(i)) missing.push(i);
+      if (missing.length > 0) violate('exactly-once', `${job} ${window}: completed (generation ${w.generation}) but units ${missing.join(',')} of ${n} are missing`);
+    }
+    const extra = units.filter((x) => x < 1 || x > n);
+    if (extra.length > 0) violate('exactly-once', `${job} ${window}: units outside 1..${n}: ${extra.join(',')}`);
+  }
+  for (const [job, j] of ev) {
+    const completedAt = new Map();
+    for (const e of j.events) {
+      if (e.kind === 'window-completed') {
+        if (completedAt.has(e.window_key)) violate('exactly-once', `${job} ${e.window_key}: completed twice (seq ${completedAt.get(e.window_key)} and ${e.seq}, generation ${e.generation})`);
+        else completedAt.set(e.window_key, e.seq);
+      }
+      if (e.kind === 'window-claimed' && completedAt.has(e.window_key)) {
+        violate('exactly-once', `${job} ${e.window_key}: claimed again by generation ${e.generation} (seq ${e.seq}) after it was completed (seq ${completedAt.get(e.window_key)})`);
+      }
+    }
+  }
+  const byKey = new Map();
+  let attempts = 0;
+  for (const e of effects) {
+    if (e.kind === 'conflict') violate('exactly-once', `${e.job} ${e.window} unit ${e.unit}: child with token ${e.token} found it written by generation ${e.existing_generation} after it had read the window`);
+    if (e.kind !== 'effect') continue;
+    attempts += 1;
+    if (!byKey.has(e.key)) byKey.set(e.key, []);
+    byKey.get(e.key).push(e);
+  }
+  const items = new Map();
+  for (const [key, list] of byKey) {
+    list.sort((a, b) => Date.parse(a.db_time) - Date.parse(b.db_time));
+    let top;
+    for (const e of list) {
+      const tok = BigInt(e.token);
+      if (top && tok < BigInt(top.token)) {
+        violate('exactly-once', `${key}: effect ${e.item} attempted with token ${e.token} at ${e.db_time}, after token ${top.token} had attempted ${top.item} at ${top.db_time} (a fencing receiver refuses it)`);
+      }
+      if (!top || tok > BigInt(top.token)) top = e;
+      const it = items.get(e.item) ?? { tokens: new Set(), n: 0 };
+      it.tokens.add(e.token);
+      it.n += 1;
+      items.set(e.item, it);
+    }
+  }
+  for (const u of data.units) {
+    const it = items.get(`${u.job}:${u.window_key}:${u.unit}`);
+    if (!it || !it.tokens.has(u.generation)) violate('exactly-once', `${u.job} ${u.window_key} unit ${u.unit}: committed by generation ${u.generation} with no effect attempt logged under that token (effects log incomplete)`);
+  }
+  figures.effects = {
+    attempts,
+    items: items.size,
+    repeatedItems: [...items.values()].filter((i) => i.n > 1).length,
+    itemsUnderSeveralTokens: [...items.values()].filter((i) => i.tokens.size > 1).length,
+  };
+
+  // --- completion: every window a runner was started for is completed after the settle phase.
+  for (const { job, window } of targeted.values()) {
+    const w = windowRows.get(k2(job, window));
+    if (!w?.completed_at) violate('completion', `${job} ${window}: not completed after the faults stopped and up to 3 clean reruns (${w ? `outcome ${w.outcome}, attempts ${w.attempts}, generation ${w.generation}` : 'never claimed'})`);
+  }
+
+  // --- generations: strictly increasing (by one) in event order, events never ahead of them.
+  for (const job of jobs) {
+    const j = J(job);
+    let prev;
+    let lastSeq = 0;
+    for (const e of j.events) {
+      if (e.seq !== lastSeq + 1) violate('generations', `${job}: event seq jumps from ${lastSeq} to ${e.seq}`);
+      lastSeq = e.seq;
+      if (e.kind === 'acquired' || e.kind === 'stale-takeover') {
+        const g = BigInt(e.generation);
+        if (prev !== undefined && g <= prev) violate('generations', `${job}: generation ${g} acquired at seq ${e.seq} after generation ${prev}`);
+        else if (prev !== undefined && g !== prev + 1n) violate('generations', `${job}: generation ${g} acquired at seq ${e.seq}, expected ${prev + 1n}`);
+        if (e.kind === 'stale-takeover' && String(e.detail?.previous_generation) !== String(g - 1n)) {
+          violate('generations', `${job}: stale-takeover to ${g} at seq ${e.seq} names previous generation ${e.detail?.previous_generation}`);
+        }
+        prev = g;
+      } else if (e.generation !== null && e.kind !== 'fence-refused' && (prev === undefined || BigInt(e.generation) > prev)) {
+        violate('generations', `${job}: ${e.kind} for generation ${e.generation} at seq ${e.seq}, before that generation was acquired`);
+      }
+    }
+    const lease = data.leases.find((l) => l.name === job);
+    if (lease && prev !== undefined && String(prev) !== lease.generation) violate('generations', `${job}: lease row at generation ${lease.generation}, last acquisition event ${prev}`);
+  }
+
+  // --- child lifetime ------------------------------------------------------------------------
+  // For a run of generation g whose child ended at E (database clock: the child's own stamp if
+  // it made one, else the earliest of the harness seeing it gone in /proc and the runner logging
+  // its exit):
+  //   L(g): the latest the lease of g could have expired: its release time if g released it,
+  //         else the expiry the successor found passed (stale-takeover detail previous_expired_at),
+  //         else the lease row's expires_at (g is still the last generation).
+  //   M(g): when the lease moved on: the commit of g's release or of g+1's acquisition.
+  // A violation is E > M(g) + slack AND E > L(g) + slack: the child worked on after someone else
+  // could hold the lease and after its own lease could have expired. (A child still running past
+  // L(g) with nobody after it is late but harmless; one past M(g) but within L(g) cannot happen.)
+  // Exceptions, each with its own rule instead:
+  //   - paused (SIGSTOP) runs: a frozen runner cannot stop anything; the fence is what protects.
+  //     Their child must be gone within RESUME_SLACK_MS of SIGCONT.
+  //   - SIGKILLed runners: the child must be gone within PDEATH_SLACK_MS of the kill (parent-death
+  //     signal through setpriv), or the run's group kill took it.
+  // And a child that was never paused must never be refused by the fence: its runner is meant
+  // to stop it (deadline at TTL - grace - margin) before the lease can expire, so a refusal
+  // means the runner was late.
+  const endsByRun = new Map(data.childEnds.map((c) => [k2(c.job, `${c.generation}:${c.pid}`), c]));
+  for (const r of runs) {
+    if (!r.child || r.generation === undefined) continue;
+    const j = J(r.job);
+    const g = r.generation;
+    const stamp = endsByRun.get(k2(r.job, `${g}:${r.child.pid}`));
+    const observed = [r.child.goneAt, r.child.exitedLineAt].filter((t) => t !== undefined).map(db);
+    const E = stamp ? ms(stamp.ended_at) : observed.length ? Math.min(...observed) : undefined;
+    r.child.end = E;
+    const who = `${r.job} ${r.window} generation ${g} (run ${r.id}, host ${r.host}, child ${r.child.pid})`;
+    if (E === undefined) {
+      violate('child-lifetime', `${who}: child still alive at the end of the round`);
+      continue;
+    }
+    const rel = j.released.get(g);
+    const succ = j.successorOf.get(g) ?? nextAcquisition(j, g);
+    const lease = data.leases.find((l) => l.name === r.job);
+    const L = rel ? ms(rel.db_time) : succ?.detail?.previous_expired_at ? ms(succ.detail.previous_expired_at) : lease?.generation === g ? ms(lease.expires_at) : undefined;
+    const moved = [rel && ms(rel.committed_at), succ && ms(succ.committed_at)].filter((t) => t !== undefined);
+    const M = moved.length ? Math.min(...moved) : Infinity;
+    const paused = r.faults.find((f) => f.kind === 'pause');
+    const killed = r.faults.find((f) => f.kind === 'kill-runner' || f.kind === 'kill-group');
+    if (L !== undefined && !rel && !paused && !killed) figures.marginMs.push(L - E);
+    if (paused) {
+      const limit = db(paused.resumedAt ?? paused.at) + RESUME_SLACK_MS;
+      if (E > Math.max(limit, M + END_SLACK_MS)) violate('child-lifetime', `${who}: paused until ${iso(db(paused.resumedAt))}, child ended ${E - db(paused.resumedAt)} ms after SIGCONT (limit ${RESUME_SLACK_MS} ms)`);
+    } else if (killed) {
+      figures.pdeathMs.push(E - db(killed.at));
+      if (killed.kind === 'kill-runner' && parentDeathSignal) {
+        if (E > db(killed.at) + PDEATH_SLACK_MS) violate('child-lifetime', `${who}: runner SIGKILLed at ${iso(db(killed.at))}, child lived ${E - db(killed.at)} ms more (no parent-death signal?)`);
+        const after = effects.filter((e) => e.kind === 'effect' && e.pid === r.child.pid && Date.parse(e.db_time) > db(killed.at) + PDEATH_EFFECT_SLACK_MS);
+        if (after.length > 0) violate('child-lifetime', `${who}: runner SIGKILLed at ${iso(db(killed.at))}, child still attempted ${after.length} effect(s), the first at ${after[0].db_time}`);
+      }
+    } else {
+      if (L !== undefined && E > M + END_SLACK_MS && E > L + END_SLACK_MS) {
+        const started = db(r.child.startedAt);
+        const late = started > L ? `; it was only started at ${iso(started)}, ${started - L} ms after that expiry (runner logged 'lease acquired' ${db(r.acquiredAt) !== undefined ? `${started - db(r.acquiredAt)} ms before 'child started'` : 'never'})` : '';
+        violate('child-lifetime', `${who}: child ended at ${iso(E)}, ${E - L} ms after its lease's last possible expiry ${iso(L)} and ${E - M} ms after the lease moved on (${iso(M)})${late}`);
+      }
+      const refused = stamp?.reason === 'fence-refused' || effects.some((e) => e.kind === 'refused' && e.pid === r.child.pid && e.token === g);
+      if (refused) violate('child-lifetime', `${who}: never paused, yet its child was refused by the fence: the runner did not stop it before the lease expired (lease lost: ${r.lossReason ?? 'not logged'})`);
+    }
+    if (r.lostAt !== undefined && !paused) figures.lossToStopMs.push(Math.max(0, E - db(r.lostAt)));
+    if (r.exitedAt !== undefined && !killed && E > db(r.exitedAt) + END_SLACK_MS) violate('child-lifetime', `${who}: child ended ${E - db(r.exitedAt)} ms after its runner exited`);
+  }
+
+  // --- exit codes ----------------------------------------------------------------------------
+  const outages = (r) => {
+    const spans = faults.filter((f) => f.kind === 'pg-restart' && f.injected).map((f) => [f.at, f.upAt]);
+    for (const f of faults) if (f.kind === 'partition' && f.injected && f.host === r.host) spans.push([f.at, f.healedAt]);
+    // A runner reaching the database just after it came back may still see the tail of it.
+    return spans.some(([a, b]) => r.startedAt <= (b ?? a) + 2_000 && (r.exitedAt ?? Infinity) >= a);
+  };
+  for (const r of runs) {
+    const who = `run ${r.id} (${r.job} ${r.window}, host ${r.host}, ${r.phase}, generation ${r.generation ?? '-'})`;
+    const got = r.signal ? r.signal : String(r.code);
+    if (stragglers.includes(r)) {
+      const last = r.lines.at(-1);
+      violate('exit-codes', `${who}: still running ${r.silentS} s after its last log line ('${last?.msg ?? 'none'}'); killed by the harness (${r.diagnosis ?? 'no diagnosis'})`);
+      continue;
+    }
+    const killed = r.faults.find((f) => f.kind === 'kill-runner' || f.kind === 'kill-group');
+    if (killed) {
+      if (r.signal !== 'SIGKILL') violate('exit-codes', `${who}: SIGKILLed by the harness but exited ${got}`);
+      continue;
+    }
+    if (r.signal) {
+      violate('exit-codes', `${who}: died by ${r.signal}, which nobody sent`);
+      continue;
+    }
+    const j = J(r.job);
+    const completedByMe = r.generation !== undefined && j.completed.has(r.generation);
+    const skipped = r.generation === undefined && (r.lines.some((l) => l.msg === 'lease busy' || l.msg === 'window already completed'));
+    const takenOver = r.generation !== undefined && j.successorOf.has(r.generation);
+    const lost = r.lostAt !== undefined || r.lines.some((l) => LOSS_MESSAGES.has(l.msg));
+    const fenceRefused = r.child?.exitCode === 75;
+    const waitedOut = /after waiting \d+ ms \(--wait-timeout\)/.test(r.stderr);
+    let ok;
+    let why;
+    switch (r.code) {
+      case 0:
+        ok = (completedByMe || skipped) && !takenOver;
+        why = takenOver ? 'its lease was taken over' : 'it neither completed its window nor skipped';
+        break;
+      case 75:
+        ok = lost || takenOver || fenceRefused || waitedOut;
+        why = 'no lease loss, fence refusal or wait timeout to explain it';
+        break;
+      case 69:
+        ok = outages(r);
+        why = 'no database outage (restart, partition of its host) during its life';
+        break;
+      default:
+        ok = false;
+        why = `unexpected code; last lines: ${r.stderr.trim().split('\n').slice(-2).join(' | ').slice(0, 400)}`;
+    }
+    if (!ok) violate('exit-codes', `${who}: exited ${got}, but ${why}`);
+    if (completedByMe && r.code !== 0) violate('exit-codes', `${who}: its generation completed the window, yet it exited ${got}`);
+  }
+
+  // --- contenders: one winner per 50-runner window. A further claim is only allowed as the
+  // stale-takeover of a claimant whose runner logged the loss of its lease (a winner starved
+  // of CPU on this 2-core machine): two claims without a loss between them are two winners.
+  for (const cw of crowdWindows) {
+    const claims = J(cw.job).events.filter((e) => e.kind === 'window-claimed' && e.window_key === cw.window);
+    if (claims.length === 0) violate('contenders', `${cw.job} ${cw.window}: never claimed by any of ${cw.runs.length} contenders`);
+    for (const [i, c] of claims.entries()) {
+      if (i === 0) continue;
+      const before = claims[i - 1].generation;
+      const loser = runs.find((r) => r.job === cw.job && r.generation === before);
+      const acq = J(cw.job).acq.get(c.generation);
+      if (acq?.kind !== 'stale-takeover' || !loser || loser.lostAt === undefined) {
+        violate('contenders', `${cw.job} ${cw.window}: claimed by generation ${c.generation} (${acq?.kind}) after generation ${before} claimed it, whose runner ${loser ? 'logged no lease loss' : 'is unknown'}`);
+      }
+    }
+    figures.crowdClaims = (figures.crowdClaims ?? 0) + claims.length;
+    const bad = runs.filter((r) => cw.runs.includes(r.id) && (r.signal || (r.code !== 0 && !(r.code === 75 && r.lostAt !== undefined))));
+    if (bad.length > 0) violate('contenders', `${cw.job} ${cw.window}: ${bad.length} contenders exited neither 0 nor 75 after a lease loss (${bad.slice(0, 5).map((r) => `run ${r.id}: ${r.signal ?? r.code}`).join(', ')})`);
+  }
+
+  // --- figures -------------------------------------------------------------------------------
+  for (const f of faults) {
+    if (!f.injected || (f.kind !== 'kill-runner' && f.kind !== 'kill-group') || f.generation === undefined) continue;
+    const succ = J(f.job).successorOf.get(f.generation);
+    if (succ) figures.takeoverMs.push(ms(succ.db_time) - db(f.at));
+  }
+  const counts = {};
+  for (const e of data.events) counts[e.kind] = (counts[e.kind] ?? 0) + 1;
+  figures.events = counts;
+  return { invariants: inv, figures };
+}
+

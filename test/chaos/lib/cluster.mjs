@@ -1,0 +1,169 @@
+// The system under test's surroundings: our own PostgreSQL (so a fault can restart it), the
+// chaos database and schema, the protected tables, and the simulated hosts runners live on.
+import { execFile } from 'node:child_process';
+import { existsSync, renameSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { startEmbeddedPostgres } from '../../helpers/embedded-pg.mjs';
+import { pgbouncerBinary, startPgbouncer } from './pgbouncer.mjs';
+import { startProxy } from './proxy.mjs';
+
+export const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../..');
+export const BIN = path.join(ROOT, 'bin', 'leasejob.js');
+export const WRITER = path.join(ROOT, 'test', 'fixtures', 'chaos-writer.mjs');
+
+const FAKETIME_LIBS = [
+  '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1',
+  '/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1',
+  '/usr/lib/faketime/libfaketime.so.1',
+  '/usr/local/lib/faketime/libfaketime.so.1',
+];
+
+export function faketimeLibrary() {
+  return FAKETIME_LIBS.find((p) => existsSync(p));
+}
+
+const run = promisify(execFile);
+
+/** Run the built CLI to completion (migrate); throws with its output on a non-zero exit. */
+export async function cli(args) {
+  try {
+    return await run(process.execPath, [BIN, ...args], { cwd: ROOT, timeout: 60_000 });
+  } catch (err) {
+    throw new Error(`leasejob ${args[0]} failed (${err.code}): ${err.stderr || err.message}`);
+  }
+}
+
+/**
+ * Start PostgreSQL and prepare the chaos database.
+ * - track_commit_timestamp: the fencing check compares real commit times (see checks.mjs);
+ *   it is a server-start setting, hence ALTER SYSTEM and a restart.
+ * - a database of our own with synchronous_commit back on: the test server runs with it off
+ *   for speed, and an immediate restart is a crash, which would then lose acknowledged
+ *   commits (a lease acquisition among them, and a generation would be handed out twice).
+ *   That is a broken database, not a fault leasejob is meant to survive.
+ */
+export async function startCluster({ schema }) {
+  const server = await startEmbeddedPostgres();
+  try {
+    return await prepare(server, schema);
+  } catch (err) {
+    await server.stop().catch(() => {});
+    throw err;
+  }
+}
+
+async function prepare(server, schema) {
+  const admin = new pg.Client({ connectionString: server.url });
+  await admin.connect();
+  await admin.query('ALTER SYSTEM SET track_commit_timestamp = on');
+  await admin.query('CREATE DATABASE chaos');
+  await admin.query('ALTER DATABASE chaos SET synchronous_commit = on');
+  await admin.end();
+  await server.restart('fast');
+
+  const url = new URL(server.url);
+  url.pathname = '/chaos';
+  const directUrl = url.toString();
+  await cli(['migrate', '--database-url', directUrl, '--schema', schema, '--log-level', 'warn']);
+
+  const pool = new pg.Pool({ connectionString: directUrl, max: 4, connectionTimeoutMillis: 3_000, idleTimeoutMillis: 1_000 });
+  pool.on('error', () => {});
+  const s = `"${schema}"`;
+  const check = await pool.query("SELECT current_setting('track_commit_timestamp') AS ts, current_setting('synchronous_commit') AS sc");
+  if (check.rows[0].ts !== 'on' || check.rows[0].sc !== 'on') throw new Error(`chaos database settings not applied: ${JSON.stringify(check.rows[0])}`);
+  // The protected table: one row per unit of a window, the generation that wrote it and when
+  // (clock_timestamp() at insert; the exact commit time comes from pg_xact_commit_timestamp).
+  await pool.query(`CREATE TABLE ${s}.chaos_units (
+    job text NOT NULL, window_key text NOT NULL, unit integer NOT NULL, generation bigint NOT NULL,
+    written_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (job, window_key, unit))`);
+  // Each child's own end, on the database clock, when it exits normally or on SIGTERM.
+  await pool.query(`CREATE TABLE ${s}.chaos_child_ends (
+    job text NOT NULL, window_key text NOT NULL, generation bigint NOT NULL, pid integer NOT NULL,
+    reason text NOT NULL, exit_code integer, ended_at timestamptz NOT NULL DEFAULT clock_timestamp())`);
+  // The harness reads its own wall clock as the database clock (same kernel clock, no faketime
+  // here); measured once so the report can say so.
+  const t0 = Date.now();
+  const { rows } = await pool.query('SELECT clock_timestamp() AS t');
+  const clockOffsetMs = Math.round(rows[0].t.getTime() - (t0 + Date.now()) / 2);
+
+  return {
+    server,
+    directUrl,
+    pool,
+    schema,
+    clockOffsetMs,
+    restart: (mode) => server.restart(mode),
+    stop: async () => {
+      await pool.end().catch(() => {});
+      await server.stop();
+    },
+  };
+}
+
+/**
+ * Simulated hosts: each has its own route to the database (direct, a partitionable proxy, or
+ * PgBouncer) and possibly its own wall clock (libfaketime reading an offset file on every call,
+ * the monotonic clock left alone, as NTP stepping the clock of one machine would do).
+ */
+export async function startHosts({ cluster, workDir, notes }) {
+  const hosts = [{ name: 'direct', url: cluster.directUrl, env: {} }];
+  const ft = faketimeLibrary();
+  if (!ft) notes.push('faketime: libfaketime not found (Debian package `faketime`): clock-skew and clock-jump faults skipped');
+  const proxied = [
+    { name: 'net-1' },
+    { name: 'net-2' },
+    ...(ft ? [{ name: 'clock-1', clock: true }, { name: 'clock-2', clock: true }] : []),
+  ];
+  for (const h of proxied) {
+    const proxy = await startProxy(Number(new URL(cluster.directUrl).port));
+    const host = { name: h.name, url: proxy.url(cluster.directUrl), proxy, env: {} };
+    if (h.clock) {
+      host.clockFile = path.join(workDir, `${h.name}.faketime`);
+      host.clockOffsetS = 0;
+      writeFileSync(host.clockFile, '+0\n');
+      host.env = {
+        LD_PRELOAD: ft,
+        FAKETIME_TIMESTAMP_FILE: host.clockFile,
+        FAKETIME_NO_CACHE: '1', // re-read the file on every call: a write is a jump mid-run
+        FAKETIME_DONT_FAKE_MONOTONIC: '1', // only the wall clock is wrong, as on a real host
+      };
+    }
+    hosts.push(host);
+  }
+  const bouncerBin = pgbouncerBinary();
+  let bouncer;
+  if (!bouncerBin) {
+    notes.push('pgbouncer: not installed (Debian package `pgbouncer`): the pgbouncer host is skipped');
+  } else {
+    try {
+      bouncer = await startPgbouncer({ binary: bouncerBin, target: new URL(cluster.directUrl) });
+      hosts.push({ name: 'bouncer', url: bouncer.url, env: {}, bouncer: true });
+    } catch (err) {
+      notes.push(`pgbouncer: could not start (${err.message}): the pgbouncer host is skipped`);
+    }
+  }
+  return {
+    hosts,
+    byName: (name) => hosts.find((h) => h.name === name),
+    setClock(host, offsetS) {
+      host.clockOffsetS = offsetS;
+      // Written aside and renamed: libfaketime rereads the file on every call and must never
+      // see it empty halfway through a write (that would be a jump to the real time and back).
+      writeFileSync(`${host.clockFile}.new`, `${offsetS >= 0 ? '+' : ''}${offsetS}\n`);
+      renameSync(`${host.clockFile}.new`, host.clockFile);
+    },
+    healAll() {
+      for (const h of hosts) if (h.proxy && h.proxy.state !== 'open') h.proxy.heal();
+    },
+    resetClocks() {
+      for (const h of hosts) if (h.clockFile && h.clockOffsetS !== 0) this.setClock(h, 0);
+    },
+    stop: async () => {
+      for (const h of hosts) await h.proxy?.close();
+      await bouncer?.stop();
+    },
+  };
+}

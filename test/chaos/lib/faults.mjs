@@ -1,0 +1,208 @@
+// Fault kinds, the seeded schedule of a round, and the injectors that carry each one out.
+import { TTL_MS } from './fleet.mjs';
+
+/** Every kind, in report order; `needs` names the simulated host feature a kind depends on. */
+export const FAULT_KINDS = [
+  { kind: 'kill-runner', what: 'SIGKILL to a runner holding a lease (its child must die by parent-death signal)' },
+  { kind: 'kill-group', what: "SIGKILL to a holder's process group and its child's group at once (a container kill)" },
+  { kind: 'pause', what: 'SIGSTOP of a holder and its child for longer than the TTL, then SIGCONT' },
+  { kind: 'pg-restart', what: 'PostgreSQL restarted in immediate mode (a crash for every client)' },
+  { kind: 'partition', what: "a host's route to the database cut (reset) or black-holed, then healed" },
+  { kind: 'clock-skew-ahead', what: "a host's wall clock set minutes ahead", needs: 'clock' },
+  { kind: 'clock-skew-behind', what: "a host's wall clock set minutes behind", needs: 'clock' },
+  { kind: 'clock-jump-back', what: "a host's wall clock jumped back 5 minutes under a running holder", needs: 'clock' },
+  { kind: 'contenders-50', what: '50 runners started at once on one fresh window, racing for a lease freed under them' },
+  { kind: 'pgbouncer', what: 'a runner through PgBouncer in transaction mode', needs: 'bouncer' },
+];
+
+const CROWD = 50;
+// How long an injector looks for a victim (a holder with its child at work) before giving up.
+const VICTIM_SEARCH_MS = 12_000;
+
+/**
+ * The round's faults: each available kind once (so a bounded round covers them all), then
+ * random extra ones, spread over the fault phase with jitter, with every parameter drawn now.
+ */
+export function planFaults({ rng, durationMs, available }) {
+  const kinds = FAULT_KINDS.filter((k) => available.has(k.kind)).map((k) => k.kind);
+  const extraKinds = kinds.filter((k) => k !== 'contenders-50' && k !== 'pgbouncer');
+  const total = Math.max(kinds.length, Math.floor(durationMs / 5_000));
+  const order = rng.shuffle(kinds);
+  while (order.length < total) order.push(rng.pick(extraKinds));
+  // Faults start after the first runners hold leases and end early enough to play out.
+  const start = 4_000;
+  const span = Math.max(durationMs - start - 10_000, order.length * 500);
+  const slot = span / order.length;
+  return order.map((kind, i) => ({
+    kind,
+    at: Math.round(start + i * slot + rng.float() * slot * 0.7),
+    holdMs: kind === 'pause' ? TTL_MS + rng.int(700, 2_500) : kind === 'partition' ? rng.int(1_000, 6_000) : undefined,
+    mode: kind === 'partition' ? rng.pick(['reset', 'blackhole']) : kind === 'pause' ? rng.pick(['together', 'child-first']) : undefined,
+    skewS: kind === 'clock-skew-ahead' ? rng.int(60, 600) : kind === 'clock-skew-behind' ? -rng.int(60, 600) : kind === 'clock-jump-back' ? -300 : undefined,
+  }));
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function signal(target, sig) {
+  try {
+    process.kill(target, sig);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export class Injector {
+  constructor({ rng, fleet, hostsCtl, cluster, launchCrowd, launchVia }) {
+    Object.assign(this, { rng, fleet, hostsCtl, cluster, launchCrowd, launchVia });
+    this.done = [];
+    this.inFlight = new Set();
+    // A database restart and a 50-runner burst are kept apart: the burst's one-winner check
+    // would otherwise measure the restart.
+    this.exclusive = Promise.resolve();
+  }
+
+  fire(plan) {
+    const p = this.inject(plan)
+      .catch((err) => ({ ...plan, injected: false, note: `injector error: ${err.message}` }))
+      .then((rec) => {
+        this.done.push(rec);
+        this.inFlight.delete(p);
+      });
+    this.inFlight.add(p);
+    return p;
+  }
+
+  async settle() {
+    while (this.inFlight.size > 0) await Promise.all([...this.inFlight]);
+  }
+
+  /** A holder whose child is at work: past its start-up, `minEffects` units attempted. */
+  async findVictim(filter = () => true, minEffects = 0) {
+    const until = Date.now() + VICTIM_SEARCH_MS;
+    for (;;) {
+      const candidates = this.fleet.holders((r) => filter(r) && Date.now() - r.child.startedAt > 300 && (r.child.effects ?? 0) >= minEffects).sort((a, b) => a.id - b.id);
+      if (candidates.length > 0) return this.rng.pick(candidates);
+      if (Date.now() > until) return undefined;
+      await sleep(200);
+    }
+  }
+
+  async inject(plan) {
+    const rec = { ...plan, startedAt: Date.now(), injected: true };
+    const h = this.hostsCtl;
+    switch (plan.kind) {
+      case 'kill-runner':
+      case 'kill-group': {
+        const v = await this.findVictim();
+        if (!v) return { ...rec, injected: false, note: 'no holder to kill' };
+        const at = Date.now();
+        const fault = { kind: plan.kind, at };
+        v.faults.push(fault);
+        const ok = plan.kind === 'kill-runner'
+          ? signal(v.pid, 'SIGKILL')
+          : signal(-v.pid, 'SIGKILL') && (signal(-v.child.pid, 'SIGKILL') || true);
+        if (!ok) {
+          v.faults.pop();
+          return { ...rec, injected: false, note: 'victim exited first' };
+        }
+        v.killedAt = at;
+        return { ...rec, at, run: v.id, job: v.job, window: v.window, generation: v.generation, host: v.host };
+      }
+      case 'pause': {
+        // A child paused while still starting may find its window finished by its successor when
+        // it wakes: one already into its units goes straight for its next write.
+        const v = await this.findVictim(undefined, 1);
+        if (!v) return { ...rec, injected: false, note: 'no holder to pause' };
+        const at = Date.now();
+        const fault = { kind: 'pause', at };
+        v.faults.push(fault);
+        signal(v.pid, 'SIGSTOP');
+        signal(-v.child.pid, 'SIGSTOP');
+        v.pausedAt = at;
+        await sleep(plan.holdMs);
+        // --sabotage: always the child first, with time for a write, so that the broken child is
+        // sure to be caught (the checker's own test).
+        const sabotage = process.env.CHAOS_SABOTAGE !== undefined;
+        if (plan.mode === 'child-first' || sabotage) {
+          // The paused child wakes first and goes for its next write before its runner can react.
+          signal(-v.child.pid, 'SIGCONT');
+          await sleep(sabotage ? 600 : 150);
+          signal(v.pid, 'SIGCONT');
+        } else {
+          signal(v.pid, 'SIGCONT');
+          signal(-v.child.pid, 'SIGCONT');
+        }
+        v.resumedAt = Date.now();
+        fault.resumedAt = v.resumedAt;
+        return { ...rec, at, resumedAt: v.resumedAt, run: v.id, job: v.job, window: v.window, generation: v.generation, host: v.host };
+      }
+      case 'pg-restart': {
+        const release = await this.lock();
+        try {
+          const at = Date.now();
+          await this.cluster.restart('immediate');
+          return { ...rec, at, upAt: Date.now() };
+        } finally {
+          release();
+        }
+      }
+      case 'partition': {
+        const proxied = h.hosts.filter((x) => x.proxy);
+        const v = await this.findVictim((r) => proxied.some((x) => x.name === r.host));
+        const host = v ? h.byName(v.host) : this.rng.pick(proxied);
+        const at = Date.now();
+        host.proxy.cut(plan.mode);
+        host.partitions = [...(host.partitions ?? []), { at, until: undefined }];
+        await sleep(plan.holdMs);
+        host.proxy.heal();
+        const healedAt = Date.now();
+        host.partitions.at(-1).until = healedAt;
+        return { ...rec, at, healedAt, host: host.name, holder: v?.id };
+      }
+      case 'clock-skew-ahead':
+      case 'clock-skew-behind': {
+        const host = this.rng.pick(h.hosts.filter((x) => x.clockFile));
+        const at = Date.now();
+        h.setClock(host, plan.skewS);
+        return { ...rec, at, host: host.name, offsetS: plan.skewS };
+      }
+      case 'clock-jump-back': {
+        const clockHosts = h.hosts.filter((x) => x.clockFile);
+        const v = await this.findVictim((r) => clockHosts.some((x) => x.name === r.host));
+        const host = v ? h.byName(v.host) : this.rng.pick(clockHosts);
+        const at = Date.now();
+        const offsetS = host.clockOffsetS + plan.skewS;
+        h.setClock(host, offsetS);
+        return { ...rec, at, host: host.name, offsetS, holder: v?.id, note: v ? undefined : 'no holder on a faketime host: jumped an idle host' };
+      }
+      case 'contenders-50': {
+        const release = await this.lock();
+        try {
+          const at = Date.now();
+          const [blocker, ...runs] = await this.launchCrowd(CROWD);
+          // Held until the burst is over so that no restart lands in it.
+          await Promise.all([blocker, ...runs].map((r) => r.exited));
+          return { ...rec, at, job: runs[0].job, window: runs[0].window, blocker: blocker.id, runs: runs.map((r) => r.id), overAt: Date.now() };
+        } finally {
+          release();
+        }
+      }
+      case 'pgbouncer': {
+        const run = this.launchVia('bouncer');
+        return { ...rec, at: Date.now(), run: run.id, job: run.job, window: run.window };
+      }
+      default:
+        throw new Error(`unknown fault ${plan.kind}`);
+    }
+  }
+
+  async lock() {
+    const before = this.exclusive;
+    let release;
+    this.exclusive = new Promise((r) => (release = r));
+    await before;
+    return release;
+  }
+}

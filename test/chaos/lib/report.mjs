@@ -1,0 +1,116 @@
+// The end-of-run report: faults by kind, invariants held or violated with their details, and
+// the figures (takeover latency, lease loss to child stopped), as text and as one JSON line.
+import { FAULT_KINDS } from './faults.mjs';
+
+/** Nearest-rank percentile of a list of numbers (undefined when empty). */
+export function percentile(values, p) {
+  if (values.length === 0) return undefined;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
+}
+
+const fmtMs = (v) => (v === undefined ? '-' : Math.abs(v) >= 10_000 ? `${(v / 1000).toFixed(1)} s` : `${Math.round(v)} ms`);
+const stats = (values, ps) => (values.length === 0 ? 'n=0' : `n=${values.length} ${ps.map((p) => `${p === 'max' ? 'max' : p === 'min' ? 'min' : `p${p}`} ${fmtMs(p === 'max' ? Math.max(...values) : p === 'min' ? Math.min(...values) : percentile(values, p))}`).join(' ')}`);
+
+export const INVARIANTS = [
+  ['fencing', 'no unit committed by a generation after the next one was acquired or after its release (commit timestamps)'],
+  ['exactly-once', 'every unit of a completed window once; no window completed or claimed twice; effect tokens never go down per key'],
+  ['completion', 'every window completed eventually (faults stopped, up to 3 clean reruns)'],
+  ['generations', 'per job, generations +1 at each acquisition in event order; no event ahead of its generation'],
+  ['child-lifetime', 'no child outlives its lease (see checks.mjs for the exact rule); pauses and kills by their own rules'],
+  ['exit-codes', 'exit codes match what happened (0 done/skipped, 75 lost, 69 outage, SIGKILL when killed)'],
+  ['contenders', 'one winner per 50-contender window (another claim only after the winner logged a lease loss); contenders exit 0, or 75 after a loss'],
+];
+
+export function summarize({ seed, bounded, durationS, rounds, notes, skippedKinds, clockOffsetMs, elapsedMs }) {
+  const faults = {};
+  const missed = {};
+  for (const k of FAULT_KINDS) faults[k.kind] = 0;
+  const invariants = {};
+  for (const [name] of INVARIANTS) invariants[name] = { violations: 0, details: [] };
+  const fig = { takeoverMs: [], lossToStopMs: [], pdeathMs: [], marginMs: [] };
+  const exits = {};
+  const hosts = {};
+  const events = {};
+  const effects = { attempts: 0, items: 0, repeatedItems: 0, itemsUnderSeveralTokens: 0 };
+  let runs = 0;
+  let crowdClaims = 0;
+  let windows = 0;
+  let units = 0;
+  for (const r of rounds) {
+    for (const f of r.faults) {
+      if (f.injected) faults[f.kind] += 1;
+      else missed[f.kind] = [...(missed[f.kind] ?? []), f.note];
+    }
+    for (const [name, list] of r.check.invariants) {
+      invariants[name].violations += list.length;
+      invariants[name].details.push(...list.map((d) => `round ${r.round}: ${d}`));
+    }
+    for (const key of Object.keys(fig)) fig[key].push(...r.check.figures[key]);
+    for (const [k, v] of Object.entries(r.check.figures.events)) events[k] = (events[k] ?? 0) + v;
+    for (const [k, v] of Object.entries(r.check.figures.effects)) effects[k] += v;
+    for (const run of r.runs) {
+      const x = run.signal ?? String(run.code);
+      exits[x] = (exits[x] ?? 0) + 1;
+      const h = (hosts[run.host] ??= { runs: 0, held: 0 });
+      h.runs += 1;
+      if (run.generation !== undefined) h.held += 1;
+    }
+    runs += r.runs.length;
+    crowdClaims += r.check.figures.crowdClaims ?? 0;
+    windows += r.windows;
+    units += r.units;
+  }
+  const violations = Object.values(invariants).reduce((n, i) => n + i.violations, 0);
+  return {
+    seed, bounded, durationS, rounds: rounds.length, elapsedS: Math.round(elapsedMs / 1000),
+    roundTimes: rounds.map((r) => r.times),
+    notes, skippedKinds, clockOffsetMs, faults, missedFaults: missed, invariants, violations,
+    figures: {
+      takeoverAfterCrashMs: { n: fig.takeoverMs.length, p50: percentile(fig.takeoverMs, 50), p99: percentile(fig.takeoverMs, 99) },
+      leaseLossToChildStoppedMs: { n: fig.lossToStopMs.length, p50: percentile(fig.lossToStopMs, 50), max: fig.lossToStopMs.length ? Math.max(...fig.lossToStopMs) : undefined },
+      childGoneAfterRunnerKillMs: { n: fig.pdeathMs.length, p50: percentile(fig.pdeathMs, 50), max: fig.pdeathMs.length ? Math.max(...fig.pdeathMs) : undefined },
+      childEndBeforeLeaseExpiryMs: { n: fig.marginMs.length, min: fig.marginMs.length ? Math.min(...fig.marginMs) : undefined, p50: percentile(fig.marginMs, 50) },
+    },
+    raw: fig, runs, windows, units, exits, hosts, events, effects, crowdClaims,
+  };
+}
+
+export function printReport(s, out = process.stdout) {
+  const w = (line = '') => out.write(`${line}\n`);
+  w();
+  w(`=== leasejob chaos report: seed ${s.seed}, ${s.rounds} round(s) of ${s.durationS} s faults${s.bounded ? ' (bounded)' : ''}, ${s.elapsedS} s in all ===`);
+  for (const [i, t] of s.roundTimes.entries()) w(`round ${i + 1}: faults ${t.faultsS} s, drain ${t.drainS} s, settle ${t.settleS} s, checks ${t.checkS} s`);
+  w(`runs ${s.runs}, windows ${s.windows}, units written ${s.units}; harness-vs-database clock offset ${Math.round(s.clockOffsetMs)} ms`);
+  for (const n of s.notes) w(`note: ${n}`);
+  w();
+  w('faults by kind:');
+  for (const k of FAULT_KINDS) {
+    const skipped = s.skippedKinds[k.kind];
+    const missed = s.missedFaults[k.kind];
+    w(`  ${k.kind.padEnd(18)} ${String(s.faults[k.kind]).padStart(3)}  ${skipped ? `SKIPPED: ${skipped}` : k.what}${missed ? `  (not injected ${missed.length}x: ${[...new Set(missed)].join('; ')})` : ''}`);
+  }
+  w();
+  w('invariants:');
+  for (const [name, what] of INVARIANTS) {
+    const inv = s.invariants[name];
+    w(`  ${name.padEnd(15)} ${inv.violations === 0 ? 'held    ' : `VIOLATED ${inv.violations}x`}  ${what}`);
+    for (const d of inv.details.slice(0, 20)) w(`      - ${d}`);
+    if (inv.details.length > 20) w(`      ... ${inv.details.length - 20} more`);
+  }
+  w();
+  w('figures:');
+  w(`  takeover latency after a crash (kill -> next stale-takeover): ${stats(s.raw.takeoverMs, [50, 99])}`);
+  w(`  lease loss (runner logs it) -> child stopped: ${stats(s.raw.lossToStopMs, [50, 'max'])}`);
+  w(`  runner SIGKILL -> child gone: ${stats(s.raw.pdeathMs, [50, 'max'])}`);
+  w(`  child end before its lease's last possible expiry (positive = before): ${stats(s.raw.marginMs, ['min', 50])}`);
+  w(`  claims on 50-contender windows: ${s.crowdClaims} (1 per window unless a winner lost its lease)`);
+  w(`  runs by host (held a lease): ${Object.entries(s.hosts).map(([k, v]) => `${k} ${v.runs} (${v.held})`).join(', ')}`);
+  w(`  exit codes: ${Object.entries(s.exits).sort().map(([k, v]) => `${k}=${v}`).join(' ')}`);
+  w(`  events: ${Object.entries(s.events).sort().map(([k, v]) => `${k}=${v}`).join(' ')}`);
+  w(`  effects: ${s.effects.attempts} attempted for ${s.effects.items} items; ${s.effects.repeatedItems} items attempted more than once, ${s.effects.itemsUnderSeveralTokens} under several tokens (absorbed by the idempotency key)`);
+  w();
+  w(s.violations === 0 ? 'RESULT: every invariant held' : `RESULT: ${s.violations} invariant violation(s)`);
+  const { raw, ...json } = s;
+  w(`CHAOS-REPORT ${JSON.stringify(json)}`);
+}

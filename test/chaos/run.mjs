@@ -1,0 +1,317 @@
+#!/usr/bin/env node
+// The chaos suite: many real `leasejob run` processes on several jobs and windows, faults
+// injected at seeded random times, invariants checked after every round, figures reported.
+//
+//   npm run chaos -- --rounds N --seed S [--duration-s D] [--bounded] [--jobs J] [--keep] [--json FILE] [--sabotage no-fence]
+//
+// Plain Node (no TypeScript, no vitest) against the built CLI (`npm run build` first; the
+// `chaos` script does it). It starts its own PostgreSQL so that it can restart it. The seed
+// reproduces the fault schedule and every parameter drawn; the interleavings still depend on
+// timing, so a failure is reproduced by running the same seed again, sometimes a few times.
+// Exit 0 when every invariant held, 1 when one was violated, 2 on a harness error.
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { randomInt } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { checkRound, loadRound } from './lib/checks.mjs';
+import { ROOT, startCluster, startHosts } from './lib/cluster.mjs';
+import { FAULT_KINDS, Injector, planFaults } from './lib/faults.mjs';
+import { Fleet, windowOf } from './lib/fleet.mjs';
+import { stream } from './lib/prng.mjs';
+import { printReport, summarize } from './lib/report.mjs';
+
+const { values: args } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '1' },
+    seed: { type: 'string' },
+    'duration-s': { type: 'string' },
+    bounded: { type: 'boolean', default: false },
+    jobs: { type: 'string', default: '4' },
+    keep: { type: 'boolean', default: false },
+    json: { type: 'string' },
+    // Checks the checker: `no-fence` makes every child skip assert_lease, and the run must
+    // then report fencing violations (after a pause, a stale child's writes go through).
+    sabotage: { type: 'string' },
+  },
+});
+if (args.sabotage !== undefined && args.sabotage !== 'no-fence') {
+  process.stderr.write('chaos: --sabotage takes `no-fence`\n');
+  process.exit(2);
+}
+if (args.sabotage) process.env.CHAOS_SABOTAGE = args.sabotage;
+const ROUNDS = Number(args.rounds);
+const SEED = args.seed ?? String(randomInt(1, 2 ** 31));
+// A bounded round is the one `npm test` runs: about two minutes in all on 2 cores.
+const DURATION_S = Number(args['duration-s'] ?? (args.bounded ? 75 : 90));
+const JOBS = Number(args.jobs);
+const BOUNDED_BUDGET_S = 240;
+// Runners alive at once outside the 50-contender burst: 2 cores.
+const MAX_LIVE = 12;
+const DRAIN_LIMIT_MS = 60_000;
+const SETTLE_ATTEMPTS = 3;
+
+if (!Number.isInteger(ROUNDS) || ROUNDS < 1 || !(DURATION_S >= 20) || !Number.isInteger(JOBS) || JOBS < 1) {
+  process.stderr.write('usage: node test/chaos/run.mjs --rounds N --seed S [--duration-s D>=20] [--bounded] [--jobs J] [--keep] [--json FILE]\n');
+  process.exit(2);
+}
+try {
+  execFileSync(process.execPath, [path.join(ROOT, 'bin', 'leasejob.js'), '--version'], { stdio: 'ignore', timeout: 30_000 });
+} catch {
+  process.stderr.write('chaos: the built CLI does not start: run `npm run build` (or `npm run chaos`, which builds first)\n');
+  process.exit(2);
+}
+
+// What to tear down if the harness itself is interrupted (Ctrl-C, a test runner's timeout):
+// runners are detached process groups and would otherwise outlive it.
+const live = { fleets: new Set(), stops: [] };
+function killFleets() {
+  for (const fleet of live.fleets) {
+    fleet.closed = true;
+    for (const r of fleet.live()) {
+      for (const target of [-r.pid, r.child ? -r.child.pid : undefined]) {
+        try {
+          if (target) process.kill(target, 'SIGKILL');
+        } catch {
+          // gone
+        }
+      }
+    }
+  }
+}
+for (const sig of ['SIGINT', 'SIGTERM']) {
+  process.once(sig, () => {
+    process.stderr.write(`chaos: ${sig}: stopping runners and PostgreSQL\n`);
+    killFleets();
+    Promise.allSettled(live.stops.map((stop) => stop())).then(() => {
+      killFleets();
+      process.exit(130);
+    });
+  });
+}
+
+const say = (line) => process.stdout.write(`[chaos ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function main() {
+  const started = Date.now();
+  say(`seed ${SEED} (reproduce: npm run chaos -- --rounds ${ROUNDS} --seed ${SEED}${args['duration-s'] ? ` --duration-s ${DURATION_S}` : ''}${args.bounded ? ' --bounded' : ''})`);
+  const workDir = mkdtempSync(path.join(tmpdir(), 'leasejob-chaos-'));
+  chmodSync(workDir, 0o755);
+  const notes = [];
+  const cluster = await startCluster({ schema: 'leasejob' });
+  live.stops.push(() => cluster.stop());
+  let hostsCtl;
+  const rounds = [];
+  const skippedKinds = {};
+  try {
+    hostsCtl = await startHosts({ cluster, workDir, notes });
+    live.stops.unshift(() => hostsCtl.stop());
+    say(`PostgreSQL on port ${cluster.server.port}; hosts: ${hostsCtl.hosts.map((h) => h.name).join(', ')}; work dir ${workDir}`);
+    const parentDeathSignal = ['/usr/bin/setpriv', '/bin/setpriv'].some((p) => existsSync(p));
+    if (!parentDeathSignal) notes.push('setpriv not found: a SIGKILLed runner leaves its child running; the kill-runner child rule is not checked');
+    const available = new Set();
+    for (const k of FAULT_KINDS) {
+      if (k.needs === 'clock' && !hostsCtl.hosts.some((h) => h.clockFile)) skippedKinds[k.kind] = 'libfaketime absent';
+      else if (k.needs === 'bouncer' && !hostsCtl.byName('bouncer')) skippedKinds[k.kind] = 'pgbouncer absent';
+      else available.add(k.kind);
+    }
+    for (let round = 1; round <= ROUNDS; round += 1) {
+      rounds.push(await runRound({ round, cluster, hostsCtl, workDir, available, parentDeathSignal }));
+    }
+  } finally {
+    killFleets();
+    await hostsCtl?.stop().catch(() => {});
+    await cluster.stop().catch(() => {});
+  }
+  const summary = summarize({
+    seed: SEED, bounded: args.bounded, durationS: DURATION_S, rounds, notes, skippedKinds,
+    clockOffsetMs: cluster.clockOffsetMs, elapsedMs: Date.now() - started,
+  });
+  if (args.bounded && summary.elapsedS > BOUNDED_BUDGET_S) {
+    summary.notes.push(`bounded run took ${summary.elapsedS} s, over its ${BOUNDED_BUDGET_S} s budget`);
+    summary.overBudget = true;
+  }
+  printReport(summary);
+  if (args.json) writeFileSync(args.json, JSON.stringify(summary, null, 2));
+  if (summary.violations === 0 && !args.keep) rmSync(workDir, { recursive: true, force: true });
+  else say(`work dir kept for inspection: ${workDir} (runner logs in round*-runs/)`);
+  return summary.violations === 0 && !summary.overBudget ? 0 : 1;
+}
+
+async function runRound({ round, cluster, hostsCtl, workDir, available, parentDeathSignal }) {
+  const rng = stream(SEED, `round-${round}/launch`);
+  const plan = planFaults({ rng: stream(SEED, `round-${round}/faults`), durationMs: DURATION_S * 1000, available });
+  const effectsFile = path.join(workDir, `round${round}-effects.jsonl`);
+  writeFileSync(effectsFile, '');
+  const fleet = new Fleet({ cluster, effectsFile });
+  live.fleets.add(fleet);
+  const jobs = Array.from({ length: JOBS }, (_, i) => ({
+    name: `r${round}-job${i + 1}`,
+    mode: i % 2 === 0 ? 'schedule' : 'literal',
+    units: rng.int(14, 20),
+    current: 0,
+    completed: new Set(),
+    target: 2,
+    nextLaunchAt: 0,
+  }));
+  const crowdJob = { name: `r${round}-crowd`, mode: 'literal', units: 6 };
+  const crowdWindows = [];
+  const hostWeights = hostsCtl.hosts.flatMap((h) => (h.name === 'direct' ? [h, h] : [h]));
+  const launchFor = (job, host, onBusy = rng.chance(0.75) ? 'wait' : 'skip', index = job.current) =>
+    fleet.launch({ job, windowIndex: index, host, onBusy, units: job.units, delayMs: rng.int(80, 220), phase: 'chaos' });
+
+  const injector = new Injector({
+    rng: stream(SEED, `round-${round}/victims`), fleet, hostsCtl, cluster,
+    launchCrowd: async (n) => {
+      // A blocker holds the crowd job's lease (on another window) while the contenders start, so
+      // that they race for the freed lease together once their Node processes are up, instead of
+      // the first one up winning while 49 others starting still starve it of CPU.
+      const k = crowdWindows.length;
+      const blocker = fleet.launch({ job: crowdJob, windowIndex: 500 + k, host: hostsCtl.byName('direct'), onBusy: 'wait', units: 40, delayMs: 150, phase: 'crowd' });
+      for (let i = 0; i < 100 && blocker.child === undefined && blocker.exitedAt === undefined; i += 1) await sleep(100);
+      const runs = Array.from({ length: n }, () =>
+        fleet.launch({ job: crowdJob, windowIndex: k, host: hostsCtl.byName('direct'), onBusy: rng.chance(0.6) ? 'wait' : 'skip', units: crowdJob.units, delayMs: 100, phase: 'crowd', nice: true, waitTimeout: '30s' }));
+      crowdWindows.push({ job: crowdJob.name, window: runs[0].window, runs: runs.map((r) => r.id), blocker: blocker.id });
+      return [blocker, ...runs];
+    },
+    launchVia: (hostName) => {
+      const job = rng.pick(jobs);
+      return launchFor(job, hostsCtl.byName(hostName), 'wait');
+    },
+  });
+
+  say(`round ${round}: ${jobs.length} jobs, ${plan.length} faults planned: ${plan.map((f) => `${f.kind}@${(f.at / 1000).toFixed(1)}s`).join(' ')}`);
+  const t0 = Date.now();
+  const timers = plan.map((f) => setTimeout(() => {
+    say(`round ${round}: fault ${f.kind}${f.mode ? ` (${f.mode})` : ''}${f.holdMs ? ` for ${f.holdMs} ms` : ''}${f.skewS ? ` ${f.skewS} s` : ''}`);
+    injector.fire(f);
+  }, f.at));
+
+  // The launcher: each job works through its windows in order, with 2-3 runners at a time on
+  // the current one (cron on several hosts), now and then a late duplicate of a completed one.
+  const names = jobs.map((j) => j.name);
+  while (Date.now() - t0 < DURATION_S * 1000) {
+    const done = await cluster.pool.query(`SELECT job, window_key FROM leasejob.windows WHERE job = ANY($1) AND completed_at IS NOT NULL`, [names]).catch(() => undefined);
+    for (const row of done?.rows ?? []) jobs.find((j) => j.name === row.job).completed.add(row.window_key);
+    for (const job of jobs) {
+      while (job.completed.has(windowOf(job, job.current).key)) job.current += 1;
+      if (Date.now() < job.nextLaunchAt) continue;
+      if (fleet.live((r) => r.phase === 'chaos').length >= MAX_LIVE) break;
+      if (fleet.live((r) => r.job === job.name && r.phase === 'chaos').length >= job.target) continue;
+      const index = job.current > 0 && rng.chance(0.08) ? rng.int(0, job.current - 1) : job.current;
+      launchFor(job, rng.pick(hostWeights), undefined, index);
+      job.target = rng.chance(0.3) ? 3 : 2;
+      // Rate-limited: every runner and child is a Node process starting on 2 cores.
+      job.nextLaunchAt = Date.now() + rng.int(500, 1_200);
+    }
+    await sleep(200);
+  }
+  const faultsEnd = Date.now();
+  for (const t of timers) clearTimeout(t);
+  const unfired = plan.filter((f) => f.at > faultsEnd - t0);
+  for (const f of unfired) injector.fire(f); // late on a busy machine: still each kind once
+  await injector.settle();
+  hostsCtl.healAll();
+  hostsCtl.resetClocks();
+
+  // Drain: no new runners; everything alive ends by itself (waiters time out after 20 s).
+  say(`round ${round}: faults over; draining ${fleet.live().length} runners`);
+  const stragglers = await fleet.waitAll(DRAIN_LIMIT_MS);
+  for (const r of stragglers) {
+    r.diagnosis = diagnose(r.pid);
+    r.silentS = Math.round((Date.now() - (r.lines.at(-1)?.t ?? r.startedAt)) / 1000);
+    for (const target of [-r.pid, r.child ? -r.child.pid : undefined]) {
+      try {
+        if (target) process.kill(target, 'SIGKILL');
+      } catch {
+        // gone
+      }
+    }
+  }
+  await Promise.all(stragglers.map((r) => r.exited));
+  const drainEnd = Date.now();
+
+  // Settle: every window a runner was started for gets clean reruns until it is completed.
+  const targeted = new Map();
+  for (const r of fleet.runs) targeted.set(`${r.job}\u0000${r.window}`, r);
+  const allJobs = [...jobs, crowdJob];
+  const isCompleted = async (job, key) =>
+    (await cluster.pool.query('SELECT 1 FROM leasejob.windows WHERE job = $1 AND window_key = $2 AND completed_at IS NOT NULL', [job, key])).rowCount === 1;
+  await Promise.all(allJobs.map(async (job) => {
+    const indexes = [...new Set(fleet.runs.filter((r) => r.job === job.name).map((r) => r.windowIndex))].sort((a, b) => a - b);
+    for (const index of indexes) {
+      for (let attempt = 0; attempt < SETTLE_ATTEMPTS; attempt += 1) {
+        if (await isCompleted(job.name, windowOf(job, index).key)) break;
+        const { units } = fleet.runs.find((r) => r.job === job.name && r.windowIndex === index);
+        const run = fleet.launch({ job, windowIndex: index, host: hostsCtl.byName('direct'), onBusy: 'wait', units, delayMs: 50, phase: 'settle', waitTimeout: '30s' });
+        await run.exited;
+      }
+    }
+  }));
+  const settleEnd = Date.now();
+  fleet.stop();
+
+  const jobNames = allJobs.map((j) => j.name);
+  const data = await loadRound(cluster.pool, 'leasejob', jobNames);
+  const effects = readFileSync(effectsFile, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+  const check = checkRound({
+    data, runs: fleet.runs, faults: injector.done, jobs: jobNames,
+    unitsOf: (job, window) => fleet.runs.find((r) => r.job === job && r.window === window).units, crowdWindows, stragglers,
+    clockOffsetMs: cluster.clockOffsetMs, effects, parentDeathSignal,
+  });
+  const checkEnd = Date.now();
+  const violations = [...check.invariants.values()].reduce((n, l) => n + l.length, 0);
+  if (violations > 0 || args.keep) dumpRuns(path.join(workDir, `round${round}-runs`), fleet.runs, injector.done);
+  say(`round ${round}: ${fleet.runs.length} runs, ${targeted.size} windows, ${violations} violation(s)`);
+  return {
+    round, runs: fleet.runs, faults: injector.done, check, windows: targeted.size, units: data.units.length,
+    times: { faultsS: Math.round((faultsEnd - t0) / 1000), drainS: Math.round((drainEnd - faultsEnd) / 1000), settleS: Math.round((settleEnd - drainEnd) / 1000), checkS: Math.round((checkEnd - settleEnd) / 1000) },
+  };
+}
+
+/** Where a hung process is stuck, from /proc: each thread's state and kernel wait channel. */
+function diagnose(pid) {
+  const read = (p) => {
+    try {
+      return readFileSync(p, 'utf8').trim();
+    } catch {
+      return '?';
+    }
+  };
+  try {
+    const threads = readdirSync(`/proc/${pid}/task`).map((tid) => {
+      const stat = read(`/proc/${pid}/task/${tid}/stat`);
+      return `${read(`/proc/${pid}/task/${tid}/comm`)}:${stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0]}:${read(`/proc/${pid}/task/${tid}/wchan`)}`;
+    });
+    const fds = readdirSync(`/proc/${pid}/fd`).map((fd) => {
+      try {
+        return readlinkSync(`/proc/${pid}/fd/${fd}`);
+      } catch {
+        return '?';
+      }
+    });
+    return `threads ${threads.join(' ')}; fds ${fds.filter((f) => f.startsWith('socket')).length} sockets, ${fds.filter((f) => f.startsWith('pipe')).length} pipes`;
+  } catch (err) {
+    return `no /proc entry (${err.code})`;
+  }
+}
+
+function dumpRuns(dir, runs, faults) {
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  for (const r of runs) {
+    const { lines, exited, stderr, ...meta } = r;
+    writeFileSync(path.join(dir, `run-${String(r.id).padStart(4, '0')}.log`), `${JSON.stringify(meta)}\n${stderr}`);
+  }
+  writeFileSync(path.join(dir, 'faults.json'), JSON.stringify(faults, null, 2));
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err) => {
+    process.stderr.write(`chaos: harness error: ${err.stack ?? err}\n`);
+    process.exit(2);
+  },
+);
