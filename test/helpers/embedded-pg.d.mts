@@ -4,3 +4,4 @@ export function startEmbeddedPostgres(opts?: { port?: number; postgresFlags?: st
   stop: () => Promise<void>;
   restart: (mode?: 'fast' | 'immediate') => Promise<void>;
 }>;
+export function freePort(): Promise<number>;

@@ -7,7 +7,7 @@
 // last renewal (renewed_at, read from the server directly) -> child gone, against the TTL.
 import path from 'node:path';
 import { BIN, NODE, alive, fileLines, parseStamp, sleep, stampCmd, start, waitFor } from '../lib/proc.mjs';
-import { startProxy } from '../lib/proxy.mjs';
+import { startProxy } from '../../chaos/lib/proxy.mjs';
 
 const TTL_MS = 3000;
 
@@ -39,7 +39,7 @@ export async function run(ctx) {
 }
 
 async function trial(ctx, mode, t, trials) {
-  const proxy = await startProxy(ctx.url);
+  const proxy = await startProxy(Number(new URL(ctx.url).port));
   try {
     const job = ctx.uid(`loss-${mode}`);
     const stamp = path.join(ctx.tmp, `${job}.stamp`);

@@ -3,9 +3,9 @@
 // root; otherwise the caller skips the baseline with a note.
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { freePort } from '../../helpers/embedded-pg.mjs';
 import { sleep } from './proc.mjs';
 
 function which(cmd) {
@@ -13,16 +13,6 @@ function which(cmd) {
   return r.status === 0 ? r.stdout.trim() : undefined;
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 /** Find etcd and etcdctl, installing them when absent and root. Returns { etcd, etcdctl } or { note }. */
 export function findEtcd(log = console.error) {
