@@ -6,13 +6,13 @@
 // (Debian: apt-get install pgbouncer).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { accessSync, chmodSync, chownSync, constants, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ROOT, fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
 import { newSchemaName } from '../helpers/db.js';
+import { freePort } from '../helpers/embedded-pg.mjs';
 import { migrate } from '../../src/migrate.js';
 
 const FENCE_SQL = path.join(ROOT, 'sql', '002_assert_lease.sql');
@@ -37,17 +37,6 @@ function findPgbouncer(): string | undefined {
 const PGBOUNCER = findPgbouncer();
 if (!PGBOUNCER) {
   console.log('skipping the pgbouncer tests: no pgbouncer binary on PATH or in /usr/sbin (Debian: apt-get install -y pgbouncer)');
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 /** pgbouncer refuses to run as root: as root, run it as `postgres` (the suite's server user). */

@@ -6,6 +6,7 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { freePort } from '../../helpers/embedded-pg.mjs';
 
 export function pgbouncerBinary() {
   for (const p of ['/usr/sbin/pgbouncer', '/usr/bin/pgbouncer', '/usr/local/bin/pgbouncer']) {
@@ -13,17 +14,6 @@ export function pgbouncerBinary() {
   }
   const which = spawnSync('sh', ['-c', 'command -v pgbouncer'], { encoding: 'utf8' });
   return which.status === 0 ? which.stdout.trim() : undefined;
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 const canConnect = (port) =>
