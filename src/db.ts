@@ -89,6 +89,13 @@ const NOT_MIGRATED_CODES = new Set([
 ]);
 const NETWORK_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE']);
 
+/** The server restarting or unreachable, the connection dropped, a query timed out: worth a retry. */
+export function isTransientDbError(err: unknown): boolean {
+  const code = codeOf(err);
+  const raw = err instanceof Error ? err.message : String(err);
+  return UNAVAILABLE_CODES.has(code) || code.startsWith('08') || NETWORK_ERRNOS.has(code) || (code === '' && /timeout|terminated/i.test(raw));
+}
+
 export function isNotMigrated(err: unknown): boolean {
   return NOT_MIGRATED_CODES.has(codeOf(err));
 }
@@ -121,7 +128,7 @@ export function classifyDbError(err: unknown, ctx: { schema: string; secrets: re
   if (AUTH_CODES.has(code)) {
     return new DatabaseError(`database refused the connection to ${ctx.target}: ${raw}`, 'E_DB_AUTH', { cause: err });
   }
-  if (UNAVAILABLE_CODES.has(code) || code.startsWith('08') || NETWORK_ERRNOS.has(code) || (code === '' && /timeout|terminated/i.test(raw))) {
+  if (isTransientDbError(err)) {
     return new DatabaseError(`database unreachable at ${ctx.target}: ${raw || code}`, 'E_DB_UNREACHABLE', { cause: err });
   }
   return undefined;

@@ -3,10 +3,11 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { measureOffset, sleep, stamp, CLOCK_OFFSET_WARN_MS, type OffsetMeasurement } from './clock.js';
+import { isTransientDbError } from './db.js';
 import { LeaseUnavailableError } from './errors.js';
 import { LeaseKeeper, safetyMarginMs, stopAfterMs, type LossReason } from './lease.js';
 import type { Logger } from './log.js';
-import type { LeaseStore as Store } from './store.js';
+import type { FinishInput, LeaseStore as Store } from './store.js';
 
 export type OnBusy = 'skip' | 'wait' | 'fail';
 
@@ -207,12 +208,11 @@ async function runHeld<T>(
   const outcome = !win ? 'none' : ok ? 'completed' : 'failed';
   let released = false;
   try {
-    const r = await store.finish({
+    const r = await finishWithRetry(store, {
       job: opts.name, owner, generation, window: win?.key, outcome, hostTime: new Date(),
       exitCode: ok ? 0 : exitCodeOf(error),
       detail: finishDetail(attempt, performance.now() - startedMono, aborted?.kind, keeper.lastOffset ?? held.offset),
-      queryTimeoutMs: Math.max(2_000, opts.ttlMs),
-    });
+    }, opts.ttlMs, () => keeper.remainingMs(), log);
     released = r.held;
     if (r.held) {
       if (win) log.info({ generation, attempt, outcome }, ok ? 'window completed' : 'window left open');
@@ -234,6 +234,32 @@ async function runHeld<T>(
 
   if (ok) return { status: 'completed', value: value as T, generation, attempt };
   return { status: 'failed', error: error ?? new Error('task aborted'), generation, attempt, ...(aborted ? { aborted } : {}), released };
+}
+
+/** Below this much lease left, a retry of finish could not reach the database in time. */
+const FINISH_RETRY_MIN_MS = 300;
+
+/**
+ * finish() with retries after a transient error (the database restarting, a dropped
+ * connection, a timeout) for as long as the lease may still be valid: a successful task's
+ * outcome is worth recording instead of leaving its window to a rerun. Safe to repeat: a
+ * retry of an attempt that committed finds the lease released by this generation and
+ * answers held again (sql/004_finish_retry.sql). Past the lease, the database itself says
+ * "not held", so a late retry cannot complete anything.
+ */
+async function finishWithRetry(store: Store, input: FinishInput, ttlMs: number, remainingMs: () => number, log: Logger): Promise<{ held: boolean; dbNow: Date }> {
+  for (let tries = 1; ; tries += 1) {
+    // The first attempt as patient as the lease allows; a retry only within what is left.
+    const timeoutMs = tries === 1 ? Math.max(1_000, Math.min(ttlMs, remainingMs())) : Math.max(FINISH_RETRY_MIN_MS, remainingMs());
+    try {
+      return await store.finish({ ...input, queryTimeoutMs: Math.round(timeoutMs) });
+    } catch (err) {
+      const left = remainingMs();
+      if (!isTransientDbError(err) || left < 2 * FINISH_RETRY_MIN_MS) throw err;
+      log.warn({ err: (err as Error).message, tries, remainingMs: Math.round(left) }, 'could not record outcome yet; retrying while the lease lasts');
+      await sleep(Math.min(200 * tries, 1_000, left - FINISH_RETRY_MIN_MS));
+    }
+  }
 }
 
 function finishDetail(attempt: number, durationMs: number, aborted: string | undefined, offset: OffsetMeasurement | undefined): Record<string, unknown> {

@@ -245,6 +245,10 @@ export class SqliteStore implements LeaseStore {
       const nowMono = hostMonotonicMs();
       const lease = this.db.prepare('SELECT * FROM leases WHERE name = ? AND owner = ? AND generation = ?').get(i.job, i.owner, Number(i.generation)) as LeaseRecord | undefined;
       const held = lease !== undefined && !this.expired(lease, nowMono);
+      // A retry of a finish that committed: this generation released the lease itself.
+      if (!held && lease?.released_at != null && this.db.prepare(
+        `SELECT 1 FROM events WHERE job = ? AND generation = ? AND owner = ? AND kind = 'released' AND json_extract(detail, '$.by') IS NULL`,
+      ).get(i.job, Number(i.generation), i.owner) !== undefined) return { held: true, dbNow: new Date(now) };
       const detail = i.detail ?? {};
       if (held && i.window !== undefined && (i.outcome === 'completed' || i.outcome === 'failed')) {
         this.db.prepare(

@@ -1,5 +1,5 @@
 // Contenders and faults: many runs on one window, a crashed holder, a stolen lease, a lost database.
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -131,6 +131,30 @@ describe('contention and faults', () => {
       const ev = await db.rows<{ kind: string }>(`SELECT kind FROM ${db.schema}.events WHERE job = 'blip' ORDER BY seq`);
       expect(ev.map((e) => e.kind)).toContain('renew-failed');
       expect(ev.map((e) => e.kind)).toContain('window-completed');
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('the database drops just as the child ends: finish is retried while the lease lasts and the window completes', async () => {
+    const proxy = await startProxy(db.url);
+    try {
+      const pidFile = path.join(tmp, 'drop-at-end.pid');
+      const go = path.join(tmp, 'drop-at-end.go');
+      // TTL 6 s, renew every 2 s: at least 4 s of lease left at any moment the child ends.
+      const run = startCli(['run', ...base('drop-at-end', proxy.url(db.url)), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s',
+        '--', 'sh', '-c', `echo $$ > ${pidFile}; while [ ! -e ${go} ]; do sleep 0.05; done`]);
+      await waitFor('child ready', () => readPid(pidFile));
+      proxy.cut();
+      writeFileSync(go, '');
+      await waitFor('a failed finish', () => run.pid !== undefined && !isAlive(readPid(pidFile) || 0), 10_000);
+      await new Promise((r) => setTimeout(r, 800));
+      proxy.heal();
+      const r = await run;
+      expect(r.exitCode, r.all).toBe(0);
+      expect(logLines(r.stderr).some((l) => l.msg === 'could not record outcome yet; retrying while the lease lasts'), r.stderr).toBe(true);
+      const ev = await db.rows<{ kind: string }>(`SELECT kind FROM ${db.schema}.events WHERE job = 'drop-at-end' ORDER BY seq`);
+      expect(ev.map((e) => e.kind).filter((k) => k !== 'renew-failed')).toEqual(['acquired', 'window-claimed', 'window-completed', 'released']);
     } finally {
       await proxy.close();
     }

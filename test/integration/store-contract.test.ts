@@ -47,6 +47,19 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     expect(c).toMatchObject({ outcome: 'acquired', generation: '2' });
   });
 
+  it('finish is safe to repeat: a retry after a committed finish answers held and records nothing twice; an admin release is not ours', async () => {
+    const s = await make();
+    await s.acquire({ ...base, job: 'f', window: 'k' });
+    const done = { job: 'f', owner: base.owner, generation: '1', window: 'k', outcome: 'completed' as const, exitCode: 0, hostTime: new Date() };
+    expect(await s.finish(done)).toMatchObject({ held: true });
+    expect(await s.finish(done)).toMatchObject({ held: true });
+    expect((await s.readHistory('f', 100)).map((e) => e.kind)).toEqual(['acquired', 'window-claimed', 'window-completed', 'released']);
+
+    await s.acquire({ ...base, job: 'g', window: 'k' });
+    await s.release('g', new Date());
+    expect(await s.finish({ ...done, job: 'g' })).toMatchObject({ held: false });
+  });
+
   it('renews only the live owner and generation', async () => {
     const s = await make();
     await s.acquire({ ...base, job: 'r' });

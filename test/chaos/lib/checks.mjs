@@ -340,7 +340,10 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
         ok = false;
         why = `unexpected code; last lines: ${r.stderr.trim().split('\n').slice(-2).join(' | ').slice(0, 400)}`;
     }
-    if (!ok) violate('exit-codes', `${who}: exited ${got}, but ${why}`);
+    if (!ok) {
+      const tail = r.stderr.trim().split('\n').slice(-3).join(' | ').slice(0, 600);
+      violate('exit-codes', `${who}: exited ${got}, but ${why}; child ${r.child ? `exited ${r.child.exitCode ?? r.child.signal ?? '?'}` : 'never started'}; last lines: ${tail}`);
+    }
     if (completedByMe && r.code !== 0) violate('exit-codes', `${who}: its generation completed the window, yet it exited ${got}`);
   }
 
