@@ -54,8 +54,11 @@ Example:
   leasejob run --name nightly-close --schedule '5 0 * * *' --tz America/Sao_Paulo \\
     --window-from-schedule --window-offset -P1D --window-format yyyy-MM-dd -- node close-day.js`)
       .action(async (command: string[], flags: Record<string, unknown>) => {
+        // Connect while the run path loads: it overlaps most of a connection's cost.
+        const { openStoreEarly } = await import('./open-store.js');
+        const early = openStoreEarly(flags);
         const { runCommand } = await import('./commands/run.js');
-        exitWith(await runCommand(flags, command));
+        exitWith(await runCommand(flags, command, early));
       }),
   );
 

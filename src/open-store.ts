@@ -50,12 +50,33 @@ export function chooseStore(flags: StoreFlags, env: NodeJS.ProcessEnv = process.
   return { kind: 'sqlite', file, secrets: [], location: file };
 }
 
-export async function openStore(choice: StoreChoice, flags: StoreFlags = {}): Promise<LeaseStore> {
+export async function openStore(choice: StoreChoice, flags: StoreFlags = {}, opts: { connectEarly?: boolean } = {}): Promise<LeaseStore> {
   if (choice.kind === 'postgresql') {
     const { PgStore, createPool } = await import('./pg-store.js');
-    return new PgStore(createPool(choice.source, { max: flags.poolSize ?? 1 }), choice.schema, choice.location);
+    const store = new PgStore(createPool(choice.source, { max: flags.poolSize ?? 1 }), choice.schema, choice.location);
+    if (opts.connectEarly) store.connectEarly();
+    return store;
   }
   // Loaded only when used: the PostgreSQL path never pays for the native module.
   const { SqliteStore } = await import('./sqlite-store.js');
   return SqliteStore.open(choice.file);
+}
+
+/**
+ * `run` only: open the PostgreSQL store and start connecting while the rest of the command
+ * loads (what a connection costs is mostly the server's: a backend, the password check).
+ * Undefined for the embedded store or flags that do not choose a store; the command then
+ * opens it itself and reports what was wrong. Nothing is written by connecting.
+ */
+export function openStoreEarly(flags: StoreFlags): Promise<LeaseStore> | undefined {
+  let choice: StoreChoice;
+  try {
+    choice = chooseStore(flags);
+  } catch {
+    return undefined;
+  }
+  if (choice.kind !== 'postgresql') return undefined;
+  const store = openStore(choice, flags, { connectEarly: true });
+  store.catch(() => {}); // reported when the command awaits it
+  return store;
 }

@@ -55,7 +55,28 @@ export class PgStore implements LeaseStore {
     this.location = location;
   }
 
+  /** A connection being opened ahead of the first statement; its error, if it failed. */
+  private early: Promise<unknown> | undefined;
+
+  /**
+   * Open the connection now, before the first statement is ready: the server starts a backend
+   * and checks the password while the caller is still busy (loading modules). No statement
+   * is sent. The first acquire() waits for it and reports its error, so an unreachable
+   * database costs one connect timeout, not two.
+   */
+  connectEarly(): void {
+    this.early ??= this.pool.connect().then((c) => {
+      c.release();
+      return undefined;
+    }, (err: unknown) => err ?? new Error('connection failed'));
+  }
+
   async acquire(i: AcquireInput): Promise<AcquireRow> {
+    if (this.early) {
+      const failed = await this.early;
+      this.early = undefined;
+      if (failed) throw failed;
+    }
     const { rows } = await this.pool.query(
       `SELECT * FROM ${this.s}.acquire($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
       [i.job, i.owner, i.ttlMs, i.renewIntervalMs, i.window ?? null, i.scheduledAt ?? null, i.rerun,

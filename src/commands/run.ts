@@ -23,9 +23,22 @@ class ChildFailedError extends Error {
   }
 }
 
-export async function runCommand(flags: RawRunFlags & { stateFile?: string; requireShared?: boolean }, command: string[]): Promise<number> {
-  const config = normalizeRunOptions(flags, command);
-  const choice = chooseStore({ databaseUrl: config.databaseUrl, schema: config.schema, stateFile: flags.stateFile, requireShared: flags.requireShared });
+/**
+ * `early`: the store as openStoreEarly() opened it from the same flags, already connecting.
+ * It is closed here whatever happens, bad flags included.
+ */
+export async function runCommand(flags: RawRunFlags & { stateFile?: string; requireShared?: boolean }, command: string[], early?: Promise<LeaseStore>): Promise<number> {
+  let config: RunConfig;
+  let choice: ReturnType<typeof chooseStore>;
+  try {
+    config = normalizeRunOptions(flags, command);
+    choice = chooseStore({ databaseUrl: config.databaseUrl, schema: config.schema, stateFile: flags.stateFile, requireShared: flags.requireShared });
+  } catch (err) {
+    // Not awaited: a connection still being opened (a black-holed database) must not delay
+    // the usage error; the process exits right after and the server sees the socket close.
+    void early?.then((s) => s.close(), () => {});
+    throw err;
+  }
   const log = createLogger(config.logLevel, choice.secrets);
   const databaseUrl = choice.kind === 'postgresql' ? choice.source.connectionString : undefined;
 
@@ -38,7 +51,13 @@ export async function runCommand(flags: RawRunFlags & { stateFile?: string; requ
 
   let store: LeaseStore | undefined;
   try {
-    store = await openStore(choice);
+    store = await early;
+    // Opened from the raw flags: used only if they chose the very store the run config does.
+    if (store && store.location !== choice.location) {
+      await store.close();
+      store = undefined;
+    }
+    store ??= await openStore(choice);
     if (parentDeathSignalSupport() === 'none') log.warn('no parent-death signal on this platform: if leasejob is SIGKILLed its child runs on until the lease would have expired');
     log.info({ store: store.kind, location: store.location, occurrence: config.window?.source }, 'using store');
     const result = await runWithLease(store, {

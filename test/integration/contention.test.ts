@@ -160,6 +160,29 @@ describe('contention and faults', () => {
     }
   });
 
+  it('a black-holed database: run exits 69 after one connect timeout (the early connection is not retried)', async () => {
+    const proxy = await startProxy(db.url);
+    try {
+      proxy.hold();
+      const t0 = performance.now();
+      const r = await runCli(['run', ...base('black-hole', proxy.url(db.url)), '--window', 'w', '--', 'true']);
+      const elapsed = performance.now() - t0;
+      expect(r.exitCode, r.all).toBe(69);
+      expect(r.stderr).toMatch(/database unreachable/);
+      // pg's connect timeout is 5 s: two attempts one after the other would take 10.
+      expect(elapsed).toBeGreaterThan(4_500);
+      expect(elapsed).toBeLessThan(9_500);
+
+      // Bad flags are reported without waiting for that connection, and nothing is written.
+      const bad = await runCli(['run', ...base('black-hole-bad', proxy.url(db.url)), '--window', 'w', '--ttl', 'soon', '--', 'true']);
+      expect(bad.exitCode, bad.all).toBe(64);
+      expect(await db.rows(`SELECT 1 FROM ${db.schema}.jobs WHERE name LIKE 'black-hole%'`)).toHaveLength(0);
+    } finally {
+      proxy.heal();
+      await proxy.close();
+    }
+  });
+
   it('an acquisition answered after the stop point never starts the child: exit 75, lease released', async () => {
     const proxy = await startProxy(db.url);
     try {
