@@ -66,8 +66,18 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
 COPY bin ./bin
 COPY sql ./sql
 COPY --from=build /app/dist ./dist
-RUN chmod 0755 /app/bin/leasejob.js \
- && ln -s /app/bin/leasejob.js /usr/local/bin/leasejob
+RUN chmod 0755 /app/bin/leasejob.cjs \
+ && ln -s /app/bin/leasejob.cjs /usr/local/bin/leasejob
+
+# V8's code cache for `run` (src/compile-cache.ts), primed here: a run against a closed port
+# loads and compiles the run path, then exits 69 (database unreachable). Root-owned and
+# read-only at run time, so every pod starts warm (~125 ms instead of ~150 for
+# `run -- true`, README "Performance"), and nothing is written to the pod's /tmp.
+ENV LEASEJOB_COMPILE_CACHE=/app/compile-cache
+RUN mkdir -m 0755 /app/compile-cache \
+ && { leasejob run --database-url postgres://prime@127.0.0.1:1/prime --name prime --window prime \
+        --log-level fatal -- true 2>/dev/null; test $? -eq 69; } \
+ && test -n "$(ls /app/compile-cache)"
 
 USER 10001:10001
 # No -g: tini signals leasejob only; leasejob itself signals the child's process group, after

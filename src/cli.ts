@@ -131,6 +131,10 @@ Example:
     exitWith(await releaseCommand(flags));
   });
 
+  program.addHelpText('after', `
+Environment: LEASEJOB_DATABASE_URL (else DATABASE_URL, PG*), LEASEJOB_STATE_FILE,
+LEASEJOB_REQUIRE_SHARED=1, LEASEJOB_COMPILE_CACHE=<dir>|off (V8 code cache of the CLI; default:
+a directory of this user under the OS temp dir). Run \`leasejob <command> --help\` for options.`);
   return program;
 }
 
@@ -139,7 +143,7 @@ function exitWith(code: number): void {
   pendingExit = code;
 }
 
-/** Parse argv, run the command, and return the exit code (bin/leasejob.js exits with it). */
+/** Parse argv, run the command, and return the exit code (bin/leasejob.cjs exits with it). */
 export async function main(argv: string[]): Promise<number> {
   const program = buildProgram();
   program.exitOverride();

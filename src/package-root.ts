@@ -1,5 +1,5 @@
 // Where the package's own files (package.json, sql/) are, whether this code runs from dist/
-// (tsc output, the library) or from dist/bundle/ (the CLI bundle).
+// (tsc output, the library) or from dist/leasejob.cjs (the CLI bundle).
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';

@@ -156,7 +156,7 @@ export class PgStore implements LeaseStore {
          LEFT JOIN LATERAL (
            SELECT w.window_key, w.completed_at, (extract(epoch FROM w.completed_at - w.started_at) * 1000)::bigint AS duration_ms
              FROM ${s}.windows w WHERE w.job = j.name AND w.completed_at IS NOT NULL
-            ORDER BY w.completed_at DESC LIMIT 1) lc ON true
+            ORDER BY w.completed_at DESC, w.generation DESC LIMIT 1) lc ON true
          LEFT JOIN LATERAL (
            SELECT jsonb_agg(jsonb_build_object('window', o.window_key, 'attempts', o.attempts, 'outcome', o.outcome) ORDER BY o.started_at) AS open
              FROM (SELECT w.window_key, w.attempts, w.outcome, w.started_at FROM ${s}.windows w

@@ -300,7 +300,7 @@ export class SqliteStore implements LeaseStore {
     const jobs = this.db.prepare(
       `SELECT j.*, l.owner, l.generation, l.expires_mono, l.boot_id, l.acquired_at,
               (SELECT json_object('window', w.window_key, 'completed_at', w.completed_at, 'started_at', w.started_at)
-                 FROM windows w WHERE w.job = j.name AND w.completed_at IS NOT NULL ORDER BY w.completed_at DESC LIMIT 1) AS last,
+                 FROM windows w WHERE w.job = j.name AND w.completed_at IS NOT NULL ORDER BY w.completed_at DESC, w.generation DESC LIMIT 1) AS last,
               (SELECT json_group_array(json_object('window', o.window_key, 'attempts', o.attempts, 'outcome', o.outcome))
                  FROM (SELECT window_key, attempts, outcome FROM windows w WHERE w.job = j.name AND w.completed_at IS NULL
                         ORDER BY started_at DESC LIMIT 10) o) AS open

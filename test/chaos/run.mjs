@@ -57,7 +57,7 @@ if (!Number.isInteger(ROUNDS) || ROUNDS < 1 || !(DURATION_S >= 20) || !Number.is
   process.exit(2);
 }
 try {
-  execFileSync(process.execPath, [path.join(ROOT, 'bin', 'leasejob.js'), '--version'], { stdio: 'ignore', timeout: 30_000 });
+  execFileSync(process.execPath, [path.join(ROOT, 'bin', 'leasejob.cjs'), '--version'], { stdio: 'ignore', timeout: 30_000 });
 } catch {
   process.stderr.write('chaos: the built CLI does not start: run `npm run build` (or `npm run chaos`, which builds first)\n');
   process.exit(2);

@@ -54,11 +54,11 @@ describe('npm pack, then npm install --omit=dev of the tarball', () => {
   });
 
   it('packs the CLI, the compiled library with its types, every migration and the README, and nothing else', () => {
-    for (const f of ['package.json', 'README.md', 'bin/leasejob.js', 'dist/cli.js', 'dist/index.js', 'dist/index.d.ts']) expect(files).toContain(f);
+    for (const f of ['package.json', 'README.md', 'bin/leasejob.cjs', 'dist/leasejob.cjs', 'dist/compile-cache.cjs', 'dist/cli.js', 'dist/index.js', 'dist/index.d.ts']) expect(files).toContain(f);
     const migrations = readdirSync(path.join(ROOT, 'sql')).filter((f) => f.endsWith('.sql')).map((f) => `sql/${f}`);
     expect(migrations.length).toBeGreaterThan(0);
     for (const m of migrations) expect(files).toContain(m);
-    const allowed = /^(package\.json|README\.md|LICENSE(\.\w+)?|bin\/[^/]+\.js|dist\/.+\.(js|d\.ts|js\.map|d\.ts\.map)|sql\/\d+_[a-z0-9_]+\.sql)$/;
+    const allowed = /^(package\.json|README\.md|LICENSE(\.\w+)?|bin\/[^/]+\.c?js|dist\/.+\.(c?js|d\.ts|js\.map|d\.ts\.map)|sql\/\d+_[a-z0-9_]+\.sql)$/;
     expect(files.filter((f) => !allowed.test(f))).toEqual([]);
   });
 

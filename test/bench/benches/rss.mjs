@@ -6,7 +6,6 @@
 import path from 'node:path';
 import { BENCH_DIR, BIN, NODE, alive, fileLines, parseStamp, procStatus, sleep, stampCmd, start } from '../lib/proc.mjs';
 import { rotate } from '../lib/stats.mjs';
-import { buildBundles } from '../lib/bundle.mjs';
 
 const IMPORT_TIME = path.join(BENCH_DIR, 'fixtures', 'import-time.mjs');
 
@@ -21,10 +20,8 @@ export async function run(ctx) {
       'sh', '-c', `${stampCmd(stamp)}; sleep ${childMs / 1000}`], { env: ctx.env });
     return { p, childPid: () => { const l = fileLines(stamp)[0]; return l ? parseStamp(l).pid : undefined; } };
   };
-  const bundled = (await buildBundles(ctx)).ok.find((b) => !b.split);
   const contenders = [
     { name: 'runner', start: runner(BIN) },
-    ...(bundled ? [{ name: 'bundled runner', start: runner(bundled.file) }] : []),
     { name: 'node idle', start: () => ({ p: start(NODE, ['-e', `setTimeout(() => {}, ${childMs})`], { env: ctx.env }) }) },
     { name: 'node + run path loaded, idle', start: () => ({ p: start(NODE, [IMPORT_TIME, 'dist/cli.js', 'dist/commands/run.js'], { env: { ...ctx.env, BENCH_HOLD_MS: String(childMs) }, stdout: true }) }) },
   ];
@@ -66,12 +63,5 @@ export async function run(ctx) {
     bench: 'rss', name: 'runner VmHWM while child runs', unit: 'MB', samples: runnerPeak,
     baseline: { name: 'run path loaded, idle', samples: peak['node + run path loaded, idle'] },
   });
-  if (bundled) {
-    ctx.report.add({
-      bench: 'rss', name: 'bundled runner VmHWM (1 file)', unit: 'MB', samples: peak['bundled runner'],
-      baseline: { name: 'runner', samples: runnerPeak },
-      note: 'the same CLI bundled into one file (see startup); what bundling alone would do to the peak',
-    });
-  }
   if (failures.length) ctx.report.note(`rss: ${failures.slice(0, 3).join(' | ')}`);
 }

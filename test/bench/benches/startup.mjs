@@ -1,14 +1,14 @@
 // Start cost breakdown ("fast start"): what a `leasejob run` pays before and after the child.
 //  1. Whole processes, interleaved: node -e 0 | leasejob --version | run --help | run -- true
-//     | loading the run path without running (import-time.mjs) | the same CLI bundled (rolldown,
-//     one file and code-split) for --version and run, when a bundler is installed.
+//     (the shipped CLI: one esbuild bundle through V8's code cache) | the same without the code
+//     cache (LEASEJOB_COMPILE_CACHE=off: a first start) | loading the run path without running
+//     (import-time.mjs, the tsc output module by module).
 //  2. Phases of a run from its own debug log (spawn -> 'starting' = boot + module load + argv;
 //     -> 'lease acquired' = connect + acquire; -> child started/exited; -> released; -> exit).
 //  3. Module load: each dependency imported alone in a fresh process (inclusive cost), and the
 //     run path imported in order in one process (what each step adds), interleaved.
 //  4. A CPU profile of a run, self time attributed to packages.
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
-import { buildBundles } from '../lib/bundle.mjs';
 import path from 'node:path';
 import { BENCH_DIR, BIN, NODE, logLines, timed } from '../lib/proc.mjs';
 import { rotate, summarize, fmt } from '../lib/stats.mjs';
@@ -24,25 +24,22 @@ export async function run(ctx) {
   let w = 0;
   const runArgs = (bin, level = 'debug') => [bin, 'run', '--name', job, '--schema', ctx.schema, '--log-level', level, '--window', `w${++w}`, '--', 'true'];
 
-  const bundles = await buildBundles(ctx);
   const contenders = [
     { name: 'node -e 0', args: () => ['-e', '0'] },
     { name: 'leasejob --version', args: () => [BIN, '--version'] },
     { name: 'leasejob run --help', args: () => [BIN, 'run', '--help'], stdout: true },
     { name: 'leasejob run -- true', args: () => runArgs(BIN), phases: true },
+    { name: 'leasejob run -- true, no code cache', args: () => runArgs(BIN), env: { LEASEJOB_COMPILE_CACHE: 'off' } },
     { name: 'load run path only', args: () => [IMPORT_TIME, 'dist/cli.js', 'dist/commands/run.js'], stdout: true },
   ];
-  for (const b of bundles.ok) {
-    contenders.push({ name: `${b.name} --version`, args: () => [b.file, '--version'] });
-    contenders.push({ name: `${b.name} run -- true`, args: () => runArgs(b.file), phases: true });
-  }
   const samples = Object.fromEntries(contenders.map((c) => [c.name, []]));
   const phases = [];
   const failures = [];
-  for (const c of contenders) await timed(NODE, c.args(), { env: ctx.env, stdout: c.stdout }); // warm-up
+  const envOf = (c) => ({ ...ctx.env, ...c.env });
+  for (const c of contenders) await timed(NODE, c.args(), { env: envOf(c), stdout: c.stdout }); // warm-up
   for (let i = 0; i < n; i++) {
     for (const c of rotate(contenders, i)) {
-      const r = await timed(NODE, c.args(), { env: ctx.env, stdout: c.stdout });
+      const r = await timed(NODE, c.args(), { env: envOf(c), stdout: c.stdout });
       if (r.code !== 0) failures.push(`${c.name}: exit ${r.code ?? r.signal} ${r.stderr.slice(-200)}`);
       samples[c.name].push(r.code === 0 ? r.ms : NaN); // a failed process is no figure
       if (c.phases && c.name === 'leasejob run -- true') phases.push(phasesOf(r));
@@ -52,13 +49,11 @@ export async function run(ctx) {
   for (const c of contenders.slice(1)) {
     ctx.report.add({ bench: 'startup', name: c.name, unit: 'ms', samples: samples[c.name], baseline: { name: 'node -e 0', samples: base } });
   }
-  for (const b of bundles.ok) {
-    ctx.report.add({
-      bench: 'startup', name: `${b.name} run -- true`, unit: 'ms', samples: samples[`${b.name} run -- true`],
-      baseline: { name: 'leasejob run -- true', samples: samples['leasejob run -- true'] },
-      note: `${b.name}: ${b.description}`,
-    });
-  }
+  ctx.report.add({
+    bench: 'startup', name: 'run -- true, code cache', unit: 'ms', samples: samples['leasejob run -- true'],
+    baseline: { name: 'no code cache', samples: samples['leasejob run -- true, no code cache'] },
+    note: 'the shipped CLI with its V8 code cache warm, against a first start (LEASEJOB_COMPILE_CACHE=off)',
+  });
   if (failures.length) ctx.report.note(`startup: ${failures.length} failed processes: ${failures.slice(0, 3).join(' | ')}`);
 
   // Module load, isolated (each alone in a fresh process) and along the run path.
@@ -108,20 +103,18 @@ export async function run(ctx) {
     importRunPathTotal: summarize(chainTotal),
     nodeBootBeforeScript: summarize(boot),
     cpuProfileSelfMs: profile,
-    bundles: bundles.ok.map((b) => ({ name: b.name, description: b.description, bytes: b.bytes, buildMs: b.buildMs })),
-    bundleNotes: bundles.notes,
   };
   ctx.report.extra.startCost = startCost;
 
   const lines = [];
   lines.push('Start cost of `leasejob run -- true` (medians, ms):');
-  lines.push(`  whole run ${fmt(runMed)}; node -e 0 ${fmt(med(base))}; --version ${fmt(med(samples['leasejob --version']))}; run --help ${fmt(med(samples['leasejob run --help']))}; load run path only ${fmt(med(samples['load run path only']))}`);
+  lines.push(`  whole run ${fmt(runMed)} (no code cache: ${fmt(med(samples['leasejob run -- true, no code cache']))}); node -e 0 ${fmt(med(base))}; --version ${fmt(med(samples['leasejob --version']))}; run --help ${fmt(med(samples['leasejob run --help']))}; load run path only ${fmt(med(samples['load run path only']))}`);
   if (ph.toStarting) {
     lines.push('  phases of a run (from its debug log, ms resolution):');
     const names = {
       toStarting: 'spawn -> first log line (node boot + module load + argv parsing)',
       toAcquired: 'first log line -> "lease acquired" (connect + acquire round trip)',
-      toChildStarted: '"lease acquired" -> "child started" (setpriv + spawn via execa)',
+      toChildStarted: '"lease acquired" -> "child started" (setpriv + spawn)',
       childRan: '"child started" -> "child exited" (true)',
       toReleased: '"child exited" -> "lease released" (finish round trip)',
       toExit: '"lease released" -> process exit (pool.end, exit)',
@@ -140,10 +133,6 @@ export async function run(ctx) {
     lines.push(`  CPU profile of a run, self time by owner (mean of ${profile.runs} runs, ms; a sample goes to the innermost package frame on its stack):`);
     lines.push('    ' + profile.ranked.slice(0, 12).map(([k, v]) => `${k} ${fmt(v)}`).join(', '));
   }
-  for (const b of bundles.ok) {
-    lines.push(`  ${b.name} (${b.description}, ${Math.round(b.bytes / 1024)} KiB): --version ${fmt(med(samples[`${b.name} --version`]))}, run ${fmt(med(samples[`${b.name} run -- true`]))} vs unbundled ${fmt(runMed)}`);
-  }
-  for (const note of bundles.notes) lines.push(`  ${note}`);
   ctx.report.extra.startCostText = lines.join('\n');
 }
 

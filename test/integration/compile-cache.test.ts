@@ -1,0 +1,62 @@
+// The CLI's code cache (src/compile-cache.ts), through the real CLI: written once per command,
+// reused, rewritten when V8 rejects it, never written where someone else could have.
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { runCli } from '../helpers/cli.js';
+
+const fresh = (): string => {
+  const dir = path.join(mkdtempSync(path.join(tmpdir(), 'leasejob-cc-')), 'cache');
+  mkdirSync(dir, { mode: 0o700 });
+  return dir;
+};
+
+describe('compile cache', () => {
+  it('is written after the first start of a command, reused as is, and rewritten when V8 rejects it', async () => {
+    const dir = fresh();
+    const env = { LEASEJOB_COMPILE_CACHE: dir };
+    expect((await runCli(['--version'], env)).exitCode).toBe(0);
+    const files = readdirSync(dir);
+    expect(files).toHaveLength(1);
+    expect(files[0]).toMatch(/^other-.*\.bin$/); // `--version` is no command name
+    const file = path.join(dir, files[0]!);
+    const first = statSync(file);
+    expect(first.size).toBeGreaterThan(10_000);
+    expect(first.mode & 0o777).toBe(0o644);
+
+    // A second start reads it and writes nothing.
+    const again = await runCli(['--version'], env);
+    expect(again.exitCode).toBe(0);
+    expect(again.stdout.trim()).toMatch(/^\d+\.\d+\.\d+/);
+    expect(statSync(file).mtimeMs).toBe(first.mtimeMs);
+
+    // Garbage is rejected by V8 (the start still works) and replaced by a good cache.
+    writeFileSync(file, 'not a code cache');
+    const rejected = await runCli(['--version'], env);
+    expect(rejected.exitCode).toBe(0);
+    expect(statSync(file).size).toBeGreaterThan(10_000);
+    expect(readFileSync(file).subarray(0, 16).toString()).not.toBe('not a code cache');
+
+    // Another command gets its own file.
+    expect((await runCli(['run', '--help'], env)).exitCode).toBe(0);
+    expect(readdirSync(dir).filter((f) => f.startsWith('run-'))).toHaveLength(1);
+  });
+
+  it('is not used in a directory others can write to, through a symlink, or when off; the CLI works the same', async () => {
+    const open = fresh();
+    chmodSync(open, 0o777);
+    const link = path.join(path.dirname(fresh()), 'link');
+    const target = fresh();
+    symlinkSync(target, link);
+    const notADir = path.join(path.dirname(fresh()), 'file');
+    writeFileSync(notADir, '');
+    for (const setting of [open, link, path.join(notADir, 'below'), 'off']) {
+      const r = await runCli(['--version'], { LEASEJOB_COMPILE_CACHE: setting });
+      expect(r.exitCode, `${setting}: ${r.all}`).toBe(0);
+      expect(r.stderr, setting).toBe('');
+    }
+    expect(readdirSync(open)).toEqual([]);
+    expect(readdirSync(target)).toEqual([]);
+  });
+});
