@@ -26,13 +26,16 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
   const { dbNow, rows } = await store.readJobRows(name);
   // Thousands of jobs share a handful of schedules: work out each distinct due window once.
   const dueCache = new Map<string, DueWindow>();
-  const jobs: JobState[] = rows.map((r) => ({
-    ...r,
-    holder: r.held ? r.owner : null,
-    overdue: false,
-    intervalMs: null,
-    ...dueWindowCached(r, dbNow, dueCache),
-  }));
+  // Extended in place, every row the same way: spreading 20 fields into a new object for each
+  // of 10,000 jobs cost more than the query (measured in the monitor bench).
+  const jobs = rows as JobState[];
+  for (const j of jobs) {
+    const d = dueWindowCached(j, dbNow, dueCache);
+    j.holder = j.held ? j.owner : null;
+    j.overdue = false;
+    j.intervalMs = d.intervalMs;
+    j.due = d.due;
+  }
   const withDue = jobs.filter((j) => j.due);
   const done = await store.readCompleted(withDue.map((j) => ({ job: j.name, window: j.due!.window })));
   for (const j of withDue) {
@@ -63,17 +66,18 @@ interface DueWindow {
   due?: { window: string; scheduledAt: Date; overdueSince: Date };
 }
 
-function dueWindowCached(r: JobRow, dbNow: Date, cache: Map<string, DueWindow>): Partial<JobState> {
-  if (r.windowMode !== 'schedule' || typeof r.schedule !== 'string') return {};
-  const key = [r.schedule, r.tz, r.windowFormat, r.windowOffset, r.alertAfterMs].join('\u0000');
+function dueWindowCached(r: JobRow, dbNow: Date, cache: Map<string, DueWindow>): Pick<JobState, 'intervalMs' | 'due'> {
+  if (r.windowMode !== 'schedule' || typeof r.schedule !== 'string') return { intervalMs: null, due: undefined };
+  const key = `${r.schedule}\u0000${r.tz}\u0000${r.windowFormat}\u0000${r.windowOffset}\u0000${r.alertAfterMs}`;
   let d = cache.get(key);
   if (d === undefined) {
     d = dueWindowOf(r, dbNow);
     cache.set(key, d);
   }
+  const intervalMs = d.intervalMs ?? null;
   // A job registered after the due tick was not yet expected to have run it.
-  if (!d.due || d.due.scheduledAt.getTime() < r.createdAt.getTime()) return { intervalMs: d.intervalMs ?? null };
-  return { intervalMs: d.intervalMs ?? null, due: { ...d.due, completed: false } };
+  if (!d.due || d.due.scheduledAt.getTime() < r.createdAt.getTime()) return { intervalMs, due: undefined };
+  return { intervalMs, due: { window: d.due.window, scheduledAt: d.due.scheduledAt, overdueSince: d.due.overdueSince, completed: false } };
 }
 
 function dueWindowOf(r: JobRow, dbNow: Date): DueWindow {

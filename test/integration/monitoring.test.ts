@@ -35,6 +35,29 @@ function metric(text: string, name: string, labels: string): number | undefined 
 }
 
 describe('monitoring by absence', () => {
+  it('the exporter sums event counts over hosts per job, keeps busy skips per host, and types counters', async () => {
+    await db.rows(
+      `INSERT INTO ${db.schema}.event_counts (job, kind, host, n) VALUES
+         ('sum-job', 'window-completed', 'h1', 3), ('sum-job', 'window-completed', 'h2', 4),
+         ('sum-job', 'lease-lost', 'h1', 1), ('sum-job', 'lease-lost', 'h2', 2),
+         ('sum-job', 'busy-skip', 'h1', 5), ('sum-job', 'busy-skip', 'h2', 6)`,
+    );
+    const exporter = await startExporter();
+    try {
+      const text = await exporter.scrape();
+      expect(metric(text, 'leasejob_runs_total', 'job="sum-job",outcome="completed"')).toBe(7);
+      expect(metric(text, 'leasejob_leases_lost_total', 'job="sum-job"')).toBe(3);
+      expect(metric(text, 'leasejob_busy_skips_total', 'job="sum-job",host="h1"')).toBe(5);
+      expect(metric(text, 'leasejob_busy_skips_total', 'job="sum-job",host="h2"')).toBe(6);
+      expect(text).toContain('# TYPE leasejob_runs_total counter');
+      expect(text).toContain('# TYPE leasejob_window_overdue gauge');
+      expect(text.split('\n').filter((l) => l.startsWith('leasejob_runs_total{job="sum-job"'))).toHaveLength(1);
+    } finally {
+      await exporter.stop();
+      await db.rows(`DELETE FROM ${db.schema}.event_counts WHERE job = 'sum-job'`);
+    }
+  });
+
   it('an overdue window fails check and shows in the exporter; completing it clears both', async () => {
     // A job that has run before (registered a day ago) and whose latest hourly window is not done.
     const job = ['--name', 'hourly-report', '--schedule', '0 * * * *', '--window-from-schedule', '--alert-after', '1s'];
