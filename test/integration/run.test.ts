@@ -130,6 +130,17 @@ describe('leasejob run', () => {
     expect(lease[0]?.generation).toBe('2'); // released, never deleted: generations keep growing
   });
 
+  it('warns once a run has passed half its schedule interval (30 s of an every-minute job), and still completes', async () => {
+    const r = await runCli(['run', ...base('half-interval'), '--schedule', '* * * * *', '--window-from-schedule', '--', 'sleep', '31'], {}, { timeoutMs: 90_000 });
+    expect(r.exitCode, r.all).toBe(0);
+    const warned = logLines(r.stderr).filter((l) => l.msg === 'run passed half the schedule interval');
+    expect(warned, r.stderr).toHaveLength(1);
+    expect(warned[0]?.halfIntervalMs).toBe(30_000);
+    const quick = await runCli(['run', ...base('half-interval-quick'), '--schedule', '* * * * *', '--window-from-schedule', '--', 'true']);
+    expect(quick.exitCode, quick.all).toBe(0);
+    expect(logLines(quick.stderr).some((l) => l.msg === 'run passed half the schedule interval')).toBe(false);
+  }, 120_000);
+
   it('exits 124 when --max-runtime is exceeded, stopping the child', async () => {
     const pidFile = path.join(tmp, 'maxrt.pid');
     const r = await runCli(['run', ...base('slow-job'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s', '--max-runtime', '1s',
