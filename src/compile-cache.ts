@@ -11,7 +11,7 @@
 // it, since whoever writes a cache chooses the code we run. Any failure (a read-only file
 // system, a full disk) only means an uncached start.
 import { isAscii } from 'node:buffer';
-import { chmodSync, closeSync, fstatSync, lstatSync, mkdirSync, openSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -41,7 +41,7 @@ export function loadCli(bundle: string, command: string | undefined, env: NodeJS
       state = dir === undefined ? 'unusable' : 'cold';
       // One file per command: `--version` compiles little of what `run` needs.
       const { size, mtimeMs } = fstatSync(fd);
-      const name = /^[a-z][a-z-]{0,20}$/.test(command ?? '') ? command : 'other';
+      const name = /^[a-z]{1,20}$/.test(command ?? '') ? command : 'other';
       if (dir !== undefined) file = path.join(dir, `${name}-${process.versions.v8}-${process.arch}-${size}-${Math.trunc(mtimeMs)}.bin`);
     }
   } finally {
@@ -78,6 +78,12 @@ export function loadCli(bundle: string, command: string | undefined, env: NodeJS
         writeFileSync(tmp, script.createCachedData());
         chmodSync(tmp, 0o644); // whatever the umask: an image's baked cache serves its runtime user
         renameSync(tmp, file); // atomic: concurrent runners never read half a file
+        // Older caches of this command (another build or Node) would only pile up.
+        const dir = path.dirname(file);
+        const prefix = `${path.basename(file).split('-')[0]}-`; // the command: no '-' in it
+        for (const f of readdirSync(dir)) {
+          if (f.startsWith(prefix) && f.endsWith('.bin') && f !== path.basename(file)) rmSync(path.join(dir, f), { force: true });
+        }
       } catch {
         // Read-only or full: the next start compiles again, nothing else changes.
       }
