@@ -73,8 +73,8 @@ export function loadCli(bundle: string, command: string | undefined, env: NodeJS
     },
     saveCache() {
       if (file === undefined || state === 'used') return;
+      const tmp = `${file}.${process.pid}.tmp`;
       try {
-        const tmp = `${file}.${process.pid}.tmp`;
         writeFileSync(tmp, script.createCachedData());
         chmodSync(tmp, 0o644); // whatever the umask: an image's baked cache serves its runtime user
         renameSync(tmp, file); // atomic: concurrent runners never read half a file
@@ -86,6 +86,11 @@ export function loadCli(bundle: string, command: string | undefined, env: NodeJS
         }
       } catch {
         // Read-only or full: the next start compiles again, nothing else changes.
+        try {
+          rmSync(tmp, { force: true });
+        } catch {
+          // Nothing more to do: the cache is an optimisation.
+        }
       }
     },
   };
