@@ -3,48 +3,16 @@
 import http from 'node:http';
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { Logger } from './log.js';
+import { MetricRows, type Labels } from './metric-rows.js';
 import { readJobStates } from './monitor.js';
 import type { LeaseStore } from './store.js';
-
-type Labels = Record<string, string>;
-const NO_SHARED_LABELS: Labels = Object.freeze({}) as Labels;
-
-/**
- * A gauge or counter whose series are given as rows for each scrape, instead of one set() or
- * inc() per series: with 10,000 jobs (92,000 series) prom-client's per-call label hashing
- * was a fifth of the scrape. prom-client still renders the exposition text from get().
- */
-class Rows extends Gauge {
-  private rows: Array<{ labels: Labels; value: number; sharedLabels: Labels }> = [];
-
-  constructor(
-    private readonly opts: { name: string; help: string; labelNames: string[]; registers: Registry[] },
-    private readonly kind: 'gauge' | 'counter',
-  ) {
-    super(opts);
-  }
-
-  add(labels: Labels, value: number): void {
-    // One shared (empty) sharedLabels object: prom-client caches its rendering per object, and
-    // without it renders a fresh {} for every series.
-    this.rows.push({ labels, value, sharedLabels: NO_SHARED_LABELS });
-  }
-
-  override reset(): void {
-    this.rows = [];
-  }
-
-  override async get(): ReturnType<Gauge['get']> {
-    const { name, help } = this.opts;
-    return { name, help, type: this.kind, aggregator: 'sum', values: this.rows } as unknown as Awaited<ReturnType<Gauge['get']>>;
-  }
-}
 
 function metrics(registry: Registry) {
   const g = (name: string, help: string, labelNames: string[] = []) => new Gauge({ name, help, labelNames, registers: [registry] });
   const c = (name: string, help: string, labelNames: string[]) => new Counter({ name, help, labelNames, registers: [registry] });
-  const rg = (name: string, help: string, labelNames: string[]) => new Rows({ name, help, labelNames, registers: [registry] }, 'gauge');
-  const rc = (name: string, help: string, labelNames: string[]) => new Rows({ name, help, labelNames, registers: [registry] }, 'counter');
+  // Per-job families (label names in the order add() is given them): see metric-rows.ts.
+  const rg = (name: string, help: string, _labelNames: string[]) => new MetricRows(name, help, 'gauge');
+  const rc = (name: string, help: string, _labelNames: string[]) => new MetricRows(name, help, 'counter');
   return {
     up: g('leasejob_up', '1 when the exporter reached the database on this scrape'),
     scrape: g('leasejob_scrape_duration_seconds', 'time spent reading the database for this scrape'),
@@ -104,7 +72,9 @@ export class Exporter {
       this.m.up.set(0);
     }
     this.m.scrape.set((performance.now() - started) / 1000);
-    return this.registry.metrics();
+    // prom-client's metrics, then the per-job families, a blank line between families as it does.
+    const families = Object.values(this.m).filter((f): f is MetricRows => f instanceof MetricRows);
+    return `${await this.registry.metrics()}\n${families.map((f) => f.render()).join('\n\n')}\n`;
   }
 
   private async load(): Promise<void> {
