@@ -38,7 +38,16 @@ export function secretsOf(source: ConnectionSource, env: NodeJS.ProcessEnv = pro
   if (source.connectionString) {
     try {
       const url = new URL(source.connectionString);
-      if (url.password) secrets.push(url.password, decodeURIComponent(url.password));
+      if (url.password) {
+        secrets.push(url.password);
+        // A malformed escape (`%zz`) is accepted by URL but not by decodeURIComponent: the raw
+        // password above must be hidden whatever happens here.
+        try {
+          secrets.push(decodeURIComponent(url.password));
+        } catch {
+          // The raw form is what the driver and messages show.
+        }
+      }
     } catch {
       // Not a URL (key=value form): hide password=... below, and the whole string.
       const m = /password\s*=\s*'?([^'\s]+)/i.exec(source.connectionString);
