@@ -1,6 +1,7 @@
 // CLI wiring: commander definitions, and the only place that turns errors into exit codes.
 import { Command, CommanderError, Option } from 'commander';
 import { ExitCode, LeasejobError } from './errors.js';
+import { LOG_LEVELS } from './log-level.js';
 import { packageVersion } from './package-root.js';
 
 function dbOptions(cmd: Command): Command {
@@ -9,7 +10,7 @@ function dbOptions(cmd: Command): Command {
     .option('--schema <name>', 'schema holding leasejob tables', 'leasejob')
     .option('--state-file <path>', 'embedded store file (else LEASEJOB_STATE_FILE, $XDG_STATE_HOME/leasejob/leasejob.db, ~/.local/state/leasejob/leasejob.db)')
     .option('--require-shared', 'refuse to run without a shared PostgreSQL (or LEASEJOB_REQUIRE_SHARED=1; implied inside Kubernetes)')
-    .addOption(new Option('--log-level <level>', 'log level (JSON logs on stderr)').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']));
+    .addOption(new Option('--log-level <level>', 'log level (JSON logs on stderr)').choices(LOG_LEVELS));
 }
 
 export function buildProgram(): Command {

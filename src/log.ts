@@ -3,7 +3,6 @@ import pino from 'pino';
 import { redact } from './db.js';
 
 export type Logger = pino.Logger;
-export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 export function createLogger(level: string, secrets: readonly string[] = []): Logger {
   return pino(

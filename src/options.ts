@@ -5,7 +5,7 @@ import { IANAZone } from 'luxon';
 import { parseDuration, parseIsoOffset } from './duration.js';
 import { UsageError } from './errors.js';
 import { safetyMarginMs, stopAfterMs } from './lease.js';
-import { LOG_LEVELS } from './log.js';
+import { resolveLogLevel } from './log-level.js';
 import { validateName, validateSchema, validateWindowKey } from './names.js';
 import { deriveOccurrence, validateWindowFormat, windowKey, type OccurrenceSource } from './occurrence.js';
 import type { OnBusy } from './runner.js';
@@ -44,7 +44,6 @@ export const DEFAULTS = {
   tz: 'UTC',
   onBusy: 'skip' as OnBusy,
   schema: 'leasejob',
-  logLevel: 'info',
 };
 
 export interface RunConfig {
@@ -76,10 +75,7 @@ export function normalizeRunOptions(flags: RawRunFlags, command: string[], env: 
     throw new UsageError('Expected a command after `--`, as in `leasejob run --name job -- node job.js`, got none.');
   }
   const schema = validateSchema(flags.schema ?? DEFAULTS.schema);
-  const logLevel = flags.logLevel ?? env.LEASEJOB_LOG_LEVEL ?? DEFAULTS.logLevel;
-  if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) {
-    throw new UsageError(`Expected \`--log-level\` to be one of ${LOG_LEVELS.join(', ')}, got \`${logLevel}\`.`);
-  }
+  const logLevel = resolveLogLevel(flags.logLevel, env);
 
   const ttlMs = parseDuration(flags.ttl ?? DEFAULTS.ttl, '--ttl');
   const killGraceMs = parseDuration(flags.killGrace ?? DEFAULTS.killGrace, '--kill-grace');

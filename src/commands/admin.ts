@@ -3,6 +3,7 @@ import { classifyDbError } from '../db.js';
 import { DatabaseError, UsageError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { createLogger } from '../log.js';
+import { resolveLogLevel } from '../log-level.js';
 import { validateName, validateRole } from '../names.js';
 import { chooseStore, openStore, type StoreChoice, type StoreFlags } from '../open-store.js';
 import type { LeaseStore } from '../store.js';
@@ -13,8 +14,9 @@ export interface DbFlags extends StoreFlags {
 
 /** Open the store, run `fn`, close it; driver errors become DatabaseError (exit 69). */
 export async function withStore<T>(flags: DbFlags, fn: (store: LeaseStore, log: Logger, choice: StoreChoice) => Promise<T>): Promise<T> {
+  const level = resolveLogLevel(flags.logLevel);
   const choice = chooseStore(flags);
-  const log = createLogger(flags.logLevel ?? process.env.LEASEJOB_LOG_LEVEL ?? 'info', choice.secrets);
+  const log = createLogger(level, choice.secrets);
   let store: LeaseStore | undefined;
   try {
     store = await openStore(choice, flags);

@@ -97,6 +97,15 @@ describe('bad input', () => {
     await db.rows(`DELETE FROM ${db.schema}.windows; DELETE FROM ${db.schema}.events; DELETE FROM ${db.schema}.event_counts; DELETE FROM ${db.schema}.leases; DELETE FROM ${db.schema}.jobs; DELETE FROM ${db.schema}.hosts`);
   });
 
+  it('a bad LEASEJOB_LOG_LEVEL is a usage error (64, one line) for every command, not an internal error', async () => {
+    for (const args of [['run', '--name', 'j', '--window', 'w', ...ok], ['status'], ['history', '--name', 'j'], ['check', '--all'], ['release', '--name', 'j'], ['migrate']]) {
+      const r = await runCli([args[0]!, '--database-url', db.url, '--schema', db.schema, ...args.slice(1)], { LEASEJOB_LOG_LEVEL: 'loud' });
+      expect(r.exitCode, `${args[0]}: ${r.all}`).toBe(64);
+      expect(r.stderr.trim().split('\n'), args[0]).toHaveLength(1);
+      expect(r.stderr).toMatch(/LEASEJOB_LOG_LEVEL/);
+    }
+  });
+
   it('an unreachable database: exit 69 with the target (never the password)', async () => {
     const port = await new Promise<number>((resolve) => {
       const s = createServer().listen(0, '127.0.0.1', () => {
