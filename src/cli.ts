@@ -13,6 +13,13 @@ function dbOptions(cmd: Command): Command {
     .addOption(new Option('--log-level <level>', 'log level (JSON logs on stderr)').choices(LOG_LEVELS));
 }
 
+type CommandFn = (flags: Record<string, unknown>) => Promise<number>;
+
+/** A command's action, its module loaded only when it runs (import paths stay literal for the bundler). */
+const lazy = (load: () => Promise<CommandFn>) => async (flags: Record<string, unknown>): Promise<void> => {
+  exitWith(await (await load())(flags));
+};
+
 export function buildProgram(): Command {
   const program = new Command('leasejob')
     .description('Run a scheduled command once per scheduled occurrence, guarded by a PostgreSQL lease.')
@@ -69,10 +76,7 @@ Example:
       .description('create or upgrade the schema (idempotent, safe to run concurrently)')
       .option('--grant-to <role>', 'grant a runner role what run/status/check/exporter need, and nothing more (repeatable)', (v: string, prev: string[] = []) => [...prev, v]),
   )
-    .action(async (flags: Record<string, unknown>) => {
-      const { migrateCommand } = await import('./commands/admin.js');
-      exitWith(await migrateCommand(flags));
-    });
+    .action(lazy(async () => (await import('./commands/admin.js')).migrateCommand));
 
   dbOptions(
     program
@@ -80,10 +84,7 @@ Example:
       .description('one line per job: holder, generation, expiry, last completed window, open windows, overdue')
       .option('--name <job>', 'only this job')
       .option('--json', 'JSON instead of a table'),
-  ).action(async (flags: Record<string, unknown>) => {
-    const { statusCommand } = await import('./commands/monitor.js');
-    exitWith(await statusCommand(flags));
-  });
+  ).action(lazy(async () => (await import('./commands/monitor.js')).statusCommand));
 
   dbOptions(
     program
@@ -92,10 +93,7 @@ Example:
       .requiredOption('--name <job>', 'job name')
       .option('--limit <n>', 'how many of the latest events', '50')
       .option('--json', 'JSON instead of a table'),
-  ).action(async (flags: Record<string, unknown>) => {
-    const { historyCommand } = await import('./commands/monitor.js');
-    exitWith(await historyCommand(flags));
-  });
+  ).action(lazy(async () => (await import('./commands/monitor.js')).historyCommand));
 
   dbOptions(
     program
@@ -106,10 +104,7 @@ Example:
       .option('--max-hold <duration>', 'an owner holding one generation longer than this is stuck')
       .option('--max-attempts <n>', 'an open window with this many failed attempts keeps failing', '3')
       .option('--json', 'JSON instead of one line per problem'),
-  ).action(async (flags: Record<string, unknown>) => {
-    const { checkCommand } = await import('./commands/monitor.js');
-    exitWith(await checkCommand(flags));
-  });
+  ).action(lazy(async () => (await import('./commands/monitor.js')).checkCommand));
 
   dbOptions(
     program
@@ -117,20 +112,14 @@ Example:
       .description('serve Prometheus /metrics and /healthz, computed from the database on each scrape')
       .option('--port <port>', 'TCP port', '9464')
       .option('--host <address>', 'address to listen on', '0.0.0.0'),
-  ).action(async (flags: Record<string, unknown>) => {
-    const { exporterCommand } = await import('./commands/monitor.js');
-    exitWith(await exporterCommand(flags));
-  });
+  ).action(lazy(async () => (await import('./commands/monitor.js')).exporterCommand));
 
   dbOptions(
     program
       .command('release')
       .description('administratively release a lease now (the generation is kept)')
       .requiredOption('--name <job>', 'job name'),
-  ).action(async (flags: Record<string, unknown>) => {
-    const { releaseCommand } = await import('./commands/admin.js');
-    exitWith(await releaseCommand(flags));
-  });
+  ).action(lazy(async () => (await import('./commands/admin.js')).releaseCommand));
 
   program.addHelpText('after', `
 Environment: LEASEJOB_DATABASE_URL (else DATABASE_URL, PG*), LEASEJOB_STATE_FILE,

@@ -105,10 +105,6 @@ export function isTransientDbError(err: unknown): boolean {
   return UNAVAILABLE_CODES.has(code) || code.startsWith('08') || NETWORK_ERRNOS.has(code) || (code === '' && /timeout|terminated/i.test(raw));
 }
 
-export function isNotMigrated(err: unknown): boolean {
-  return NOT_MIGRATED_CODES.has(codeOf(err));
-}
-
 function codeOf(err: unknown): string {
   return typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : '';
 }

@@ -3,35 +3,35 @@
 import http from 'node:http';
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { Logger } from './log.js';
-import { MetricRows, type Labels } from './metric-rows.js';
+import { MetricRows } from './metric-rows.js';
 import { readJobStates } from './monitor.js';
 import type { LeaseStore } from './store.js';
 
 function metrics(registry: Registry) {
   const g = (name: string, help: string, labelNames: string[] = []) => new Gauge({ name, help, labelNames, registers: [registry] });
   const c = (name: string, help: string, labelNames: string[]) => new Counter({ name, help, labelNames, registers: [registry] });
-  // Per-job families (label names in the order add() is given them): see metric-rows.ts.
-  const rg = (name: string, help: string, _labelNames: string[]) => new MetricRows(name, help, 'gauge');
-  const rc = (name: string, help: string, _labelNames: string[]) => new MetricRows(name, help, 'counter');
+  // Per-job families, labelled as add() is given them (job; job, outcome; job, host): see metric-rows.ts.
+  const rg = (name: string, help: string) => new MetricRows(name, help, 'gauge');
+  const rc = (name: string, help: string) => new MetricRows(name, help, 'counter');
   return {
     up: g('leasejob_up', '1 when the exporter reached the database on this scrape'),
     scrape: g('leasejob_scrape_duration_seconds', 'time spent reading the database for this scrape'),
     jobs: g('leasejob_jobs', 'registered jobs'),
-    overdue: rg('leasejob_window_overdue', '1 when the latest due window plus its grace is not completed', ['job']),
-    lastCompleted: rg('leasejob_last_completed_window_timestamp_seconds', 'when the last window of the job was completed (database clock)', ['job']),
-    held: rg('leasejob_lease_held', '1 while the lease is held (not expired)', ['job']),
-    generation: rg('leasejob_lease_generation', 'current lease generation (the fencing token)', ['job']),
-    expiresIn: rg('leasejob_lease_expires_in_seconds', 'seconds until the held lease expires unless renewed', ['job']),
-    heldFor: rg('leasejob_lease_held_seconds', 'how long the current generation has been held; a stuck owner grows without bound', ['job']),
-    open: rg('leasejob_open_windows', 'windows claimed and not completed', ['job']),
-    lastDuration: rg('leasejob_last_duration_seconds', 'duration of the last completed window', ['job']),
-    ratio: rg('leasejob_duration_interval_ratio', 'last duration over the schedule interval; above 0.5 overlap is no longer hypothetical', ['job']),
-    runs: rc('leasejob_runs_total', 'finished windows by outcome (completed, failed, missed)', ['job', 'outcome']),
-    skips: rc('leasejob_busy_skips_total', 'runs that skipped because a live owner held the lease', ['job', 'host']),
-    lost: rc('leasejob_leases_lost_total', 'leases lost while running (child stopped)', ['job']),
-    takeovers: rc('leasejob_stale_takeovers_total', 'leases taken over from a stale (crashed or paused) owner', ['job']),
-    renewFailures: rc('leasejob_renew_failures_total', 'episodes of failed renewals that later recovered', ['job']),
-    fenceRefusals: rc('leasejob_fence_refusals_total', 'writes refused by assert_lease, as recorded by children', ['job']),
+    overdue: rg('leasejob_window_overdue', '1 when the latest due window plus its grace is not completed'),
+    lastCompleted: rg('leasejob_last_completed_window_timestamp_seconds', 'when the last window of the job was completed (database clock)'),
+    held: rg('leasejob_lease_held', '1 while the lease is held (not expired)'),
+    generation: rg('leasejob_lease_generation', 'current lease generation (the fencing token)'),
+    expiresIn: rg('leasejob_lease_expires_in_seconds', 'seconds until the held lease expires unless renewed'),
+    heldFor: rg('leasejob_lease_held_seconds', 'how long the current generation has been held; a stuck owner grows without bound'),
+    open: rg('leasejob_open_windows', 'windows claimed and not completed'),
+    lastDuration: rg('leasejob_last_duration_seconds', 'duration of the last completed window'),
+    ratio: rg('leasejob_duration_interval_ratio', 'last duration over the schedule interval; above 0.5 overlap is no longer hypothetical'),
+    runs: rc('leasejob_runs_total', 'finished windows by outcome (completed, failed, missed)'),
+    skips: rc('leasejob_busy_skips_total', 'runs that skipped because a live owner held the lease'),
+    lost: rc('leasejob_leases_lost_total', 'leases lost while running (child stopped)'),
+    takeovers: rc('leasejob_stale_takeovers_total', 'leases taken over from a stale (crashed or paused) owner'),
+    renewFailures: rc('leasejob_renew_failures_total', 'episodes of failed renewals that later recovered'),
+    fenceRefusals: rc('leasejob_fence_refusals_total', 'writes refused by assert_lease, as recorded by children'),
     offset: g('leasejob_clock_offset_seconds', 'database clock minus host wall clock, latest measurement', ['host']),
     offsetUncertainty: g('leasejob_clock_offset_uncertainty_seconds', 'half the round trip of that measurement', ['host']),
     jumps: c('leasejob_clock_jumps_total', 'wall-clock jumps detected by runners', ['host']),
@@ -101,30 +101,16 @@ export class Exporter {
         if (j.intervalMs) m.ratio.add(job, j.lastDurationMs / j.intervalMs);
       }
     }
-    const jumps = new Map<string, number>();
-    type Sum = Map<string, { labels: Labels; n: number }>;
-    const sum = (into: Sum, key: string, labels: Labels, n: number): void => {
-      const cur = into.get(key);
-      if (cur) cur.n += n;
-      else into.set(key, { labels, n });
-    };
-    const runs: Sum = new Map();
-    const perJob: Record<'lost' | 'takeovers' | 'renewFailures' | 'fenceRefusals', Sum> = { lost: new Map(), takeovers: new Map(), renewFailures: new Map(), fenceRefusals: new Map() };
+    // One row per (job, kind, host) in event_counts: busy skips keep the host, the other
+    // per-job counts are summed over hosts.
     for (const r of counts) {
-      const n = r.n;
       const outcome = RUN_KINDS[r.kind];
-      // One row per (job, kind, host) in event_counts: series with a host label map 1:1, the
-      // others are summed over hosts first.
-      if (outcome) sum(runs, `${r.job}\u0000${outcome}`, { job: r.job, outcome }, n);
-      else if (r.kind === 'busy-skip') m.skips.add({ job: r.job, host: r.host }, n);
-      else if (PER_JOB[r.kind]) sum(perJob[PER_JOB[r.kind]!], r.job, { job: r.job }, n);
-      else if (r.kind === 'clock-jump') jumps.set(r.host, (jumps.get(r.host) ?? 0) + n);
+      const family = PER_JOB[r.kind];
+      if (outcome) m.runs.addTo(`${r.job}\u0000${outcome}`, { job: r.job, outcome }, r.n);
+      else if (family) m[family].addTo(r.job, { job: r.job }, r.n);
+      else if (r.kind === 'busy-skip') m.skips.add({ job: r.job, host: r.host }, r.n);
+      else if (r.kind === 'clock-jump') m.jumps.inc({ host: r.host }, r.n);
     }
-    for (const { labels, n } of runs.values()) m.runs.add(labels, n);
-    for (const [family, rows] of Object.entries(perJob) as Array<[keyof typeof perJob, Sum]>) {
-      for (const { labels, n } of rows.values()) m[family].add(labels, n);
-    }
-    for (const [host, n] of jumps) m.jumps.inc({ host }, n);
     for (const h of hosts) {
       m.offset.set({ host: h.host }, h.offsetMs / 1000);
       m.offsetUncertainty.set({ host: h.host }, h.uncertaintyMs / 1000);

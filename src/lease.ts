@@ -35,13 +35,10 @@ export interface HeldLease {
 
 export class LeaseKeeper {
   private lastSent: Stamp;
-  private lastStamp: Stamp;
   private renewTimer: NodeJS.Timeout | undefined;
   private deadlineTimer: NodeJS.Timeout | undefined;
   private stopped = false;
   private renewing = false;
-  renewals = 0;
-  failures = 0;
   /** Failures since the last successful renewal, and the last error, for the renew-failed event. */
   private failureStreak = 0;
   private lastError = '';
@@ -58,7 +55,6 @@ export class LeaseKeeper {
     private readonly onRecovered: (failures: number, lastError: string) => void = () => {},
   ) {
     this.lastSent = acquireSent;
-    this.lastStamp = acquireSent;
   }
 
   start(): void {
@@ -106,10 +102,8 @@ export class LeaseKeeper {
         this.lose({ kind: 'lease-lost', detail: 'renewal found the lease taken, expired or released' });
         return;
       }
-      this.renewals += 1;
-      const jump = wallJumpMs(this.lastStamp, sent);
+      const jump = wallJumpMs(this.lastSent, sent);
       this.lastSent = sent;
-      this.lastStamp = sent;
       this.armDeadline();
       const offset = measureOffset(sent, received, row.dbNow);
       this.lastOffset = offset;
@@ -127,7 +121,6 @@ export class LeaseKeeper {
       this.scheduleRenewal(this.timing.renewIntervalMs - (performance.now() - sent.mono));
     } catch (err) {
       if (this.stopped) return;
-      this.failures += 1;
       this.failureStreak += 1;
       const code = (err as { code?: string }).code;
       this.lastError = code ? `${code}: ${(err as Error).message}` : (err as Error).message;

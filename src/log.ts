@@ -23,4 +23,5 @@ export function createLogger(level: string, secrets: readonly string[] = []): Lo
   );
 }
 
-export const silentLogger: Logger = pino({ level: 'silent' });
+// A no-op stream: pino's default would open a stdout writer at import, on every CLI start.
+export const silentLogger: Logger = pino({ level: 'silent' }, { write: () => {} });

@@ -19,6 +19,8 @@ function valueText(v: number): string {
 
 export class MetricRows {
   private rows: Array<{ labels: Labels; value: number }> = [];
+  /** Rows added with a key, so that later additions with that key sum into them. */
+  private keyed = new Map<string, { labels: Labels; value: number }>();
 
   constructor(
     readonly name: string,
@@ -30,8 +32,21 @@ export class MetricRows {
     this.rows.push({ labels, value });
   }
 
+  /** Add n to the series under `key` (first added with these labels), for counts to sum. */
+  addTo(key: string, labels: Labels, n: number): void {
+    const row = this.keyed.get(key);
+    if (row) {
+      row.value += n;
+      return;
+    }
+    const created = { labels, value: n };
+    this.keyed.set(key, created);
+    this.rows.push(created);
+  }
+
   reset(): void {
     this.rows = [];
+    this.keyed.clear();
   }
 
   /** HELP, TYPE, then a line per series, without a trailing newline (as prom-client). */

@@ -66,9 +66,9 @@ export async function openStore(choice: StoreChoice, flags: StoreFlags = {}, opt
  * `run` only: open the PostgreSQL store and start connecting while the rest of the command
  * loads (what a connection costs is mostly the server's: a backend, the password check).
  * Undefined for the embedded store or flags that do not choose a store; the command then
- * opens it itself and reports what was wrong. Nothing is written by connecting.
+ * chooses and opens it itself and reports what was wrong. Nothing is written by connecting.
  */
-export function openStoreEarly(flags: StoreFlags): Promise<LeaseStore> | undefined {
+export function openStoreEarly(flags: StoreFlags): { choice: StoreChoice; store: Promise<LeaseStore> } | undefined {
   let choice: StoreChoice;
   try {
     choice = chooseStore(flags);
@@ -78,5 +78,5 @@ export function openStoreEarly(flags: StoreFlags): Promise<LeaseStore> | undefin
   if (choice.kind !== 'postgresql') return undefined;
   const store = openStore(choice, flags, { connectEarly: true });
   store.catch(() => {}); // reported when the command awaits it
-  return store;
+  return { choice, store };
 }

@@ -4,20 +4,27 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-let root: string | undefined;
+let found: { root: string; version: string } | undefined;
 
-export function packageRoot(): string {
-  if (root !== undefined) return root;
+function manifest(): { root: string; version: string } {
+  if (found !== undefined) return found;
   for (let dir = path.dirname(fileURLToPath(import.meta.url)); ; dir = path.dirname(dir)) {
-    const manifest = path.join(dir, 'package.json');
-    if (existsSync(manifest) && (JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string }).name === 'leasejob') {
-      root = dir;
-      return dir;
+    const file = path.join(dir, 'package.json');
+    if (existsSync(file)) {
+      const pkg = JSON.parse(readFileSync(file, 'utf8')) as { name?: string; version: string };
+      if (pkg.name === 'leasejob') {
+        found = { root: dir, version: pkg.version };
+        return found;
+      }
     }
     if (path.dirname(dir) === dir) throw new Error('leasejob: cannot find its package.json above ' + fileURLToPath(import.meta.url));
   }
 }
 
+export function packageRoot(): string {
+  return manifest().root;
+}
+
 export function packageVersion(): string {
-  return (JSON.parse(readFileSync(path.join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
+  return manifest().version;
 }

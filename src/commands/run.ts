@@ -6,7 +6,7 @@ import { createLogger } from '../log.js';
 import { normalizeRunOptions, type RawRunFlags, type RunConfig } from '../options.js';
 import { runWithLease, type AbortReason, type RunResult, type TaskContext } from '../runner.js';
 import { typicalInterval } from '../schedule.js';
-import { chooseStore, openStore } from '../open-store.js';
+import { chooseStore, openStore, type StoreChoice } from '../open-store.js';
 import type { LeaseStore } from '../store.js';
 import { storeError } from './admin.js';
 
@@ -24,19 +24,23 @@ class ChildFailedError extends Error {
 }
 
 /**
- * `early`: the store as openStoreEarly() opened it from the same flags, already connecting.
+ * `early`: the store openStoreEarly() chose and opened from these flags, already connecting.
  * It is closed here whatever happens, bad flags included.
  */
-export async function runCommand(flags: RawRunFlags & { stateFile?: string; requireShared?: boolean }, command: string[], early?: Promise<LeaseStore>): Promise<number> {
+export async function runCommand(
+  flags: RawRunFlags & { stateFile?: string; requireShared?: boolean },
+  command: string[],
+  early?: { choice: StoreChoice; store: Promise<LeaseStore> },
+): Promise<number> {
   let config: RunConfig;
-  let choice: ReturnType<typeof chooseStore>;
+  let choice: StoreChoice;
   try {
     config = normalizeRunOptions(flags, command);
-    choice = chooseStore({ databaseUrl: config.databaseUrl, schema: config.schema, stateFile: flags.stateFile, requireShared: flags.requireShared });
+    choice = early?.choice ?? chooseStore({ databaseUrl: config.databaseUrl, schema: config.schema, stateFile: flags.stateFile, requireShared: flags.requireShared });
   } catch (err) {
     // Not awaited: a connection still being opened (a black-holed database) must not delay
     // the usage error; the process exits right after and the server sees the socket close.
-    void early?.then((s) => s.close(), () => {});
+    void early?.store.then((s) => s.close(), () => {});
     throw err;
   }
   const log = createLogger(config.logLevel, choice.secrets);
@@ -51,13 +55,7 @@ export async function runCommand(flags: RawRunFlags & { stateFile?: string; requ
 
   let store: LeaseStore | undefined;
   try {
-    store = await early;
-    // Opened from the raw flags: used only if they chose the very store the run config does.
-    if (store && store.location !== choice.location) {
-      await store.close();
-      store = undefined;
-    }
-    store ??= await openStore(choice);
+    store = await (early?.store ?? openStore(choice));
     if (parentDeathSignalSupport() === 'none') log.warn('no parent-death signal on this platform: if leasejob is SIGKILLed its child runs on until the lease would have expired');
     log.info({ store: store.kind, location: store.location, occurrence: config.window?.source }, 'using store');
     const result = await runWithLease(store, {

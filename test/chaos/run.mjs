@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { checkRound, loadRound } from './lib/checks.mjs';
-import { ROOT, startCluster, startHosts } from './lib/cluster.mjs';
+import { BIN, startCluster, startHosts } from './lib/cluster.mjs';
 import { FAULT_KINDS, Injector, planFaults } from './lib/faults.mjs';
 import { Fleet, windowOf } from './lib/fleet.mjs';
 import { stream } from './lib/prng.mjs';
@@ -57,7 +57,7 @@ if (!Number.isInteger(ROUNDS) || ROUNDS < 1 || !(DURATION_S >= 20) || !Number.is
   process.exit(2);
 }
 try {
-  execFileSync(process.execPath, [path.join(ROOT, 'bin', 'leasejob.cjs'), '--version'], { stdio: 'ignore', timeout: 30_000 });
+  execFileSync(process.execPath, [BIN, '--version'], { stdio: 'ignore', timeout: 30_000 });
 } catch {
   process.stderr.write('chaos: the built CLI does not start: run `npm run build` (or `npm run chaos`, which builds first)\n');
   process.exit(2);

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, logLines, runCli, startCli } from '../helpers/cli.js';
+import { fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 
 let db: TestDb;
@@ -153,7 +153,6 @@ describe('leasejob run', () => {
   it('forwards SIGTERM to the child, releases the lease and exits 143', async () => {
     const pidFile = path.join(tmp, 'term.pid');
     const p = startCli(['run', ...base('term-job'), '--window', 'w', '--ttl', '30s', '--', process.execPath, fixture('forever.mjs'), pidFile]);
-    const { waitFor } = await import('../helpers/cli.js');
     await waitFor('child ready', () => {
       try {
         return readFileSync(pidFile, 'utf8').length > 0;
@@ -175,7 +174,6 @@ describe('leasejob run', () => {
     const ready = path.join(tmp, 'trap0.ready');
     const p = startCli(['run', ...base('trap-zero'), '--window', 'w', '--ttl', '30s', '--',
       'sh', '-c', `trap 'exit 0' TERM; touch ${ready}; while :; do sleep 0.05; done`]);
-    const { waitFor } = await import('../helpers/cli.js');
     await waitFor('child ready', () => {
       try {
         readFileSync(ready);

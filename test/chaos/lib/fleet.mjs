@@ -9,7 +9,6 @@ import { BIN, WRITER } from './cluster.mjs';
 export const TTL = '3s';
 export const TTL_MS = 3_000;
 export const KILL_GRACE = '500ms';
-export const KILL_GRACE_MS = 500;
 // Waiting contenders give up after this: bounds a round even when a window cannot be had.
 const WAIT_TIMEOUT = '20s';
 // /proc is read this often for children that are still alive: the resolution of an end time
