@@ -66,8 +66,8 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
 COPY bin ./bin
 COPY sql ./sql
 COPY --from=build /app/dist ./dist
-RUN chmod 0755 /app/bin/leasejob.cjs \
- && ln -s /app/bin/leasejob.cjs /usr/local/bin/leasejob
+RUN chmod 0755 /app/bin/leasejob.js \
+ && ln -s /app/bin/leasejob.js /usr/local/bin/leasejob
 
 # V8's code cache for `run` (src/compile-cache.ts), primed here: a run against a closed port
 # loads and compiles the run path, then exits 69 (database unreachable). Root-owned and

@@ -133,7 +133,7 @@ function exitWith(code: number): void {
   pendingExit = code;
 }
 
-/** Parse argv, run the command, and return the exit code (bin/leasejob.cjs exits with it). */
+/** Parse argv, run the command, and return the exit code (bin/leasejob.js exits with it). */
 export async function main(argv: string[]): Promise<number> {
   const program = buildProgram();
   program.exitOverride();

@@ -4,7 +4,7 @@ import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { startEmbeddedPostgres } from './helpers/embedded-pg.mjs';
 
-const bin = fileURLToPath(new URL('../bin/leasejob.cjs', import.meta.url));
+const bin = fileURLToPath(new URL('../bin/leasejob.js', import.meta.url));
 const command = process.argv.slice(2).length ? process.argv.slice(2) : ['echo', 'hello from the scheduled job'];
 const pg = await startEmbeddedPostgres();
 const env = { ...process.env, DATABASE_URL: pg.url, LEASEJOB_LOG_LEVEL: process.env.LEASEJOB_LOG_LEVEL ?? 'warn' };

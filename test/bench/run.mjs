@@ -153,7 +153,7 @@ try {
     /** Iterations: full run vs --quick. */
     n: (full, quick) => (opts.quick ? quick : full),
     uid: (prefix) => `${prefix}-${process.pid}-${++seq}`,
-    /** Start `node bin/leasejob.cjs ...args` (run args get --schema ctx.schema unless given). */
+    /** Start `node bin/leasejob.js ...args` (run args get --schema ctx.schema unless given). */
     leasejob: (args, o = {}) => start(NODE, [BIN, ...args], { env: o.env ?? env, ...o }),
   };
 

@@ -265,7 +265,7 @@ describe('the plain manifests\' commands, run by the real CLI against PostgreSQL
   });
   afterAll(async () => db?.close());
 
-  /** A container's command + args as a local command line: `tini -- leasejob` becomes `node bin/leasejob.cjs`. */
+  /** A container's command + args as a local command line: `tini -- leasejob` becomes `node bin/leasejob.js`. */
   function localArgs(c: { command: string[]; args: string[] }, schemaName: string): string[] {
     const words = [...c.command, ...c.args];
     const args = words.slice(words.indexOf('leasejob') + 1);

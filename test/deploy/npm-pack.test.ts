@@ -54,11 +54,11 @@ describe('npm pack, then npm install --omit=dev of the tarball', () => {
   });
 
   it('packs the CLI, the compiled library with its types, every migration and the README, and nothing else', () => {
-    for (const f of ['package.json', 'README.md', 'bin/leasejob.cjs', 'dist/leasejob.cjs', 'dist/compile-cache.cjs', 'dist/cli.js', 'dist/index.js', 'dist/index.d.ts']) expect(files).toContain(f);
+    for (const f of ['package.json', 'README.md', 'bin/leasejob.js', 'bin/package.json', 'dist/leasejob.cjs', 'dist/compile-cache.cjs', 'dist/cli.js', 'dist/index.js', 'dist/index.d.ts']) expect(files).toContain(f);
     const migrations = readdirSync(path.join(ROOT, 'sql')).filter((f) => f.endsWith('.sql')).map((f) => `sql/${f}`);
     expect(migrations.length).toBeGreaterThan(0);
     for (const m of migrations) expect(files).toContain(m);
-    const allowed = /^(package\.json|README\.md|LICENSE(\.\w+)?|bin\/[^/]+\.c?js|dist\/.+\.(c?js|d\.ts|js\.map|d\.ts\.map)|sql\/\d+_[a-z0-9_]+\.sql)$/;
+    const allowed = /^(package\.json|README\.md|LICENSE(\.\w+)?|bin\/([^/]+\.c?js|package\.json)|dist\/.+\.(c?js|d\.ts|js\.map|d\.ts\.map)|sql\/\d+_[a-z0-9_]+\.sql)$/;
     expect(files.filter((f) => !allowed.test(f))).toEqual([]);
   });
 
@@ -70,6 +70,14 @@ describe('npm pack, then npm install --omit=dev of the tarball', () => {
       expect(Object.keys(pkg.devDependencies), dev).toContain(dev);
       expect(installed.has(dev), dev).toBe(false);
     }
+  });
+
+  it('keeps the command at bin/leasejob.js: npx links it once into its cache and never relinks a renamed entry', () => {
+    // `npx leasejob` in a checkout installs the checkout into ~/.npm/_npx/<hash of its path>
+    // and links .bin/leasejob to the entry named at that time; a later rename of the entry
+    // leaves that link dangling and the README's first command exits 127 on that machine.
+    const manifest = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { bin: Record<string, string> };
+    expect(manifest.bin).toEqual({ leasejob: 'bin/leasejob.js' });
   });
 
   it('node_modules/.bin/leasejob --version prints the package version', async () => {

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { execa, type ResultPromise } from 'execa';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-export const BIN = path.join(ROOT, 'bin', 'leasejob.cjs');
+export const BIN = path.join(ROOT, 'bin', 'leasejob.js');
 export const FIXTURES = path.join(ROOT, 'test', 'fixtures');
 export const fixture = (name: string): string => path.join(FIXTURES, name);
 

@@ -102,8 +102,12 @@ describe('embedded store (SQLite)', () => {
     expect(cmd).toMatch(/^npx leasejob run /);
     for (let attempt = 0; attempt < 3; attempt++) {
       const before = new Date().getUTCMinutes();
-      const shell = (): Promise<{ stdout: string }> => execa('sh', ['-c', `${cmd} 2>/dev/null`], { cwd: ROOT, env: { ...env(), XDG_STATE_HOME: path.join(dir, `readme-${attempt}`) } });
-      const out = (await shell()).stdout + (await shell()).stdout;
+      const shell = async (): Promise<string> => {
+        const r = await execa('sh', ['-c', cmd], { cwd: ROOT, env: { ...env(), XDG_STATE_HOME: path.join(dir, `readme-${attempt}`) }, reject: false });
+        expect(r.exitCode, `${cmd}\n${r.stderr}`).toBe(0); // 127 with "leasejob: not found": see npm-pack.test.ts
+        return r.stdout;
+      };
+      const out = (await shell()) + (await shell());
       if (new Date().getUTCMinutes() !== before) continue; // crossed a minute: two windows, try again
       expect(out.trim().split('\n')).toHaveLength(1);
       return;

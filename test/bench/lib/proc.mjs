@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 // The checkout whose bin/ and dist/ are measured: this one, or LEASEJOB_BENCH_ROOT (another
 // checkout or a snapshot of this one, e.g. to bench a build while src/ is being edited).
 export const ROOT = path.resolve(process.env.LEASEJOB_BENCH_ROOT ?? path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..'));
-export const BIN = path.join(ROOT, 'bin', 'leasejob.cjs');
+export const BIN = path.join(ROOT, 'bin', 'leasejob.js');
 /** test/bench/ of this checkout (fixtures live here whatever ROOT is). */
 export const BENCH_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const NODE = process.execPath;

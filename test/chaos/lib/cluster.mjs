@@ -10,7 +10,7 @@ import { pgbouncerBinary, startPgbouncer } from './pgbouncer.mjs';
 import { startProxy } from './proxy.mjs';
 
 export const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../..');
-export const BIN = path.join(ROOT, 'bin', 'leasejob.cjs');
+export const BIN = path.join(ROOT, 'bin', 'leasejob.js');
 export const WRITER = path.join(ROOT, 'test', 'fixtures', 'chaos-writer.mjs');
 
 const FAKETIME_LIBS = [

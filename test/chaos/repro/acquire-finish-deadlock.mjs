@@ -24,7 +24,7 @@ const seconds = Number(process.argv[3] ?? 20);
 const mixed = process.argv[4] === 'mixed';
 const server = await startEmbeddedPostgres();
 try {
-  execFileSync(process.execPath, [path.join(ROOT, 'bin/leasejob.cjs'), 'migrate', '--database-url', server.url, '--schema', 'lj', '--log-level', 'warn']);
+  execFileSync(process.execPath, [path.join(ROOT, 'bin/leasejob.js'), 'migrate', '--database-url', server.url, '--schema', 'lj', '--log-level', 'warn']);
   const spec = JSON.stringify({ schedule: null, tz: 'UTC', window_mode: 'literal', window_format: null, window_offset: null, max_delay_ms: null, alert_after_ms: null });
   const counts = { acquired: 0, busy: 0 };
   let first;

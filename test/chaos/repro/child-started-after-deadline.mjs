@@ -19,7 +19,7 @@ import { startEmbeddedPostgres } from '../../helpers/embedded-pg.mjs';
 import { startProxy } from '../lib/proxy.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../..');
-const BIN = path.join(ROOT, 'bin/leasejob.cjs');
+const BIN = path.join(ROOT, 'bin/leasejob.js');
 const attempts = Number(process.argv[2] ?? 3);
 const server = await startEmbeddedPostgres();
 const proxy = await startProxy(server.port);
