@@ -3,7 +3,7 @@
 import http from 'node:http';
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { Logger } from './log.js';
-import { MetricRows } from './metric-rows.js';
+import { labelText, MetricRows } from './metric-rows.js';
 import { readJobStates } from './monitor.js';
 import type { LeaseStore } from './store.js';
 
@@ -42,6 +42,8 @@ const RUN_KINDS: Record<string, string> = { 'window-completed': 'completed', 'wi
 const PER_JOB: Record<string, 'lost' | 'takeovers' | 'renewFailures' | 'fenceRefusals'> = {
   'lease-lost': 'lost', 'stale-takeover': 'takeovers', 'renew-failed': 'renewFailures', 'fence-refused': 'fenceRefusals',
 };
+/** The event kinds a scrape exports; the others (acquired, released, ...) are not read. */
+const EXPORTED_KINDS = [...Object.keys(RUN_KINDS), ...Object.keys(PER_JOB), 'busy-skip', 'clock-jump'];
 
 export class Exporter {
   readonly registry = new Registry();
@@ -80,13 +82,13 @@ export class Exporter {
   private async load(): Promise<void> {
     const [{ jobs }, counts, hosts] = await Promise.all([
       readJobStates(this.store),
-      this.store.readEventCounts(),
+      this.store.readEventCounts(EXPORTED_KINDS),
       this.store.readHostClocks(),
     ]);
     const m = this.m;
     m.jobs.set(jobs.length);
     for (const j of jobs) {
-      const job = { job: j.name };
+      const job = labelText({ job: j.name });
       if (j.due) m.overdue.add(job, j.overdue ? 1 : 0);
       if (j.lastCompletedAt) m.lastCompleted.add(job, j.lastCompletedAt.getTime() / 1000);
       m.held.add(job, j.held ? 1 : 0);
@@ -106,9 +108,9 @@ export class Exporter {
     for (const r of counts) {
       const outcome = RUN_KINDS[r.kind];
       const family = PER_JOB[r.kind];
-      if (outcome) m.runs.addTo(`${r.job}\u0000${outcome}`, { job: r.job, outcome }, r.n);
-      else if (family) m[family].addTo(r.job, { job: r.job }, r.n);
-      else if (r.kind === 'busy-skip') m.skips.add({ job: r.job, host: r.host }, r.n);
+      if (outcome) m.runs.addTo(`${r.job}\u0000${outcome}`, labelText({ job: r.job, outcome }), r.n);
+      else if (family) m[family].addTo(r.job, labelText({ job: r.job }), r.n);
+      else if (r.kind === 'busy-skip') m.skips.add(labelText({ job: r.job, host: r.host }), r.n);
       else if (r.kind === 'clock-jump') m.jumps.inc({ host: r.host }, r.n);
     }
     for (const h of hosts) {

@@ -1,7 +1,8 @@
 // Metric families of one series per job (10,000 jobs: 92,000 series), rendered in the
 // Prometheus text format directly from rows. prom-client renders the same text (a unit test
 // compares the two byte for byte) but through several arrays and strings per series: 100 of
-// a 318 ms scrape, against 35-50 ms here. The exporter's other metrics stay prom-client's.
+// a 318 ms scrape, against 35-50 ms here, less again with each job's label text built once
+// for all families. The exporter's other metrics stay prom-client's.
 
 export type Labels = Record<string, string>;
 
@@ -17,10 +18,20 @@ function valueText(v: number): string {
   return `${v}`;
 }
 
+/** `{k="v",...}` as prom-client writes it, or '' without labels: built once per series key, shared by every family. */
+export function labelText(labels: Labels): string {
+  let l = '';
+  for (const k in labels) l += `${l ? ',' : ''}${k}="${escapeLabelValue(labels[k]!)}"`;
+  return l ? `{${l}}` : '';
+}
+
 export class MetricRows {
-  private rows: Array<{ labels: Labels; value: number }> = [];
-  /** Rows added with a key, so that later additions with that key sum into them. */
-  private keyed = new Map<string, { labels: Labels; value: number }>();
+  // Parallel arrays: a row is a shared label string and an unboxed double, so 92,000 series
+  // are two arrays instead of 92,000 objects for the garbage collector to copy.
+  private labels: string[] = [];
+  private values: number[] = [];
+  /** Series added with a key, so that later additions with that key sum into them. */
+  private keyed = new Map<string, number>();
 
   constructor(
     readonly name: string,
@@ -28,36 +39,36 @@ export class MetricRows {
     readonly type: 'gauge' | 'counter',
   ) {}
 
-  add(labels: Labels, value: number): void {
-    this.rows.push({ labels, value });
+  /** One series; `labels` from labelText(). */
+  add(labels: string, value: number): void {
+    this.labels.push(labels);
+    this.values.push(value);
   }
 
   /** Add n to the series under `key` (first added with these labels), for counts to sum. */
-  addTo(key: string, labels: Labels, n: number): void {
-    const row = this.keyed.get(key);
-    if (row) {
-      row.value += n;
+  addTo(key: string, labels: string, n: number): void {
+    const i = this.keyed.get(key);
+    if (i !== undefined) {
+      this.values[i]! += n;
       return;
     }
-    const created = { labels, value: n };
-    this.keyed.set(key, created);
-    this.rows.push(created);
+    this.keyed.set(key, this.values.length);
+    this.add(labels, n);
   }
 
   reset(): void {
-    this.rows = [];
+    this.labels = [];
+    this.values = [];
     this.keyed.clear();
   }
 
   /** HELP, TYPE, then a line per series, without a trailing newline (as prom-client). */
   render(): string {
     const name = this.name;
-    let out = `# HELP ${name} ${this.help.replace(/\\/g, '\\\\').replace(/\n/g, '\\n')}\n# TYPE ${name} ${this.type}`;
-    for (const { labels, value } of this.rows) {
-      let l = '';
-      for (const k in labels) l += `${l ? ',' : ''}${k}="${escapeLabelValue(labels[k]!)}"`;
-      out += `\n${name}${l ? `{${l}}` : ''} ${valueText(value)}`;
-    }
-    return out;
+    const lines: string[] = new Array(this.values.length + 2);
+    lines[0] = `# HELP ${name} ${this.help.replace(/\\/g, '\\\\').replace(/\n/g, '\\n')}`;
+    lines[1] = `# TYPE ${name} ${this.type}`;
+    for (let i = 0; i < this.values.length; i++) lines[i + 2] = `${name}${this.labels[i]} ${valueText(this.values[i]!)}`;
+    return lines.join('\n');
   }
 }

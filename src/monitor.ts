@@ -36,11 +36,13 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
     j.intervalMs = d.intervalMs;
     j.due = d.due;
   }
-  const withDue = jobs.filter((j) => j.due);
-  const done = await store.readCompleted(withDue.map((j) => ({ job: j.name, window: j.due!.window })));
-  for (const j of withDue) {
-    j.due!.completed = done.has(pairKey(j.name, j.due!.window));
-    j.overdue = !j.due!.completed;
+  // A due window that is the job's last completed one is known complete; ask about the rest.
+  const unknown = jobs.filter((j) => j.due && j.due.window !== j.lastWindow);
+  const done = await store.readCompleted(unknown.map((j) => ({ job: j.name, window: j.due!.window })));
+  for (const j of jobs) {
+    if (!j.due) continue;
+    j.due.completed = j.due.window === j.lastWindow || done.has(pairKey(j.name, j.due.window));
+    j.overdue = !j.due.completed;
   }
   return { dbNow, jobs };
 }

@@ -99,7 +99,7 @@ export function normalizeRunOptions(flags: RawRunFlags, command: string[], env: 
 
   const tz = flags.tz ?? DEFAULTS.tz;
   // 'UTC' needs no check: asking Intl about a zone costs ~15 ms of ICU loading on every start.
-  if (tz !== 'UTC' && !IANAZone.isValidZone(tz)) throw new UsageError(`Expected \`--tz\` to be an IANA time zone like America/Sao_Paulo or UTC, got \`${tz}\`.`);
+  if (tz !== 'UTC' && !IANAZone.create(tz).isValid) throw new UsageError(`Expected \`--tz\` to be an IANA time zone like America/Sao_Paulo or UTC, got \`${tz}\`.`);
   const schedule = flags.schedule !== undefined ? parseSchedule(flags.schedule, tz) : undefined;
 
   if (flags.window !== undefined && flags.windowFromSchedule) throw new UsageError('Use either `--window` or `--window-from-schedule`, not both.');

@@ -354,8 +354,8 @@ export class SqliteStore implements LeaseStore {
     }));
   }
 
-  async readEventCounts(): Promise<EventCount[]> {
-    return this.db.prepare('SELECT job, kind, host, n FROM event_counts').all() as EventCount[];
+  async readEventCounts(kinds: readonly string[]): Promise<EventCount[]> {
+    return this.db.prepare('SELECT job, kind, host, n FROM event_counts WHERE kind IN (SELECT value FROM json_each(?))').all(JSON.stringify(kinds)) as EventCount[];
   }
 
   async readHostClocks(): Promise<HostClock[]> {

@@ -122,7 +122,8 @@ export interface LeaseStore {
   readCompleted(pairs: Array<{ job: string; window: string }>): Promise<Set<string>>;
   /** The job's latest `limit` events, oldest first. */
   readHistory(job: string, limit: number): Promise<HistoryEvent[]>;
-  readEventCounts(): Promise<EventCount[]>;
+  /** Event counts by (job, kind, host), of these kinds only (a scrape exports a few of them). */
+  readEventCounts(kinds: readonly string[]): Promise<EventCount[]>;
   readHostClocks(): Promise<HostClock[]>;
   ping(): Promise<void>;
   close(): Promise<void>;

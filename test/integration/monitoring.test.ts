@@ -91,6 +91,16 @@ describe('monitoring by absence', () => {
       expect(metric(after, 'leasejob_runs_total', 'job="hourly-report",outcome="completed"')).toBe(2);
       expect(metric(after, 'leasejob_last_completed_window_timestamp_seconds', 'job="hourly-report"')).toBeGreaterThan(Date.now() / 1000 - 3600);
       expect(await (await fetch(`http://127.0.0.1:${exporter.port}/healthz`)).text()).toBe('ok\n');
+
+      // Still completed once an older window has completed after it: no longer the last
+      // completed window, so it is looked up by its key rather than known from the last one.
+      const older = await runCli(['run', ...conn(), ...job, '--scheduled-time', '2020-01-01T01:00:00Z', ...ok]);
+      expect(older.exitCode, older.all).toBe(0);
+      const again = JSON.parse((await runCli(['status', ...conn(), '--json', '--name', 'hourly-report'])).stdout) as { jobs: Array<{ lastWindow: string; overdue: boolean; due: { window: string } }> };
+      expect(again.jobs[0]!.lastWindow).not.toBe(again.jobs[0]!.due.window);
+      expect(again.jobs[0]!.overdue).toBe(false);
+      expect((await runCli(['check', ...conn(), '--name', 'hourly-report'])).exitCode).toBe(0);
+      expect(metric(await exporter.scrape(), 'leasejob_window_overdue', 'job="hourly-report"')).toBe(0);
     } finally {
       const r = await exporter.stop();
       expect(r.exitCode).toBe(0);

@@ -112,8 +112,10 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     const seqs = (await s.readHistory('e', 100)).map((e) => Number(e.seq));
     expect(seqs).toEqual(seqs.map((_, i) => i + 1));
     expect(seqs).toHaveLength(12);
-    const counts = await s.readEventCounts();
+    const counts = await s.readEventCounts(['window-completed', 'released']);
     expect(counts.filter((c) => c.job === 'e' && c.kind === 'window-completed').reduce((n, c) => n + c.n, 0)).toBe(3);
+    expect(counts.filter((c) => c.job === 'e' && c.kind === 'released').reduce((n, c) => n + c.n, 0)).toBe(3);
+    expect(new Set(counts.map((c) => c.kind))).toEqual(new Set(['window-completed', 'released'])); // only the kinds asked for
     const { jobs } = await readJobStates(s, 'e');
     expect(jobs[0]).toMatchObject({ name: 'e', schedule: '0 * * * *', generation: '3', held: false, lastWindow: 'c', openWindows: [] });
     expect(jobs[0]!.lastDurationMs).toBeGreaterThanOrEqual(0);
