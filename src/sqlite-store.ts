@@ -64,6 +64,16 @@ CREATE TABLE event_counts (
 CREATE TABLE hosts (host TEXT PRIMARY KEY, offset_ms INTEGER NOT NULL, uncertainty_ms INTEGER NOT NULL, measured_at INTEGER NOT NULL);
 `;
 
+/**
+ * Added after version 1, on every open when missing: the last completed window of a job
+ * straight from an index. Without it, status read and sorted every window a job ever had (an
+ * every-minute job adds 525,600 a year). Only an index, so the version stays 1 and a file
+ * opened by this leasejob still opens with an older one (a rollback keeps working).
+ */
+const INDEXES = `
+CREATE INDEX IF NOT EXISTS windows_last_completed ON windows (job, completed_at DESC, generation DESC) WHERE completed_at IS NOT NULL;
+`;
+
 interface LeaseRecord {
   name: string;
   owner: string;
@@ -119,6 +129,7 @@ export class SqliteStore implements LeaseStore {
       const version = this.db.pragma('user_version', { simple: true }) as number;
       if (version > SCHEMA_VERSION) throw Object.assign(new Error(`state file schema is at version ${version}, newer than this leasejob knows (${SCHEMA_VERSION}); upgrade leasejob`), { code: 'SQLITE_SCHEMA_TOO_NEW' });
       if (version < 1) this.db.exec(SCHEMA);
+      this.db.exec(INDEXES);
       this.db.pragma(`user_version = ${SCHEMA_VERSION}`);
     }).immediate();
   }

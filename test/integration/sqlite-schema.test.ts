@@ -1,0 +1,49 @@
+// The embedded store's state file across leasejob versions: a file from before the
+// last-completed index gets it when opened, keeps its windows and its version (so an older
+// leasejob still opens it), and status finds a job's last completed window by index.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, describe, expect, it } from 'vitest';
+import { silentLogger } from '../../src/log.js';
+import { runWithLease } from '../../src/runner.js';
+import { SqliteStore } from '../../src/sqlite-store.js';
+
+const dir = mkdtempSync(path.join(tmpdir(), 'leasejob-sqlite-schema-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const LAST_COMPLETED =
+  "SELECT window_key FROM windows WHERE job = 'j' AND completed_at IS NOT NULL ORDER BY completed_at DESC, generation DESC LIMIT 1";
+
+describe('embedded store schema', () => {
+  it('adds the last-completed index to an older state file when opened, keeping its windows and version 1', async () => {
+    const file = path.join(dir, 'v1.db');
+    const store = SqliteStore.open(file);
+    for (const key of ['a', 'b']) {
+      const r = await runWithLease(store, { name: 'j', ttlMs: 3_000, killGraceMs: 500, window: { key } }, async () => 0, silentLogger);
+      expect(r.status).toBe('completed');
+    }
+    await store.close();
+    // Make it the file an older leasejob left: no such index.
+    const raw = new Database(file);
+    raw.exec('DROP INDEX windows_last_completed');
+    raw.close();
+
+    const upgraded = SqliteStore.open(file);
+    const { rows } = await upgraded.readJobRows('j');
+    expect(rows[0]).toMatchObject({ name: 'j', lastWindow: 'b' });
+    await upgraded.close();
+
+    const check = new Database(file, { readonly: true });
+    try {
+      expect(check.pragma('user_version', { simple: true })).toBe(1);
+      expect(check.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'windows_last_completed'").get()).toBeDefined();
+      const plan = (check.prepare(`EXPLAIN QUERY PLAN ${LAST_COMPLETED}`).all() as Array<{ detail: string }>).map((r) => r.detail).join('\n');
+      expect(plan).toMatch(/USING INDEX windows_last_completed/);
+      expect(plan).not.toMatch(/TEMP B-TREE/); // no sort per job
+    } finally {
+      check.close();
+    }
+  });
+});
