@@ -1,5 +1,6 @@
 // CLI wiring: commander definitions, and the only place that turns errors into exit codes.
 import { Command, CommanderError, Option } from 'commander';
+import { DEFAULTS } from './defaults.js';
 import { ExitCode, LeasejobError } from './errors.js';
 import { LOG_LEVELS } from './log-level.js';
 import { packageVersion } from './package-root.js';
@@ -7,7 +8,7 @@ import { packageVersion } from './package-root.js';
 function dbOptions(cmd: Command): Command {
   return cmd
     .option('--database-url <url>', 'PostgreSQL URL (else LEASEJOB_DATABASE_URL, DATABASE_URL, or PGHOST/PGUSER/...); without any, the embedded one-host store')
-    .option('--schema <name>', 'schema holding leasejob tables', 'leasejob')
+    .option('--schema <name>', 'schema holding leasejob tables', DEFAULTS.schema)
     .option('--state-file <path>', 'embedded store file (else LEASEJOB_STATE_FILE, $XDG_STATE_HOME/leasejob/leasejob.db, ~/.local/state/leasejob/leasejob.db)')
     .option('--require-shared', 'refuse to run without a shared PostgreSQL (or LEASEJOB_REQUIRE_SHARED=1; implied inside Kubernetes)')
     .addOption(new Option('--log-level <level>', 'log level (JSON logs on stderr)').choices(LOG_LEVELS));
@@ -34,15 +35,15 @@ export function buildProgram(): Command {
       .usage('--name <job> [options] -- <command> [args...]')
       .requiredOption('--name <job>', 'job name: the lease and the window ledger are keyed by it')
       .option('--schedule <cron>', "5-field cron or @hourly/@daily/...: the job's schedule")
-      .option('--tz <zone>', 'IANA time zone of the schedule', 'UTC')
+      .option('--tz <zone>', 'IANA time zone of the schedule', DEFAULTS.tz)
       .option('--window-from-schedule', 'derive the window from the scheduled occurrence (JOB_NAME, --scheduled-time, or the latest tick)')
       .option('--window <key>', 'use this literal window key')
       .option('--scheduled-time <iso>', 'the occurrence this run is for, ISO-8601 with offset')
       .option('--window-format <luxon>', 'format the occurrence as the window key (luxon tokens, e.g. yyyy-MM-dd)')
       .option('--window-offset <iso-duration>', 'shift the occurrence before formatting (e.g. -P1D to close yesterday)')
-      .option('--ttl <duration>', 'lease time to live; renewed every TTL/3', '90s')
-      .option('--kill-grace <duration>', 'SIGTERM-to-SIGKILL grace when the child must stop', '10s')
-      .addOption(new Option('--on-busy <policy>', 'when a live owner holds the lease').choices(['skip', 'wait', 'fail']).default('skip'))
+      .option('--ttl <duration>', 'lease time to live; renewed every TTL/3', DEFAULTS.ttl)
+      .option('--kill-grace <duration>', 'SIGTERM-to-SIGKILL grace when the child must stop', DEFAULTS.killGrace)
+      .addOption(new Option('--on-busy <policy>', 'when a live owner holds the lease').choices(['skip', 'wait', 'fail']).default(DEFAULTS.onBusy))
       .option('--wait-timeout <duration>', 'with --on-busy wait: give up (exit 75) after this long')
       .option('--max-runtime <duration>', 'stop the child after this long (exit 124)')
       .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')

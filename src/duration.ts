@@ -43,22 +43,6 @@ export function parseIsoOffset(text: string, flag: string): Duration {
   return duration;
 }
 
-/** Short human form for logs and messages (`1m30s`, `500ms`); parseDuration reads it back. */
-export function formatDuration(ms: number): string {
-  if (!Number.isFinite(ms)) return String(ms);
-  let rest = Math.round(Math.abs(ms));
-  if (rest === 0) return '0ms';
-  let text = '';
-  for (const unit of UNITS) {
-    const count = Math.floor(rest / UNIT_MS[unit]);
-    if (count > 0) {
-      text += `${count}${unit}`;
-      rest -= count * UNIT_MS[unit];
-    }
-  }
-  return ms < 0 ? `-${text}` : text;
-}
-
 function isoMillis(text: string): number | undefined {
   const duration = Duration.fromISO(text);
   // Luxon accepts a bare `P` or `PT` as a valid zero duration.

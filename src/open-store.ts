@@ -2,6 +2,7 @@
 // file for one host; refused inside Kubernetes or with --require-shared.
 import { homedir } from 'node:os';
 import path from 'node:path';
+import { DEFAULTS } from './defaults.js';
 import { describeConnection, resolveConnection, secretsOf, type ConnectionSource } from './db.js';
 import { UsageError } from './errors.js';
 import { validateSchema } from './names.js';
@@ -30,7 +31,7 @@ export function defaultStateFile(env: NodeJS.ProcessEnv = process.env): string {
 }
 
 export function chooseStore(flags: StoreFlags, env: NodeJS.ProcessEnv = process.env): StoreChoice {
-  const schema = validateSchema(flags.schema ?? 'leasejob');
+  const schema = validateSchema(flags.schema ?? DEFAULTS.schema);
   if (postgresConfigured(flags, env)) {
     if (flags.stateFile !== undefined) {
       throw new UsageError('`--state-file` is for the embedded one-host store, but a PostgreSQL database is configured (--database-url, LEASEJOB_DATABASE_URL, DATABASE_URL or PGHOST); use one or the other.');

@@ -2,6 +2,7 @@
 // in one pattern ("Expected `--flag` to be ..., got `value`.").
 import type { DateTime } from 'luxon';
 import { IANAZone } from 'luxon';
+import { DEFAULTS } from './defaults.js';
 import { parseDuration, parseIsoOffset } from './duration.js';
 import { UsageError } from './errors.js';
 import { safetyMarginMs, stopAfterMs } from './lease.js';
@@ -34,17 +35,6 @@ export interface RawRunFlags {
   logLevel?: string;
   passDatabaseUrl?: boolean;
 }
-
-export const DEFAULTS = {
-  // Several times the worst expected renewal delay (DB latency, GC, CPU throttling), short
-  // enough that a dead owner is replaced quickly: the seed's 60-120 s guidance.
-  ttl: '90s',
-  // Enough for a typical process to flush and exit on SIGTERM; must fit inside the TTL.
-  killGrace: '10s',
-  tz: 'UTC',
-  onBusy: 'skip' as OnBusy,
-  schema: 'leasejob',
-};
 
 export interface RunConfig {
   name: string;

@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest';
-import { formatDuration, parseDuration, parseIsoOffset } from '../../src/duration.js';
+import { parseDuration, parseIsoOffset } from '../../src/duration.js';
 import { UsageError } from '../../src/errors.js';
 
 describe('parseDuration', () => {
@@ -87,25 +87,5 @@ describe('parseIsoOffset', () => {
     expect(() => parseIsoOffset(text, '--window-offset')).toThrow(
       `Expected \`--window-offset\` to be an ISO-8601 duration like -P1D, PT1H or P1D, got \`${text}\`.`,
     );
-  });
-});
-
-describe('formatDuration', () => {
-  it.each([
-    [0, '0ms'],
-    [500, '500ms'],
-    [1_500, '1s500ms'],
-    [90_000, '1m30s'],
-    [3_600_000, '1h'],
-    [5_410_000, '1h30m10s'],
-    [86_400_000 + 7_200_000, '1d2h'],
-    [-90_000, '-1m30s'],
-    [1.4, '1ms'],
-  ])('formats %d as %j', (ms, text) => {
-    expect(formatDuration(ms)).toBe(text);
-  });
-
-  it.each([1, 999, 60_000, 5_410_000, 90_061_001])('reads back what it writes (%d)', (ms) => {
-    expect(parseDuration(formatDuration(ms), '--ttl')).toBe(ms);
   });
 });
