@@ -4,15 +4,14 @@
 // that relied on session state (a session advisory lock, a SET, a named prepared statement)
 // would fail here. Skipped, with the reason printed, when pgbouncer is not installed
 // (Debian: apt-get install pgbouncer).
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { accessSync, chmodSync, chownSync, constants, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { ROOT, fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
+import { ROOT, fixture, logLines, runCli, startCli } from '../helpers/cli.js';
 import { newSchemaName } from '../helpers/db.js';
-import { freePort } from '../helpers/embedded-pg.mjs';
+import { pgbouncerBinary, startPgbouncer, type Pgbouncer } from '../helpers/pgbouncer.mjs';
 import { migrate } from '../../src/migrate.js';
 
 const FENCE_SQL = path.join(ROOT, 'sql', '002_assert_lease.sql');
@@ -20,121 +19,31 @@ const FENCED_CHILD = path.join(ROOT, 'test', 'deploy', 'fixtures', 'fenced-throu
 // Generous: a busy 2-core machine running PostgreSQL, pgbouncer and several runners at once.
 const WAIT_LIMIT_MS = 30_000;
 
-function findPgbouncer(): string | undefined {
-  const dirs = [...(process.env.PATH ?? '').split(path.delimiter), '/usr/sbin', '/usr/local/sbin', '/usr/bin'];
-  for (const dir of dirs.filter(Boolean)) {
-    const file = path.join(dir, 'pgbouncer');
-    try {
-      accessSync(file, constants.X_OK);
-      return file;
-    } catch {
-      // not here
-    }
-  }
-  return undefined;
-}
-
-const PGBOUNCER = findPgbouncer();
+const PGBOUNCER = pgbouncerBinary();
 if (!PGBOUNCER) {
   console.log('skipping the pgbouncer tests: no pgbouncer binary on PATH or in /usr/sbin (Debian: apt-get install -y pgbouncer)');
 }
 
-/** pgbouncer refuses to run as root: as root, run it as `postgres` (the suite's server user). */
-function unprivilegedUser(): { uid: number; gid: number } | undefined {
-  if (process.getuid?.() !== 0) return undefined;
-  const id = (flag: string): number => Number(spawnSync('id', [flag, 'postgres'], { encoding: 'utf8' }).stdout.trim());
-  const uid = id('-u');
-  if (!Number.isInteger(uid) || uid <= 0) throw new Error('running as root, but there is no `postgres` user to run pgbouncer as');
-  return { uid, gid: id('-g') };
-}
-
-interface Bouncer {
-  url: string;
-  log: () => string;
-  stop: () => Promise<void>;
-}
-
-async function startPgbouncer(binary: string, serverUrl: string): Promise<Bouncer> {
-  const server = new URL(serverUrl);
-  const user = decodeURIComponent(server.username);
-  const password = decodeURIComponent(server.password);
-  const database = server.pathname.slice(1) || 'postgres';
-  const dir = mkdtempSync(path.join(tmpdir(), 'leasejob-pgbouncer-'));
-  const port = await freePort();
-  const quote = (s: string): string => `"${s.replace(/"/g, '""')}"`;
-  // The client side authenticates with SCRAM against the plaintext userlist; pgbouncer logs in
-  // to the server with the same password (the suite's server uses password authentication).
-  writeFileSync(path.join(dir, 'userlist.txt'), `${quote(user)} ${quote(password)}\n`, { mode: 0o600 });
-  writeFileSync(
-    path.join(dir, 'pgbouncer.ini'),
-    [
-      '[databases]',
-      `leasejob = host=${server.hostname} port=${server.port || 5432} dbname=${database}`,
-      '[pgbouncer]',
-      'listen_addr = 127.0.0.1',
-      `listen_port = ${port}`,
-      'unix_socket_dir =',
-      'auth_type = scram-sha-256',
-      `auth_file = ${path.join(dir, 'userlist.txt')}`,
-      'pool_mode = transaction',
-      // Two server connections for every client: statements of different runners interleave
-      // on the same backends, which is what transaction pooling does in production.
-      'default_pool_size = 2',
-      'max_client_conn = 200',
-      'ignore_startup_parameters = extra_float_digits',
-      `pidfile = ${path.join(dir, 'pgbouncer.pid')}`,
-      'log_connections = 0',
-      'log_disconnections = 0',
-      '',
-    ].join('\n'),
-  );
-  const as = unprivilegedUser();
-  if (as) {
-    chmodSync(dir, 0o700);
-    for (const f of ['', 'userlist.txt', 'pgbouncer.ini']) chownSync(path.join(dir, f), as.uid, as.gid);
-  }
-  const proc: ChildProcess = spawn(binary, [path.join(dir, 'pgbouncer.ini')], {
-    ...(as ?? {}), cwd: dir, stdio: ['ignore', 'pipe', 'pipe'],
+/** pgbouncer in front of the suite's server, clients connecting to database `leasejob`. */
+function startBouncer(serverUrl: string): Promise<Pgbouncer> {
+  return startPgbouncer({
+    binary: PGBOUNCER!,
+    target: serverUrl,
+    alias: 'leasejob',
+    // The client side authenticates with SCRAM against the plaintext userlist; pgbouncer logs in
+    // to the server with the same password (the suite's server uses password authentication).
+    authType: 'scram-sha-256',
+    // Two server connections for every client: statements of different runners interleave
+    // on the same backends, which is what transaction pooling does in production.
+    poolSize: 2,
+    pidfile: true,
+    extraIni: ['ignore_startup_parameters = extra_float_digits', 'log_connections = 0', 'log_disconnections = 0'],
+    startTimeoutMs: WAIT_LIMIT_MS,
   });
-  let log = '';
-  proc.stdout!.on('data', (d: Buffer) => (log += d));
-  proc.stderr!.on('data', (d: Buffer) => (log += d));
-  const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
-  const url = `postgres://${encodeURIComponent(user)}:${encodeURIComponent(password)}@127.0.0.1:${port}/leasejob`;
-  try {
-    await waitFor('pgbouncer to answer', async () => {
-      if (proc.exitCode !== null) throw new Error(`pgbouncer exited ${proc.exitCode}:\n${log}`);
-      const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2_000 });
-      try {
-        await c.connect();
-        await c.query('SELECT 1');
-        return true;
-      } catch {
-        return false;
-      } finally {
-        await c.end().catch(() => {});
-      }
-    }, WAIT_LIMIT_MS, 200);
-  } catch (err) {
-    proc.kill('SIGKILL');
-    throw err;
-  }
-  return {
-    url,
-    log: () => log,
-    stop: async () => {
-      if (proc.exitCode === null && proc.signalCode === null) {
-        proc.kill('SIGINT');
-        await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
-        if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
-      }
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
 }
 
 describe.skipIf(!PGBOUNCER)('through pgbouncer in transaction pooling mode', () => {
-  let bouncer: Bouncer;
+  let bouncer: Pgbouncer;
   let direct: pg.Pool;
   let schema: string;
   let tmp: string;
@@ -142,7 +51,7 @@ describe.skipIf(!PGBOUNCER)('through pgbouncer in transaction pooling mode', () 
 
   beforeAll(async () => {
     const serverUrl = inject('databaseUrl');
-    bouncer = await startPgbouncer(PGBOUNCER!, serverUrl);
+    bouncer = await startBouncer(serverUrl);
     direct = new pg.Pool({ connectionString: serverUrl, max: 2 });
     tmp = mkdtempSync(path.join(tmpdir(), 'leasejob-pooled-'));
     schema = newSchemaName('pgb');

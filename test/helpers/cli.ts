@@ -1,14 +1,15 @@
-// Spawn the built CLI as an operator would, and poll for conditions with generous limits.
-import { mkdtempSync, readFileSync } from 'node:fs';
+// Spawn the built CLI as an operator would. Importing this makes a state directory for the
+// importing test file (removed after its tests); the side-effect-free helpers live in wait.ts
+// and are re-exported here.
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { execa, type ResultPromise } from 'execa';
+import { afterAll } from 'vitest';
+import { ROOT } from './wait.js';
 
-export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+export { FIXTURES, ROOT, fixture, isAlive, logLines, waitFor } from './wait.js';
 export const BIN = path.join(ROOT, 'bin', 'leasejob.js');
-export const FIXTURES = path.join(ROOT, 'test', 'fixtures');
-export const fixture = (name: string): string => path.join(FIXTURES, name);
 
 export interface CliEnv {
   [k: string]: string | undefined;
@@ -17,6 +18,9 @@ export interface CliEnv {
 /** Start `leasejob <args>` in the background; the promise resolves with exitCode/stdout/stderr. */
 // Commands run without a database URL use the embedded store: keep it out of the real home.
 const STATE_HOME = mkdtempSync(path.join(tmpdir(), 'leasejob-state-'));
+// Registered at import, so it runs after the importing file's own afterAll hooks (vitest runs
+// them last-registered first) and its processes have ended.
+afterAll(() => rmSync(STATE_HOME, { recursive: true, force: true }));
 
 export function startCli(args: string[], env: CliEnv = {}, opts: { timeoutMs?: number } = {}): ResultPromise<{ reject: false; all: true }> {
   return execa(process.execPath, [BIN, ...args], {
@@ -31,43 +35,4 @@ export function startCli(args: string[], env: CliEnv = {}, opts: { timeoutMs?: n
 
 export async function runCli(args: string[], env: CliEnv = {}, opts: { timeoutMs?: number } = {}) {
   return await startCli(args, env, opts);
-}
-
-export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 30_000, intervalMs = 50): Promise<T> {
-  const start = Date.now();
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() - start > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
-}
-
-/** Alive and not a zombie (PID 1 here may reap orphans late). */
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch {
-    return false;
-  }
-}
-
-/** Parse pino JSON lines out of a stderr blob. */
-export function logLines(stderr: string): Array<Record<string, unknown>> {
-  return stderr
-    .split('\n')
-    .filter((l) => l.startsWith('{'))
-    .map((l) => {
-      try {
-        return JSON.parse(l) as Record<string, unknown>;
-      } catch {
-        return {};
-      }
-    });
 }

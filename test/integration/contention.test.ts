@@ -1,5 +1,5 @@
 // Contenders and faults: many runs on one window, a crashed holder, a stolen lease, a lost database.
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,7 +13,10 @@ beforeAll(async () => {
   db = await testDb();
   tmp = mkdtempSync(path.join(tmpdir(), 'leasejob-contention-'));
 });
-afterAll(async () => db.close());
+afterAll(async () => {
+  await db.close();
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+});
 
 const base = (name: string, url = db.url): string[] => ['--database-url', url, '--schema', db.schema, '--name', name];
 const readPid = (file: string): number | false => {

@@ -1,10 +1,11 @@
 // The embedded one-host store: no database server, several processes sharing one SQLite file.
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { execa } from 'execa';
-import { beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { fixture, logLines, ROOT, runCli, startCli, waitFor } from '../helpers/cli.js';
+import { faketimeEnv, faketimeLibrary } from '../helpers/faketime.mjs';
 
 let dir: string;
 let state: string;
@@ -12,6 +13,7 @@ beforeEach(() => {
   dir = mkdtempSync(path.join(tmpdir(), 'leasejob-embedded-'));
   state = path.join(dir, 'state', 'leasejob.db');
 });
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
 // No database variables at all: the embedded store is the default.
 const noDb = { DATABASE_URL: undefined, LEASEJOB_DATABASE_URL: undefined, PGHOST: undefined, PGDATABASE: undefined, KUBERNETES_SERVICE_HOST: undefined };
 const env = (): Record<string, string | undefined> => ({ ...noDb, XDG_STATE_HOME: path.join(dir, 'xdg') });
@@ -56,11 +58,11 @@ describe('embedded store (SQLite)', () => {
     expect(hist.find((e) => e.kind === 'window-completed')?.detail.attempt).toBe(2);
   });
 
-  const FAKETIME_LIB = ['/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1', '/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1'].find((p) => existsSync(p));
+  const FAKETIME_LIB = faketimeLibrary();
   it.skipIf(!FAKETIME_LIB)('a wall-clock jump during a run neither expires nor extends the lease', async () => {
     const clock = path.join(dir, 'clock');
     writeFileSync(clock, '+0s\n');
-    const skew = { LD_PRELOAD: FAKETIME_LIB, FAKETIME_TIMESTAMP_FILE: clock, FAKETIME_NO_CACHE: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1' };
+    const skew = faketimeEnv(FAKETIME_LIB!, clock);
     const pidFile = path.join(dir, 'jump.pid');
     const holder = startCli(['run', '--state-file', state, '--name', 'jump', '--window', 'w', '--ttl', '3s', '--kill-grace', '500ms',
       '--', process.execPath, fixture('forever.mjs'), pidFile], { ...env(), ...skew });

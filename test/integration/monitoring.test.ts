@@ -1,10 +1,11 @@
 // Monitoring by absence: registry, events, status, history, check, exporter, clock signals.
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
+import { faketimeEnv, faketimeLibrary } from '../helpers/faketime.mjs';
 
 let db: TestDb;
 let tmp: string;
@@ -12,7 +13,10 @@ beforeAll(async () => {
   db = await testDb();
   tmp = mkdtempSync(path.join(tmpdir(), 'leasejob-mon-'));
 });
-afterAll(async () => db.close());
+afterAll(async () => {
+  await db.close();
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+});
 
 const conn = (): string[] => ['--database-url', db.url, '--schema', db.schema];
 const ok = ['--', process.execPath, fixture('exit-with.mjs'), '0'];
@@ -174,16 +178,11 @@ describe('monitoring by absence', () => {
   });
 });
 
-const FAKETIME_LIB = ['/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1', '/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1'].find((p) => existsSync(p));
+const FAKETIME_LIB = faketimeLibrary();
 
 describe.skipIf(!FAKETIME_LIB)('clock signals (faketime)', () => {
-  const skewed = (file: string) => ({
-    LD_PRELOAD: FAKETIME_LIB,
-    FAKETIME_TIMESTAMP_FILE: file,
-    FAKETIME_NO_CACHE: '1',
-    // The monotonic clock stays true: only the wall clock is skewed or jumps.
-    FAKETIME_DONT_FAKE_MONOTONIC: '1',
-  });
+  // The monotonic clock stays true: only the wall clock is skewed or jumps.
+  const skewed = (file: string) => faketimeEnv(FAKETIME_LIB!, file);
 
   it('a wall clock 10 minutes behind: offset measured within a second, run unaffected', async () => {
     const file = path.join(tmp, 'skew-10m');

@@ -1,5 +1,5 @@
 // `leasejob run` end to end: real CLI, real children, real PostgreSQL.
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,7 +12,10 @@ beforeAll(async () => {
   db = await testDb();
   tmp = mkdtempSync(path.join(tmpdir(), 'leasejob-run-'));
 });
-afterAll(async () => db.close());
+afterAll(async () => {
+  await db.close();
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+});
 
 const base = (name: string): string[] => ['--database-url', db.url, '--schema', db.schema, '--name', name];
 

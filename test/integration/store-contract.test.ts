@@ -1,6 +1,6 @@
 // One contract, two stores: the same lease, window and event scenarios against PostgreSQL and
 // the embedded SQLite store.
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -14,8 +14,10 @@ import type { LeaseStore } from '../../src/store.js';
 import { testDb } from '../helpers/db.js';
 
 const opened: LeaseStore[] = [];
+const dirs: string[] = [];
 afterAll(async () => {
   for (const s of opened) await s.close();
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
 const factories: Array<[string, () => Promise<LeaseStore>]> = [
@@ -27,7 +29,9 @@ const factories: Array<[string, () => Promise<LeaseStore>]> = [
     return store;
   }],
   ['sqlite', async () => {
-    const store = SqliteStore.open(path.join(mkdtempSync(path.join(tmpdir(), 'leasejob-contract-')), 'state.db'));
+    const dir = mkdtempSync(path.join(tmpdir(), 'leasejob-contract-'));
+    dirs.push(dir);
+    const store = SqliteStore.open(path.join(dir, 'state.db'));
     opened.push(store);
     return store;
   }],

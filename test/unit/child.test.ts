@@ -5,7 +5,6 @@ import { constants as osConstants, tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   buildSpawnArgs,
@@ -14,14 +13,14 @@ import {
   startChild,
   type ChildHandle,
 } from '../../src/child.js';
+import { FIXTURES, fixture, isAlive, waitFor } from '../helpers/wait.js';
 
-const fixtures = fileURLToPath(new URL('../fixtures/', import.meta.url));
-const fixture = (name: string) => path.join(fixtures, name);
 const node = process.execPath;
 const env = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
 
 // Generous: these must pass on a busy 2-core machine.
 const WAIT_LIMIT_MS = 15_000;
+const POLL_MS = 20;
 const TEST_TIMEOUT_MS = 30_000;
 
 let dir: string;
@@ -53,16 +52,6 @@ function tempFile(name: string): string {
   return path.join(dir, `${name}-${Math.random().toString(36).slice(2)}`);
 }
 
-async function waitFor<T>(what: string, probe: () => T | undefined): Promise<T> {
-  const deadline = performance.now() + WAIT_LIMIT_MS;
-  for (;;) {
-    const value = probe();
-    if (value !== undefined) return value;
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await delay(20);
-  }
-}
-
 /** The pid a fixture wrote to `file`, once it is there in full. */
 function waitForPid(file: string): Promise<number> {
   return waitFor(`pid in ${file}`, () => {
@@ -72,27 +61,14 @@ function waitForPid(file: string): Promise<number> {
     } catch {
       return undefined;
     }
-  });
+  }, WAIT_LIMIT_MS, POLL_MS);
 }
 
 /** Gone, or a zombie: orphans here are reparented to a PID 1 that may never reap them. */
-function isGone(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return true;
-  }
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const state = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0];
-    return state === 'Z' || state === 'X';
-  } catch {
-    return true;
-  }
-}
+const isGone = (pid: number): boolean => !isAlive(pid);
 
 function waitUntilGone(pid: number): Promise<true> {
-  return waitFor(`pid ${pid} to exit`, () => (isGone(pid) ? true : undefined));
+  return waitFor(`pid ${pid} to exit`, () => (isGone(pid) ? true : undefined), WAIT_LIMIT_MS, POLL_MS);
 }
 
 function killQuietly(pid: number): void {
@@ -138,7 +114,7 @@ describe('startChild', { timeout: TEST_TIMEOUT_MS }, () => {
 
   it('runs the command in the given cwd', async () => {
     const out = tempFile('env');
-    const child = await start(node, ['./write-env.mjs', out], { cwd: fixtures });
+    const child = await start(node, ['./write-env.mjs', out], { cwd: FIXTURES });
     expect((await child.exited).code).toBe(0);
     expect(JSON.parse(readFileSync(out, 'utf8'))).toEqual(env);
   });

@@ -1,28 +1,18 @@
 // The system under test's surroundings: our own PostgreSQL (so a fault can restart it), the
 // chaos database and schema, the protected tables, and the simulated hosts runners live on.
 import { execFile } from 'node:child_process';
-import { existsSync, renameSync, writeFileSync } from 'node:fs';
+import { renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { startEmbeddedPostgres } from '../../helpers/embedded-pg.mjs';
-import { pgbouncerBinary, startPgbouncer } from './pgbouncer.mjs';
+import { faketimeEnv, faketimeLibrary } from '../../helpers/faketime.mjs';
+import { pgbouncerBinary, startPgbouncer } from '../../helpers/pgbouncer.mjs';
 import { startProxy } from './proxy.mjs';
 
 export const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../..');
 export const BIN = path.join(ROOT, 'bin', 'leasejob.js');
 export const WRITER = path.join(ROOT, 'test', 'fixtures', 'chaos-writer.mjs');
-
-const FAKETIME_LIBS = [
-  '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1',
-  '/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1',
-  '/usr/lib/faketime/libfaketime.so.1',
-  '/usr/local/lib/faketime/libfaketime.so.1',
-];
-
-export function faketimeLibrary() {
-  return FAKETIME_LIBS.find((p) => existsSync(p));
-}
 
 const run = promisify(execFile);
 
@@ -124,12 +114,7 @@ export async function startHosts({ cluster, workDir, notes }) {
       host.clockFile = path.join(workDir, `${h.name}.faketime`);
       host.clockOffsetS = 0;
       writeFileSync(host.clockFile, '+0\n');
-      host.env = {
-        LD_PRELOAD: ft,
-        FAKETIME_TIMESTAMP_FILE: host.clockFile,
-        FAKETIME_NO_CACHE: '1', // re-read the file on every call: a write is a jump mid-run
-        FAKETIME_DONT_FAKE_MONOTONIC: '1', // only the wall clock is wrong, as on a real host
-      };
+      host.env = faketimeEnv(ft, host.clockFile);
     }
     hosts.push(host);
   }
@@ -139,7 +124,22 @@ export async function startHosts({ cluster, workDir, notes }) {
     notes.push('pgbouncer: not installed (Debian package `pgbouncer`): the pgbouncer host is skipped');
   } else {
     try {
-      bouncer = await startPgbouncer({ binary: bouncerBin, target: new URL(cluster.directUrl) });
+      // The runners of one host through PgBouncer in transaction mode: the holder's session
+      // check cannot work there, and only overdue renewals reveal a crashed owner.
+      bouncer = await startPgbouncer({
+        binary: bouncerBin,
+        target: cluster.directUrl,
+        authType: 'trust',
+        serverCredentials: true,
+        poolSize: 10,
+        extraIni: [
+          'server_reset_query =',
+          'ignore_startup_parameters = extra_float_digits,options',
+          // Servers die on a PostgreSQL restart: let PgBouncer retry them quickly.
+          'server_login_retry = 1',
+        ],
+        startTimeoutMs: 10_000,
+      });
       hosts.push({ name: 'bouncer', url: bouncer.url, env: {}, bouncer: true });
     } catch (err) {
       notes.push(`pgbouncer: could not start (${err.message}): the pgbouncer host is skipped`);
