@@ -7,4 +7,4 @@
 -- Writes to windows wait while it builds (about a second per million windows).
 
 CREATE INDEX windows_last_completed ON windows (job, completed_at DESC, generation DESC) WHERE completed_at IS NOT NULL;
-DROP INDEX windows_completed;
+DROP INDEX IF EXISTS windows_completed;
