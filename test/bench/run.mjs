@@ -15,7 +15,7 @@ import { spawnSync } from 'node:child_process';
 import pg from 'pg';
 import { startEmbeddedPostgres } from '../helpers/embedded-pg.mjs';
 import { startEtcd } from './lib/etcd.mjs';
-import { BIN, NODE, ROOT, start, timed } from './lib/proc.mjs';
+import { BIN, NODE, ROOT, timed } from './lib/proc.mjs';
 import { Report } from './lib/report.mjs';
 
 const BENCHES = ['startup', 'overhead', 'statements', 'rss', 'herd', 'recovery', 'loss', 'monitor'];
@@ -137,7 +137,6 @@ try {
     quick: opts.quick,
     tmp,
     url: server.url,
-    server,
     schema: 'bench',
     env,
     report,
@@ -149,12 +148,9 @@ try {
     herdSizes: opts['herd-sizes'].split(',').map(Number).filter((n) => n > 0),
     etcd: undefined,
     migrate,
-    cleanups,
     /** Iterations: full run vs --quick. */
     n: (full, quick) => (opts.quick ? quick : full),
     uid: (prefix) => `${prefix}-${process.pid}-${++seq}`,
-    /** Start `node bin/leasejob.js ...args` (run args get --schema ctx.schema unless given). */
-    leasejob: (args, o = {}) => start(NODE, [BIN, ...args], { env: o.env ?? env, ...o }),
   };
 
   if (selected.includes('overhead')) {

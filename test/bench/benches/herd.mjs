@@ -92,8 +92,7 @@ async function herdTrial(ctx, size, acc) {
   if (bad.length) acc.bad.push(`${bad.length} exited non-zero, e.g. ${bad[0].code}: ${bad[0].stderr.split('\n').filter(Boolean).slice(-1)[0]?.slice(0, 200)}`);
   const lastExit = Math.max(...nonWinners.map((r) => r.wallEnd));
   acc.fromSpawn.push(lastExit - spawnWall);
-  const sorted = nonWinners.map((r) => r.wallEnd - spawnWall).sort((a, b) => a - b);
-  acc.medianFromSpawn.push(sorted[Math.floor(sorted.length / 2)]);
+  acc.medianFromSpawn.push(summarize(nonWinners.map((r) => r.wallEnd - spawnWall)).median);
   // Per contender, from its first log line (modules loaded, argv parsed) to its exit.
   const decide = nonWinners.map((r) => {
     const first = logLines(r.stderr)[0];
@@ -102,7 +101,7 @@ async function herdTrial(ctx, size, acc) {
   const ds = summarize(decide);
   acc.decideMax.push(ds.max);
   acc.decideMedian.push(ds.median);
-  const lease = await ctx.admin.query(`SELECT acquired_at, generation FROM "${ctx.schema}".leases WHERE name = $1`, [job]);
+  const lease = await ctx.admin.query(`SELECT acquired_at FROM "${ctx.schema}".leases WHERE name = $1`, [job]);
   const acquiredAt = lease.rows[0]?.acquired_at?.getTime();
   if (acquiredAt !== undefined) acc.fromAcquire.push(lastExit - acquiredAt);
   const skips = await ctx.admin.query(`SELECT count(*)::int AS n FROM "${ctx.schema}".events WHERE job = $1 AND kind = 'busy-skip'`, [job]);

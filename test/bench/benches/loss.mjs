@@ -6,7 +6,7 @@
 // Per trial: cut -> child gone (/proc/<pid> missing or a zombie, polled every 2 ms), and
 // last renewal (renewed_at, read from the server directly) -> child gone, against the TTL.
 import path from 'node:path';
-import { BIN, NODE, alive, fileLines, parseStamp, sleep, stampCmd, start, waitFor } from '../lib/proc.mjs';
+import { BIN, NODE, alive, phaseSleep, runTrials, stampCmd, start, waitFor, waitStamp } from '../lib/proc.mjs';
 import { startProxy } from '../../chaos/lib/proxy.mjs';
 
 const TTL_MS = 3000;
@@ -14,27 +14,15 @@ const TTL_MS = 3000;
 export async function run(ctx) {
   const trials = ctx.n(5, 1);
   for (const mode of ['reset', 'blackhole']) {
-    const cutToGone = [];
-    const renewToGone = [];
-    const codes = [];
-    const problems = [];
-    for (let t = 0; t < trials; t++) {
-      try {
-        const r = await trial(ctx, mode, t, trials);
-        cutToGone.push(r.cutToGone);
-        renewToGone.push(r.renewToGone);
-        codes.push(r.code);
-      } catch (err) {
-        problems.push(err.message);
-      }
-    }
+    const { results, problems } = await runTrials(trials, (t) => trial(ctx, mode, t, trials));
+    const renewToGone = results.map((r) => r.renewToGone);
     ctx.report.add({
       bench: 'loss', name: `${mode}: last renewal -> child gone`, unit: 'ms', samples: renewToGone,
       baseline: { name: 'TTL', samples: renewToGone.map(() => TTL_MS), paired: false },
       target: { text: `< ${TTL_MS} ms (TTL), always`, ok: renewToGone.length === trials && renewToGone.every((x) => x < TTL_MS) },
-      note: `runner exit codes: ${codes.join(', ')} (75 = lease lost)` + (problems.length ? `; problems: ${problems.slice(0, 3).join(' | ')}` : ''),
+      note: `runner exit codes: ${results.map((r) => r.code).join(', ')} (75 = lease lost)` + (problems.length ? `; problems: ${problems.slice(0, 3).join(' | ')}` : ''),
     });
-    ctx.report.add({ bench: 'loss', name: `${mode}: cut -> child gone`, unit: 'ms', samples: cutToGone });
+    ctx.report.add({ bench: 'loss', name: `${mode}: cut -> child gone`, unit: 'ms', samples: results.map((r) => r.cutToGone) });
   }
 }
 
@@ -44,17 +32,17 @@ async function trial(ctx, mode, t, trials) {
     const job = ctx.uid(`loss-${mode}`);
     const stamp = path.join(ctx.tmp, `${job}.stamp`);
     const env = { ...ctx.env, LEASEJOB_DATABASE_URL: proxy.url(ctx.url) };
-    const runner = start(NODE, [BIN, 'run', '--name', job, '--schema', ctx.schema, '--ttl', '3s', '--kill-grace', '500ms', '--window', 'w1', '--',
+    const runner = start(NODE, [BIN, 'run', '--name', job, '--schema', ctx.schema, '--ttl', `${TTL_MS / 1000}s`, '--kill-grace', '500ms', '--window', 'w1', '--',
       'sh', '-c', `${stampCmd(stamp)}; exec sleep 60`], { env });
-    const child = parseStamp(await waitFor(() => fileLines(stamp)[0], { what: 'child', timeoutMs: 30_000 }));
+    const child = await waitStamp(stamp, 'child');
     // Cut at a spread of phases after the first renewal (renewals every 1 s).
-    await sleep(1200 + Math.round((1000 * t) / Math.max(1, trials)) + Math.random() * 100);
+    await phaseSleep(1200, 1000, t, trials);
     const cutMono = performance.now();
     proxy.cut(mode);
     await waitFor(() => !alive(child.pid), { everyMs: 2, timeoutMs: 30_000, what: 'child to stop' });
     const goneMono = performance.now();
     const goneWall = Date.now();
-    const lease = (await ctx.admin.query(`SELECT renewed_at, expires_at FROM "${ctx.schema}".leases WHERE name = $1`, [job])).rows[0];
+    const lease = (await ctx.admin.query(`SELECT renewed_at FROM "${ctx.schema}".leases WHERE name = $1`, [job])).rows[0];
     const res = await runner.done;
     return { cutToGone: goneMono - cutMono, renewToGone: goneWall - lease.renewed_at.getTime(), code: res.code };
   } finally {

@@ -11,7 +11,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { BIN, NODE, ROOT, logLines, sleep, start, timed, waitFor } from '../lib/proc.mjs';
+import { BIN, NODE, ROOT, logLines, start, stopProcess, timed, waitFor } from '../lib/proc.mjs';
 import { rotate, summarize } from '../lib/stats.mjs';
 import { seedJobs } from '../seed.mjs';
 
@@ -107,10 +107,9 @@ export async function run(ctx) {
   for (let i = 0; i < n; i++) for (const step of rotate(steps, i)) await step();
   // Into a pipe, as in `leasejob status | grep x` or `status --json | jq`: is it all there?
   const piped = [];
-  for (const args of [['--schema', schema], ['--schema', schema, '--json']]) {
+  for (const [args, fileBytes] of [[['--schema', schema], info.statusBytes], [['--schema', schema, '--json'], info.statusJsonBytes]]) {
     const r = await timed(NODE, [BIN, 'status', ...args], { env: ctx.env, stdout: true });
-    const full = (await cli(args)).stdout.length;
-    piped.push({ args: args.slice(2).join(' ') || '(table)', pipeBytes: r.stdout.length, fileBytes: full });
+    piped.push({ args: args.slice(2).join(' ') || '(table)', pipeBytes: r.stdout.length, fileBytes });
   }
   const cut = piped.filter((p) => p.pipeBytes < p.fileBytes);
   if (cut.length) {
@@ -126,7 +125,7 @@ export async function run(ctx) {
   rep.add({
     bench: 'monitor', name: `readJobStates in-process, ${label}`, unit: 'ms', samples: s.read,
     ...(s.readServer.length ? { baseline: { name: 'its SQL, server exec time', samples: s.readServer } } : {}),
-    target: lt300(s.read), note: `cold first call ${Math.round(info.cold.readJobStatesMs)} ms (${api.kind} API)`,
+    target: lt300(s.read), note: `cold first call ${Math.round(info.cold.readJobStatesMs)} ms (store API)`,
   });
   rep.add({
     bench: 'monitor', name: `Exporter.scrape() in-process, ${label}`, unit: 'ms', samples: s.scrape,
@@ -144,7 +143,7 @@ export async function run(ctx) {
   }
 }
 
-/** readJobStates and Exporter over whichever API the build has: (pool, schema) or a store object. */
+/** readJobStates and Exporter over a PgStore on the bench's server, as the exporter command opens it. */
 async function monitorApi(ctx, schema) {
   const monitor = await import(dist('monitor.js'));
   const { Exporter } = await import(dist('exporter.js'));
@@ -155,7 +154,6 @@ async function monitorApi(ctx, schema) {
   const pool = createPool(resolveConnection(ctx.url), { max: 4 });
   const store = new PgStore(pool, schema, `bench schema ${schema}`);
   return {
-    kind: 'store',
     readJobStates: () => monitor.readJobStates(store),
     newExporter: () => new Exporter(store, silentLogger),
     close: () => pool.end(),
@@ -173,18 +171,12 @@ async function serverTime(ctx) {
 
 async function startExporter(ctx, schema) {
   const p = start(NODE, [BIN, 'exporter', '--schema', schema, '--port', '0', '--host', '127.0.0.1'], { env: ctx.env });
-  let stderr = '';
-  p.child.stderr.on('data', (d) => (stderr += d));
-  const stop = async () => {
-    if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGTERM');
-    await Promise.race([p.done, sleep(5_000)]);
-    if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
-  };
+  const stop = () => stopProcess(p.child, 5_000);
   try {
-    const line = await waitFor(() => logLines(stderr).find((l) => l.msg === 'exporter listening' && l.port), { timeoutMs: 15_000, what: 'exporter to listen' });
+    const line = await waitFor(() => logLines(p.stderr()).find((l) => l.msg === 'exporter listening' && l.port), { timeoutMs: 15_000, what: 'exporter to listen' });
     return { url: `http://127.0.0.1:${line.port}/metrics`, stop };
   } catch (err) {
     await stop();
-    return { note: `${err.message}; stderr: ${stderr.slice(-200)}`, stop: async () => {} };
+    return { note: `${err.message}; stderr: ${p.stderr().slice(-200)}`, stop: async () => {} };
   }
 }

@@ -3,8 +3,7 @@
 // -- true` (a network lock service on loopback) and `true` (the spawn floor). Iteration i runs
 // each contender once, in an order rotated by i, so drift and background load hit all alike.
 import path from 'node:path';
-import { BIN, NODE, timed } from '../lib/proc.mjs';
-import { rotate } from '../lib/stats.mjs';
+import { BIN, NODE, interleave, timed } from '../lib/proc.mjs';
 
 export async function run(ctx) {
   const n = ctx.n(30, 3);
@@ -21,17 +20,9 @@ export async function run(ctx) {
     contenders.push({ name: 'etcdctl lock', file: ctx.etcd.etcdctl, args: () => ['--endpoints', ctx.etcd.endpoint, 'lock', job, '--', 'true'], env: ctx.etcd.env });
   }
 
-  const samples = Object.fromEntries(contenders.map((c) => [c.name, []]));
-  const failures = [];
   // Warm-up: page cache, the first connection's catalog loads, etcd's first lease.
-  for (const c of contenders) await timed(c.file, c.args(), { env: c.env ?? ctx.env });
-  for (let i = 0; i < n; i++) {
-    for (const c of rotate(contenders, i)) {
-      const r = await timed(c.file, c.args(), { env: c.env ?? ctx.env });
-      if (r.code !== 0) failures.push(`${c.name} exited ${r.code ?? r.signal}: ${r.stderr.slice(-300)}`);
-      samples[c.name].push(r.code === 0 ? r.ms : NaN); // a failed process is no figure
-    }
-  }
+  const { samples, failed } = await interleave(contenders, n, (c) => timed(c.file, c.args(), { env: c.env ?? ctx.env }));
+  const failures = failed.map(({ c, r }) => `${c.name} exited ${r.code ?? r.signal}: ${r.stderr.slice(-300)}`);
   const runS = samples['leasejob run'];
   const rows = [];
   for (const base of contenders.slice(1)) {

@@ -4,7 +4,7 @@
 // renewals). Interleaved with two baselines polled the same way: an idle `node` and a node
 // that has loaded the run path (dist/cli.js + dist/commands/run.js) and then idles.
 import path from 'node:path';
-import { BENCH_DIR, BIN, NODE, alive, fileLines, parseStamp, procStatus, sleep, stampCmd, start } from '../lib/proc.mjs';
+import { BENCH_DIR, BIN, NODE, alive, procStatus, readStamp, sleep, stampCmd, start } from '../lib/proc.mjs';
 import { rotate } from '../lib/stats.mjs';
 
 const IMPORT_TIME = path.join(BENCH_DIR, 'fixtures', 'import-time.mjs');
@@ -14,19 +14,19 @@ export async function run(ctx) {
   const job = ctx.uid('rss');
   let w = 0;
   const childMs = 3500;
-  const runner = (bin) => () => {
+  const runner = () => {
     const stamp = path.join(ctx.tmp, `${job}-${++w}.stamp`);
-    const p = start(NODE, [bin, 'run', '--name', job, '--schema', ctx.schema, '--ttl', '3s', '--kill-grace', '500ms', '--window', `r${w}`, '--',
+    const p = start(NODE, [BIN, 'run', '--name', job, '--schema', ctx.schema, '--ttl', '3s', '--kill-grace', '500ms', '--window', `r${w}`, '--',
       'sh', '-c', `${stampCmd(stamp)}; sleep ${childMs / 1000}`], { env: ctx.env });
-    return { p, childPid: () => { const l = fileLines(stamp)[0]; return l ? parseStamp(l).pid : undefined; } };
+    return { p, childPid: () => readStamp(stamp)?.pid };
   };
   const contenders = [
-    { name: 'runner', start: runner(BIN) },
+    { name: 'runner', start: runner },
     { name: 'node idle', start: () => ({ p: start(NODE, ['-e', `setTimeout(() => {}, ${childMs})`], { env: ctx.env }) }) },
     { name: 'node + run path loaded, idle', start: () => ({ p: start(NODE, [IMPORT_TIME, 'dist/cli.js', 'dist/commands/run.js'], { env: { ...ctx.env, BENCH_HOLD_MS: String(childMs) }, stdout: true }) }) },
   ];
   const peak = Object.fromEntries(contenders.map((c) => [c.name, []]));
-  const maxRss = Object.fromEntries(contenders.map((c) => [c.name, []]));
+  const runnerMaxRss = [];
   const failures = [];
   for (let i = 0; i < n; i++) {
     for (const c of rotate(contenders, i)) {
@@ -49,7 +49,7 @@ export async function run(ctx) {
       if (h.childPid && !sawChild) failures.push(`${c.name}: never saw the child running`);
       const ok = r.code === 0 && (!h.childPid || sawChild);
       peak[c.name].push(ok ? hwm / 1024 : NaN);
-      maxRss[c.name].push(ok ? rss / 1024 : NaN);
+      if (c.name === 'runner') runnerMaxRss.push(ok ? rss / 1024 : NaN);
     }
   }
   const runnerPeak = peak.runner;
@@ -57,7 +57,7 @@ export async function run(ctx) {
     bench: 'rss', name: 'runner VmHWM while child runs', unit: 'MB', samples: runnerPeak,
     baseline: { name: 'node idle', samples: peak['node idle'] },
     target: { text: '<= 70 MB', ok: runnerPeak.length > 0 && runnerPeak.every((x) => x <= 70) },
-    note: `max VmRSS seen over the whole runner process (incl. finish): ${maxRss.runner.map((x) => x.toFixed(1)).join(', ')} MB`,
+    note: `max VmRSS seen over the whole runner process (incl. finish): ${runnerMaxRss.map((x) => x.toFixed(1)).join(', ')} MB`,
   });
   ctx.report.add({
     bench: 'rss', name: 'runner VmHWM while child runs', unit: 'MB', samples: runnerPeak,

@@ -10,7 +10,7 @@
 //  4. A CPU profile of a run, self time attributed to packages.
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { BENCH_DIR, BIN, NODE, logLines, timed } from '../lib/proc.mjs';
+import { BENCH_DIR, BIN, NODE, interleave, logLines, timed } from '../lib/proc.mjs';
 import { rotate, summarize, fmt } from '../lib/stats.mjs';
 
 const IMPORT_TIME = path.join(BENCH_DIR, 'fixtures', 'import-time.mjs');
@@ -22,29 +22,20 @@ export async function run(ctx) {
   const n = ctx.n(20, 2);
   const job = ctx.uid('start');
   let w = 0;
-  const runArgs = (bin, level = 'debug') => [bin, 'run', '--name', job, '--schema', ctx.schema, '--log-level', level, '--window', `w${++w}`, '--', 'true'];
+  const runArgs = (level = 'debug') => [BIN, 'run', '--name', job, '--schema', ctx.schema, '--log-level', level, '--window', `w${++w}`, '--', 'true'];
 
   const contenders = [
     { name: 'node -e 0', args: () => ['-e', '0'] },
     { name: 'leasejob --version', args: () => [BIN, '--version'] },
     { name: 'leasejob run --help', args: () => [BIN, 'run', '--help'], stdout: true },
-    { name: 'leasejob run -- true', args: () => runArgs(BIN), phases: true },
-    { name: 'leasejob run -- true, no code cache', args: () => runArgs(BIN), env: { LEASEJOB_COMPILE_CACHE: 'off' } },
+    { name: 'leasejob run -- true', args: () => runArgs() },
+    { name: 'leasejob run -- true, no code cache', args: () => runArgs(), env: { LEASEJOB_COMPILE_CACHE: 'off' } },
     { name: 'load run path only', args: () => [IMPORT_TIME, 'dist/cli.js', 'dist/commands/run.js'], stdout: true },
   ];
-  const samples = Object.fromEntries(contenders.map((c) => [c.name, []]));
-  const phases = [];
-  const failures = [];
   const envOf = (c) => ({ ...ctx.env, ...c.env });
-  for (const c of contenders) await timed(NODE, c.args(), { env: envOf(c), stdout: c.stdout }); // warm-up
-  for (let i = 0; i < n; i++) {
-    for (const c of rotate(contenders, i)) {
-      const r = await timed(NODE, c.args(), { env: envOf(c), stdout: c.stdout });
-      if (r.code !== 0) failures.push(`${c.name}: exit ${r.code ?? r.signal} ${r.stderr.slice(-200)}`);
-      samples[c.name].push(r.code === 0 ? r.ms : NaN); // a failed process is no figure
-      if (c.phases && c.name === 'leasejob run -- true') phases.push(phasesOf(r));
-    }
-  }
+  const { runs, samples, failed } = await interleave(contenders, n, (c) => timed(NODE, c.args(), { env: envOf(c), stdout: c.stdout }));
+  const phases = runs['leasejob run -- true'].map(phasesOf);
+  const failures = failed.map(({ c, r }) => `${c.name}: exit ${r.code ?? r.signal} ${r.stderr.slice(-200)}`);
   const base = samples['node -e 0'];
   for (const c of contenders.slice(1)) {
     ctx.report.add({ bench: 'startup', name: c.name, unit: 'ms', samples: samples[c.name], baseline: { name: 'node -e 0', samples: base } });
@@ -162,7 +153,7 @@ async function cpuProfile(ctx, runArgs, runs) {
   const dir = path.join(ctx.tmp, 'cpuprof');
   mkdirSync(dir, { recursive: true });
   for (let i = 0; i < runs; i++) {
-    const r = await timed(NODE, ['--cpu-prof', '--cpu-prof-dir', dir, ...runArgs(BIN, 'info')], { env: ctx.env });
+    const r = await timed(NODE, ['--cpu-prof', '--cpu-prof-dir', dir, ...runArgs('info')], { env: ctx.env });
     if (r.code !== 0) return undefined;
   }
   const totals = new Map();

@@ -17,7 +17,7 @@
 //   done:    a late duplicate of a completed window
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { logLines, sleep, stampCmd, waitFor, fileLines } from '../lib/proc.mjs';
+import { BIN, NODE, logLines, sleep, stampCmd, start, waitStamp } from '../lib/proc.mjs';
 
 const KINDS = [
   ['acquire', /\.acquire\(/],
@@ -32,6 +32,7 @@ export async function run(ctx) {
   const n = ctx.n(5, 1);
   const job = ctx.uid('stmt');
   let w = 0;
+  const leasejob = (args) => start(NODE, [BIN, ...args], { env: ctx.env });
   const runArgs = (extra, cmd) => ['run', '--name', job, '--schema', ctx.schema, ...extra, '--window', `w${++w}`, '--', ...cmd];
   const res = { plain: [], renew: [], skip: [], done: [] };
   const renewals = [];
@@ -43,21 +44,21 @@ export async function run(ctx) {
     // plain
     {
       const snap = await counter.snapshot();
-      const r = await ctx.leasejob(runArgs([], ['true'])).done;
+      const r = await leasejob(runArgs([], ['true'])).done;
       if (r.code !== 0) errors.push(`plain exit ${r.code}: ${r.stderr.slice(-200)}`);
       res.plain.push(await counter.delta(snap));
     }
     // done: the same window again (w is the one just completed)
     {
       const snap = await counter.snapshot();
-      const r = await ctx.leasejob(['run', '--name', job, '--schema', ctx.schema, '--window', `w${w}`, '--', 'true']).done;
+      const r = await leasejob(['run', '--name', job, '--schema', ctx.schema, '--window', `w${w}`, '--', 'true']).done;
       if (r.code !== 0) errors.push(`done exit ${r.code}`);
       res.done.push(await counter.delta(snap));
     }
     // renew: TTL 3 s (renew every 1 s), child 3.5 s -> about 3 renewals
     {
       const snap = await counter.snapshot();
-      const r = await ctx.leasejob(runArgs(['--ttl', '3s', '--kill-grace', '500ms', '--log-level', 'debug'], ['sleep', '3.5'])).done;
+      const r = await leasejob(runArgs(['--ttl', '3s', '--kill-grace', '500ms', '--log-level', 'debug'], ['sleep', '3.5'])).done;
       if (r.code !== 0) errors.push(`renew exit ${r.code}: ${r.stderr.slice(-200)}`);
       const d = await counter.delta(snap);
       const lines = logLines(r.stderr);
@@ -70,11 +71,11 @@ export async function run(ctx) {
       const hjob = ctx.uid('stmt-holder');
       const stamp = path.join(ctx.tmp, `${hjob}.stamp`);
       const stop = path.join(ctx.tmp, `${hjob}.stop`);
-      const holder = ctx.leasejob(['run', '--name', hjob, '--schema', ctx.schema, '--window', 'h', '--', 'sh', '-c', `${stampCmd(stamp)}; while [ ! -e '${stop}' ]; do sleep 0.02; done`]);
-      await waitFor(() => fileLines(stamp).length > 0, { what: 'holder child' });
+      const holder = leasejob(['run', '--name', hjob, '--schema', ctx.schema, '--window', 'h', '--', 'sh', '-c', `${stampCmd(stamp)}; while [ ! -e '${stop}' ]; do sleep 0.02; done`]);
+      await waitStamp(stamp, 'holder child');
       await sleep(100);
       const snap = await counter.snapshot();
-      const r = await ctx.leasejob(['run', '--name', hjob, '--schema', ctx.schema, '--window', 'h', '--', 'true']).done;
+      const r = await leasejob(['run', '--name', hjob, '--schema', ctx.schema, '--window', 'h', '--', 'true']).done;
       if (r.code !== 0) errors.push(`skip exit ${r.code}`);
       res.skip.push(await counter.delta(snap));
       writeFileSync(stop, '');

@@ -6,16 +6,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { freePort } from '../../helpers/embedded-pg.mjs';
-import { sleep } from './proc.mjs';
+import { sleep, stopProcess } from './proc.mjs';
 
 function which(cmd) {
   const r = spawnSync('sh', ['-c', `command -v ${cmd}`], { encoding: 'utf8' });
   return r.status === 0 ? r.stdout.trim() : undefined;
 }
 
-
 /** Find etcd and etcdctl, installing them when absent and root. Returns { etcd, etcdctl } or { note }. */
-export function findEtcd(log = console.error) {
+function findEtcd(log = console.error) {
   let etcd = which('etcd');
   let etcdctl = which('etcdctl');
   if (etcd && etcdctl) return { etcd, etcdctl };
@@ -56,12 +55,7 @@ export async function startEtcd(log = console.error) {
   proc.stderr.on('data', (d) => (errText = (errText + d).slice(-4000)));
   const env = { ...process.env, ETCDCTL_API: '3' };
   const stop = async () => {
-    if (proc.exitCode === null && proc.signalCode === null) {
-      const gone = new Promise((resolve) => proc.once('exit', resolve));
-      proc.kill('SIGTERM');
-      await Promise.race([gone, sleep(5_000)]);
-      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
-    }
+    await stopProcess(proc, 5_000);
     rmSync(dir, { recursive: true, force: true });
   };
   const end = performance.now() + 20_000;

@@ -3,6 +3,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { rotate } from './stats.mjs';
 
 // The checkout whose bin/ and dist/ are measured: this one, or LEASEJOB_BENCH_ROOT (another
 // checkout or a snapshot of this one, e.g. to bench a build while src/ is being edited).
@@ -16,10 +17,11 @@ export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * Start a process; `done` resolves with wall time from just before spawn to the 'exit' event,
- * the exit code/signal, and the captured stdout/stderr (when piped).
+ * the exit code/signal, and the captured stdout/stderr (when piped). The handle's stdout() and
+ * stderr() return what has been captured so far, while it runs.
  * @param {string} file @param {string[]} args
  * `stdoutFile`: stdout goes to that file (a regular file: writes never block or get cut).
- * @param {{ env?: NodeJS.ProcessEnv, cwd?: string, capture?: boolean, stdout?: boolean, stdoutFile?: string }} [opts]
+ * @param {{ env?: NodeJS.ProcessEnv, stdout?: boolean, stdoutFile?: string }} [opts]
  */
 export function start(file, args, opts = {}) {
   const outFd = opts.stdoutFile ? openSync(opts.stdoutFile, 'w') : undefined;
@@ -27,8 +29,8 @@ export function start(file, args, opts = {}) {
   const wall0 = Date.now();
   const child = spawn(file, args, {
     env: opts.env ?? process.env,
-    cwd: opts.cwd ?? ROOT,
-    stdio: ['ignore', outFd ?? (opts.stdout ? 'pipe' : 'ignore'), opts.capture === false ? 'ignore' : 'pipe'],
+    cwd: ROOT,
+    stdio: ['ignore', outFd ?? (opts.stdout ? 'pipe' : 'ignore'), 'pipe'],
   });
   if (outFd !== undefined) closeSync(outFd);
   let stdout = '';
@@ -47,12 +49,79 @@ export function start(file, args, opts = {}) {
       else finish();
     });
   });
-  return { child, pid: child.pid, t0, wallStart: wall0, done };
+  return { child, pid: child.pid, done, stdout: () => stdout, stderr: () => stderr };
 }
 
 /** Run to completion; returns { ms, code, signal, stdout, stderr }. */
 export function timed(file, args, opts) {
   return start(file, args, opts).done;
+}
+
+/**
+ * Warm-up (each contender once, untimed), then n iterations, iteration i running every
+ * contender once in an order rotated by i, so drift and background load hit all alike.
+ * `run(c)` starts contender c and resolves with its timed() result. Returns every timed result
+ * per contender name, the samples (ms; NaN for a failed process: it is no figure) and the
+ * failed runs in the order they happened.
+ * @template {{ name: string }} C @param {C[]} contenders @param {number} n
+ * @param {(c: C) => Promise<{ ms: number, code: number | null }>} run
+ */
+export async function interleave(contenders, n, run) {
+  const runs = Object.fromEntries(contenders.map((c) => [c.name, []]));
+  const failed = [];
+  for (const c of contenders) await run(c);
+  for (let i = 0; i < n; i++) {
+    for (const c of rotate(contenders, i)) {
+      const r = await run(c);
+      if (r.code !== 0) failed.push({ c, r });
+      runs[c.name].push(r);
+    }
+  }
+  const samples = Object.fromEntries(Object.entries(runs).map(([k, rs]) => [k, rs.map((r) => (r.code === 0 ? r.ms : NaN))]));
+  return { runs, samples, failed };
+}
+
+/**
+ * SIGTERM, up to graceMs for it to exit and its pipes to close (what it printed has been read),
+ * then SIGKILL. Nothing when it has already exited.
+ */
+export async function stopProcess(child, graceMs) {
+  const running = () => child.exitCode === null && child.signalCode === null;
+  if (!running()) return;
+  let timer;
+  const gone = new Promise((resolve) => child.once('close', resolve));
+  child.kill('SIGTERM');
+  await Promise.race([gone, new Promise((resolve) => (timer = setTimeout(resolve, graceMs)))]);
+  clearTimeout(timer);
+  if (running()) child.kill('SIGKILL');
+}
+
+/**
+ * Trials one after another: `trial(t)` for t = 0..n-1. A trial that throws adds its message to
+ * the problems; one that returns `{ problem }` adds that and still counts as a result.
+ * @template R @param {number} n @param {(t: number) => Promise<R & { problem?: string }>} trial
+ */
+export async function runTrials(n, trial) {
+  const results = [];
+  const problems = [];
+  for (let t = 0; t < n; t++) {
+    try {
+      const r = await trial(t);
+      results.push(r);
+      if (r.problem) problems.push(r.problem);
+    } catch (err) {
+      problems.push(err.message);
+    }
+  }
+  return { results, problems };
+}
+
+/**
+ * Sleep to a spread of phases of a periodic cycle: trial t of n waits baseMs, plus t/n of
+ * periodMs, plus up to 100 ms of jitter.
+ */
+export function phaseSleep(baseMs, periodMs, t, n) {
+  return sleep(baseMs + Math.round((periodMs * t) / Math.max(1, n)) + Math.random() * 100);
 }
 
 /** State letter from /proc/<pid>/stat, or undefined when the pid is gone. */
@@ -125,4 +194,15 @@ export function stampCmd(file) {
 export function parseStamp(line) {
   const [ns, pid, ppid] = line.trim().split(/\s+/);
   return { wallMs: Number(BigInt(ns) / 1000n) / 1000, pid: Number(pid), ppid: Number(ppid) };
+}
+
+/** The first stamp in FILE, parsed, or undefined while there is none. */
+export function readStamp(file) {
+  const line = fileLines(file)[0];
+  return line ? parseStamp(line) : undefined;
+}
+
+/** Wait for the first stamp in FILE (a child has started) and parse it. */
+export function waitStamp(file, what, timeoutMs = 30_000) {
+  return waitFor(() => readStamp(file), { what, timeoutMs });
 }
