@@ -3,7 +3,7 @@
 // invariant held. Set LEASEJOB_CHAOS_SEED to replay a seed; the seed is in the test name.
 import { execa } from 'execa';
 import { describe, expect, it } from 'vitest';
-import { ROOT } from '../helpers/cli.js';
+import { ROOT } from '../helpers/wait.js';
 
 const SEED = process.env.LEASEJOB_CHAOS_SEED ?? String(1 + Math.floor(Math.random() * 2 ** 31));
 // Kinds that need a tool the machine may lack; the report then says SKIPPED with the reason.

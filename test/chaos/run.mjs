@@ -15,6 +15,7 @@ import { randomInt } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { procStat } from '../helpers/proc.mjs';
 import { checkRound, loadRound } from './lib/checks.mjs';
 import { BIN, startCluster, startHosts } from './lib/cluster.mjs';
 import { FAULT_KINDS, Injector, planFaults } from './lib/faults.mjs';
@@ -66,18 +67,20 @@ try {
 // What to tear down if the harness itself is interrupted (Ctrl-C, a test runner's timeout):
 // runners are detached process groups and would otherwise outlive it.
 const live = { fleets: new Set(), stops: [] };
+/** SIGKILL a run's process group and its child's (each leads its own). */
+function killRun(r) {
+  for (const target of [-r.pid, r.child ? -r.child.pid : undefined]) {
+    try {
+      if (target) process.kill(target, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  }
+}
 function killFleets() {
   for (const fleet of live.fleets) {
     fleet.closed = true;
-    for (const r of fleet.live()) {
-      for (const target of [-r.pid, r.child ? -r.child.pid : undefined]) {
-        try {
-          if (target) process.kill(target, 'SIGKILL');
-        } catch {
-          // gone
-        }
-      }
-    }
+    for (const r of fleet.live()) killRun(r);
   }
 }
 for (const sig of ['SIGINT', 'SIGTERM']) {
@@ -222,13 +225,7 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
   for (const r of stragglers) {
     r.diagnosis = diagnose(r.pid);
     r.silentS = Math.round((Date.now() - (r.lines.at(-1)?.t ?? r.startedAt)) / 1000);
-    for (const target of [-r.pid, r.child ? -r.child.pid : undefined]) {
-      try {
-        if (target) process.kill(target, 'SIGKILL');
-      } catch {
-        // gone
-      }
-    }
+    killRun(r);
   }
   await Promise.all(stragglers.map((r) => r.exited));
   const drainEnd = Date.now();
@@ -281,10 +278,9 @@ function diagnose(pid) {
     }
   };
   try {
-    const threads = readdirSync(`/proc/${pid}/task`).map((tid) => {
-      const stat = read(`/proc/${pid}/task/${tid}/stat`);
-      return `${read(`/proc/${pid}/task/${tid}/comm`)}:${stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0]}:${read(`/proc/${pid}/task/${tid}/wchan`)}`;
-    });
+    const threads = readdirSync(`/proc/${pid}/task`).map(
+      (tid) => `${read(`/proc/${pid}/task/${tid}/comm`)}:${procStat(pid, tid)?.state ?? '?'}:${read(`/proc/${pid}/task/${tid}/wchan`)}`,
+    );
     const fds = readdirSync(`/proc/${pid}/fd`).map((fd) => {
       try {
         return readlinkSync(`/proc/${pid}/fd/${fd}`);

@@ -1,11 +1,9 @@
 // Spawn the built CLI as an operator would. Importing this makes a state directory for the
 // importing test file (removed after its tests); the side-effect-free helpers live in wait.ts
 // and are re-exported here.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { execa, type ResultPromise } from 'execa';
-import { afterAll } from 'vitest';
+import { tempDir } from './temp.js';
 import { ROOT } from './wait.js';
 
 export { FIXTURES, ROOT, fixture, isAlive, logLines, waitFor } from './wait.js';
@@ -17,10 +15,9 @@ export interface CliEnv {
 
 /** Start `leasejob <args>` in the background; the promise resolves with exitCode/stdout/stderr. */
 // Commands run without a database URL use the embedded store: keep it out of the real home.
-const STATE_HOME = mkdtempSync(path.join(tmpdir(), 'leasejob-state-'));
-// Registered at import, so it runs after the importing file's own afterAll hooks (vitest runs
-// them last-registered first) and its processes have ended.
-afterAll(() => rmSync(STATE_HOME, { recursive: true, force: true }));
+// Its removal is registered at import, so it runs after the importing file's own afterAll hooks
+// (vitest runs them last-registered first) and its processes have ended.
+const STATE_HOME = tempDir('leasejob-state-');
 
 export function startCli(args: string[], env: CliEnv = {}, opts: { timeoutMs?: number } = {}): ResultPromise<{ reject: false; all: true }> {
   return execa(process.execPath, [BIN, ...args], {

@@ -1,9 +1,10 @@
 // Side-effect-free test helpers, safe to import anywhere (unlike cli.ts, which makes a state
 // directory when imported): where the checkout and its fixtures are, polling for a condition,
 // whether a process is still alive, and pino's JSON log lines.
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+
+export { isAlive } from './proc.mjs';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const FIXTURES = path.join(ROOT, 'test', 'fixtures');
@@ -17,22 +18,6 @@ export async function waitFor<T>(what: string, probe: () => Promise<T | undefine
     if (v !== undefined && v !== false) return v;
     if (Date.now() - start > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, intervalMs));
-  }
-}
-
-/** Alive and not a zombie or dead (orphans here are reparented to a PID 1 that may reap them late, or never). */
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-    return state !== 'Z' && state !== 'X';
-  } catch {
-    return false;
   }
 }
 

@@ -1,19 +1,15 @@
 // The CLI's code cache (src/compile-cache.ts), through the real CLI: written once per command,
 // reused, rewritten when V8 rejects it, never written where someone else could have.
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.js';
+import { tempDirs } from '../helpers/temp.js';
 
-const made: string[] = [];
-afterAll(() => {
-  for (const d of made) rmSync(d, { recursive: true, force: true });
-});
+const freshParent = tempDirs('leasejob-cc-');
 
 const fresh = (): string => {
-  const parent = mkdtempSync(path.join(tmpdir(), 'leasejob-cc-'));
-  made.push(parent);
+  const parent = freshParent();
   const dir = path.join(parent, 'cache');
   mkdirSync(dir, { mode: 0o700 });
   return dir;

@@ -1,21 +1,19 @@
 // Contenders and faults: many runs on one window, a crashed holder, a stolen lease, a lost database.
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, isAlive, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
-import { startProxy } from '../helpers/proxy.js';
+import { startProxy } from '../helpers/proxy.mjs';
+import { tempDir } from '../helpers/temp.js';
 
+const tmp = tempDir('leasejob-contention-');
 let db: TestDb;
-let tmp: string;
 beforeAll(async () => {
   db = await testDb();
-  tmp = mkdtempSync(path.join(tmpdir(), 'leasejob-contention-'));
 });
 afterAll(async () => {
   await db.close();
-  if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
 
 const base = (name: string, url = db.url): string[] => ['--database-url', url, '--schema', db.schema, '--name', name];

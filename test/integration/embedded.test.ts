@@ -1,19 +1,20 @@
 // The embedded one-host store: no database server, several processes sharing one SQLite file.
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { fixture, logLines, ROOT, runCli, startCli, waitFor } from '../helpers/cli.js';
 import { faketimeEnv, faketimeLibrary } from '../helpers/faketime.mjs';
+import { tempDirPerTest } from '../helpers/temp.js';
 
+// A fresh directory per test, removed after it.
+const testDir = tempDirPerTest('leasejob-embedded-');
 let dir: string;
 let state: string;
 beforeEach(() => {
-  dir = mkdtempSync(path.join(tmpdir(), 'leasejob-embedded-'));
+  dir = testDir();
   state = path.join(dir, 'state', 'leasejob.db');
 });
-afterEach(() => rmSync(dir, { recursive: true, force: true }));
 // No database variables at all: the embedded store is the default.
 const noDb = { DATABASE_URL: undefined, LEASEJOB_DATABASE_URL: undefined, PGHOST: undefined, PGDATABASE: undefined, KUBERNETES_SERVICE_HOST: undefined };
 const env = (): Record<string, string | undefined> => ({ ...noDb, XDG_STATE_HOME: path.join(dir, 'xdg') });

@@ -1,21 +1,19 @@
 // Monitoring by absence: registry, events, status, history, check, exporter, clock signals.
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 import { faketimeEnv, faketimeLibrary } from '../helpers/faketime.mjs';
+import { tempDir } from '../helpers/temp.js';
 
+const tmp = tempDir('leasejob-mon-');
 let db: TestDb;
-let tmp: string;
 beforeAll(async () => {
   db = await testDb();
-  tmp = mkdtempSync(path.join(tmpdir(), 'leasejob-mon-'));
 });
 afterAll(async () => {
   await db.close();
-  if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
 
 const conn = (): string[] => ['--database-url', db.url, '--schema', db.schema];

@@ -1,20 +1,18 @@
 // `leasejob run` end to end: real CLI, real children, real PostgreSQL.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
+import { tempDir } from '../helpers/temp.js';
 
+const tmp = tempDir('leasejob-run-');
 let db: TestDb;
-let tmp: string;
 beforeAll(async () => {
   db = await testDb();
-  tmp = mkdtempSync(path.join(tmpdir(), 'leasejob-run-'));
 });
 afterAll(async () => {
   await db.close();
-  if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
 
 const base = (name: string): string[] => ['--database-url', db.url, '--schema', db.schema, '--name', name];

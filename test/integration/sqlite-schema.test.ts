@@ -1,17 +1,15 @@
 // The embedded store's state file across leasejob versions: a file from before the
 // last-completed index gets it when opened, keeps its windows and its version (so an older
 // leasejob still opens it), and status finds a job's last completed window by index.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/log.js';
 import { runWithLease } from '../../src/runner.js';
 import { SqliteStore } from '../../src/sqlite-store.js';
+import { tempDir } from '../helpers/temp.js';
 
-const dir = mkdtempSync(path.join(tmpdir(), 'leasejob-sqlite-schema-'));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const dir = tempDir('leasejob-sqlite-schema-');
 
 const LAST_COMPLETED =
   "SELECT window_key FROM windows WHERE job = 'j' AND completed_at IS NOT NULL ORDER BY completed_at DESC, generation DESC LIMIT 1";

@@ -1,7 +1,5 @@
 // One contract, two stores: the same lease, window and event scenarios against PostgreSQL and
 // the embedded SQLite store.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { resolveConnection } from '../../src/db.js';
@@ -12,12 +10,13 @@ import { runWithLease } from '../../src/runner.js';
 import { SqliteStore } from '../../src/sqlite-store.js';
 import type { LeaseStore } from '../../src/store.js';
 import { testDb } from '../helpers/db.js';
+import { tempDirs } from '../helpers/temp.js';
 
+// Registered first, so the directories are removed after the stores are closed.
+const freshDir = tempDirs('leasejob-contract-');
 const opened: LeaseStore[] = [];
-const dirs: string[] = [];
 afterAll(async () => {
   for (const s of opened) await s.close();
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
 const factories: Array<[string, () => Promise<LeaseStore>]> = [
@@ -29,8 +28,7 @@ const factories: Array<[string, () => Promise<LeaseStore>]> = [
     return store;
   }],
   ['sqlite', async () => {
-    const dir = mkdtempSync(path.join(tmpdir(), 'leasejob-contract-'));
-    dirs.push(dir);
+    const dir = freshDir();
     const store = SqliteStore.open(path.join(dir, 'state.db'));
     opened.push(store);
     return store;

@@ -8,16 +8,16 @@ import pg from 'pg';
 import { startEmbeddedPostgres } from '../../helpers/embedded-pg.mjs';
 import { faketimeEnv, faketimeLibrary } from '../../helpers/faketime.mjs';
 import { pgbouncerBinary, startPgbouncer } from '../../helpers/pgbouncer.mjs';
-import { startProxy } from './proxy.mjs';
+import { startProxy } from '../../helpers/proxy.mjs';
 
-export const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../..');
+const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../..');
 export const BIN = path.join(ROOT, 'bin', 'leasejob.js');
 export const WRITER = path.join(ROOT, 'test', 'fixtures', 'chaos-writer.mjs');
 
 const run = promisify(execFile);
 
 /** Run the built CLI to completion (migrate); throws with its output on a non-zero exit. */
-export async function cli(args) {
+async function cli(args) {
   try {
     return await run(process.execPath, [BIN, ...args], { cwd: ROOT, timeout: 60_000 });
   } catch (err) {
@@ -28,14 +28,14 @@ export async function cli(args) {
 /**
  * Start PostgreSQL and prepare the chaos database.
  * - track_commit_timestamp: the fencing check compares real commit times (see checks.mjs);
- *   it is a server-start setting, hence ALTER SYSTEM and a restart.
+ *   it is a server-start setting, hence a server flag (kept by every restart).
  * - a database of our own with synchronous_commit back on: the test server runs with it off
  *   for speed, and an immediate restart is a crash, which would then lose acknowledged
  *   commits (a lease acquisition among them, and a generation would be handed out twice).
  *   That is a broken database, not a fault leasejob is meant to survive.
  */
 export async function startCluster({ schema }) {
-  const server = await startEmbeddedPostgres();
+  const server = await startEmbeddedPostgres({ postgresFlags: ['-c', 'track_commit_timestamp=on'] });
   try {
     return await prepare(server, schema);
   } catch (err) {
@@ -47,11 +47,9 @@ export async function startCluster({ schema }) {
 async function prepare(server, schema) {
   const admin = new pg.Client({ connectionString: server.url });
   await admin.connect();
-  await admin.query('ALTER SYSTEM SET track_commit_timestamp = on');
   await admin.query('CREATE DATABASE chaos');
   await admin.query('ALTER DATABASE chaos SET synchronous_commit = on');
   await admin.end();
-  await server.restart('fast');
 
   const url = new URL(server.url);
   url.pathname = '/chaos';

@@ -154,11 +154,9 @@ export class Injector {
         const host = v ? h.byName(v.host) : this.rng.pick(proxied);
         const at = Date.now();
         host.proxy.cut(plan.mode);
-        host.partitions = [...(host.partitions ?? []), { at, until: undefined }];
         await sleep(plan.holdMs);
         host.proxy.heal();
         const healedAt = Date.now();
-        host.partitions.at(-1).until = healedAt;
         return { ...rec, at, healedAt, host: host.name, holder: v?.id };
       }
       case 'clock-skew-ahead':

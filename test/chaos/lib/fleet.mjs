@@ -1,14 +1,14 @@
 // Runner processes: spawn real `leasejob run` CLIs on simulated hosts, follow their logs, and
 // watch their children in /proc, every observation stamped with the harness clock.
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { procStat } from '../../helpers/proc.mjs';
 import { BIN, WRITER } from './cluster.mjs';
 
 // Short, so faults cross lease boundaries within seconds; the grace must leave a renewal room
 // inside the TTL (leasejob refuses otherwise): stop at TTL - grace - min(1s, TTL/10) = 2.2 s.
-export const TTL = '3s';
+const TTL = '3s';
 export const TTL_MS = 3_000;
-export const KILL_GRACE = '500ms';
+const KILL_GRACE = '500ms';
 // Waiting contenders give up after this: bounds a round even when a window cannot be had.
 const WAIT_TIMEOUT = '20s';
 // /proc is read this often for children that are still alive: the resolution of an end time
@@ -16,16 +16,6 @@ const WAIT_TIMEOUT = '20s';
 const CHILD_POLL_MS = 50;
 
 const SCRUBBED_ENV = /^(DATABASE_URL|LEASEJOB_|PG[A-Z]+$|LD_PRELOAD$|FAKETIME)/; // CHAOS_SABOTAGE passes through
-
-function procStat(pid) {
-  try {
-    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    return { state: f[0], pgrp: Number(f[2]), starttime: f[19] };
-  } catch {
-    return undefined;
-  }
-}
 
 /** The window a run targets: literal keys for some jobs, scheduled occurrences for the others. */
 export function windowOf(job, index) {
@@ -151,10 +141,6 @@ export class Fleet {
       const st = procStat(c.pid);
       if (!st || st.state === 'Z' || st.state === 'X' || st.starttime !== c.starttime) c.goneAt = now;
     }
-  }
-
-  has(run, msg) {
-    return run.lines.some((l) => l.msg === msg);
   }
 
   live(filter = () => true) {

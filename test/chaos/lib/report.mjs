@@ -3,7 +3,7 @@
 import { FAULT_KINDS } from './faults.mjs';
 
 /** Nearest-rank percentile of a list of numbers (undefined when empty). */
-export function percentile(values, p) {
+function percentile(values, p) {
   if (values.length === 0) return undefined;
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
@@ -12,7 +12,7 @@ export function percentile(values, p) {
 const fmtMs = (v) => (v === undefined ? '-' : Math.abs(v) >= 10_000 ? `${(v / 1000).toFixed(1)} s` : `${Math.round(v)} ms`);
 const stats = (values, ps) => (values.length === 0 ? 'n=0' : `n=${values.length} ${ps.map((p) => `${p === 'max' ? 'max' : p === 'min' ? 'min' : `p${p}`} ${fmtMs(p === 'max' ? Math.max(...values) : p === 'min' ? Math.min(...values) : percentile(values, p))}`).join(' ')}`);
 
-export const INVARIANTS = [
+const INVARIANTS = [
   ['fencing', 'no unit committed by a generation after the next one was acquired or after its release (commit timestamps)'],
   ['exactly-once', 'every unit of a completed window once; no window completed or claimed twice; effect tokens never go down per key'],
   ['completion', 'every window completed eventually (faults stopped, up to 3 clean reruns)'],

@@ -1,0 +1,15 @@
+export interface Proxy {
+  port: number;
+  readonly state: 'open' | 'reset' | 'blackhole' | 'hold';
+  /** 'reset': open connections reset, new ones refused; 'blackhole': everything held until heal(). */
+  cut(mode?: 'reset' | 'blackhole'): void;
+  /** Leave new connections unanswered until heal(); open ones go on. */
+  hold(): void;
+  /** Forward again, delivering whatever was held. */
+  heal(): void;
+  close(): Promise<void>;
+  /** The same URL with host and port replaced by the proxy's. */
+  url(target: string): string;
+}
+/** `target`: the database's port on 127.0.0.1, or a URL to take host and port from. */
+export function startProxy(target: number | string): Promise<Proxy>;

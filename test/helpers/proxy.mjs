@@ -1,0 +1,115 @@
+// A TCP proxy in front of PostgreSQL that a test can partition from it, for the integration
+// tests, the chaos harness (one per simulated host) and the benchmarks:
+// - cut('reset'): open connections reset, new ones refused (the database "goes away");
+// - cut('blackhole'): nothing is refused and nothing gets through: bytes and closes are held, as
+//   a dropped route holds TCP segments, and delivered late when the route heals;
+// - hold(): new connections are accepted and left unanswered (nothing reaches the database)
+//   until heal(); open ones go on as before;
+// - heal(): forward again, delivering whatever was held.
+import net from 'node:net';
+
+/**
+ * @param {number | string} target the database's port on 127.0.0.1, or a URL to take host and port from
+ */
+export async function startProxy(target) {
+  const dest = typeof target === 'number' ? { port: target, hostname: '127.0.0.1' } : new URL(target);
+  const [targetPort, targetHost] = [Number(dest.port), dest.hostname];
+  const pairs = new Set();
+  const heldClients = [];
+  /** 'open' | 'reset' | 'blackhole' | 'hold' */
+  let state = 'open';
+
+  const forward = (client) => {
+    const upstream = net.connect(targetPort, targetHost);
+    const pair = { client, upstream, held: [], closed: 0 };
+    pairs.add(pair);
+    // While black-holed, every byte and every close is queued in order and replayed on heal.
+    const deliver = (action) => {
+      if (state === 'blackhole') pair.held.push(action);
+      else action();
+    };
+    client.on('data', (chunk) => deliver(() => upstream.write(chunk)));
+    upstream.on('data', (chunk) => deliver(() => client.write(chunk)));
+    for (const [from, to] of [[client, upstream], [upstream, client]]) {
+      from.on('error', () => {}); // 'close' follows
+      from.on('end', () => deliver(() => to.end()));
+      from.on('close', () => {
+        deliver(() => to.end());
+        pair.closed += 1;
+        if (pair.closed === 2 && pair.held.length === 0) pairs.delete(pair);
+      });
+    }
+    client.resume();
+  };
+
+  // Paused until forwarded: what a held client sends waits in its socket.
+  const server = net.createServer({ pauseOnConnect: true }, (client) => {
+    if (state === 'reset') {
+      client.resetAndDestroy();
+      return;
+    }
+    if (state === 'hold') {
+      client.on('error', () => {});
+      heldClients.push(client);
+      return;
+    }
+    forward(client);
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address();
+
+  return {
+    port,
+    get state() {
+      return state;
+    },
+    /** Partition the route to the database: 'reset' (the default) or 'blackhole'. */
+    cut(mode = 'reset') {
+      state = mode;
+      if (mode === 'reset') {
+        for (const p of pairs) {
+          p.client.resetAndDestroy();
+          p.upstream.destroy();
+        }
+        pairs.clear();
+        for (const c of heldClients.splice(0)) c.resetAndDestroy();
+      }
+    },
+    /** Leave new connections unanswered until heal(). */
+    hold() {
+      state = 'hold';
+    },
+    heal() {
+      state = 'open';
+      for (const p of [...pairs]) {
+        const held = p.held.splice(0);
+        for (const replay of held) {
+          try {
+            replay();
+          } catch {
+            // the other side is already gone: what was in flight is lost, as on a real network
+          }
+        }
+        if (p.closed === 2) pairs.delete(p);
+      }
+      for (const c of heldClients.splice(0)) if (!c.destroyed) forward(c);
+    },
+    close: () =>
+      new Promise((resolve) => {
+        for (const p of pairs) {
+          p.client.destroy();
+          p.upstream.destroy();
+        }
+        pairs.clear();
+        for (const c of heldClients.splice(0)) c.destroy();
+        server.close(() => resolve());
+      }),
+    /** `url` with its host and port replaced by this proxy's. */
+    url(url) {
+      const u = new URL(url);
+      u.hostname = '127.0.0.1';
+      u.port = String(port);
+      return u.toString();
+    },
+  };
+}
