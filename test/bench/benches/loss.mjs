@@ -7,7 +7,7 @@
 // last renewal (renewed_at, read from the server directly) -> child gone, against the TTL.
 import path from 'node:path';
 import { BIN, NODE, alive, phaseSleep, runTrials, stampCmd, start, waitFor, waitStamp } from '../lib/proc.mjs';
-import { startProxy } from '../../chaos/lib/proxy.mjs';
+import { startProxy } from '../../helpers/proxy.mjs';
 
 const TTL_MS = 3000;
 
