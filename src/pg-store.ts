@@ -5,9 +5,9 @@ import pg from 'pg';
 import type { ConnectionSource } from './db.js';
 import { quoteIdent } from './names.js';
 import type {
-  AcquireInput, AcquireRow, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
+  AcquireInput, AcquireRow, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
+  ScheduleKey,
 } from './store.js';
-import { pairKey } from './store.js';
 
 export interface PoolOptions {
   /** One runner needs one connection: renewals reuse the session whose pid the lease records. */
@@ -203,17 +203,41 @@ export class PgStore implements LeaseStore {
     };
   }
 
-  async readCompleted(pairs: Array<{ job: string; window: string }>): Promise<Set<string>> {
-    if (pairs.length === 0) return new Set();
-    // One primary-key probe per pair (LATERAL ... LIMIT 1): a plain join let the planner hash
-    // the whole windows table, whose history only grows.
-    const { rows } = await this.pool.query<{ job: string; window_key: string }>(
-      `SELECT d.job, d.window_key FROM unnest($1::text[], $2::text[]) AS d(job, window_key),
-         LATERAL (SELECT 1 FROM ${this.s}.windows w
-                   WHERE w.job = d.job AND w.window_key = d.window_key AND w.completed_at IS NOT NULL LIMIT 1) c`,
-      [pairs.map((p) => p.job), pairs.map((p) => p.window)],
+  async readScheduleKeys(name?: string): Promise<{ dbNow: Date; keys: ScheduleKey[] }> {
+    // The clock comes along even when no job has a schedule (the LEFT JOIN keeps one row).
+    const { rows } = await this.pool.query(
+      `SELECT ${epochMs('now()')} AS db_now_ms, k.*
+         FROM (SELECT 1) one LEFT JOIN (
+           SELECT DISTINCT schedule, tz, window_format, window_offset, alert_after_ms FROM ${this.s}.jobs
+            WHERE window_mode = 'schedule' AND schedule IS NOT NULL AND ($1::text IS NULL OR name = $1)) k ON true`,
+      [name ?? null],
     );
-    return new Set(rows.map((r) => pairKey(r.job, r.window_key)));
+    return {
+      dbNow: new Date(rows[0].db_now_ms),
+      keys: rows.filter((r) => r.schedule !== null).map((r) => ({
+        schedule: r.schedule, tz: r.tz, windowFormat: r.window_format, windowOffset: r.window_offset,
+        alertAfterMs: r.alert_after_ms === null ? null : Number(r.alert_after_ms),
+      })),
+    };
+  }
+
+  async readCompletedDue(due: DueProbe[], name?: string): Promise<Set<string>> {
+    if (due.length === 0) return new Set();
+    // One primary-key probe per job of a key (EXISTS on windows_pkey): joining the windows
+    // table itself would let the planner hash its whole history, which only grows. The keys
+    // are few and come from the jobs table, so NULL can stand as '' (never a valid value).
+    const { rows } = await this.pool.query(
+      `SELECT coalesce(json_agg(j.name), '[]'::json) AS names
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[]) AS d(schedule, tz, fmt, off, alert, window_key)
+         JOIN ${this.s}.jobs j ON j.schedule = d.schedule AND coalesce(j.tz, '') = coalesce(d.tz, '')
+              AND coalesce(j.window_format, '') = coalesce(d.fmt, '') AND coalesce(j.window_offset, '') = coalesce(d.off, '')
+              AND coalesce(j.alert_after_ms, -1) = coalesce(d.alert, -1)
+        WHERE j.window_mode = 'schedule' AND ($7::text IS NULL OR j.name = $7)
+          AND EXISTS (SELECT 1 FROM ${this.s}.windows w WHERE w.job = j.name AND w.window_key = d.window_key AND w.completed_at IS NOT NULL)`,
+      [due.map((d) => d.schedule), due.map((d) => d.tz), due.map((d) => d.windowFormat), due.map((d) => d.windowOffset),
+        due.map((d) => d.alertAfterMs), due.map((d) => d.window), name ?? null],
+    );
+    return new Set(rows[0].names as string[]);
   }
 
   async readHistory(job: string, limit: number): Promise<HistoryEvent[]> {

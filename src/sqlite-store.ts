@@ -8,9 +8,9 @@ import path from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import Database from 'better-sqlite3';
 import type {
-  AcquireInput, AcquireRow, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
+  AcquireInput, AcquireRow, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
+  ScheduleKey,
 } from './store.js';
-import { pairKey } from './store.js';
 
 /**
  * Milliseconds on a clock shared by every process of this host and untouched by wall-clock
@@ -348,9 +348,33 @@ export class SqliteStore implements LeaseStore {
     };
   }
 
-  async readCompleted(pairs: Array<{ job: string; window: string }>): Promise<Set<string>> {
-    const stmt = this.db.prepare('SELECT 1 FROM windows WHERE job = ? AND window_key = ? AND completed_at IS NOT NULL');
-    return new Set(pairs.filter((p) => stmt.get(p.job, p.window)).map((p) => pairKey(p.job, p.window)));
+  async readScheduleKeys(name?: string): Promise<{ dbNow: Date; keys: ScheduleKey[] }> {
+    const rows = this.db.prepare(
+      `SELECT DISTINCT schedule, tz, window_format, window_offset, alert_after_ms FROM jobs
+        WHERE window_mode = 'schedule' AND schedule IS NOT NULL AND (? IS NULL OR name = ?)`,
+    ).all(name ?? null, name ?? null) as Array<Record<string, string | number | null>>;
+    return {
+      dbNow: new Date(Date.now()),
+      keys: rows.map((r) => ({
+        schedule: r.schedule as string, tz: (r.tz as string | null) ?? null, windowFormat: (r.window_format as string | null) ?? null,
+        windowOffset: (r.window_offset as string | null) ?? null, alertAfterMs: (r.alert_after_ms as number | null) ?? null,
+      })),
+    };
+  }
+
+  async readCompletedDue(due: DueProbe[], name?: string): Promise<Set<string>> {
+    // `IS` is SQLite's NULL-safe equality.
+    const stmt = this.db.prepare(
+      `SELECT j.name FROM jobs j
+        WHERE j.window_mode = 'schedule' AND j.schedule = ? AND j.tz IS ? AND j.window_format IS ? AND j.window_offset IS ?
+          AND j.alert_after_ms IS ? AND (? IS NULL OR j.name = ?)
+          AND EXISTS (SELECT 1 FROM windows w WHERE w.job = j.name AND w.window_key = ? AND w.completed_at IS NOT NULL)`,
+    ).pluck();
+    const done = new Set<string>();
+    for (const d of due) {
+      for (const job of stmt.all(d.schedule, d.tz, d.windowFormat, d.windowOffset, d.alertAfterMs, name ?? null, name ?? null, d.window) as string[]) done.add(job);
+    }
+    return done;
   }
 
   async readHistory(job: string, limit: number): Promise<HistoryEvent[]> {

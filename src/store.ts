@@ -118,8 +118,10 @@ export interface LeaseStore {
   release(job: string, hostTime: Date): Promise<{ owner: string; generation: string } | undefined>;
   /** Every registered job (or one), on the store's clock. */
   readJobRows(name?: string): Promise<{ dbNow: Date; rows: JobRow[] }>;
-  /** Which of these (job, window) pairs are completed, as `job\u0000window` keys. */
-  readCompleted(pairs: Array<{ job: string; window: string }>): Promise<Set<string>>;
+  /** The distinct schedule keys of window-from-schedule jobs (or of the one named), on the store's clock. */
+  readScheduleKeys(name?: string): Promise<{ dbNow: Date; keys: ScheduleKey[] }>;
+  /** The jobs of these keys (or the one named) that have completed the window given for their key. */
+  readCompletedDue(due: DueProbe[], name?: string): Promise<Set<string>>;
   /** The job's latest `limit` events, oldest first. */
   readHistory(job: string, limit: number): Promise<HistoryEvent[]>;
   /** Event counts by (job, kind, host), of these kinds only (a scrape exports a few of them). */
@@ -129,4 +131,16 @@ export interface LeaseStore {
   close(): Promise<void>;
 }
 
-export const pairKey = (job: string, window: string): string => `${job}\u0000${window}`;
+/** What a job's due window follows from: every job with the same key has the same due window. */
+export interface ScheduleKey {
+  schedule: string;
+  tz: string | null;
+  windowFormat: string | null;
+  windowOffset: string | null;
+  alertAfterMs: number | null;
+}
+
+/** The window due for every job of a schedule key. */
+export interface DueProbe extends ScheduleKey {
+  window: string;
+}

@@ -6,6 +6,9 @@ import { validateName } from '../names.js';
 import { humanMs, renderTable } from '../table.js';
 import { withStore, type DbFlags } from './admin.js';
 
+/** readJobStates() reads the job rows and the due-window judgement side by side. */
+const JOB_STATES_POOL = 2;
+
 const out = (text: string): void => {
   process.stdout.write(text);
 };
@@ -26,7 +29,7 @@ function statusRow(j: JobState): string[] {
 
 export async function statusCommand(flags: DbFlags & { name?: string; json?: boolean }): Promise<number> {
   const name = flags.name !== undefined ? validateName(flags.name) : undefined;
-  return withStore(flags, async (store) => {
+  return withStore({ ...flags, poolSize: JOB_STATES_POOL }, async (store) => {
     const { dbNow, jobs } = await readJobStates(store, name);
     if (name !== undefined && jobs.length === 0) throw new UsageError(`no job named "${name}" has run against ${store.location}`);
     if (flags.json) {
@@ -64,7 +67,7 @@ export async function checkCommand(flags: DbFlags & { name?: string; all?: boole
   const maxHoldMs = flags.maxHold !== undefined ? parseDuration(flags.maxHold, '--max-hold') : undefined;
   const maxAttempts = flags.maxAttempts === undefined ? 3 : Number(flags.maxAttempts);
   if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new UsageError(`Expected \`--max-attempts\` to be a whole number of at least 1, got \`${flags.maxAttempts}\`.`);
-  return withStore(flags, async (store) => {
+  return withStore({ ...flags, poolSize: JOB_STATES_POOL }, async (store) => {
     const { dbNow, jobs } = await readJobStates(store, name);
     if (name !== undefined && jobs.length === 0) throw new UsageError(`no job named "${name}" has run against ${store.location}`);
     const problems = findProblems(jobs, dbNow, { maxHoldMs, maxAttempts });

@@ -99,6 +99,35 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     expect(kinds).toEqual(['acquired', 'window-claimed', 'stale-takeover', 'window-claimed', 'lease-lost']);
   });
 
+  it('due-window reads: one key per distinct schedule, zone, format, offset and alert; completed only for the jobs of that key that completed it', async () => {
+    const s = await make();
+    const hourly = { schedule: '0 * * * *', tz: 'UTC', window_mode: 'schedule' };
+    const register = (name: string, spec: Record<string, string | number | null>, key: string) =>
+      runWithLease(s, { name, ttlMs: 3_000, killGraceMs: 500, window: { key }, spec }, async () => 0, silentLogger);
+    await register('due-a', hourly, 'k1');
+    await register('due-b', hourly, 'k0'); // same key as due-a, another window
+    await register('due-c', { ...hourly, tz: null, window_format: 'yyyy-MM-dd', alert_after_ms: 60_000 }, 'k1');
+    await register('due-d', { ...hourly, window_mode: 'literal' }, 'k1'); // not from the schedule: never judged
+
+    const { dbNow, keys } = await s.readScheduleKeys();
+    expect(Math.abs(dbNow.getTime() - Date.now())).toBeLessThan(5_000);
+    const ab = { schedule: '0 * * * *', tz: 'UTC', windowFormat: null, windowOffset: null, alertAfterMs: null };
+    const c = { schedule: '0 * * * *', tz: null, windowFormat: 'yyyy-MM-dd', windowOffset: null, alertAfterMs: 60_000 };
+    expect(keys).toHaveLength(2);
+    expect(keys).toEqual(expect.arrayContaining([ab, c]));
+    expect((await s.readScheduleKeys('due-c')).keys).toEqual([c]);
+    expect((await s.readScheduleKeys('due-d')).keys).toEqual([]);
+
+    const done = (probes: Array<typeof ab & { window: string }>, name?: string) => s.readCompletedDue(probes, name).then((x) => [...x].sort());
+    expect(await done([{ ...ab, window: 'k1' }, { ...c, window: 'k1' }])).toEqual(['due-a', 'due-c']);
+    expect(await done([{ ...ab, window: 'k0' }])).toEqual(['due-b']);
+    expect(await done([{ ...ab, window: 'k1' }], 'due-b')).toEqual([]);
+    expect(await done([{ ...c, window: 'k0' }])).toEqual([]);
+    // A key that differs in one field only (here the alert) matches no job.
+    expect(await done([{ ...c, alertAfterMs: null, window: 'k1' }])).toEqual([]);
+    expect(await done([])).toEqual([]);
+  });
+
   it('records a missed window past max delay without taking the lease', async () => {
     const s = await make();
     const r = await s.acquire({ ...base, job: 'm', window: 'old', scheduledAt: new Date(Date.now() - 3_600_000), maxDelayMs: 60_000 });
