@@ -11,26 +11,32 @@
 //     (database clock = host clock here: same machine);
 //   - slowest non-winner from its first log line (modules loaded) to its exit: the lease work
 //     alone, without the CPU-bound node start-up that N processes on 2 cores queue behind;
-// Baseline, interleaved (herd, baseline, herd, ...): N processes that only load the run path
-// (node + dist/cli.js + dist/commands/run.js, no database) started at once, last exit from
-// spawn: what N node start-ups cost on this machine without any lease work.
+// Baselines, interleaved with the herd (order rotated per trial):
+//   - floor herd: N copies of fixtures/floor.cjs (Node, one raw connection, leasejob's acquire(),
+//     the child for the winner, finish(); no driver, no logger, no busy-skip event) on one
+//     window, measured the same way: the least any Node runner with a PostgreSQL lease pays;
+//   - N `node -e 0` started at once, last exit from spawn: what N bare Node start-ups cost on
+//     this machine, before any module or lease work.
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { BENCH_DIR, BIN, NODE, fileLines, logLines, parseStamp, sleep, stampCmd, start } from '../lib/proc.mjs';
 import { summarize } from '../lib/stats.mjs';
 
-const IMPORT_TIME = path.join(BENCH_DIR, 'fixtures', 'import-time.mjs');
+const FLOOR = path.join(BENCH_DIR, 'fixtures', 'floor.cjs');
 
 export async function run(ctx) {
   const trials = ctx.n(3, 1);
   for (const size of ctx.herdSizes) {
-    const herd = { fromSpawn: [], fromAcquire: [], medianFromSpawn: [], decideMax: [], decideMedian: [], children: [], skips: [], bad: [] };
+    const herd = newAcc();
+    const floor = newAcc();
     const base = { fromSpawn: [] };
     for (let t = 0; t < trials; t++) {
-      // Alternate which goes first, so neither always runs right after the other's tail.
-      const order = t % 2 === 0 ? ['herd', 'base'] : ['base', 'herd'];
-      for (const which of order) {
-        if (which === 'herd') await herdTrial(ctx, size, herd);
+      // Rotate which goes first, so none always runs right after another's tail.
+      const order = ['herd', 'floor', 'base'];
+      for (let k = 0; k < order.length; k++) {
+        const which = order[(k + t) % order.length];
+        if (which === 'herd') await herdTrial(ctx, size, herd, leasejobCmd);
+        else if (which === 'floor') await herdTrial(ctx, size, floor, floorCmd);
         else base.fromSpawn.push(await baselineTrial(ctx, size));
         await sleep(300); // let the last exits settle
       }
@@ -38,11 +44,14 @@ export async function run(ctx) {
     const okOne = herd.children.every((c) => c === 1);
     ctx.report.add({
       bench: 'herd', name: `N=${size}: last exit from spawn`, unit: 'ms', samples: herd.fromSpawn,
-      baseline: { name: `${size}x load run path, no DB`, samples: base.fromSpawn },
+      baseline: { name: `${size}x node -e 0`, samples: base.fromSpawn },
     });
     ctx.report.add({
       bench: 'herd', name: `N=${size}: last non-winner exit after 1st acquisition`, unit: 'ms', samples: herd.fromAcquire,
+      baseline: { name: `${size}x floor.cjs, same measure`, samples: floor.fromAcquire },
       ...(size >= 100 ? { target: { text: '<= 1500 ms', ok: herd.fromAcquire.every((x) => x <= 1500) } } : {}),
+      note: `floor herd: ${floor.children.join(', ')} children per trial; last exit from spawn ${floor.fromSpawn.map((x) => Math.round(x)).join(', ')} ms` +
+        (floor.bad.length ? `; problems: ${floor.bad.slice(0, 2).join(' | ')}` : ''),
     });
     ctx.report.add({
       bench: 'herd', name: `N=${size}: slowest non-winner, 1st log line -> exit`, unit: 'ms', samples: herd.decideMax,
@@ -57,15 +66,22 @@ export async function run(ctx) {
   }
 }
 
-async function herdTrial(ctx, size, acc) {
+function newAcc() {
+  return { fromSpawn: [], fromAcquire: [], medianFromSpawn: [], decideMax: [], decideMedian: [], children: [], skips: [], bad: [] };
+}
+
+const leasejobCmd = (ctx, job, child) => [NODE, [BIN, 'run', '--name', job, '--schema', ctx.schema, '--window', 'w1', '--', ...child]];
+const floorCmd = (ctx, job, child) => [NODE, [FLOOR, ctx.schema, job, 'w1', '--', ...child]];
+
+async function herdTrial(ctx, size, acc, command) {
   const job = ctx.uid(`herd${size}`);
   const stampFile = path.join(ctx.tmp, `${job}.stamps`);
   const releaseFile = path.join(ctx.tmp, `${job}.release`);
   const child = ['sh', '-c', `${stampCmd(stampFile)}; while [ ! -e '${releaseFile}' ]; do sleep 0.02; done`];
-  const args = [BIN, 'run', '--name', job, '--schema', ctx.schema, '--window', 'w1', '--', ...child];
+  const [file, args] = command(ctx, job, child);
   const spawnWall = Date.now();
   const procs = [];
-  for (let i = 0; i < size; i++) procs.push(start(NODE, args, { env: ctx.env }));
+  for (let i = 0; i < size; i++) procs.push(start(file, args, { env: ctx.env }));
   // Everyone but the winner exits on its own; the winner is the runner whose pid the child recorded.
   const exits = new Map();
   for (const p of procs) void p.done.then((r) => exits.set(p.pid, r));
@@ -111,7 +127,7 @@ async function herdTrial(ctx, size, acc) {
 async function baselineTrial(ctx, size) {
   const spawnWall = Date.now();
   const procs = [];
-  for (let i = 0; i < size; i++) procs.push(start(NODE, [IMPORT_TIME, 'dist/cli.js', 'dist/commands/run.js'], { env: ctx.env, stdout: true }));
+  for (let i = 0; i < size; i++) procs.push(start(NODE, ['-e', '0'], { env: ctx.env }));
   const results = await Promise.all(procs.map((p) => p.done));
   return Math.max(...results.map((r) => r.wallEnd)) - spawnWall;
 }

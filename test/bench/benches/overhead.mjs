@@ -1,9 +1,13 @@
 // Overhead per run: `leasejob run --name b --window wN -- true` (a new window each iteration)
 // against `node -e 0` (the Node floor), `flock -n FILE true` (a local lock), `etcdctl lock NAME
-// -- true` (a network lock service on loopback) and `true` (the spawn floor). Iteration i runs
-// each contender once, in an order rotated by i, so drift and background load hit all alike.
+// -- true` (a network lock service on loopback), `true` (the spawn floor) and fixtures/floor.cjs
+// (the floor of a leased run: Node, one raw connection, leasejob's acquire(), `true`, finish(),
+// nothing else loaded). Iteration i runs each contender once, in an order rotated by i, so
+// drift and background load hit all alike.
 import path from 'node:path';
-import { BIN, NODE, interleave, timed } from '../lib/proc.mjs';
+import { BENCH_DIR, BIN, NODE, interleave, timed } from '../lib/proc.mjs';
+
+const FLOOR = path.join(BENCH_DIR, 'fixtures', 'floor.cjs');
 
 export async function run(ctx) {
   const n = ctx.n(30, 3);
@@ -15,6 +19,7 @@ export async function run(ctx) {
     { name: 'node -e 0', file: NODE, args: () => ['-e', '0'] },
     { name: 'flock -n FILE true', file: 'flock', args: () => ['-n', lockFile, 'true'] },
     { name: 'true', file: 'true', args: () => [] },
+    { name: 'floor.cjs -- true', file: NODE, args: () => [FLOOR, ctx.schema, job, `w${++w}`, '--', 'true'] },
   ];
   if (ctx.etcd) {
     contenders.push({ name: 'etcdctl lock', file: ctx.etcd.etcdctl, args: () => ['--endpoints', ctx.etcd.endpoint, 'lock', job, '--', 'true'], env: ctx.etcd.env });
@@ -31,6 +36,11 @@ export async function run(ctx) {
       baseline: { name: base.name, samples: samples[base.name] },
     }));
   }
+  ctx.report.add({
+    bench: 'overhead', name: 'floor.cjs -- true', unit: 'ms', samples: samples['floor.cjs -- true'],
+    baseline: { name: 'node -e 0', samples: samples['node -e 0'] },
+    note: 'the least a Node program taking the same lease can cost: Node, one raw connection, acquire(), spawn `true`, finish(); no driver or logger',
+  });
   const vsNode = rows[0];
   vsNode.note = `leasejob run costs ${Math.round(vsNode.pairedDiff.median)} ms more than node -e 0 (median of per-iteration differences)` +
     (failures.length ? `; ${failures.length} non-zero exits: ${failures.slice(0, 2).join(' | ')}` : '');
