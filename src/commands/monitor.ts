@@ -1,7 +1,7 @@
 // `leasejob status`, `history` and `check`: what the database says about each job.
 import { parseDuration } from '../duration.js';
 import { UsageError } from '../errors.js';
-import { findProblems, readJobStates, type JobState } from '../monitor.js';
+import { findProblems, readJobStates, statesToJson, type JobState } from '../monitor.js';
 import { validateName } from '../names.js';
 import { humanMs, renderTable } from '../table.js';
 import { withStore, type DbFlags } from './admin.js';
@@ -33,7 +33,7 @@ export async function statusCommand(flags: DbFlags & { name?: string; json?: boo
     const { dbNow, jobs } = await readJobStates(store, name);
     if (name !== undefined && jobs.length === 0) throw new UsageError(`no job named "${name}" has run against ${store.location}`);
     if (flags.json) {
-      out(JSON.stringify({ store: store.kind, location: store.location, dbNow, jobs }, null, 2) + '\n');
+      out(statesToJson({ store: store.kind, location: store.location, dbNow, jobs }) + '\n');
     } else {
       out(`store: ${store.kind}, ${store.location}, time ${dbNow.toISOString()}\n`);
       out(renderTable(['JOB', 'HOLDER', 'GEN', 'EXPIRES IN', 'LAST COMPLETED WINDOW', 'COMPLETED AT', 'OPEN WINDOWS', 'DUE'], jobs.map(statusRow)));
