@@ -1,7 +1,6 @@
 // `run` options: every default in one place, every flag validated next to its rule, messages
 // in one pattern ("Expected `--flag` to be ..., got `value`.").
 import type { DateTime } from 'luxon';
-import { IANAZone } from 'luxon';
 import { DEFAULTS } from './defaults.js';
 import { parseDuration, parseIsoOffset } from './duration.js';
 import { UsageError } from './errors.js';
@@ -10,7 +9,7 @@ import { resolveLogLevel } from './log-level.js';
 import { validateName, validateSchema, validateWindowKey } from './names.js';
 import { deriveOccurrence, validateWindowFormat, windowKey, type OccurrenceSource } from './occurrence.js';
 import type { OnBusy } from './runner.js';
-import { parseSchedule, type Schedule } from './schedule.js';
+import { parseSchedule, validateZone, type Schedule } from './schedule.js';
 
 /** Raw flags as commander hands them over. */
 export interface RawRunFlags {
@@ -88,8 +87,7 @@ export function normalizeRunOptions(flags: RawRunFlags, command: string[], env: 
   const alertAfterMs = flags.alertAfter !== undefined ? parseDuration(flags.alertAfter, '--alert-after') : undefined;
 
   const tz = flags.tz ?? DEFAULTS.tz;
-  // 'UTC' needs no check: asking Intl about a zone costs ~15 ms of ICU loading on every start.
-  if (tz !== 'UTC' && !IANAZone.create(tz).isValid) throw new UsageError(`Expected \`--tz\` to be an IANA time zone like America/Sao_Paulo or UTC, got \`${tz}\`.`);
+  validateZone(tz);
   const schedule = flags.schedule !== undefined ? parseSchedule(flags.schedule, tz) : undefined;
 
   if (flags.window !== undefined && flags.windowFromSchedule) throw new UsageError('Use either `--window` or `--window-from-schedule`, not both.');

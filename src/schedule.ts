@@ -16,7 +16,7 @@
 //   Kubernetes CronJob controller does; they are distinct occurrences with distinct ISO keys, and a
 //   date-only `--window-format` folds them into one window.
 import { CronExpressionParser } from 'cron-parser';
-import { DateTime, IANAZone } from 'luxon';
+import { DateTime, FixedOffsetZone, IANAZone, type Zone } from 'luxon';
 import { UsageError } from './errors.js';
 
 export interface Schedule {
@@ -40,11 +40,25 @@ const MACROS: Readonly<Record<string, string>> = {
   '@hourly': '0 * * * *',
 };
 
-export function parseSchedule(expression: string, tz: string): Schedule {
-  // IANAZone.create caches one zone per name; isValidZone builds an Intl formatter per call (~1 ms).
-  if (!IANAZone.create(tz).isValid) {
+/**
+ * The zone named `tz`, undefined when there is none. UTC is luxon's fixed zone: an IANA zone
+ * asks Intl for every offset, and the first such question loads ICU's zone data (~13 ms of a
+ * start). IANAZone.create caches one zone per name; isValidZone would build a formatter per call.
+ */
+function zoneOf(tz: string): Zone | undefined {
+  if (tz === 'UTC') return FixedOffsetZone.utcInstance;
+  const zone = IANAZone.create(tz);
+  return zone.isValid ? zone : undefined;
+}
+
+export function validateZone(tz: string): void {
+  if (zoneOf(tz) === undefined) {
     throw new UsageError(`Expected \`--tz\` to be an IANA time zone like America/Sao_Paulo or UTC, got \`${tz}\`.`);
   }
+}
+
+export function parseSchedule(expression: string, tz: string): Schedule {
+  validateZone(tz);
   const normalized = expression.trim().split(/\s+/).join(' ');
   const problem = cronProblem(normalized);
   if (problem !== undefined) {
@@ -72,7 +86,7 @@ export function nextTick(s: Schedule, after: Date): DateTime {
  * clock so a DST change does not make a daily schedule look like 23 or 25 hours.
  */
 export function typicalInterval(s: Schedule, at: Date): number {
-  const walls = wallIterator(s, wallTime(IANAZone.create(s.tz), at.getTime()) + 1);
+  const walls = wallIterator(s, wallTime(zoneOf(s.tz)!, at.getTime()) + 1);
   const previous = walls.prev().getTime();
   return walls.next().getTime() - previous;
 }
@@ -106,7 +120,7 @@ function wallIterator(s: Schedule, wall: number) {
 }
 
 /** The zone's wall clock at `instant`, encoded as a UTC timestamp. */
-function wallTime(zone: IANAZone, instant: number): number {
+function wallTime(zone: Zone, instant: number): number {
   return instant + zone.offset(instant) * MINUTE;
 }
 
@@ -117,7 +131,7 @@ function wallTime(zone: IANAZone, instant: number): number {
  */
 function scan(s: Schedule, at: number, direction: 1 | -1): number {
   if (!Number.isFinite(at)) throw new RangeError('Invalid date');
-  const zone = IANAZone.create(s.tz);
+  const zone = zoneOf(s.tz)!;
   // +1 ms going back: cron-parser's prev() is exclusive, and a tick exactly at `at` counts.
   const start = wallTime(zone, at) - direction * offsetJump(zone, at) + (direction < 0 ? 1 : 0);
   const walls = wallIterator(s, start);
@@ -137,13 +151,13 @@ function scan(s: Schedule, at: number, direction: 1 | -1): number {
 }
 
 /** How far wall order can disagree with instant order near `instant`: 0 unless the offset changes within a day. */
-function offsetJump(zone: IANAZone, instant: number): number {
+function offsetJump(zone: Zone, instant: number): number {
   const offsets = [zone.offset(instant - DAY), zone.offset(instant), zone.offset(instant + DAY)];
   return (Math.max(...offsets) - Math.min(...offsets)) * MINUTE;
 }
 
 /** Instants at which the zone's wall clock reads `wall`, by the rule in the header. */
-function instantsOf(zone: IANAZone, wall: number): number[] {
+function instantsOf(zone: Zone, wall: number): number[] {
   // Offsets a day either side cover any transition within reach (offsets span -12h..+14h).
   const offsets = new Set([zone.offset(wall - DAY), zone.offset(wall), zone.offset(wall + DAY)]);
   const candidates = [...offsets].map((offset) => wall - offset * MINUTE);
