@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process';
 import { accessSync, constants, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseAllDocuments, parse as parseYaml } from 'yaml';
-import { ROOT } from '../helpers/cli.js';
+import { ROOT } from '../helpers/wait.js';
 
 export const PLAIN_DIR = path.join(ROOT, 'deploy', 'kubernetes');
 export const CHART_DIR = path.join(ROOT, 'helm', 'leasejob');

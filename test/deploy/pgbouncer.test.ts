@@ -4,14 +4,14 @@
 // that relied on session state (a session advisory lock, a SET, a named prepared statement)
 // would fail here. Skipped, with the reason printed, when pgbouncer is not installed
 // (Debian: apt-get install pgbouncer).
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ROOT, fixture, logLines, runCli, startCli } from '../helpers/cli.js';
 import { newSchemaName } from '../helpers/db.js';
 import { pgbouncerBinary, startPgbouncer, type Pgbouncer } from '../helpers/pgbouncer.mjs';
+import { tempDirs } from '../helpers/temp.js';
 import { migrate } from '../../src/migrate.js';
 
 const FENCE_SQL = path.join(ROOT, 'sql', '002_assert_lease.sql');
@@ -47,13 +47,15 @@ describe.skipIf(!PGBOUNCER)('through pgbouncer in transaction pooling mode', () 
   let direct: pg.Pool;
   let schema: string;
   let tmp: string;
+  // Made in beforeAll, so nothing is made when the block is skipped; removed after the afterAll below.
+  const newTmp = tempDirs('leasejob-pooled-');
   const env = (): Record<string, string | undefined> => ({ LEASEJOB_DATABASE_URL: bouncer.url, DATABASE_URL: undefined, JOB_NAME: undefined });
 
   beforeAll(async () => {
     const serverUrl = inject('databaseUrl');
     bouncer = await startBouncer(serverUrl);
     direct = new pg.Pool({ connectionString: serverUrl, max: 2 });
-    tmp = mkdtempSync(path.join(tmpdir(), 'leasejob-pooled-'));
+    tmp = newTmp();
     schema = newSchemaName('pgb');
     await migrate(direct, schema);
   });
@@ -61,7 +63,6 @@ describe.skipIf(!PGBOUNCER)('through pgbouncer in transaction pooling mode', () 
   afterAll(async () => {
     await direct?.end();
     await bouncer?.stop();
-    if (tmp) rmSync(tmp, { recursive: true, force: true });
   });
 
   it('really pools by transaction: consecutive statements of one client can reach different backends', async () => {

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { freePort } from './embedded-pg.mjs';
+import { stopProcess } from './proc.mjs';
 
 /** Log kept for log(): PgBouncer logs every connection unless told not to, and a chaos round makes many. */
 const LOG_LIMIT_CHARS = 1 << 20;
@@ -105,7 +106,6 @@ export async function startPgbouncer({ binary, target, authType, poolSize, alias
   proc.stdout.on('data', keep);
   proc.stderr.on('data', keep);
   const running = () => proc.exitCode === null && proc.signalCode === null;
-  const exited = new Promise((resolve) => proc.once('exit', resolve));
 
   const url = new URL(server);
   url.hostname = '127.0.0.1';
@@ -130,11 +130,8 @@ export async function startPgbouncer({ binary, target, authType, poolSize, alias
     url: url.toString(),
     log: () => log,
     stop: async () => {
-      if (running()) {
-        proc.kill('SIGINT');
-        await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
-        if (running()) proc.kill('SIGKILL');
-      }
+      // Its stdout and stderr are pipes read to the end: they close when it exits.
+      await stopProcess(proc, 10_000, 'SIGINT');
       rmSync(dir, { recursive: true, force: true });
     },
   };

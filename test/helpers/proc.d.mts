@@ -1,2 +1,4 @@
-export function procStat(pid: number, tid?: number | string): { state: string; starttime: string } | undefined;
+import type { ChildProcess } from 'node:child_process';
+export function procStat(pid: number, tid?: number | string): { state: string; pgrp: number; starttime: string } | undefined;
 export function isAlive(pid: number): boolean;
+export function stopProcess(child: ChildProcess, graceMs: number, signal?: NodeJS.Signals): Promise<void>;

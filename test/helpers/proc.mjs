@@ -1,19 +1,19 @@
-// A process as /proc/<pid>/stat shows it (Linux): its state letter and its start time, which
-// tells a process from a later one that got the same pid.
+// A process as /proc/<pid>/stat shows it (Linux): its state letter, its process group and its
+// start time, which tells a process from a later one that got the same pid. And stopping one.
 import { readFileSync } from 'node:fs';
 
 /**
  * @param {number} pid
  * @param {number | string} [tid] one of its threads instead (/proc/<pid>/task/<tid>/stat)
- * @returns {{ state: string, starttime: string } | undefined} undefined when there is no such entry
+ * @returns {{ state: string, pgrp: number, starttime: string } | undefined} undefined when there is no such entry
  */
 export function procStat(pid, tid) {
   try {
     const text = readFileSync(tid === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${tid}/stat`, 'utf8');
     // The command name (field 2) is in parentheses and may hold spaces and ')': fields 3 on
-    // follow the last ')'. starttime is field 22.
+    // follow the last ')'. pgrp is field 5, starttime field 22.
     const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    return { state: f[0], starttime: f[19] };
+    return { state: f[0], pgrp: Number(f[2]), starttime: f[19] };
   } catch {
     return undefined;
   }
@@ -28,4 +28,21 @@ export function isAlive(pid) {
   }
   const st = procStat(pid);
   return st !== undefined && st.state !== 'Z' && st.state !== 'X';
+}
+
+/**
+ * `signal` (SIGTERM by default), up to graceMs for it to exit and its pipes to close (what it
+ * printed has been read), then SIGKILL. Nothing when it has already exited.
+ * @param {import('node:child_process').ChildProcess} child @param {number} graceMs
+ * @param {NodeJS.Signals} [signal]
+ */
+export async function stopProcess(child, graceMs, signal = 'SIGTERM') {
+  const running = () => child.exitCode === null && child.signalCode === null;
+  if (!running()) return;
+  let timer;
+  const gone = new Promise((resolve) => child.once('close', resolve));
+  child.kill(signal);
+  await Promise.race([gone, new Promise((resolve) => (timer = setTimeout(resolve, graceMs)))]);
+  clearTimeout(timer);
+  if (running()) child.kill('SIGKILL');
 }

@@ -11,5 +11,5 @@ export interface Proxy {
   /** The same URL with host and port replaced by the proxy's. */
   url(target: string): string;
 }
-/** `target`: the database's port on 127.0.0.1, or a URL to take host and port from. */
-export function startProxy(target: number | string): Promise<Proxy>;
+/** `target`: the database's URL, to take host and port from. */
+export function startProxy(target: string): Promise<Proxy>;

@@ -9,10 +9,10 @@
 import net from 'node:net';
 
 /**
- * @param {number | string} target the database's port on 127.0.0.1, or a URL to take host and port from
+ * @param {string} target the database's URL, to take host and port from
  */
 export async function startProxy(target) {
-  const dest = typeof target === 'number' ? { port: target, hostname: '127.0.0.1' } : new URL(target);
+  const dest = new URL(target);
   const [targetPort, targetHost] = [Number(dest.port), dest.hostname];
   const pairs = new Set();
   const heldClients = [];

@@ -8,6 +8,7 @@ import { execa } from 'execa';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
+import { procStat as procState } from '../helpers/proc.mjs';
 
 const FENCE_REFUSED = 'LJ001';
 const NULL_NOT_ALLOWED = '22004';
@@ -315,16 +316,6 @@ const readEvents = (file: string): WriterEvent[] =>
 /** The fenced-writer lines the child wrote to its stderr (the runner's, inherited). */
 const childReports = (stderr: string): WriterEvent[] =>
   stderr.split('\n').filter((l) => l.startsWith('fenced-writer: ')).map((l) => JSON.parse(l.slice('fenced-writer: '.length)) as WriterEvent);
-
-function procState(pid: number): { state: string; pgrp: number } | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return { state: fields[0]!, pgrp: Number(fields[2]) };
-  } catch {
-    return undefined;
-  }
-}
 
 const UNITS = 10;
 const PAUSE_AFTER = 3;

@@ -36,7 +36,7 @@ export async function run(ctx) {
       for (let k = 0; k < order.length; k++) {
         const which = order[(k + t) % order.length];
         if (which === 'herd') await herdTrial(ctx, size, herd, leasejobCmd);
-        else if (which === 'floor') await herdTrial(ctx, size, floor, floorCmd);
+        else if (which === 'floor') await herdTrial(ctx, size, floor, floorCmd, { leasejobFigures: false });
         else base.fromSpawn.push(await baselineTrial(ctx, size));
         await sleep(300); // let the last exits settle
       }
@@ -78,7 +78,12 @@ function newAcc() {
 const leasejobCmd = (ctx, job, child) => [NODE, [BIN, 'run', '--name', job, '--schema', ctx.schema, '--window', 'w1', '--', ...child]];
 const floorCmd = (ctx, job, child) => [NODE, [FLOOR, ctx.schema, job, 'w1', '--', ...child]];
 
-async function herdTrial(ctx, size, acc, command) {
+/**
+ * One herd of `size` on a fresh job. `leasejobFigures: false` (the floor, which logs nothing and
+ * records no events): only fromSpawn, fromAcquire, children and bad, no per-contender log-line
+ * figures and no busy-skip count.
+ */
+async function herdTrial(ctx, size, acc, command, { leasejobFigures = true } = {}) {
   const job = ctx.uid(`herd${size}`);
   const stampFile = path.join(ctx.tmp, `${job}.stamps`);
   const releaseFile = path.join(ctx.tmp, `${job}.release`);
@@ -113,6 +118,10 @@ async function herdTrial(ctx, size, acc, command) {
   if (bad.length) acc.bad.push(`${bad.length} exited non-zero, e.g. ${bad[0].code}: ${bad[0].stderr.split('\n').filter(Boolean).slice(-1)[0]?.slice(0, 200)}`);
   const lastExit = Math.max(...nonWinners.map((r) => r.wallEnd));
   acc.fromSpawn.push(lastExit - spawnWall);
+  const lease = await ctx.admin.query(`SELECT acquired_at FROM "${ctx.schema}".leases WHERE name = $1`, [job]);
+  const acquiredAt = lease.rows[0]?.acquired_at?.getTime();
+  if (acquiredAt !== undefined) acc.fromAcquire.push(lastExit - acquiredAt);
+  if (!leasejobFigures) return;
   acc.medianFromSpawn.push(summarize(nonWinners.map((r) => r.wallEnd - spawnWall)).median);
   // Per contender, from its first log line (modules loaded, argv parsed) to its exit.
   const decide = nonWinners.map((r) => {
@@ -122,9 +131,6 @@ async function herdTrial(ctx, size, acc, command) {
   const ds = summarize(decide);
   acc.decideMax.push(ds.max);
   acc.decideMedian.push(ds.median);
-  const lease = await ctx.admin.query(`SELECT acquired_at FROM "${ctx.schema}".leases WHERE name = $1`, [job]);
-  const acquiredAt = lease.rows[0]?.acquired_at?.getTime();
-  if (acquiredAt !== undefined) acc.fromAcquire.push(lastExit - acquiredAt);
   const skips = await ctx.admin.query(`SELECT count(*)::int AS n FROM "${ctx.schema}".events WHERE job = $1 AND kind = 'busy-skip'`, [job]);
   acc.skips.push(skips.rows[0].n);
 }

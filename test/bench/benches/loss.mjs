@@ -6,7 +6,8 @@
 // Per trial: cut -> child gone (/proc/<pid> missing or a zombie, polled every 2 ms), and
 // last renewal (renewed_at, read from the server directly) -> child gone, against the TTL.
 import path from 'node:path';
-import { BIN, NODE, alive, phaseSleep, runTrials, stampCmd, start, waitFor, waitStamp } from '../lib/proc.mjs';
+import { BIN, NODE, phaseSleep, runTrials, stampCmd, start, waitFor, waitStamp } from '../lib/proc.mjs';
+import { isAlive } from '../../helpers/proc.mjs';
 import { startProxy } from '../../helpers/proxy.mjs';
 
 const TTL_MS = 3000;
@@ -27,7 +28,7 @@ export async function run(ctx) {
 }
 
 async function trial(ctx, mode, t, trials) {
-  const proxy = await startProxy(Number(new URL(ctx.url).port));
+  const proxy = await startProxy(ctx.url);
   try {
     const job = ctx.uid(`loss-${mode}`);
     const stamp = path.join(ctx.tmp, `${job}.stamp`);
@@ -39,7 +40,7 @@ async function trial(ctx, mode, t, trials) {
     await phaseSleep(1200, 1000, t, trials);
     const cutMono = performance.now();
     proxy.cut(mode);
-    await waitFor(() => !alive(child.pid), { everyMs: 2, timeoutMs: 30_000, what: 'child to stop' });
+    await waitFor(() => !isAlive(child.pid), { everyMs: 2, timeoutMs: 30_000, what: 'child to stop' });
     const goneMono = performance.now();
     const goneWall = Date.now();
     const lease = (await ctx.admin.query(`SELECT renewed_at FROM "${ctx.schema}".leases WHERE name = $1`, [job])).rows[0];

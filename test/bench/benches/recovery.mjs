@@ -8,7 +8,8 @@
 // Target: recovery within TTL + one renew interval (4 s). The kill comes at a random phase of
 // the renewal cycle, so the floor varies between about 2 and 3 s.
 import path from 'node:path';
-import { BIN, NODE, alive, logLines, phaseSleep, runTrials, stampCmd, start, waitFor, waitStamp } from '../lib/proc.mjs';
+import { BIN, NODE, logLines, phaseSleep, runTrials, stampCmd, start, waitFor, waitStamp } from '../lib/proc.mjs';
+import { isAlive } from '../../helpers/proc.mjs';
 
 const TTL_MS = 3000;
 const RENEW_MS = 1000;
@@ -42,7 +43,7 @@ async function trial(ctx, t, trials) {
   const killWall = Date.now();
   const killMono = performance.now();
   process.kill(holder.pid, 'SIGKILL');
-  await waitFor(() => !alive(holderChild.pid), { everyMs: 1, timeoutMs: 10_000, what: "holder's child to die" });
+  await waitFor(() => !isAlive(holderChild.pid), { everyMs: 1, timeoutMs: 10_000, what: "holder's child to die" });
   const holderChildGone = performance.now() - killMono;
   // Seconds before anyone can take it over: the dead holder's lease as it was left.
   const lease = (await ctx.admin.query(`SELECT expires_at FROM "${ctx.schema}".leases WHERE name = $1`, [job])).rows[0];

@@ -4,7 +4,8 @@
 // renewals). Interleaved with two baselines polled the same way: an idle `node` and a node
 // that has loaded the run path (dist/cli.js + dist/commands/run.js) and then idles.
 import path from 'node:path';
-import { BENCH_DIR, BIN, NODE, alive, procStatus, readStamp, sleep, stampCmd, start } from '../lib/proc.mjs';
+import { BENCH_DIR, BIN, NODE, procStatus, readStamp, sleep, stampCmd, start } from '../lib/proc.mjs';
+import { isAlive } from '../../helpers/proc.mjs';
 import { rotate } from '../lib/stats.mjs';
 
 const IMPORT_TIME = path.join(BENCH_DIR, 'fixtures', 'import-time.mjs');
@@ -36,9 +37,9 @@ export async function run(ctx) {
       let sawChild = false;
       for (;;) {
         const st = procStatus(h.p.pid);
-        if (!st || !alive(h.p.pid)) break;
+        if (!st || !isAlive(h.p.pid)) break;
         const childPid = h.childPid?.();
-        const childAlive = childPid !== undefined && alive(childPid);
+        const childAlive = childPid !== undefined && isAlive(childPid);
         if (!h.childPid || childAlive) hwm = Math.max(hwm, st.VmHWM ?? 0);
         if (childAlive) sawChild = true;
         rss = Math.max(rss, st.VmRSS ?? 0);

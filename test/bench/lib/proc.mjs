@@ -5,6 +5,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { rotate } from './stats.mjs';
 
+// stopProcess(child, graceMs): SIGTERM, then SIGKILL after graceMs (shared with the test helpers).
+export { stopProcess } from '../../helpers/proc.mjs';
+
 // The checkout whose bin/ and dist/ are measured: this one, or LEASEJOB_BENCH_ROOT (another
 // checkout or a snapshot of this one, e.g. to bench a build while src/ is being edited).
 export const ROOT = path.resolve(process.env.LEASEJOB_BENCH_ROOT ?? path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..'));
@@ -82,21 +85,6 @@ export async function interleave(contenders, n, run) {
 }
 
 /**
- * SIGTERM, up to graceMs for it to exit and its pipes to close (what it printed has been read),
- * then SIGKILL. Nothing when it has already exited.
- */
-export async function stopProcess(child, graceMs) {
-  const running = () => child.exitCode === null && child.signalCode === null;
-  if (!running()) return;
-  let timer;
-  const gone = new Promise((resolve) => child.once('close', resolve));
-  child.kill('SIGTERM');
-  await Promise.race([gone, new Promise((resolve) => (timer = setTimeout(resolve, graceMs)))]);
-  clearTimeout(timer);
-  if (running()) child.kill('SIGKILL');
-}
-
-/**
  * Trials one after another: `trial(t)` for t = 0..n-1. A trial that throws adds its message to
  * the problems; one that returns `{ problem }` adds that and still counts as a result.
  * @template R @param {number} n @param {(t: number) => Promise<R & { problem?: string }>} trial
@@ -122,22 +110,6 @@ export async function runTrials(n, trial) {
  */
 export function phaseSleep(baseMs, periodMs, t, n) {
   return sleep(baseMs + Math.round((periodMs * t) / Math.max(1, n)) + Math.random() * 100);
-}
-
-/** State letter from /proc/<pid>/stat, or undefined when the pid is gone. */
-export function procState(pid) {
-  try {
-    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return text.slice(text.lastIndexOf(')') + 2).split(' ')[0];
-  } catch {
-    return undefined;
-  }
-}
-
-/** Alive and not a zombie (a zombie has done all it will ever do). */
-export function alive(pid) {
-  const s = procState(pid);
-  return s !== undefined && s !== 'Z' && s !== 'X';
 }
 
 /** { VmHWM, VmRSS, ... } in kB from /proc/<pid>/status, or undefined when gone. */

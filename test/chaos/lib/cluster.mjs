@@ -106,7 +106,7 @@ export async function startHosts({ cluster, workDir, notes }) {
     ...(ft ? [{ name: 'clock-1', clock: true }, { name: 'clock-2', clock: true }] : []),
   ];
   for (const h of proxied) {
-    const proxy = await startProxy(Number(new URL(cluster.directUrl).port));
+    const proxy = await startProxy(cluster.directUrl);
     const host = { name: h.name, url: proxy.url(cluster.directUrl), proxy, env: {} };
     if (h.clock) {
       host.clockFile = path.join(workDir, `${h.name}.faketime`);
