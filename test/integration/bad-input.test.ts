@@ -106,6 +106,9 @@ describe('bad input', () => {
     }
   });
 
+  // The commands that read (status, check) report a database they cannot use as run does.
+  const reading = (cmd: string): string[] => (cmd === 'run' ? ['run', '--name', 'j', '--window', 'w', ...ok] : [cmd]);
+
   it('an unreachable database: exit 69 with the target (never the password)', async () => {
     const port = await new Promise<number>((resolve) => {
       const s = createServer().listen(0, '127.0.0.1', () => {
@@ -113,24 +116,35 @@ describe('bad input', () => {
         s.close(() => resolve(p));
       });
     });
-    const r = await runCli(['run', '--database-url', `postgres://u:sentinel-pw-123@127.0.0.1:${port}/db`, '--name', 'j', '--window', 'w', ...ok]);
-    expect(r.exitCode, r.all).toBe(69);
-    expect(r.stderr).toMatch(/unreachable/);
-    expect(r.all).not.toContain('sentinel-pw-123');
+    for (const cmd of ['run', 'status', 'check']) {
+      const [command, ...rest] = reading(cmd);
+      const r = await runCli([command!, '--database-url', `postgres://u:sentinel-pw-123@127.0.0.1:${port}/db`, ...rest]);
+      expect(r.exitCode, `${cmd}: ${r.all}`).toBe(69);
+      expect(r.stderr, cmd).toMatch(/unreachable/);
+      if (cmd !== 'run') expect(r.stderr.trim().split('\n'), cmd).toHaveLength(1); // run logs first
+      expect(r.all, cmd).not.toContain('sentinel-pw-123');
+    }
   });
 
   it('a wrong password: exit 69, and the password is never printed', async () => {
     const url = new URL(db.url);
     url.password = 'sentinel-wrong-pw';
-    const r = await runCli(['run', '--database-url', url.toString(), '--schema', db.schema, '--name', 'j', '--window', 'w', ...ok]);
-    expect(r.exitCode, r.all).toBe(69);
-    expect(r.all).not.toContain('sentinel-wrong-pw');
+    for (const cmd of ['run', 'status', 'check']) {
+      const [command, ...rest] = reading(cmd);
+      const r = await runCli([command!, '--database-url', url.toString(), '--schema', db.schema, ...rest]);
+      expect(r.exitCode, `${cmd}: ${r.all}`).toBe(69);
+      expect(r.all, cmd).not.toContain('sentinel-wrong-pw');
+    }
   });
 
   it('a schema that was never migrated: exit 69, the message says leasejob migrate', async () => {
-    const r = await runCli(['run', '--database-url', db.url, '--schema', newSchemaName('unmigrated'), '--name', 'j', '--window', 'w', ...ok]);
-    expect(r.exitCode, r.all).toBe(69);
-    expect(r.stderr).toMatch(/leasejob migrate/);
+    for (const cmd of ['run', 'status', 'check']) {
+      const [command, ...rest] = reading(cmd);
+      const r = await runCli([command!, '--database-url', db.url, '--schema', newSchemaName('unmigrated'), ...rest]);
+      expect(r.exitCode, `${cmd}: ${r.all}`).toBe(69);
+      expect(r.stderr, cmd).toMatch(/leasejob migrate/);
+      if (cmd !== 'run') expect(r.stderr.trim().split('\n'), cmd).toHaveLength(1); // run logs first
+    }
   });
 
   it('--help and --version exit 0', async () => {

@@ -184,6 +184,30 @@ describe('contention and faults', () => {
     }
   });
 
+  it('a black-holed database: status exits 69 after one connect timeout; bad check flags are reported at once', async () => {
+    const proxy = await startProxy(db.url);
+    try {
+      proxy.hold();
+      const db2 = ['--database-url', proxy.url(db.url), '--schema', db.schema];
+      const t0 = performance.now();
+      const r = await runCli(['status', ...db2]);
+      const elapsed = performance.now() - t0;
+      expect(r.exitCode, r.all).toBe(69);
+      expect(r.stderr).toMatch(/database unreachable/);
+      // Its two reads open their connections side by side: one timeout, not one after the other.
+      expect(elapsed).toBeGreaterThan(4_500);
+      expect(elapsed).toBeLessThan(9_500);
+      const t1 = performance.now();
+      const bad = await runCli(['check', ...db2, '--max-hold', 'forever']);
+      expect(bad.exitCode, bad.all).toBe(64);
+      expect(bad.stderr).toMatch(/--max-hold/);
+      expect(performance.now() - t1).toBeLessThan(4_500);
+    } finally {
+      proxy.heal();
+      await proxy.close();
+    }
+  });
+
   it('an acquisition answered after the stop point never starts the child: exit 75, lease released', async () => {
     const proxy = await startProxy(db.url);
     try {
