@@ -25,6 +25,9 @@ export interface LoadedCli {
   readonly cache: 'off' | 'unusable' | 'cold' | 'rejected' | 'used';
 }
 
+/** The CLI's commands (src/cli.ts); kept here because this runs before the bundle loads. */
+export const COMMANDS = new Set(['run', 'migrate', 'status', 'history', 'check', 'exporter', 'release']);
+
 export function loadCli(bundle: string, command: string | undefined, env: NodeJS.ProcessEnv = process.env): LoadedCli {
   const fd = openSync(bundle, 'r');
   let source: string;
@@ -39,9 +42,10 @@ export function loadCli(bundle: string, command: string | undefined, env: NodeJS
     if (setting !== 'off' && setting !== '0') {
       const dir = usableDir(setting ? path.resolve(setting) : path.join(tmpdir(), `leasejob-compile-cache-${process.getuid?.() ?? 'user'}`));
       state = dir === undefined ? 'unusable' : 'cold';
-      // One file per command: `--version` compiles little of what `run` needs.
+      // One file per command: `--version` compiles little of what `run` needs. Anything else
+      // (a typo, --help) shares one file, so mistyped commands cannot pile up files.
       const { size, mtimeMs } = fstatSync(fd);
-      const name = /^[a-z]{1,20}$/.test(command ?? '') ? command : 'other';
+      const name = command !== undefined && COMMANDS.has(command) ? command : 'other';
       if (dir !== undefined) file = path.join(dir, `${name}-${process.versions.v8}-${process.arch}-${size}-${Math.trunc(mtimeMs)}.bin`);
     }
   } finally {

@@ -49,6 +49,12 @@ describe('compile cache', () => {
     expect((await runCli(['run', '--help'], env)).exitCode).toBe(0);
     expect(readdirSync(dir).filter((f) => f.startsWith('run-'))).toHaveLength(1);
     expect(readdirSync(dir)).not.toContain('run-10.0-x64-1-1.bin');
+
+    // A mistyped command shares the file of everything that is no command: no new file per typo.
+    const before = readdirSync(dir).sort();
+    expect((await runCli(['frobnicate'], env)).exitCode).toBe(64);
+    expect((await runCli(['statsu'], env)).exitCode).toBe(64);
+    expect(readdirSync(dir).sort()).toEqual(before);
   });
 
   it('is not used in a directory others can write to, through a symlink, or when off; the CLI works the same', async () => {
