@@ -113,7 +113,8 @@ describe('parseSchedule', () => {
     expect(() => parseSchedule('0 30 1 * * *', 'UTC')).toThrow('seconds and years are not supported');
   });
 
-  it.each(['Mars/Olympus', '', 'America/Sao Paulo', '+03:00'])('rejects the zone %j', (tz) => {
+  // Offsets are zones to Intl on Node 24, not on Node 20: rejected on every version.
+  it.each(['Mars/Olympus', '', 'America/Sao Paulo', '+03:00', '-0300', '+03'])('rejects the zone %j', (tz) => {
     expect(() => parseSchedule('5 0 * * *', tz)).toThrow(UsageError);
     expect(() => parseSchedule('5 0 * * *', tz)).toThrow(
       `Expected \`--tz\` to be an IANA time zone like America/Sao_Paulo or UTC, got \`${tz}\`.`,
