@@ -93,6 +93,43 @@ async function expire(job: string): Promise<void> {
   await db.rows(`UPDATE ${s}.leases SET expires_at = now() - interval '1 second' WHERE name = $1`, [job]);
 }
 
+describe('holder liveness: the session recorded with the lease', () => {
+  const sessionOf = async (c: pg.Client): Promise<{ pid: number; start: string }> =>
+    (await c.query<{ pid: number; start: string }>(
+      'SELECT pid, backend_start::text AS start FROM pg_stat_activity WHERE pid = pg_backend_pid()')).rows[0]!;
+  const recorded = async (job: string): Promise<{ pid: number; start: string } | undefined> =>
+    (await db.rows<{ pid: number; start: string }>(`SELECT backend_pid AS pid, backend_start::text AS start FROM ${s}.leases WHERE name = $1`, [job]))[0];
+
+  it('a live, renewing holder is busy; once its session is gone (or the pid is another session\'s) it is stale before expiry', async () => {
+    const job = jobName('session');
+    const holder = await connect();
+    const gen = (await acquire(job, 'host-a:1:aaaa', 60_000, holder)).generation as string;
+    expect(gen).not.toBeNull();
+    // acquire() records the acquiring session: its pid and its start (a pid can be reused).
+    expect(await recorded(job)).toEqual(await sessionOf(holder));
+    expect((await acquire(job, 'host-b:2:bbbb', 60_000)).outcome).toBe('busy');
+
+    // The recorded pid now belongs to a session that started at another time: not the holder's.
+    await db.rows(`UPDATE ${s}.leases SET backend_start = backend_start - interval '1 second' WHERE name = $1`, [job]);
+    expect((await acquire(job, 'host-b:2:bbbb', 60_000)).outcome).toBe('stale');
+
+    // renew() records the renewing session (the runner may have reconnected): busy again.
+    const other = await connect();
+    const renewed = await other.query(`SELECT * FROM ${s}.renew($1, $2, $3, $4, $5)`, [job, 'host-a:1:aaaa', gen, 60_000, 500]);
+    expect(renewed.rows).toHaveLength(1);
+    expect(await recorded(job)).toEqual(await sessionOf(other));
+    expect((await acquire(job, 'host-b:2:bbbb', 60_000)).outcome).toBe('busy');
+
+    // The session that renewed ends: stale at once, though the lease has 60 s to run.
+    const otherPid = (await sessionOf(other)).pid;
+    await other.end();
+    await waitFor('the session to leave pg_stat_activity', async () =>
+      (await db.rows('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [otherPid])).length === 0, WAIT_LIMIT_MS);
+    expect((await acquire(job, 'host-b:2:bbbb', 60_000)).outcome).toBe('stale');
+    expect((await db.rows<{ live: boolean }>(`SELECT expires_at > now() AS live FROM ${s}.leases WHERE name = $1`, [job]))[0]?.live).toBe(true);
+  });
+});
+
 describe('assert_lease(job, token): refusals', () => {
   it('passes for the live generation and returns nothing', async () => {
     const job = jobName('live');

@@ -40,6 +40,25 @@ describe('least privilege', () => {
     expect((await runCli(['check', '--database-url', runnerUrl, '--schema', schema])).exitCode).toBe(0);
   });
 
+  it('an upgrade that replaces functions (004, 006) keeps the grant, SECURITY DEFINER and the pinned search_path', async () => {
+    // As if the schema had been granted before those migrations: they are applied again over it.
+    await admin.rows(`DELETE FROM ${schema}.migrations WHERE version IN (4, 6)`);
+    const m = await runCli(['migrate', '--database-url', admin.url, '--schema', schema]);
+    expect(m.exitCode, m.all).toBe(0);
+    expect(m.stderr).toMatch(/"applied":\[4,6\]/);
+    const fns = await admin.rows<{ name: string; definer: boolean; config: string[] | null }>(
+      `SELECT p.proname AS name, p.prosecdef AS definer, p.proconfig AS config FROM pg_proc p
+        WHERE p.pronamespace = $1::regnamespace AND p.proname IN ('acquire', 'renew', 'finish') ORDER BY 1`, [schema]);
+    expect(fns.map((f) => [f.name, f.definer, f.config])).toEqual(['acquire', 'finish', 'renew'].map((name) =>
+      [name, true, [`search_path="${schema}", pg_catalog, pg_temp`]]));
+    const r = await runCli(['run', '--database-url', runnerUrl, '--schema', schema, '--name', 'priv-upgraded', '--window', 'w', '--ttl', '3s', '--kill-grace', '500ms',
+      '--', process.execPath, '-e', 'setTimeout(() => {}, 2500)']);
+    expect(r.exitCode, r.all).toBe(0);
+    // It ran long enough to renew under the runner role.
+    expect(await admin.rows(`SELECT 1 FROM ${schema}.events WHERE job = 'priv-upgraded' AND kind = 'window-completed'`)).toHaveLength(1);
+    expect(await admin.rows(`SELECT 1 FROM ${schema}.leases WHERE name = 'priv-upgraded' AND renewed_at > acquired_at`)).toHaveLength(1);
+  });
+
   it('the runner role cannot write, delete, truncate or drop the tables directly', async () => {
     const c = new pg.Client({ connectionString: runnerUrl });
     await c.connect();
