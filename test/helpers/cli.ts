@@ -19,8 +19,9 @@ export interface CliEnv {
 // (vitest runs them last-registered first) and its processes have ended.
 const STATE_HOME = tempDir('leasejob-state-');
 
-export function startCli(args: string[], env: CliEnv = {}, opts: { timeoutMs?: number } = {}): ResultPromise<{ reject: false; all: true }> {
+export function startCli(args: string[], env: CliEnv = {}, opts: { timeoutMs?: number; cwd?: string } = {}): ResultPromise<{ reject: false; all: true }> {
   return execa(process.execPath, [BIN, ...args], {
+    ...(opts.cwd ? { cwd: opts.cwd } : {}),
     env: { XDG_STATE_HOME: STATE_HOME, ...env },
     extendEnv: true,
     reject: false,
@@ -30,6 +31,6 @@ export function startCli(args: string[], env: CliEnv = {}, opts: { timeoutMs?: n
   }) as ResultPromise<{ reject: false; all: true }>;
 }
 
-export async function runCli(args: string[], env: CliEnv = {}, opts: { timeoutMs?: number } = {}) {
+export async function runCli(args: string[], env: CliEnv = {}, opts: { timeoutMs?: number; cwd?: string } = {}) {
   return await startCli(args, env, opts);
 }

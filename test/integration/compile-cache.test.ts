@@ -72,5 +72,17 @@ describe('compile cache', () => {
     }
     expect(readdirSync(open)).toEqual([]);
     expect(readdirSync(target)).toEqual([]);
+
+    // Off means nowhere: not the default directory under the OS temp dir, nor a directory named
+    // after the setting. (Checked against a run without the setting, which does write there.)
+    for (const setting of ['off', '0', undefined]) {
+      const tmp = freshParent();
+      const cwd = freshParent();
+      const r = await runCli(['--version'], { LEASEJOB_COMPILE_CACHE: setting, TMPDIR: tmp }, { cwd });
+      expect(r.exitCode, r.all).toBe(0);
+      expect(readdirSync(cwd), String(setting)).toEqual([]);
+      if (setting === undefined) expect(readdirSync(tmp).filter((f) => f.startsWith('leasejob-compile-cache-'))).toHaveLength(1);
+      else expect(readdirSync(tmp), String(setting)).toEqual([]);
+    }
   });
 });
