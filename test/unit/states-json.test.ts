@@ -24,7 +24,13 @@ describe('statesToJson', () => {
     ];
     const doc = { store: 'postgresql', location: 'postgres://u:***@h/db schema s', dbNow: new Date('2026-11-30T15:40:00.000Z'), jobs };
     const expected = JSON.stringify(doc, null, 2);
-    expect(statesToJson(doc)).toBe(expected);
-    expect(expected).toContain('"scheduledAt": "2026-11-30T15:00:00.000Z"');
+    const printed = statesToJson(doc);
+    expect(printed).toBe(expected);
+    // Instants as ISO strings, a shared one in every job that has it, nulls as null.
+    const parsed = JSON.parse(printed);
+    expect(parsed.jobs[3].due).toEqual({ window: 'x', scheduledAt: '2026-11-30T15:00:00.000Z', overdueSince: '2026-11-30T15:00:00.000Z', completed: true });
+    expect(parsed.jobs[4].due.overdueSince).toBe('2026-11-30T15:00:00.000Z');
+    expect(parsed.jobs[2]).toMatchObject({ lastCompletedAt: null, createdAt: '2026-10-31T15:29:30.057Z' });
+    expect(parsed.dbNow).toBe('2026-11-30T15:40:00.000Z');
   });
 });
