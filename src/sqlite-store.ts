@@ -101,6 +101,21 @@ function pidAlive(pid: number): boolean {
   }
 }
 
+/**
+ * Every job with its lease, last completed window and newest open windows (`?` twice: a job
+ * name, or NULL for all). Exported for the test that checks its plan uses the indexes.
+ */
+export const JOB_ROWS_SQL = `
+  SELECT j.*, l.owner, l.generation, l.expires_mono, l.boot_id, l.acquired_at,
+         (SELECT json_object('window', w.window_key, 'completed_at', w.completed_at, 'started_at', w.started_at)
+            FROM windows w WHERE w.job = j.name AND w.completed_at IS NOT NULL ORDER BY w.completed_at DESC, w.generation DESC LIMIT 1) AS last,
+         (SELECT json_group_array(json_object('window', o.window_key, 'attempts', o.attempts, 'outcome', o.outcome))
+            FROM (SELECT window_key, attempts, outcome FROM windows w WHERE w.job = j.name AND w.completed_at IS NULL
+                   ORDER BY started_at DESC LIMIT 10) o) AS open
+    FROM jobs j LEFT JOIN leases l ON l.name = j.name
+   WHERE ? IS NULL OR j.name = ?
+   ORDER BY j.name`;
+
 export class SqliteStore implements LeaseStore {
   readonly kind = 'sqlite' as const;
   private readonly boot = bootId();
@@ -308,17 +323,7 @@ export class SqliteStore implements LeaseStore {
   async readJobRows(name?: string): Promise<{ dbNow: Date; rows: JobRow[] }> {
     const now = Date.now();
     const nowMono = hostMonotonicMs();
-    const jobs = this.db.prepare(
-      `SELECT j.*, l.owner, l.generation, l.expires_mono, l.boot_id, l.acquired_at,
-              (SELECT json_object('window', w.window_key, 'completed_at', w.completed_at, 'started_at', w.started_at)
-                 FROM windows w WHERE w.job = j.name AND w.completed_at IS NOT NULL ORDER BY w.completed_at DESC, w.generation DESC LIMIT 1) AS last,
-              (SELECT json_group_array(json_object('window', o.window_key, 'attempts', o.attempts, 'outcome', o.outcome))
-                 FROM (SELECT window_key, attempts, outcome FROM windows w WHERE w.job = j.name AND w.completed_at IS NULL
-                        ORDER BY started_at DESC LIMIT 10) o) AS open
-         FROM jobs j LEFT JOIN leases l ON l.name = j.name
-        WHERE ? IS NULL OR j.name = ?
-        ORDER BY j.name`,
-    ).all(name ?? null, name ?? null) as Array<Record<string, unknown>>;
+    const jobs = this.db.prepare(JOB_ROWS_SQL).all(name ?? null, name ?? null) as Array<Record<string, unknown>>;
     return {
       dbNow: new Date(now),
       rows: jobs.map((r) => {
