@@ -15,6 +15,7 @@ import { spawnSync } from 'node:child_process';
 import pg from 'pg';
 import { startEmbeddedPostgres } from '../helpers/embedded-pg.mjs';
 import { startEtcd } from './lib/etcd.mjs';
+import { startBenchPgbouncer } from './lib/pgbouncer.mjs';
 import { BIN, NODE, ROOT, timed } from './lib/proc.mjs';
 import { Report } from './lib/report.mjs';
 
@@ -147,6 +148,7 @@ try {
     serverLog,
     herdSizes: opts['herd-sizes'].split(',').map(Number).filter((n) => n > 0),
     etcd: undefined,
+    pgbouncer: undefined,
     migrate,
     /** Iterations: full run vs --quick. */
     n: (full, quick) => (opts.quick ? quick : full),
@@ -162,6 +164,18 @@ try {
       log(`${e.version} on ${e.endpoint}${e.installed ? ' (installed just now with apt-get)' : ''}`);
       ctx.etcd = e;
       cleanups.push(() => e.stop());
+    }
+  }
+
+  if (selected.includes('overhead') || selected.includes('herd')) {
+    const b = await startBenchPgbouncer(server.url, log);
+    if (b.note) {
+      log(b.note);
+      report.note(`rows through pgbouncer (overhead, herd) skipped: ${b.note}`);
+    } else {
+      log(`${b.version} on ${new URL(b.url).port}${b.installed ? ' (installed just now with apt-get)' : ''}`);
+      ctx.pgbouncer = b;
+      cleanups.push(() => b.stop());
     }
   }
 
@@ -195,6 +209,7 @@ try {
     postgresFlags: 'fsync=off synchronous_commit=off full_page_writes=off (throwaway server, as in the test suite)',
     statementCounting: pgss ? 'pg_stat_statements (track=all; toplevel=true rows are what leasejob sent)' : 'server log (log_statement=all)',
     etcd: ctx.etcd?.version ?? null,
+    pgbouncer: ctx.pgbouncer?.version ?? null,
     gitHead: spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).stdout.trim() || null,
   };
   console.log('');

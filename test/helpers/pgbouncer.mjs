@@ -48,7 +48,7 @@ const quote = (s) => `"${s.replace(/"/g, '""')}"`;
  * @typedef {object} PgbouncerOptions
  * @property {string} binary from pgbouncerBinary()
  * @property {string | URL} target the server; clients use its user and password, which the userlist holds in plain text
- * @property {'trust' | 'scram-sha-256'} authType how clients authenticate to PgBouncer
+ * @property {'trust' | 'plain' | 'scram-sha-256'} authType how clients authenticate to PgBouncer ('plain': a cleartext password, as the bench's server asks)
  * @property {number} poolSize default_pool_size: server connections per user and database
  * @property {string} [alias] the database name clients connect to (default: the target's database)
  * @property {boolean} [serverCredentials] put the target's user and password in the [databases] line (default: PgBouncer logs in with the client's, from the userlist)

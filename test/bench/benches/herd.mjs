@@ -30,15 +30,31 @@ export async function run(ctx) {
     const herd = newAcc();
     const floor = newAcc();
     const base = { fromSpawn: [] };
+    // The largest herd also through PgBouncer, when there is one: no backend started per contender.
+    const pooledEnv = ctx.pgbouncer && size === Math.max(...ctx.herdSizes) ? { ...ctx.env, LEASEJOB_DATABASE_URL: ctx.pgbouncer.url } : undefined;
+    const herdPooled = newAcc();
+    const floorPooled = newAcc();
     for (let t = 0; t < trials; t++) {
       // Rotate which goes first, so none always runs right after another's tail.
-      const order = ['herd', 'floor', 'base'];
+      const order = ['herd', 'floor', 'base', ...(pooledEnv ? ['herdPooled', 'floorPooled'] : [])];
       for (let k = 0; k < order.length; k++) {
         const which = order[(k + t) % order.length];
         if (which === 'herd') await herdTrial(ctx, size, herd, leasejobCmd);
         else if (which === 'floor') await herdTrial(ctx, size, floor, floorCmd, { leasejobFigures: false });
+        else if (which === 'herdPooled') await herdTrial(ctx, size, herdPooled, leasejobCmd, { env: pooledEnv });
+        else if (which === 'floorPooled') await herdTrial(ctx, size, floorPooled, floorCmd, { leasejobFigures: false, env: pooledEnv });
         else base.fromSpawn.push(await baselineTrial(ctx, size));
         await sleep(300); // let the last exits settle
+      }
+    }
+    if (pooledEnv) {
+      for (const [name, acc] of [[`N=${size} through pgbouncer: last non-winner exit after 1st acquisition`, herdPooled], [`N=${size} through pgbouncer: floor.cjs herd, same measure`, floorPooled]]) {
+        ctx.report.add({
+          bench: 'herd', name, unit: 'ms', samples: acc.fromAcquire,
+          target: { text: '<= 1500 ms', ok: acc.fromAcquire.every((x) => x <= 1500) },
+          note: `children per trial: ${acc.children.join(', ')}; last exit from spawn ${acc.fromSpawn.map((x) => Math.round(x)).join(', ')} ms` +
+            (acc.bad.length ? `; problems: ${acc.bad.slice(0, 2).join(' | ')}` : ''),
+        });
       }
     }
     const okOne = herd.children.every((c) => c === 1);
@@ -81,9 +97,9 @@ const floorCmd = (ctx, job, child) => [NODE, [FLOOR, ctx.schema, job, 'w1', '--'
 /**
  * One herd of `size` on a fresh job. `leasejobFigures: false` (the floor, which logs nothing and
  * records no events): only fromSpawn, fromAcquire, children and bad, no per-contender log-line
- * figures and no busy-skip count.
+ * figures and no busy-skip count. `env`: the contenders' (another database URL).
  */
-async function herdTrial(ctx, size, acc, command, { leasejobFigures = true } = {}) {
+async function herdTrial(ctx, size, acc, command, { leasejobFigures = true, env = ctx.env } = {}) {
   const job = ctx.uid(`herd${size}`);
   const stampFile = path.join(ctx.tmp, `${job}.stamps`);
   const releaseFile = path.join(ctx.tmp, `${job}.release`);
@@ -91,7 +107,7 @@ async function herdTrial(ctx, size, acc, command, { leasejobFigures = true } = {
   const [file, args] = command(ctx, job, child);
   const spawnWall = Date.now();
   const procs = [];
-  for (let i = 0; i < size; i++) procs.push(start(file, args, { env: ctx.env }));
+  for (let i = 0; i < size; i++) procs.push(start(file, args, { env }));
   // Everyone but the winner exits on its own; the winner is the runner whose pid the child recorded.
   const exits = new Map();
   for (const p of procs) void p.done.then((r) => exits.set(p.pid, r));

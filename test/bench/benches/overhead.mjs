@@ -2,8 +2,10 @@
 // against `node -e 0` (the Node floor), `flock -n FILE true` (a local lock), `etcdctl lock NAME
 // -- true` (a network lock service on loopback), `true` (the spawn floor) and fixtures/floor.cjs
 // (the floor of a leased run: Node, one raw connection, leasejob's acquire(), `true`, finish(),
-// nothing else loaded). Iteration i runs each contender once, in an order rotated by i, so
-// drift and background load hit all alike.
+// nothing else loaded). When PgBouncer is there (lib/pgbouncer.mjs), leasejob and the floor run
+// through it too: a pooled, warm server connection instead of a new backend per run. Iteration
+// i runs each contender once, in an order rotated by i, so drift and background load hit all
+// alike.
 import path from 'node:path';
 import { BENCH_DIR, BIN, NODE, interleave, timed } from '../lib/proc.mjs';
 
@@ -24,13 +26,20 @@ export async function run(ctx) {
   if (ctx.etcd) {
     contenders.push({ name: 'etcdctl lock', file: ctx.etcd.etcdctl, args: () => ['--endpoints', ctx.etcd.endpoint, 'lock', job, '--', 'true'], env: ctx.etcd.env });
   }
+  const pooled = ctx.pgbouncer ? { ...ctx.env, LEASEJOB_DATABASE_URL: ctx.pgbouncer.url } : undefined;
+  if (pooled) {
+    contenders.push(
+      { name: 'leasejob run, through pgbouncer', file: NODE, args: () => [BIN, 'run', '--name', job, '--schema', ctx.schema, '--window', `w${++w}`, '--', 'true'], env: pooled },
+      { name: 'floor.cjs, through pgbouncer', file: NODE, args: () => [FLOOR, ctx.schema, job, `w${++w}`, '--', 'true'], env: pooled },
+    );
+  }
 
   // Warm-up: page cache, the first connection's catalog loads, etcd's first lease.
   const { samples, failed } = await interleave(contenders, n, (c) => timed(c.file, c.args(), { env: c.env ?? ctx.env }));
   const failures = failed.map(({ c, r }) => `${c.name} exited ${r.code ?? r.signal}: ${r.stderr.slice(-300)}`);
   const runS = samples['leasejob run'];
   const rows = [];
-  for (const base of contenders.slice(1)) {
+  for (const base of contenders.slice(1).filter((c) => !c.name.endsWith('through pgbouncer'))) {
     rows.push(ctx.report.add({
       bench: 'overhead', name: 'leasejob run -- true', unit: 'ms', samples: runS,
       baseline: { name: base.name, samples: samples[base.name] },
@@ -48,5 +57,19 @@ export async function run(ctx) {
   vsNode.target = { text: '<= 1.3x', ok: vsNode.ratio <= 1.3 };
   vsNode.note = `leasejob run costs ${Math.round(vsNode.pairedDiff.median)} ms more than node -e 0 and ${Math.round(vsNode.summary.median - floor.summary.median)} ms more than the floor (medians)` +
     (failures.length ? `; ${failures.length} non-zero exits: ${failures.slice(0, 2).join(' | ')}` : '');
+  if (pooled) {
+    // The same targets through a pooler, where the server starts no backend per run.
+    for (const name of ['leasejob run, through pgbouncer', 'floor.cjs, through pgbouncer']) {
+      const row = ctx.report.add({
+        bench: 'overhead', name: name.replace(', through pgbouncer', ' -- true, through pgbouncer'), unit: 'ms', samples: samples[name],
+        baseline: { name: 'node -e 0', samples: samples['node -e 0'] },
+      });
+      row.target = { text: '<= 1.3x', ok: row.ratio <= 1.3 };
+    }
+    ctx.report.add({
+      bench: 'overhead', name: 'leasejob run -- true, through pgbouncer', unit: 'ms', samples: samples['leasejob run, through pgbouncer'],
+      baseline: { name: 'floor.cjs, through pgbouncer', samples: samples['floor.cjs, through pgbouncer'] },
+    });
+  }
   if (!ctx.etcd) ctx.report.note('overhead: no etcdctl baseline (see etcd note)');
 }

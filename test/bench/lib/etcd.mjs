@@ -6,34 +6,20 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { freePort } from '../../helpers/embedded-pg.mjs';
+import { aptInstall, which } from './apt.mjs';
 import { sleep, stopProcess } from './proc.mjs';
-
-function which(cmd) {
-  const r = spawnSync('sh', ['-c', `command -v ${cmd}`], { encoding: 'utf8' });
-  return r.status === 0 ? r.stdout.trim() : undefined;
-}
 
 /** Find etcd and etcdctl, installing them when absent and root. Returns { etcd, etcdctl } or { note }. */
 function findEtcd(log = console.error) {
   let etcd = which('etcd');
   let etcdctl = which('etcdctl');
   if (etcd && etcdctl) return { etcd, etcdctl };
-  if (process.getuid?.() !== 0) return { note: 'etcd/etcdctl not installed and not root: etcdctl baseline skipped (apt-get install etcd-server etcd-client)' };
-  log('bench: etcd not found; apt-get install -y etcd-server etcd-client ...');
-  // No service start from the package scripts: policy-rc.d is not ours to touch, so ask
-  // invoke-rc.d/deb-systemd-invoke through the environment they honour; the bench starts its own.
-  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive', RUNLEVEL: '1' };
-  const install = () => spawnSync('apt-get', ['install', '-y', '--no-install-recommends', 'etcd-server', 'etcd-client'], { env, encoding: 'utf8', timeout: 300_000 });
-  let r = install();
-  if (r.status !== 0) {
-    // A fresh machine may have no package lists yet.
-    spawnSync('apt-get', ['update'], { env, encoding: 'utf8', timeout: 300_000 });
-    r = install();
-  }
+  const r = aptInstall(['etcd-server', 'etcd-client'], log);
+  if (!r.ok) return { note: `etcd/etcdctl: ${r.note}: etcdctl baseline skipped` };
   etcd = which('etcd');
   etcdctl = which('etcdctl');
   if (etcd && etcdctl) return { etcd, etcdctl, installed: true };
-  return { note: `apt-get install etcd-server etcd-client failed (exit ${r.status}): etcdctl baseline skipped. ${String(r.stderr ?? '').trim().split('\n').slice(-2).join(' ')}` };
+  return { note: 'etcd/etcdctl still not found after apt-get install: etcdctl baseline skipped' };
 }
 
 /** Start etcd on loopback ports; returns { endpoint, etcdctl, env, stop } or { note }. */
