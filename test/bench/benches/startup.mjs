@@ -31,6 +31,11 @@ export async function run(ctx) {
     { name: 'leasejob run -- true', args: () => runArgs() },
     { name: 'leasejob run -- true, no code cache', args: () => runArgs(), env: { LEASEJOB_COMPILE_CACHE: 'off' } },
     { name: 'load run path only', args: () => [IMPORT_TIME, 'dist/cli.js', 'dist/commands/run.js'], stdout: true },
+    // What a CA bundle in NODE_EXTRA_CA_CERTS adds to every start (see run.mjs), when one was set.
+    ...(ctx.extraCaCerts ? [
+      { name: 'node -e 0, NODE_EXTRA_CA_CERTS set', args: () => ['-e', '0'], env: { NODE_EXTRA_CA_CERTS: ctx.extraCaCerts } },
+      { name: 'leasejob run -- true, NODE_EXTRA_CA_CERTS set', args: () => runArgs(), env: { NODE_EXTRA_CA_CERTS: ctx.extraCaCerts } },
+    ] : []),
   ];
   const envOf = (c) => ({ ...ctx.env, ...c.env });
   const { runs, samples, failed } = await interleave(contenders, n, (c) => timed(NODE, c.args(), { env: envOf(c), stdout: c.stdout }));
