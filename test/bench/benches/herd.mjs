@@ -17,14 +17,18 @@
 //     window, measured the same way: the least any Node runner with a PostgreSQL lease pays;
 //   - N `node -e 0` started at once, last exit from spawn: what N bare Node start-ups cost on
 //     this machine, before any module or lease work.
+// And the CPU one contender costs (user + system, children included), one at a time facing a
+// live owner, as a herd's contenders do: leasejob against the floor against `node -e 0`. On 2
+// cores a herd of N takes at least N times that over 2.
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { BENCH_DIR, BIN, NODE, fileLines, logLines, parseStamp, sleep, stampCmd, start } from '../lib/proc.mjs';
+import { BENCH_DIR, BIN, NODE, cpuTimed, fileLines, interleave, logLines, parseStamp, sleep, stampCmd, start, waitFor } from '../lib/proc.mjs';
 import { summarize } from '../lib/stats.mjs';
 
 const FLOOR = path.join(BENCH_DIR, 'fixtures', 'floor.cjs');
 
 export async function run(ctx) {
+  await cpuPerContender(ctx);
   const trials = ctx.n(3, 1);
   for (const size of ctx.herdSizes) {
     const herd = newAcc();
@@ -158,3 +162,41 @@ async function baselineTrial(ctx, size) {
   const results = await Promise.all(procs.map((p) => p.done));
   return Math.max(...results.map((r) => r.wallEnd)) - spawnWall;
 }
+
+async function cpuPerContender(ctx) {
+  const n = ctx.n(20, 3);
+  const job = ctx.uid('cpu');
+  const floorJob = ctx.uid('cpufloor');
+  // The owners: each holds its job's window with a child that lives as long as its runner.
+  const untilParentGone = ['sh', '-c', 'while kill -0 "$PPID" 2>/dev/null; do sleep 0.1; done'];
+  const holders = [start(...leasejobCmd(ctx, job, untilParentGone), { env: ctx.env }), start(...floorCmd(ctx, floorJob, untilParentGone), { env: ctx.env })];
+  try {
+    for (const name of [job, floorJob]) {
+      await waitFor(async () => (await ctx.admin.query(`SELECT 1 FROM "${ctx.schema}".leases WHERE name = $1 AND expires_at > now()`, [name])).rows.length > 0,
+        { timeoutMs: 30_000, what: `${name} held` });
+    }
+    const contenders = [
+      { name: 'leasejob run, busy', cmd: leasejobCmd(ctx, job, ['true']) },
+      { name: 'floor.cjs, busy', cmd: floorCmd(ctx, floorJob, ['true']) },
+      { name: 'node -e 0', cmd: [NODE, ['-e', '0']] },
+    ];
+    const { samples, failed } = await interleave(contenders, n, async (c) => {
+      const r = await cpuTimed(c.cmd[0], c.cmd[1], { env: ctx.env });
+      return { ms: r.cpuMs, code: r.code };
+    });
+    ctx.report.add({
+      bench: 'herd', name: 'CPU per busy contender (user+sys)', unit: 'ms', samples: samples['leasejob run, busy'],
+      baseline: { name: 'floor.cjs, busy', samples: samples['floor.cjs, busy'] },
+      note: `one at a time, facing a live owner; node -e 0: ${Math.round(median(samples['node -e 0']))} ms` + (failed.length ? `; ${failed.length} non-zero exits` : ''),
+    });
+    ctx.report.add({
+      bench: 'herd', name: 'CPU per busy floor.cjs contender (user+sys)', unit: 'ms', samples: samples['floor.cjs, busy'],
+      baseline: { name: 'node -e 0', samples: samples['node -e 0'] },
+    });
+  } finally {
+    for (const h of holders) h.child.kill('SIGTERM');
+    await Promise.all(holders.map((h) => h.done));
+  }
+}
+
+const median = (xs) => summarize(xs).median;

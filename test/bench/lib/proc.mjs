@@ -61,6 +61,21 @@ export function timed(file, args, opts) {
 }
 
 /**
+ * Run to completion under bash and return the CPU it used, user + system, children included
+ * (bash's `times`, millisecond resolution): { cpuMs, code }. The command's own output is
+ * discarded.
+ * @param {string} file @param {string[]} args @param {{ env?: NodeJS.ProcessEnv }} [opts]
+ */
+export async function cpuTimed(file, args, opts = {}) {
+  const script = '"$@" </dev/null >/dev/null 2>&1; code=$?; times; exit $code';
+  const r = await start('bash', ['-c', script, 'bash', file, ...args], { env: opts.env, stdout: true }).done;
+  // `times` prints the shell's own user/system line, then its children's.
+  const line = r.stdout.trim().split('\n').at(-1) ?? '';
+  const secs = [...line.matchAll(/(\d+)m([\d.]+)s/g)].map((m) => Number(m[1]) * 60 + Number(m[2]));
+  return { cpuMs: secs.length === 2 ? (secs[0] + secs[1]) * 1000 : NaN, code: r.code };
+}
+
+/**
  * Warm-up (each contender once, untimed), then n iterations, iteration i running every
  * contender once in an order rotated by i, so drift and background load hit all alike.
  * `run(c)` starts contender c and resolves with its timed() result. Returns every timed result
