@@ -184,7 +184,8 @@ try {
       report.note(`rows through pgbouncer (overhead, herd) skipped: ${b.note}`);
     } else {
       log(`${b.version} on ${new URL(b.url).port}${b.installed ? ' (installed just now with apt-get)' : ''}`);
-      ctx.pgbouncer = b;
+      // Contenders through it: the bench's environment with its URL.
+      ctx.pgbouncer = { ...b, env: { ...env, LEASEJOB_DATABASE_URL: b.url } };
       cleanups.push(() => b.stop());
     }
   }

@@ -36,7 +36,6 @@ function startBouncer(serverUrl: string): Promise<Pgbouncer> {
     // Two server connections for every client: statements of different runners interleave
     // on the same backends, which is what transaction pooling does in production.
     poolSize: 2,
-    pidfile: true,
     extraIni: ['ignore_startup_parameters = extra_float_digits', 'log_connections = 0', 'log_disconnections = 0'],
     startTimeoutMs: WAIT_LIMIT_MS,
   });

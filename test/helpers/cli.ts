@@ -6,7 +6,7 @@ import { execa, type ResultPromise } from 'execa';
 import { tempDir } from './temp.js';
 import { ROOT } from './wait.js';
 
-export { FIXTURES, ROOT, fixture, isAlive, logLines, waitFor } from './wait.js';
+export { ROOT, fixture, isAlive, logLines, waitFor } from './wait.js';
 export const BIN = path.join(ROOT, 'bin', 'leasejob.js');
 
 export interface CliEnv {

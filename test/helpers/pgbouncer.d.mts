@@ -2,12 +2,11 @@ export function pgbouncerBinary(): string | undefined;
 export interface PgbouncerOptions {
   binary: string;
   target: string | URL;
-  authType: 'trust' | 'scram-sha-256';
+  authType: 'trust' | 'plain' | 'scram-sha-256';
   poolSize: number;
   alias?: string;
   serverCredentials?: boolean;
   extraIni?: string[];
-  pidfile?: boolean;
   startTimeoutMs?: number;
 }
 export interface Pgbouncer {

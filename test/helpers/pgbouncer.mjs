@@ -53,7 +53,6 @@ const quote = (s) => `"${s.replace(/"/g, '""')}"`;
  * @property {string} [alias] the database name clients connect to (default: the target's database)
  * @property {boolean} [serverCredentials] put the target's user and password in the [databases] line (default: PgBouncer logs in with the client's, from the userlist)
  * @property {string[]} [extraIni] more [pgbouncer] lines
- * @property {boolean} [pidfile] write a pidfile in the work directory
  * @property {number} [startTimeoutMs] how long a query through it may take to first answer (default 30 s)
  */
 
@@ -64,7 +63,7 @@ const quote = (s) => `"${s.replace(/"/g, '""')}"`;
  * @param {PgbouncerOptions} opts
  * @returns {Promise<{ url: string, log: () => string, stop: () => Promise<void> }>}
  */
-export async function startPgbouncer({ binary, target, authType, poolSize, alias, serverCredentials = false, extraIni = [], pidfile = false, startTimeoutMs = 30_000 }) {
+export async function startPgbouncer({ binary, target, authType, poolSize, alias, serverCredentials = false, extraIni = [], startTimeoutMs = 30_000 }) {
   const server = new URL(target);
   const user = decodeURIComponent(server.username);
   const password = decodeURIComponent(server.password);
@@ -88,7 +87,6 @@ export async function startPgbouncer({ binary, target, authType, poolSize, alias
     'pool_mode = transaction',
     'max_client_conn = 200',
     `default_pool_size = ${poolSize}`,
-    ...(pidfile ? [`pidfile = ${path.join(dir, 'pgbouncer.pid')}`] : []),
     ...extraIni,
     '',
   ].join('\n'), { mode: 0o600 });

@@ -22,10 +22,13 @@
 // cores a herd of N takes at least N times that over 2.
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { BENCH_DIR, BIN, NODE, cpuTimed, fileLines, interleave, logLines, parseStamp, sleep, stampCmd, start, waitFor } from '../lib/proc.mjs';
-import { summarize } from '../lib/stats.mjs';
+import { BIN, FLOOR, NODE, cpuTimed, fileLines, interleave, logLines, parseStamp, sleep, stampCmd, start, stopProcess, waitFor } from '../lib/proc.mjs';
+import { rotate, summarize } from '../lib/stats.mjs';
 
-const FLOOR = path.join(BENCH_DIR, 'fixtures', 'floor.cjs');
+/** The issue's herd target, for a row's samples. */
+const within1500 = (xs) => ({ text: '<= 1500 ms', ok: xs.every((x) => x <= 1500) });
+const spawnNote = (acc) => `last exit from spawn ${acc.fromSpawn.map((x) => Math.round(x)).join(', ')} ms` +
+  (acc.bad.length ? `; problems: ${acc.bad.slice(0, 2).join(' | ')}` : '');
 
 export async function run(ctx) {
   await cpuPerContender(ctx);
@@ -35,29 +38,30 @@ export async function run(ctx) {
     const floor = newAcc();
     const base = { fromSpawn: [] };
     // The largest herd also through PgBouncer, when there is one: no backend started per contender.
-    const pooledEnv = ctx.pgbouncer && size === Math.max(...ctx.herdSizes) ? { ...ctx.env, LEASEJOB_DATABASE_URL: ctx.pgbouncer.url } : undefined;
+    const pooledEnv = size === Math.max(...ctx.herdSizes) ? ctx.pgbouncer?.env : undefined;
     const herdPooled = newAcc();
     const floorPooled = newAcc();
+    const trialsOfEach = [
+      () => herdTrial(ctx, size, herd, leasejobCmd),
+      () => herdTrial(ctx, size, floor, floorCmd, { leasejobFigures: false }),
+      async () => base.fromSpawn.push(await baselineTrial(ctx, size)),
+      ...(pooledEnv ? [
+        () => herdTrial(ctx, size, herdPooled, leasejobCmd, { env: pooledEnv }),
+        () => herdTrial(ctx, size, floorPooled, floorCmd, { leasejobFigures: false, env: pooledEnv }),
+      ] : []),
+    ];
     for (let t = 0; t < trials; t++) {
       // Rotate which goes first, so none always runs right after another's tail.
-      const order = ['herd', 'floor', 'base', ...(pooledEnv ? ['herdPooled', 'floorPooled'] : [])];
-      for (let k = 0; k < order.length; k++) {
-        const which = order[(k + t) % order.length];
-        if (which === 'herd') await herdTrial(ctx, size, herd, leasejobCmd);
-        else if (which === 'floor') await herdTrial(ctx, size, floor, floorCmd, { leasejobFigures: false });
-        else if (which === 'herdPooled') await herdTrial(ctx, size, herdPooled, leasejobCmd, { env: pooledEnv });
-        else if (which === 'floorPooled') await herdTrial(ctx, size, floorPooled, floorCmd, { leasejobFigures: false, env: pooledEnv });
-        else base.fromSpawn.push(await baselineTrial(ctx, size));
+      for (const trial of rotate(trialsOfEach, t)) {
+        await trial();
         await sleep(300); // let the last exits settle
       }
     }
     if (pooledEnv) {
       for (const [name, acc] of [[`N=${size} through pgbouncer: last non-winner exit after 1st acquisition`, herdPooled], [`N=${size} through pgbouncer: floor.cjs herd, same measure`, floorPooled]]) {
         ctx.report.add({
-          bench: 'herd', name, unit: 'ms', samples: acc.fromAcquire,
-          target: { text: '<= 1500 ms', ok: acc.fromAcquire.every((x) => x <= 1500) },
-          note: `children per trial: ${acc.children.join(', ')}; last exit from spawn ${acc.fromSpawn.map((x) => Math.round(x)).join(', ')} ms` +
-            (acc.bad.length ? `; problems: ${acc.bad.slice(0, 2).join(' | ')}` : ''),
+          bench: 'herd', name, unit: 'ms', samples: acc.fromAcquire, target: within1500(acc.fromAcquire),
+          note: `children per trial: ${acc.children.join(', ')}; ${spawnNote(acc)}`,
         });
       }
     }
@@ -69,14 +73,13 @@ export async function run(ctx) {
     ctx.report.add({
       bench: 'herd', name: `N=${size}: last non-winner exit after 1st acquisition`, unit: 'ms', samples: herd.fromAcquire,
       baseline: { name: `${size}x floor.cjs, same measure`, samples: floor.fromAcquire },
-      ...(size >= 100 ? { target: { text: '<= 1500 ms', ok: herd.fromAcquire.every((x) => x <= 1500) } } : {}),
-      note: `floor herd: ${floor.children.join(', ')} children per trial; last exit from spawn ${floor.fromSpawn.map((x) => Math.round(x)).join(', ')} ms` +
-        (floor.bad.length ? `; problems: ${floor.bad.slice(0, 2).join(' | ')}` : ''),
+      ...(size >= 100 ? { target: within1500(herd.fromAcquire) } : {}),
+      note: `floor herd: ${floor.children.join(', ')} children per trial; ${spawnNote(floor)}`,
     });
     // The floor held to the same target: whether any Node runner could meet it here.
     ctx.report.add({
       bench: 'herd', name: `N=${size}: floor.cjs herd, same measure`, unit: 'ms', samples: floor.fromAcquire,
-      ...(size >= 100 ? { target: { text: '<= 1500 ms', ok: floor.fromAcquire.every((x) => x <= 1500) } } : {}),
+      ...(size >= 100 ? { target: within1500(floor.fromAcquire) } : {}),
     });
     ctx.report.add({
       bench: 'herd', name: `N=${size}: slowest non-winner, 1st log line -> exit`, unit: 'ms', samples: herd.decideMax,
@@ -180,23 +183,17 @@ async function cpuPerContender(ctx) {
       { name: 'floor.cjs, busy', cmd: floorCmd(ctx, floorJob, ['true']) },
       { name: 'node -e 0', cmd: [NODE, ['-e', '0']] },
     ];
-    const { samples, failed } = await interleave(contenders, n, async (c) => {
-      const r = await cpuTimed(c.cmd[0], c.cmd[1], { env: ctx.env });
-      return { ms: r.cpuMs, code: r.code };
-    });
+    const { samples, failed } = await interleave(contenders, n, (c) => cpuTimed(...c.cmd, { env: ctx.env }));
     ctx.report.add({
       bench: 'herd', name: 'CPU per busy contender (user+sys)', unit: 'ms', samples: samples['leasejob run, busy'],
       baseline: { name: 'floor.cjs, busy', samples: samples['floor.cjs, busy'] },
-      note: `one at a time, facing a live owner; node -e 0: ${Math.round(median(samples['node -e 0']))} ms` + (failed.length ? `; ${failed.length} non-zero exits` : ''),
+      note: `one at a time, facing a live owner; node -e 0: ${Math.round(summarize(samples['node -e 0']).median)} ms` + (failed.length ? `; ${failed.length} non-zero exits` : ''),
     });
     ctx.report.add({
       bench: 'herd', name: 'CPU per busy floor.cjs contender (user+sys)', unit: 'ms', samples: samples['floor.cjs, busy'],
       baseline: { name: 'node -e 0', samples: samples['node -e 0'] },
     });
   } finally {
-    for (const h of holders) h.child.kill('SIGTERM');
-    await Promise.all(holders.map((h) => h.done));
+    await Promise.all(holders.map((h) => stopProcess(h.child, 5_000)));
   }
 }
-
-const median = (xs) => summarize(xs).median;

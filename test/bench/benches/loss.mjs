@@ -6,8 +6,7 @@
 // Per trial: cut -> child gone (/proc/<pid> missing or a zombie, polled every 2 ms), and
 // last renewal (renewed_at, read from the server directly) -> child gone, against the TTL.
 import path from 'node:path';
-import { BIN, NODE, phaseSleep, runTrials, stampCmd, start, waitFor, waitStamp } from '../lib/proc.mjs';
-import { isAlive } from '../../helpers/proc.mjs';
+import { BIN, NODE, isAlive, phaseSleep, runTrials, stampCmd, start, waitFor, waitStamp } from '../lib/proc.mjs';
 import { startProxy } from '../../helpers/proxy.mjs';
 
 const TTL_MS = 3000;

@@ -8,7 +8,7 @@
 //   Exporter.scrape() in-process (dist/exporter.js, a new Exporter each time), against
 //   readJobStates (the difference is building and formatting the metrics);
 //   GET /metrics from a running `leasejob exporter`, against the in-process scrape.
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { BIN, NODE, ROOT, logLines, start, stopProcess, timed, waitFor } from '../lib/proc.mjs';

@@ -8,8 +8,7 @@
 // Target: recovery within TTL + one renew interval (4 s). The kill comes at a random phase of
 // the renewal cycle, so the floor varies between about 2 and 3 s.
 import path from 'node:path';
-import { BIN, NODE, logLines, phaseSleep, runTrials, stampCmd, start, waitFor, waitStamp } from '../lib/proc.mjs';
-import { isAlive } from '../../helpers/proc.mjs';
+import { BIN, NODE, isAlive, logLines, phaseSleep, runTrials, stampCmd, start, waitFor, waitStamp } from '../lib/proc.mjs';
 
 const TTL_MS = 3000;
 const RENEW_MS = 1000;

@@ -4,8 +4,7 @@
 // renewals). Interleaved with two baselines polled the same way: an idle `node` and a node
 // that has loaded the run path (dist/cli.js + dist/commands/run.js) and then idles.
 import path from 'node:path';
-import { BENCH_DIR, BIN, NODE, procStatus, readStamp, sleep, stampCmd, start } from '../lib/proc.mjs';
-import { isAlive } from '../../helpers/proc.mjs';
+import { BENCH_DIR, BIN, NODE, isAlive, procStatus, readStamp, sleep, stampCmd, start } from '../lib/proc.mjs';
 import { rotate } from '../lib/stats.mjs';
 
 const IMPORT_TIME = path.join(BENCH_DIR, 'fixtures', 'import-time.mjs');

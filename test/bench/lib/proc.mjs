@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { rotate } from './stats.mjs';
 
 // stopProcess(child, graceMs): SIGTERM, then SIGKILL after graceMs (shared with the test helpers).
-export { stopProcess } from '../../helpers/proc.mjs';
+export { isAlive, stopProcess } from '../../helpers/proc.mjs';
 
 // The checkout whose bin/ and dist/ are measured: this one, or LEASEJOB_BENCH_ROOT (another
 // checkout or a snapshot of this one, e.g. to bench a build while src/ is being edited).
@@ -14,14 +14,16 @@ export const ROOT = path.resolve(process.env.LEASEJOB_BENCH_ROOT ?? path.resolve
 export const BIN = path.join(ROOT, 'bin', 'leasejob.js');
 /** test/bench/ of this checkout (fixtures live here whatever ROOT is). */
 export const BENCH_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+/** The floor of a leased run (fixtures/floor.cjs; see the bench README). */
+export const FLOOR = path.join(BENCH_DIR, 'fixtures', 'floor.cjs');
 export const NODE = process.execPath;
 
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * Start a process; `done` resolves with wall time from just before spawn to the 'exit' event,
- * the exit code/signal, and the captured stdout/stderr (when piped). The handle's stdout() and
- * stderr() return what has been captured so far, while it runs.
+ * the exit code/signal, and the captured stdout/stderr (when piped). The handle's stderr()
+ * returns what has been captured so far, while it runs.
  * @param {string} file @param {string[]} args
  * `stdoutFile`: stdout goes to that file (a regular file: writes never block or get cut).
  * @param {{ env?: NodeJS.ProcessEnv, stdout?: boolean, stdoutFile?: string }} [opts]
@@ -52,7 +54,7 @@ export function start(file, args, opts = {}) {
       else finish();
     });
   });
-  return { child, pid: child.pid, done, stdout: () => stdout, stderr: () => stderr };
+  return { child, pid: child.pid, done, stderr: () => stderr };
 }
 
 /** Run to completion; returns { ms, code, signal, stdout, stderr }. */
@@ -61,9 +63,9 @@ export function timed(file, args, opts) {
 }
 
 /**
- * Run to completion under bash and return the CPU it used, user + system, children included
- * (bash's `times`, millisecond resolution): { cpuMs, code }. The command's own output is
- * discarded.
+ * Run to completion under bash and return the CPU it used as `ms`, user + system, children
+ * included (bash's `times`, millisecond resolution): { ms, code }, the shape interleave() takes.
+ * The command's own output is discarded.
  * @param {string} file @param {string[]} args @param {{ env?: NodeJS.ProcessEnv }} [opts]
  */
 export async function cpuTimed(file, args, opts = {}) {
@@ -72,7 +74,7 @@ export async function cpuTimed(file, args, opts = {}) {
   // `times` prints the shell's own user/system line, then its children's.
   const line = r.stdout.trim().split('\n').at(-1) ?? '';
   const secs = [...line.matchAll(/(\d+)m([\d.]+)s/g)].map((m) => Number(m[1]) * 60 + Number(m[2]));
-  return { cpuMs: secs.length === 2 ? (secs[0] + secs[1]) * 1000 : NaN, code: r.code };
+  return { ms: secs.length === 2 ? (secs[0] + secs[1]) * 1000 : NaN, code: r.code };
 }
 
 /**
