@@ -30,7 +30,9 @@ export class Report {
         row.pairedDiff = p.diff;
       }
     }
-    if (r.target) row.target = r.target;
+    // A target is met only by what was measured: a row whose trials all failed (no finite
+    // sample) reads NO, whatever the bench's own check said of an empty list.
+    if (r.target) row.target = summary.n > 0 ? r.target : { text: r.target.text, ok: r.target.ok === undefined ? undefined : false, unmeasured: true };
     if (r.note) row.note = r.note;
     if (r.raw !== undefined) row.raw = r.raw;
     this.rows.push(row);
@@ -55,7 +57,7 @@ export class Report {
       r.baseline ? `${fmt(r.baseline.spread.lo, r.unit)}-${fmt(r.baseline.spread.hi, r.unit)}` : '',
       r.baseline ? `${fmt(r.ratio, 'x')}x` : '',
       r.target?.text ?? '',
-      r.target?.ok === undefined ? '' : r.target.ok ? 'yes' : 'NO',
+      r.target?.ok === undefined ? '' : r.target.ok ? 'yes' : r.target.unmeasured ? 'NO (nothing measured)' : 'NO',
     ]);
     const widths = head.map((h, i) => Math.max(h.length, ...body.map((row) => row[i].length)));
     const line = (cells) => cells.map((c, i) => (i >= 2 && i <= 4) || i === 7 || i === 8 || i === 9 ? c.padStart(widths[i]) : c.padEnd(widths[i])).join('  ').trimEnd();
