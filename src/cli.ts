@@ -29,7 +29,11 @@ export function buildProgram(): Command {
     .description('Run a scheduled command once per scheduled occurrence, guarded by a PostgreSQL lease.')
     .version(packageVersion(), '-V, --version')
     // One line per error, in the same shape as our own: "leasejob: <what>; see --help".
-    .configureOutput({ outputError: (str, write) => write(`leasejob: ${str.replace(/^error: /, '').trim()}; see --help\n`) });
+    // Commander puts its suggestion for a near miss on a line of its own: joined into the one.
+    .configureOutput({
+      outputError: (str, write) =>
+        write(`leasejob: ${str.replace(/^error: /, '').trim().replace(/\s*\n\s*\(Did you mean/g, ' (did you mean').replace(/\s*\n\s*/g, ' ')}; see --help\n`),
+    });
 
   dbOptions(
     program
