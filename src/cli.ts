@@ -52,7 +52,7 @@ export function buildProgram(): Command {
       .option('--kill-grace <duration>', 'SIGTERM-to-SIGKILL grace when the child must stop', DEFAULTS.killGrace)
       .addOption(new Option('--on-busy <policy>', 'when a live owner holds the lease').choices(['skip', 'wait', 'fail']).default(DEFAULTS.onBusy))
       .option('--wait-timeout <duration>', 'with --on-busy wait: give up (exit 75) after this long')
-      .option('--max-runtime <duration>', 'stop the child after this long (exit 124)')
+      .option('--max-runtime <duration>', 'stop the child after this long (exit 124; at most 24 days)')
       .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')
       .option('--alert-after <duration>', 'grace after a scheduled tick before `check` and the exporter call its window overdue (default: half the interval, at most 1h)')
       .option('--rerun', 'run an already completed window again')

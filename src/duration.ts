@@ -69,3 +69,6 @@ function shortMillis(text: string): number | undefined {
 function hasUnits(duration: Duration): boolean {
   return Object.keys(duration.toObject()).length > 0;
 }
+
+/** The longest delay a Node timer takes (2^31 - 1 ms, 24.8 days); a longer one fires at once. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;

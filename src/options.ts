@@ -2,7 +2,7 @@
 // in one pattern ("Expected `--flag` to be ..., got `value`.").
 import type { DateTime } from 'luxon';
 import { DEFAULTS } from './defaults.js';
-import { parseDuration, parseIsoOffset } from './duration.js';
+import { MAX_TIMER_MS, parseDuration, parseIsoOffset } from './duration.js';
 import { UsageError } from './errors.js';
 import { safetyMarginMs, stopAfterMs } from './lease.js';
 import { resolveLogLevel } from './log-level.js';
@@ -83,6 +83,10 @@ export function normalizeRunOptions(flags: RawRunFlags, command: string[], env: 
   const waitTimeoutMs = flags.waitTimeout !== undefined ? parseDuration(flags.waitTimeout, '--wait-timeout') : undefined;
   if (waitTimeoutMs !== undefined && onBusy !== 'wait') throw new UsageError('`--wait-timeout` only applies with `--on-busy wait`.');
   const maxRuntimeMs = flags.maxRuntime !== undefined ? parseDuration(flags.maxRuntime, '--max-runtime') : undefined;
+  // A timer past Node's limit fires at once: 30d would kill the child as it starts.
+  if (maxRuntimeMs !== undefined && maxRuntimeMs > MAX_TIMER_MS) {
+    throw new UsageError(`\`--max-runtime\` is at most 24 days (Node's timer limit), got \`${flags.maxRuntime}\`; leave it out for no limit.`);
+  }
   const maxDelayMs = flags.maxDelay !== undefined ? parseDuration(flags.maxDelay, '--max-delay') : undefined;
   const alertAfterMs = flags.alertAfter !== undefined ? parseDuration(flags.alertAfter, '--alert-after') : undefined;
 

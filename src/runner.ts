@@ -269,11 +269,18 @@ function finishDetail(attempt: number, durationMs: number, aborted: string | und
     attempt,
     duration_ms: Math.round(durationMs),
     ...(aborted ? { aborted } : {}),
-    ...(offset ? { offset_ms: offset.offsetMs, uncertainty_ms: offset.uncertaintyMs, offset_large: Math.abs(offset.offsetMs) > CLOCK_OFFSET_WARN_MS } : {}),
+    // The schema keeps these as integer milliseconds: a host clock 25+ days off would not fit,
+    // and finish() would fail after the child succeeded. Clamped; the log has the real figure.
+    ...(offset ? { offset_ms: clampInt32(offset.offsetMs), uncertainty_ms: clampInt32(offset.uncertaintyMs), offset_large: Math.abs(offset.offsetMs) > CLOCK_OFFSET_WARN_MS } : {}),
   };
 }
 
 function exitCodeOf(err: unknown): number | undefined {
   if (typeof err === 'object' && err !== null && 'childCode' in err) return Number((err as { childCode: unknown }).childCode);
   return undefined;
+}
+
+const INT32_MAX = 2 ** 31 - 1;
+function clampInt32(x: number): number {
+  return Math.max(-INT32_MAX, Math.min(INT32_MAX, Math.round(x)));
 }

@@ -1,6 +1,7 @@
 // `leasejob run`: the child process under runWithLease, signals forwarded, exit code mapped.
 import { constants } from 'node:os';
 import { startChild, parentDeathSignalSupport, type ChildHandle, type ChildResult } from '../child.js';
+import { MAX_TIMER_MS } from '../duration.js';
 import { ExitCode, LeasejobError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { normalizeRunOptions, type RawRunFlags, type RunConfig } from '../options.js';
@@ -111,7 +112,8 @@ async function superviseChild(config: RunConfig, ctx: TaskContext, databaseUrl: 
   if (ctx.signal.aborted) onAbort();
   // Past half the schedule interval, the next occurrence may find this one still running.
   const halfInterval = config.schedule ? typicalInterval(config.schedule, new Date()) / 2 : undefined;
-  const overlapTimer = halfInterval !== undefined
+  // (Past Node's timer limit a timer fires at once: schedules over ~50 days get no warning.)
+  const overlapTimer = halfInterval !== undefined && halfInterval <= MAX_TIMER_MS
     ? setTimeout(() => log.warn({ childPid: child.pid, halfIntervalMs: halfInterval }, 'run passed half the schedule interval'), halfInterval)
     : undefined;
   const result = await child.exited;

@@ -47,6 +47,7 @@ describe('bad input', () => {
     ['missing command', ['run', '--name', 'j'], 64, /command after `--`/],
     ['missing --name', ['run', ...ok], 64, /--name/],
     ['unknown flag', ['run', '--name', 'j', '--frobnicate', ...ok], 64, /unknown option/],
+    ['--max-runtime past the timer limit', ['run', '--name', 'j', '--max-runtime', '30d', ...ok], 64, /--max-runtime.*24 days/],
     ['bad --on-busy', ['run', '--name', 'j', '--on-busy', 'maybe', ...ok], 64, /--on-busy/],
     ['--wait-timeout without wait', ['run', '--name', 'j', '--wait-timeout', '5s', ...ok], 64, /--wait-timeout/],
     ['bad --log-level', ['run', '--name', 'j', '--log-level', 'loud', ...ok], 64, /--log-level/],

@@ -198,6 +198,19 @@ describe.skipIf(!FAKETIME_LIB)('clock signals (faketime)', () => {
     expect(ev).toHaveLength(1);
   });
 
+  it('a wall clock 30 days behind (past a 32-bit millisecond count): the window still completes', async () => {
+    const file = path.join(tmp, 'skew-30d');
+    writeFileSync(file, '-30d\n');
+    const r = await runCli(['run', ...conn(), '--name', 'skewed30d', '--window', 'w', '--ttl', '3s', '--kill-grace', '500ms', '--', process.execPath, fixture('exit-with.mjs'), '0'], skewed(file));
+    expect(r.exitCode, r.all).toBe(0);
+    const w = await db.rows<{ completed: boolean; held: boolean }>(
+      `SELECT w.completed_at IS NOT NULL AS completed, l.expires_at > now() AS held FROM ${db.schema}.windows w JOIN ${db.schema}.leases l ON l.name = w.job WHERE w.job = 'skewed30d'`);
+    expect(w).toEqual([{ completed: true, held: false }]);
+    const again = await runCli(['run', ...conn(), '--name', 'skewed30d', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'], skewed(file));
+    expect(again.exitCode, again.all).toBe(0);
+    expect(logLines(again.stderr).some((l) => l.msg === 'window already completed')).toBe(true);
+  });
+
   it('a backward jump during a run is detected and recorded', async () => {
     const file = path.join(tmp, 'jump');
     writeFileSync(file, '+0s\n');
