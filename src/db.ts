@@ -133,8 +133,20 @@ export function classifyDbError(err: unknown, ctx: { schema: string; secrets: re
   if (AUTH_CODES.has(code)) {
     return new DatabaseError(`database refused the connection to ${ctx.target}: ${raw}`, 'E_DB_AUTH', { cause: err });
   }
+  if (isTlsFailure(err, raw)) {
+    return new DatabaseError(`TLS to ${ctx.target} failed: ${raw || code}; check sslmode and sslrootcert in the connection settings`, 'E_DB_TLS', { cause: err });
+  }
   if (isTransientDbError(err)) {
     return new DatabaseError(`database unreachable at ${ctx.target}: ${raw || code}`, 'E_DB_UNREACHABLE', { cause: err });
   }
   return undefined;
+}
+
+/**
+ * The server refused TLS that the settings require (pg says so in a plain Error), or its
+ * certificate did not verify (Node's TLS codes): the database cannot be used as configured.
+ */
+function isTlsFailure(err: unknown, message: string): boolean {
+  const code = String((err as { code?: unknown } | undefined)?.code ?? '');
+  return /does not support SSL connections/.test(message) || /^(ERR_TLS_|ERR_SSL_)/.test(code) || /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)/.test(code);
 }

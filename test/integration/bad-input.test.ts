@@ -129,6 +129,20 @@ describe('bad input', () => {
     }
   });
 
+  it('TLS required of a server without it: exit 69, one line naming TLS, no stack trace', async () => {
+    const url = new URL(db.url);
+    url.searchParams.set('sslmode', 'verify-full');
+    for (const cmd of ['run', 'status', 'check']) {
+      const [command, ...rest] = reading(cmd);
+      const r = await runCli([command!, '--database-url', url.toString(), '--schema', db.schema, ...rest]);
+      expect(r.exitCode, `${cmd}: ${r.all}`).toBe(69);
+      expect(r.stderr.trim().split('\n').at(-1), cmd).toMatch(/^leasejob: TLS to .* failed: .*sslmode/);
+      expect(r.stderr, cmd).not.toMatch(/internal error|\n\s+at /);
+      if (cmd !== 'run') expect(r.stderr.trim().split('\n'), cmd).toHaveLength(1);
+      expect(r.all, cmd).not.toContain(url.password);
+    }
+  });
+
   it('a wrong password: exit 69, and the password is never printed', async () => {
     const url = new URL(db.url);
     url.password = 'sentinel-wrong-pw';
