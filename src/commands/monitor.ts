@@ -79,6 +79,12 @@ export async function checkCommand(flags: DbFlags & { name?: string; all?: boole
   });
 }
 
+const LISTEN_ERRORS: Record<string, string> = {
+  EADDRINUSE: 'the port is in use',
+  EACCES: 'not allowed for this user',
+  EADDRNOTAVAIL: 'no such address on this host',
+};
+
 export async function exporterCommand(flags: DbFlags & { port?: string; host?: string }): Promise<number> {
   const port = flags.port === undefined ? 9464 : Number(flags.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`Expected \`--port\` to be a TCP port from 0 to 65535, got \`${flags.port}\`.`);
@@ -86,7 +92,13 @@ export async function exporterCommand(flags: DbFlags & { port?: string; host?: s
   return withStore({ ...flags, poolSize: 4 }, async (store, log) => {
     const { Exporter } = await import('../exporter.js');
     const server = new Exporter(store, log).createServer();
-    await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, host, () => resolve()));
+    await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, host, () => resolve())).catch((err: unknown) => {
+      // The address asked for cannot be had here: the operator's --port/--host, so exit 64.
+      const code = String((err as { code?: unknown }).code ?? '');
+      const why = LISTEN_ERRORS[code];
+      if (why) throw new UsageError(`cannot listen on ${host} port ${port}: ${why} (${code}); choose another with --port or --host.`, { cause: err });
+      throw err;
+    });
     const address = server.address();
     log.info({ host, port: typeof address === 'object' && address ? address.port : port, store: store.kind, location: store.location }, 'exporter listening');
     // Serve until SIGTERM/SIGINT, then finish in-flight scrapes and close.

@@ -143,6 +143,20 @@ describe('bad input', () => {
     }
   });
 
+  it('the exporter on a port already taken: exit 64, one line naming the port', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', () => resolve()));
+    const port = (taken.address() as { port: number }).port;
+    try {
+      const r = await runCli(['exporter', '--database-url', db.url, '--schema', db.schema, '--host', '127.0.0.1', '--port', String(port)]);
+      expect(r.exitCode, r.all).toBe(64);
+      expect(r.stderr.trim().split('\n').at(-1)).toBe(`leasejob: cannot listen on 127.0.0.1 port ${port}: the port is in use (EADDRINUSE); choose another with --port or --host.`);
+      expect(r.stderr).not.toMatch(/internal error|\n\s+at /);
+    } finally {
+      await new Promise((resolve) => taken.close(resolve));
+    }
+  });
+
   it('a wrong password: exit 69, and the password is never printed', async () => {
     const url = new URL(db.url);
     url.password = 'sentinel-wrong-pw';
