@@ -28,8 +28,59 @@ function checked(source: ConnectionSource): ConnectionSource {
       throw new UsageError(`Expected ${name} to be a valid postgres:// URL, got one that does not parse (special characters in the password must be percent-encoded).`);
     }
   }
-  if (/^\s*\w+\s*=/.test(value)) return source;
+  if (/^\s*\w+\s*=/.test(value)) return { ...source, connectionString: keywordsToUrl(parseKeywords(value, name)) };
   throw new UsageError(`Expected ${name} to be a URL like postgres://user:password@host:5432/db, got ${value.trim() === '' ? 'an empty string' : 'something else'}.`);
+}
+
+/**
+ * A libpq keyword/value string (`host=db port=5432 user=app password='a b' dbname=app`), as
+ * libpq reads it: whitespace between pairs, values optionally single-quoted, `\\` escapes.
+ */
+export function parseKeywords(text: string, name = 'the connection string'): Map<string, string> {
+  const out = new Map<string, string>();
+  let i = 0;
+  const bad = (what: string): never => {
+    throw new UsageError(`Expected ${name} to be a postgres:// URL or libpq keyword=value pairs; ${what}.`);
+  };
+  for (;;) {
+    while (i < text.length && /\s/.test(text[i]!)) i++;
+    if (i >= text.length) break;
+    const key = /^\w+/.exec(text.slice(i))?.[0] ?? bad(`expected a keyword at character ${i + 1}`);
+    i += key.length;
+    while (i < text.length && /\s/.test(text[i]!)) i++;
+    if (text[i] !== '=') bad(`missing "=" after ${key}`);
+    i++;
+    while (i < text.length && /\s/.test(text[i]!)) i++;
+    let v = '';
+    if (text[i] === "'") {
+      for (i++; ; i++) {
+        if (i >= text.length) bad(`unterminated quoted value for ${key}`);
+        if (text[i] === '\\' && i + 1 < text.length) v += text[++i];
+        else if (text[i] === "'") break;
+        else v += text[i];
+      }
+      i++;
+    } else {
+      for (; i < text.length && !/\s/.test(text[i]!); i++) v += text[i] === '\\' && i + 1 < text.length ? text[++i] : text[i];
+    }
+    out.set(key.toLowerCase(), v);
+  }
+  return out;
+}
+
+/** The same settings as the postgres:// URL pg reads; the keywords pg has no place for go to the query. */
+function keywordsToUrl(k: Map<string, string>): string {
+  const enc = encodeURIComponent;
+  const host = k.get('host') || k.get('hostaddr') || 'localhost';
+  const hostPart = host.startsWith('/') ? enc(host) : host.includes(':') ? `[${host}]` : host;
+  const user = k.get('user');
+  const password = k.get('password');
+  const auth = user !== undefined ? `${enc(user)}${password !== undefined ? `:${enc(password)}` : ''}@` : '';
+  const port = k.get('port') ? `:${k.get('port')}` : '';
+  const params = new URLSearchParams();
+  for (const [key, v] of k) if (!['host', 'hostaddr', 'user', 'password', 'port', 'dbname'].includes(key)) params.set(key, v);
+  const query = params.size ? `?${params}` : '';
+  return `postgres://${auth}${hostPart}${port}/${enc(k.get('dbname') ?? user ?? '')}${query}`;
 }
 
 /** Every secret that could leak through a message: the URL's password and PGPASSWORD. */

@@ -157,6 +157,20 @@ describe('bad input', () => {
     }
   });
 
+  it('a libpq keyword=value string works as the URL does; a wrong password in one is never printed', async () => {
+    const url = new URL(db.url);
+    const kv = (pw: string) => `host=${url.hostname} port=${url.port} user=${decodeURIComponent(url.username)} password='${pw}' dbname=${url.pathname.slice(1)}`;
+    const good = await runCli(['run', '--database-url', kv(decodeURIComponent(url.password)), '--schema', db.schema, '--name', 'kv', '--window', 'w', '--', 'sh', '-c', 'echo ran-once']);
+    expect(good.exitCode, good.all).toBe(0);
+    expect(good.stdout).toContain('ran-once');
+    expect(await db.rows(`SELECT 1 FROM ${db.schema}.windows WHERE job = 'kv' AND completed_at IS NOT NULL`)).toHaveLength(1);
+    const bad = await runCli(['status', '--database-url', kv('sentinel kv-pw'), '--schema', db.schema]);
+    expect(bad.exitCode, bad.all).toBe(69);
+    expect(bad.stderr.trim().split('\n')).toHaveLength(1);
+    expect(bad.all).not.toMatch(/sentinel|kv-pw/);
+    await db.rows(`DELETE FROM ${db.schema}.windows; DELETE FROM ${db.schema}.events; DELETE FROM ${db.schema}.event_counts; DELETE FROM ${db.schema}.leases; DELETE FROM ${db.schema}.jobs; DELETE FROM ${db.schema}.hosts`);
+  });
+
   it('a wrong password: exit 69, and the password is never printed', async () => {
     const url = new URL(db.url);
     url.password = 'sentinel-wrong-pw';
