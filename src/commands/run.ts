@@ -80,6 +80,9 @@ function childEnv(config: RunConfig, ctx: TaskContext, databaseUrl: string | und
   // Least privilege: the child does not get our database URL unless asked.
   delete env.LEASEJOB_DATABASE_URL;
   delete env.DATABASE_URL;
+  // Nor the password of a connection made from the libpq variables (PGHOST, PGUSER, ...),
+  // which a child using libpq would pick up. The other PG* variables hold no secret.
+  if (!config.passDatabaseUrl) delete env.PGPASSWORD;
   if (config.passDatabaseUrl && databaseUrl) env.DATABASE_URL = databaseUrl;
   Object.assign(env, {
     FENCE_TOKEN: ctx.fenceToken,

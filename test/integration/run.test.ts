@@ -30,6 +30,8 @@ describe('leasejob run', () => {
     const out = path.join(tmp, 'env.json');
     const r = await runCli(['run', ...base('env-job'), '--window', 'w1', '--', process.execPath, fixture('write-env.mjs'), out], {
       DATABASE_URL: 'postgres://sentinel:sentinel-secret@nowhere/db',
+      PGPASSWORD: 'sentinel-pgpassword',
+      PGAPPNAME: 'kept',
     });
     expect(r.exitCode, r.all).toBe(0);
     const env = JSON.parse(readFileSync(out, 'utf8')) as Record<string, string>;
@@ -41,6 +43,8 @@ describe('leasejob run', () => {
     expect(env.LEASEJOB_OWNER).toMatch(/^[^:]+:\d+:[0-9a-f]+$/);
     expect(env.DATABASE_URL).toBeUndefined();
     expect(env.LEASEJOB_DATABASE_URL).toBeUndefined();
+    expect(env.PGPASSWORD).toBeUndefined();
+    expect(env.PGAPPNAME).toBe('kept');
     const lease = await db.rows<{ generation: string; expires_at: Date; released_at: Date | null }>(
       `SELECT generation, expires_at, released_at FROM ${db.schema}.leases WHERE name = 'env-job'`,
     );
