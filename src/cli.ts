@@ -56,7 +56,7 @@ export function buildProgram(): Command {
       .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')
       .option('--alert-after <duration>', 'grace after a scheduled tick before `check` and the exporter call its window overdue (default: half the interval, at most 1h)')
       .option('--rerun', 'run an already completed window again')
-      .option('--pass-database-url', 'give the child DATABASE_URL (not passed by default)')
+      .option('--pass-database-url', 'give the child DATABASE_URL and PGPASSWORD (not passed by default)')
       .argument('[command...]', 'the command to run, after --')
       .addHelpText('after', `
 Durations: 500ms, 90s, 2m, 1h30m or ISO-8601 (PT90S).
