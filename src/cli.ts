@@ -32,7 +32,7 @@ export function buildProgram(): Command {
     // Commander puts its suggestion for a near miss on a line of its own: joined into the one.
     .configureOutput({
       outputError: (str, write) =>
-        write(`leasejob: ${str.replace(/^error: /, '').trim().replace(/\s*\n\s*\(Did you mean/g, ' (did you mean').replace(/\s*\n\s*/g, ' ')}; see --help\n`),
+        write(`leasejob: ${str.replace(/^error: /, '').trim().replace(/\s*\n\s*/g, ' ').replace('(Did you mean', '(did you mean')}; see --help\n`),
     });
 
   dbOptions(

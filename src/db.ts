@@ -42,15 +42,18 @@ export function parseKeywords(text: string, name = 'the connection string'): Map
   const bad = (what: string): never => {
     throw new UsageError(`Expected ${name} to be a postgres:// URL or libpq keyword=value pairs; ${what}.`);
   };
-  for (;;) {
+  const skipSpace = (): void => {
     while (i < text.length && /\s/.test(text[i]!)) i++;
+  };
+  for (;;) {
+    skipSpace();
     if (i >= text.length) break;
     const key = /^\w+/.exec(text.slice(i))?.[0] ?? bad(`expected a keyword at character ${i + 1}`);
     i += key.length;
-    while (i < text.length && /\s/.test(text[i]!)) i++;
+    skipSpace();
     if (text[i] !== '=') bad(`missing "=" after ${key}`);
     i++;
-    while (i < text.length && /\s/.test(text[i]!)) i++;
+    skipSpace();
     let v = '';
     if (text[i] === "'") {
       for (i++; ; i++) {
