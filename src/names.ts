@@ -12,21 +12,32 @@ export function validateName(value: string | undefined, flag = '--name'): string
   if (value === undefined || value.trim() === '') {
     throw new UsageError(`Expected \`${flag}\` to be a job name like nightly-close, got ${value === undefined ? 'nothing' : 'an empty string'}.`);
   }
-  if (value.length > MAX_NAME_LENGTH) {
-    throw new UsageError(`Expected \`${flag}\` to be at most ${MAX_NAME_LENGTH} characters, got ${value.length}.`);
-  }
-  if (CONTROL.test(value)) {
-    throw new UsageError(`Expected \`${flag}\` to contain no control characters, got ${JSON.stringify(value)}.`);
-  }
-  if (value !== value.trim()) {
-    throw new UsageError(`Expected \`${flag}\` to have no leading or trailing spaces, got ${JSON.stringify(value)}.`);
-  }
+  const problem = nameProblem(value);
+  if (problem !== undefined) throw new UsageError(`Expected \`${flag}\` to ${problem.expected}, got ${problem.got}.`);
   return value;
+}
+
+/** What is wrong with a non-empty name or key, if anything: the rule broken and what was given. */
+function nameProblem(value: string): { expected: string; got: string } | undefined {
+  if (value.length > MAX_NAME_LENGTH) return { expected: `be at most ${MAX_NAME_LENGTH} characters`, got: `${value.length}` };
+  if (CONTROL.test(value)) return { expected: 'contain no control characters', got: JSON.stringify(value) };
+  if (value !== value.trim()) return { expected: 'have no leading or trailing spaces', got: JSON.stringify(value) };
+  return undefined;
 }
 
 /** Same rules for a literal `--window` key. */
 export function validateWindowKey(value: string): string {
   return validateName(value, '--window');
+}
+
+/** Same rules for the key a `--window-format` renders, reported against that flag. */
+export function validateFormattedWindowKey(key: string, format: string): string {
+  const problem = key.trim() === '' ? { expected: 'not be blank', got: JSON.stringify(key) } : nameProblem(key);
+  if (problem !== undefined) {
+    const got = key.length > MAX_NAME_LENGTH ? `one of ${problem.got} characters` : problem.got;
+    throw new UsageError(`Expected \`--window-format\` to give a window key that would ${problem.expected}; \`${format}\` gives ${got} for this occurrence.`);
+  }
+  return key;
 }
 
 // Lowercase unquoted-identifier rules: the schema name is the one identifier we put in SQL

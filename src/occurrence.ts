@@ -67,7 +67,29 @@ export function windowKey(scheduledAt: DateTime, opts: { format?: string | undef
   return shifted.setLocale('en-US').toFormat(opts.format);
 }
 
-/** Rejects a `--window-format` that would give every occurrence the same (or an empty) key. */
+/**
+ * Instants that expose a format whose keys come back: each pair of equal-looking neighbours a
+ * period apart (half a second up to a year, and the ISO week-year's edges) has an instant between
+ * them that differs in the smaller fields. Sorted ascending.
+ */
+const RECURRENCE_PROBES: readonly DateTime[] = (() => {
+  const base = DateTime.fromISO('2001-02-03T04:05:06.007Z', { zone: 'UTC' }); // a Saturday
+  const steps = [
+    {}, { milliseconds: 500 }, { seconds: 1 }, { seconds: 30 }, { minutes: 1 }, { minutes: 30 }, { hours: 1 }, { hours: 6 },
+    { hours: 12 }, { hours: 18 }, { days: 1 }, { days: 3 }, { days: 7 }, { days: 15 }, { months: 1 }, { months: 6 }, { years: 1 },
+  ];
+  // 2001-01-01 and 2001-12-31 are both Mondays of ISO week 1 (of 2001 and of 2002).
+  const weekYearEdges = ['2001-01-01', '2001-12-30', '2001-12-31', '2002-06-30', '2002-12-02'];
+  return [...steps.map((step) => base.plus(step)), ...weekYearEdges.map((day) => DateTime.fromISO(`${day}T04:05:06.007Z`, { zone: 'UTC' }))]
+    .sort((x, y) => x.toMillis() - y.toMillis());
+})();
+
+/**
+ * Rejects a `--window-format` that would give every occurrence the same (or an empty) key, or
+ * one whose keys recur (HH:mm, EEEE, yyyy-dd): a later occurrence would find its key already
+ * completed and the job would silently stop running. A format coarser than the schedule
+ * (yyyy-MM-dd for an hourly job) is allowed: that is how "once a day, tried every hour" is said.
+ */
 export function validateWindowFormat(format: string): void {
   const expected = 'Expected `--window-format` to be a luxon format like yyyy-MM-dd or yyyy-MM-dd\'T\'HH:mm';
   // Two instants differing in every field (weekday, meridiem, zone and offset included): only a
@@ -80,6 +102,25 @@ export function validateWindowFormat(format: string): void {
       `${expected}, got \`${format}\`: it has no date or time token, so every occurrence would get the same window key.`,
     );
   }
+  // Each key must cover one unbroken stretch of time: seen again after a different key, it recurs.
+  const firstSeen = new Map<string, DateTime>();
+  let previous: string | undefined;
+  for (const at of RECURRENCE_PROBES) {
+    const key = windowKey(at, { format });
+    const earlier = firstSeen.get(key);
+    if (earlier !== undefined && key !== previous) {
+      throw new UsageError(
+        `${expected}, got \`${format}\`: its keys recur (${iso(earlier)} and ${iso(at)} both give ${JSON.stringify(key)}), ` +
+          "so a later occurrence would find its window already completed and not run; include every larger field, from the year down, as yyyy-MM-dd'T'HH:mm does.",
+      );
+    }
+    if (earlier === undefined) firstSeen.set(key, at);
+    previous = key;
+  }
+}
+
+function iso(at: DateTime): string {
+  return at.toISO({ suppressMilliseconds: true })!;
 }
 
 function parseScheduledTime(text: string): DateTime {

@@ -6,7 +6,7 @@ import { MAX_TIMER_MS, parseDuration, parseIsoOffset } from './duration.js';
 import { UsageError } from './errors.js';
 import { safetyMarginMs, stopAfterMs } from './lease.js';
 import { resolveLogLevel } from './log-level.js';
-import { validateName, validateSchema, validateWindowKey } from './names.js';
+import { validateFormattedWindowKey, validateName, validateSchema, validateWindowKey } from './names.js';
 import { deriveOccurrence, validateWindowFormat, windowKey, type OccurrenceSource } from './occurrence.js';
 import type { OnBusy } from './runner.js';
 import { parseSchedule, validateZone, type Schedule } from './schedule.js';
@@ -116,7 +116,7 @@ export function normalizeRunOptions(flags: RawRunFlags, command: string[], env: 
     }
     const at: DateTime = occ.scheduledAt.setZone(tz);
     const key = windowKey(at, { format: flags.windowFormat, offset });
-    window = { key: validateWindowKey(key), scheduledAt: at.toJSDate(), source: occ.source, rerun: !!flags.rerun, maxDelayMs };
+    window = { key: validateFormattedWindowKey(key, flags.windowFormat ?? 'ISO-8601'), scheduledAt: at.toJSDate(), source: occ.source, rerun: !!flags.rerun, maxDelayMs };
   } else if (flags.scheduledTime !== undefined) {
     throw new UsageError('`--scheduled-time` needs `--window-from-schedule` or `--window`.');
   }

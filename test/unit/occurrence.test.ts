@@ -160,8 +160,21 @@ describe('windowKey', () => {
 });
 
 describe('validateWindowFormat', () => {
-  it.each(['yyyy-MM-dd', "yyyy-MM-dd'T'HH:mm", 'HH', 'yyyy', "'week' kkkk-WW", 'a'])('accepts %j', (format) => {
-    expect(() => validateWindowFormat(format)).not.toThrow();
+  it.each(['yyyy-MM-dd', "yyyy-MM-dd'T'HH:mm", "yyyy-MM-dd'T'HH:mm:ss.SSS", 'yyyy', 'yyyy-MM', "'week' kkkk-WW", 'yyyy-ooo', 'yyyy-MM-dd hh:mm a', 'yyyy-q', 'D', 'x'])(
+    'accepts %j',
+    (format) => {
+      expect(() => validateWindowFormat(format)).not.toThrow();
+    },
+  );
+
+  it.each([
+    ['HH', '"04"'], ['HH:mm', '"04:05"'], ['a', '"AM"'], ['T', '"04:05"'], ['EEEE', '"Saturday"'], ['MM-dd', '"02-03"'], ['yyyy-dd', '"2001-03"'],
+    ['yyyy-MM-dd hh:mm', '"2001-02-03 04:05"'], ["yyyy-MM-dd'T'mm", '"2001-02-03T05"'], ["yyyy-MM-dd'T'HH:mm:SSS", '"2001-02-03T04:05:007"'],
+    ['yyyy-WW', '"2001-01"'], ['kkkk-MM', '"2002-12"'],
+  ])('rejects %j, whose keys recur', (format, key) => {
+    expect(() => validateWindowFormat(format)).toThrow(UsageError);
+    expect(() => validateWindowFormat(format)).toThrow(`got \`${format}\`: its keys recur (`);
+    expect(() => validateWindowFormat(format)).toThrow(`both give ${key}), so a later occurrence would find its window already completed`);
   });
 
   it('rejects an empty format', () => {
