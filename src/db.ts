@@ -1,19 +1,24 @@
 // Database connection settings: where the URL comes from, secret redaction, and the SQLSTATE
 // lists that turn driver errors into DatabaseError (exit 69). No driver here: pg loads with the store.
 import { DatabaseError, UsageError } from './errors.js';
+import { driverTls, type DriverTls } from './tls.js';
 
 export interface ConnectionSource {
   /** What to hand to pg: a URL, or undefined to let pg read PGHOST, PGUSER, ... */
   connectionString: string | undefined;
   /** Where it came from, for logs and errors (never the URL itself). */
   from: '--database-url' | 'LEASEJOB_DATABASE_URL' | 'DATABASE_URL' | 'PG environment';
+  /** What pg is given: the string without its TLS keywords, and the TLS they mean (libpq's reading). */
+  driver?: DriverTls;
 }
 
 export function resolveConnection(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): ConnectionSource {
-  if (flag !== undefined) return checked({ connectionString: flag, from: '--database-url' });
-  if (env.LEASEJOB_DATABASE_URL) return checked({ connectionString: env.LEASEJOB_DATABASE_URL, from: 'LEASEJOB_DATABASE_URL' });
-  if (env.DATABASE_URL) return checked({ connectionString: env.DATABASE_URL, from: 'DATABASE_URL' });
-  return { connectionString: undefined, from: 'PG environment' };
+  const source: ConnectionSource =
+    flag !== undefined ? checked({ connectionString: flag, from: '--database-url' })
+    : env.LEASEJOB_DATABASE_URL ? checked({ connectionString: env.LEASEJOB_DATABASE_URL, from: 'LEASEJOB_DATABASE_URL' })
+    : env.DATABASE_URL ? checked({ connectionString: env.DATABASE_URL, from: 'DATABASE_URL' })
+    : { connectionString: undefined, from: 'PG environment' };
+  return { ...source, driver: driverTls(source.connectionString, env) };
 }
 
 // A postgres:// URL or a libpq key=value string; anything else is a typo, said before connecting.

@@ -4,6 +4,7 @@
 import pg from 'pg';
 import type { ConnectionSource } from './db.js';
 import { quoteIdent } from './names.js';
+import { driverTls } from './tls.js';
 import type {
   AcquireInput, AcquireRow, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
   ScheduleKey,
@@ -16,8 +17,10 @@ export interface PoolOptions {
 }
 
 export function createPool(source: ConnectionSource, opts: PoolOptions = {}): pg.Pool {
+  const driver = source.driver ?? driverTls(source.connectionString, process.env);
   const pool = new pg.Pool({
-    ...(source.connectionString ? { connectionString: source.connectionString } : {}),
+    ...(driver.connectionString ? { connectionString: driver.connectionString } : {}),
+    ...(driver.ssl !== undefined ? { ssl: driver.ssl } : {}),
     max: opts.max ?? 1,
     // Keep the idle connection between renewals: its backend pid is the holder's liveness signal.
     idleTimeoutMillis: 0,
