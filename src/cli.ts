@@ -45,7 +45,7 @@ export function buildProgram(): Command {
       .option('--tz <zone>', 'IANA time zone of the schedule', DEFAULTS.tz)
       .option('--window-from-schedule', 'derive the window from the scheduled occurrence (JOB_NAME, --scheduled-time, or the latest tick)')
       .option('--window <key>', 'use this literal window key')
-      .option('--scheduled-time <iso>', 'the occurrence this run is for, ISO-8601 with offset')
+      .option('--scheduled-time <iso>', 'the occurrence this run is for, ISO-8601 with offset (a tick of --schedule, if given)')
       .option('--window-format <luxon>', 'format the occurrence as the window key (luxon tokens with every field from the year down, e.g. yyyy-MM-dd)')
       .option('--window-offset <iso-duration>', 'shift the occurrence before formatting (e.g. -P1D to close yesterday)')
       .option('--ttl <duration>', 'lease time to live; renewed every TTL/3', DEFAULTS.ttl)

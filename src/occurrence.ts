@@ -1,7 +1,7 @@
 // Which scheduled occurrence a run is, from the clock that fired it, and the window key derived from it.
 import { DateTime, type Duration } from 'luxon';
 import { UsageError } from './errors.js';
-import { previousTick, typicalInterval, type Schedule } from './schedule.js';
+import { nextTick, previousTick, typicalInterval, type Schedule } from './schedule.js';
 
 export type OccurrenceSource = 'scheduled-time' | 'job-name' | 'wall-clock';
 
@@ -43,7 +43,9 @@ export function deriveOccurrence(input: {
 }): { scheduledAt: DateTime; source: OccurrenceSource } | undefined {
   const zone = input.schedule?.tz ?? input.tz ?? 'UTC';
   if (input.scheduledTime !== undefined) {
-    return { scheduledAt: parseScheduledTime(input.scheduledTime).setZone(zone), source: 'scheduled-time' };
+    const scheduledAt = parseScheduledTime(input.scheduledTime).setZone(zone);
+    if (input.schedule !== undefined) checkIsTick(input.schedule, scheduledAt, input.scheduledTime);
+    return { scheduledAt, source: 'scheduled-time' };
   }
   const fromName = input.jobName !== undefined ? parseKubernetesJobName(input.jobName) : undefined;
   if (fromName !== undefined) {
@@ -121,6 +123,20 @@ export function validateWindowFormat(format: string): void {
 
 function iso(at: DateTime): string {
   return at.toISO({ suppressMilliseconds: true })!;
+}
+
+/**
+ * A `--scheduled-time` that is not a tick of `--schedule` would claim a window of its own, one
+ * no other trigger of that occurrence names: the job could run twice for it.
+ */
+function checkIsTick(schedule: Schedule, at: DateTime, text: string): void {
+  const previous = previousTick(schedule, at.toJSDate());
+  if (previous.toMillis() === at.toMillis()) return;
+  const next = nextTick(schedule, at.toJSDate());
+  throw new UsageError(
+    `Expected \`--scheduled-time\` to be an occurrence of \`--schedule\` ${JSON.stringify(schedule.expression)} in ${schedule.tz}, got \`${text}\`; ` +
+      `the occurrences around it are ${iso(previous)} and ${iso(next)}.`,
+  );
 }
 
 function parseScheduledTime(text: string): DateTime {

@@ -67,6 +67,8 @@ describe('bad input', () => {
     ['--window-format giving a key over 200 characters', ['run', '--name', 'j', '--schedule', '@daily', '--window-from-schedule', '--window-format', `yyyy-MM-dd'${'x'.repeat(200)}'`, ...ok], 64, /--window-format.*at most 200 characters/],
     ['--window-format giving a control character', ['run', '--name', 'j', '--schedule', '@daily', '--window-from-schedule', '--window-format', "yyyy-MM-dd'\u0007'", ...ok], 64, /--window-format.*control/],
     ['--window-format giving a trailing space', ['run', '--name', 'j', '--schedule', '@daily', '--window-from-schedule', '--window-format', "yyyy-MM-dd' '", ...ok], 64, /--window-format.*trailing spaces/],
+    ['--scheduled-time that is not an occurrence', ['run', '--name', 'j', '--schedule', '5 0 * * *', '--window-from-schedule', '--scheduled-time', '2026-11-30T00:07:00Z', ...ok], 64, /--scheduled-time.*occurrence of `--schedule` "5 0 \* \* \*" in UTC.*around it are 2026-11-30T00:05:00Z and 2026-12-01T00:05:00Z/],
+    ['--scheduled-time off the schedule with a literal window', ['run', '--name', 'j', '--schedule', '@hourly', '--window', 'w', '--scheduled-time', '2026-11-30T00:00:01Z', ...ok], 64, /--scheduled-time.*occurrence/],
     ['bad schema name', ['run', '--name', 'j', '--schema', 'x; DROP TABLE y', ...ok], 64, /--schema/],
     ['uppercase schema name', ['status', '--schema', 'LeaseJob'], 64, /--schema/],
     ['not a database URL', ['run', '--name', 'j', '--database-url', 'not a url', ...ok], 64, /--database-url/],

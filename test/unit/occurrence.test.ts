@@ -44,6 +44,19 @@ describe('deriveOccurrence', () => {
   const nightly = parseSchedule('5 0 * * *', SP);
   const now = new Date('2026-11-30T03:05:07Z');
 
+  it('refuses a --scheduled-time that is not a tick of the schedule, naming the ticks around it', () => {
+    const off = (): unknown => deriveOccurrence({ scheduledTime: '2026-11-30T00:06:00-03:00', schedule: nightly, now });
+    expect(off).toThrow(UsageError);
+    expect(off).toThrow(
+      'Expected `--scheduled-time` to be an occurrence of `--schedule` "5 0 * * *" in America/Sao_Paulo, got `2026-11-30T00:06:00-03:00`; ' +
+        'the occurrences around it are 2026-11-30T00:05:00-03:00 and 2026-12-01T00:05:00-03:00.',
+    );
+    // The same instant written in another offset is the tick.
+    expect(deriveOccurrence({ scheduledTime: '2026-11-30T03:05:00Z', schedule: nightly, now })?.scheduledAt.toISO()).toBe('2026-11-30T00:05:00.000-03:00');
+    // Without a schedule any instant names itself.
+    expect(deriveOccurrence({ scheduledTime: '2026-11-30T00:06:00-03:00', now })?.source).toBe('scheduled-time');
+  });
+
   it('prefers --scheduled-time, then the Job name, then the wall clock', () => {
     const jobName = `nightly-close-${minutesOf('2026-11-29T00:05:00-03:00')}`;
     const explicit = deriveOccurrence({ scheduledTime: '2026-11-28T03:05:00Z', jobName, schedule: nightly, now });
