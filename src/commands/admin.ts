@@ -63,7 +63,13 @@ export async function releaseCommand(flags: DbFlags & { name?: string }): Promis
   return withStore(flags, async (store, log) => {
     const r = await store.release(name, new Date());
     if (r) log.info({ job: name, owner: r.owner, generation: r.generation }, 'lease released');
+    else if ((await store.readJobRows(name)).rows.length === 0) throw unknownJob(name, store.location);
     else log.info({ job: name }, 'lease not held, nothing to release');
     return 0;
   });
+}
+
+/** A --name that matches no job is a typo until shown otherwise: exit 64, as status and check do. */
+export function unknownJob(name: string, location: string): UsageError {
+  return new UsageError(`no job named "${name}" has run against ${location}`);
 }

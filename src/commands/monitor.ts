@@ -4,7 +4,7 @@ import { UsageError } from '../errors.js';
 import { findProblems, readJobStates, statesToJson, type JobState } from '../monitor.js';
 import { validateName } from '../names.js';
 import { humanMs, renderTable } from '../table.js';
-import { withStore, type DbFlags } from './admin.js';
+import { unknownJob, withStore, type DbFlags } from './admin.js';
 
 /** readJobStates() reads the job rows and the due-window judgement side by side. */
 const JOB_STATES_POOL = 2;
@@ -31,7 +31,7 @@ export async function statusCommand(flags: DbFlags & { name?: string; json?: boo
   const name = flags.name !== undefined ? validateName(flags.name) : undefined;
   return withStore({ ...flags, poolSize: JOB_STATES_POOL }, async (store) => {
     const { dbNow, jobs } = await readJobStates(store, name);
-    if (name !== undefined && jobs.length === 0) throw new UsageError(`no job named "${name}" has run against ${store.location}`);
+    if (name !== undefined && jobs.length === 0) throw unknownJob(name, store.location);
     if (flags.json) {
       out(statesToJson({ store: store.kind, location: store.location, dbNow, jobs }) + '\n');
     } else {
@@ -48,6 +48,7 @@ export async function historyCommand(flags: DbFlags & { name?: string; limit?: s
   if (!Number.isInteger(limit) || limit < 1 || limit > 100_000) throw new UsageError(`Expected \`--limit\` to be a whole number from 1 to 100000, got \`${flags.limit}\`.`);
   return withStore(flags, async (store) => {
     const events = await store.readHistory(name, limit);
+    if (events.length === 0 && (await store.readJobRows(name)).rows.length === 0) throw unknownJob(name, store.location);
     if (flags.json) {
       out(JSON.stringify(events, null, 2) + '\n');
     } else {
@@ -69,7 +70,7 @@ export async function checkCommand(flags: DbFlags & { name?: string; all?: boole
   if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new UsageError(`Expected \`--max-attempts\` to be a whole number of at least 1, got \`${flags.maxAttempts}\`.`);
   return withStore({ ...flags, poolSize: JOB_STATES_POOL }, async (store) => {
     const { dbNow, jobs } = await readJobStates(store, name);
-    if (name !== undefined && jobs.length === 0) throw new UsageError(`no job named "${name}" has run against ${store.location}`);
+    if (name !== undefined && jobs.length === 0) throw unknownJob(name, store.location);
     const problems = findProblems(jobs, dbNow, { maxHoldMs, maxAttempts });
     if (flags.json) out(JSON.stringify({ dbNow, jobs: jobs.length, problems }, null, 2) + '\n');
     else if (problems.length === 0) out(`OK: ${jobs.length} job(s) healthy\n`);

@@ -81,6 +81,8 @@ describe('bad input', () => {
     ['check with a bad --max-hold', ['check', '--max-hold', 'forever'], 64, /--max-hold/],
     ['check with a bad --max-attempts', ['check', '--max-attempts', '0'], 64, /--max-attempts/],
     ['exporter on a bad port', ['exporter', '--port', '99999'], 64, /--port/],
+    ['history of a job that never ran', ['history', '--name', 'never-ran'], 64, /^leasejob: no job named "never-ran" has run against .*schema /m],
+    ['release of a job that never ran', ['release', '--name', 'never-ran'], 64, /^leasejob: no job named "never-ran" has run against .*schema /m],
     ['release without --name', ['release'], 64, /--name/],
     ['release with a control character', ['release', '--name', 'x\u001b[31m'], 64, /--name.*control/],
     ['status with a 4 KB name', ['status', '--name', 'y'.repeat(4096)], 64, /--name/],
