@@ -32,7 +32,7 @@ describe('bad input', () => {
     ['unknown zone', ['run', '--name', 'j', '--schedule', '0 * * * *', '--tz', 'Mars/Olympus', '--window-from-schedule', ...ok], 64, /--tz.*Mars\/Olympus/],
     ['empty zone', ['run', '--name', 'j', '--tz', '', ...ok], 64, /--tz/],
     ['bad duration', ['run', '--name', 'j', '--ttl', 'abc', ...ok], 64, /--ttl.*abc/],
-    ['zero TTL', ['run', '--name', 'j', '--ttl', '0s', ...ok], 64, /--ttl/],
+    ['zero TTL', ['run', '--name', 'j', '--ttl', '0s', ...ok], 64, /--ttl. to be a positive duration/],
     ['absurd TTL', ['run', '--name', 'j', '--ttl', '999d', ...ok], 64, /--ttl/],
     ['TTL too short for renewals', ['run', '--name', 'j', '--ttl', '1s', ...ok], 64, /--ttl.*at least/],
     ['negative duration', ['run', '--name', 'j', '--max-runtime', '-5s', ...ok], 64, /--max-runtime/],
