@@ -70,8 +70,11 @@ export class Exporter {
       this.m.up.set(1);
     } catch (err) {
       this.log.warn({ err: (err as Error).message }, 'scrape could not read the database');
-      for (const metric of Object.values(this.m)) metric.reset();
       this.m.up.set(0);
+      this.m.scrape.set((performance.now() - started) / 1000);
+      // Only what is known: `leasejob_jobs 0` beside `leasejob_up 0` would read as "no jobs".
+      const known = await Promise.all(['leasejob_up', 'leasejob_scrape_duration_seconds'].map((name) => this.registry.getSingleMetricAsString(name)));
+      return `${known.join('\n\n')}\n`;
     }
     this.m.scrape.set((performance.now() - started) / 1000);
     // prom-client's metrics, then the per-job families, a blank line between families as it does.

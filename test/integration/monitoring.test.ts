@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 import { faketimeEnv, faketimeLibrary } from '../helpers/faketime.mjs';
+import { startProxy } from '../helpers/proxy.mjs';
 import { tempDir } from '../helpers/temp.js';
 
 const tmp = tempDir('leasejob-mon-');
@@ -19,8 +20,8 @@ afterAll(async () => {
 const conn = (): string[] => ['--database-url', db.url, '--schema', db.schema];
 const ok = ['--', process.execPath, fixture('exit-with.mjs'), '0'];
 
-async function startExporter() {
-  const p = startCli(['exporter', ...conn(), '--port', '0', '--host', '127.0.0.1'], {}, { timeoutMs: 120_000 });
+async function startExporter(url?: string) {
+  const p = startCli(['exporter', '--database-url', url ?? db.url, '--schema', db.schema, '--port', '0', '--host', '127.0.0.1'], {}, { timeoutMs: 120_000 });
   let err = '';
   p.stderr?.on('data', (d: Buffer) => (err += d.toString()));
   const port = await waitFor('exporter to listen', () => {
@@ -57,6 +58,38 @@ describe('monitoring by absence', () => {
     } finally {
       await exporter.stop();
       await db.rows(`DELETE FROM ${db.schema}.event_counts WHERE job = 'sum-job'`);
+    }
+  });
+
+  it('with the database cut off, a scrape says leasejob_up 0 and nothing it cannot know; it recovers', async () => {
+    const seeded = await runCli(['run', ...conn(), '--name', 'cut-job', '--window', 'w1', ...ok]);
+    expect(seeded.exitCode, seeded.all).toBe(0);
+    const proxy = await startProxy(db.url);
+    const exporter = await startExporter(proxy.url(db.url));
+    try {
+      const before = await exporter.scrape();
+      expect(metric(before, 'leasejob_up', '')).toBe(1);
+      expect(metric(before, 'leasejob_jobs', '')).toBeGreaterThanOrEqual(1);
+      expect(metric(before, 'leasejob_lease_held', 'job="cut-job"')).toBe(0);
+
+      proxy.cut('reset');
+      const down = await exporter.scrape();
+      expect(metric(down, 'leasejob_up', '')).toBe(0);
+      expect(metric(down, 'leasejob_scrape_duration_seconds', '')).toBeGreaterThanOrEqual(0);
+      // Every sample line is one of those two: no `leasejob_jobs 0` that would read as "no jobs".
+      const samples = down.split('\n').filter((l) => l !== '' && !l.startsWith('#'));
+      expect(samples.map((l) => l.split(' ')[0])).toEqual(['leasejob_up', 'leasejob_scrape_duration_seconds']);
+      expect((await fetch(`http://127.0.0.1:${exporter.port}/healthz`)).status).toBe(503);
+
+      proxy.heal();
+      const after = await waitFor('a scrape to reach the database again', async () => {
+        const text = await exporter.scrape();
+        return metric(text, 'leasejob_up', '') === 1 ? text : undefined;
+      });
+      expect(metric(after, 'leasejob_jobs', '')).toBe(metric(before, 'leasejob_jobs', ''));
+    } finally {
+      await exporter.stop();
+      await proxy.close();
     }
   });
 
