@@ -169,7 +169,10 @@ function codeOf(err: unknown): string {
 }
 
 /** Turn a driver error into a DatabaseError with an actionable, redacted message. */
-export function classifyDbError(err: unknown, ctx: { schema: string; secrets: readonly string[]; target: string }): DatabaseError | undefined {
+export function classifyDbError(
+  err: unknown,
+  ctx: { schema: string; secrets: readonly string[]; target: string; permissionHint?: string | undefined },
+): DatabaseError | undefined {
   const code = codeOf(err);
   const raw = redact(err instanceof Error ? err.message : String(err), ctx.secrets);
   if (NOT_MIGRATED_CODES.has(code)) {
@@ -181,7 +184,7 @@ export function classifyDbError(err: unknown, ctx: { schema: string; secrets: re
   }
   if (code === '42501') {
     return new DatabaseError(
-      `permission denied on ${ctx.target} (${raw}); grant the role with \`leasejob migrate --grant-to <role>\` as the schema owner`,
+      `permission denied on ${ctx.target} (${raw}); ${ctx.permissionHint ?? 'grant the role with `leasejob migrate --grant-to <role>` as the schema owner'}`,
       'E_DB_PERMISSION',
       { cause: err },
     );

@@ -13,7 +13,11 @@ export interface DbFlags extends StoreFlags {
 }
 
 /** Open the store, run `fn`, close it; driver errors become DatabaseError (exit 69). */
-export async function withStore<T>(flags: DbFlags, fn: (store: LeaseStore, log: Logger, choice: StoreChoice) => Promise<T>): Promise<T> {
+export async function withStore<T>(
+  flags: DbFlags,
+  fn: (store: LeaseStore, log: Logger, choice: StoreChoice) => Promise<T>,
+  opts: { permissionHint?: string } = {},
+): Promise<T> {
   const level = resolveLogLevel(flags.logLevel);
   const choice = chooseStore(flags);
   const log = createLogger(level, choice.secrets);
@@ -22,15 +26,15 @@ export async function withStore<T>(flags: DbFlags, fn: (store: LeaseStore, log: 
     store = await openStore(choice, flags);
     return await fn(store, log, choice);
   } catch (err) {
-    throw storeError(err, choice) ?? err;
+    throw storeError(err, choice, opts.permissionHint) ?? err;
   } finally {
     await store?.close();
   }
 }
 
 /** Driver errors of either store as DatabaseError (exit 69), redacted; undefined when not ours. */
-export function storeError(err: unknown, choice: StoreChoice): Error | undefined {
-  if (choice.kind === 'postgresql') return classifyDbError(err, { schema: choice.schema, secrets: choice.secrets, target: choice.location });
+export function storeError(err: unknown, choice: StoreChoice, permissionHint?: string): Error | undefined {
+  if (choice.kind === 'postgresql') return classifyDbError(err, { schema: choice.schema, secrets: choice.secrets, target: choice.location, permissionHint });
   return classifySqliteError(err, choice.file);
 }
 
@@ -60,13 +64,15 @@ export async function migrateCommand(flags: DbFlags & { grantTo?: string[] }): P
 
 export async function releaseCommand(flags: DbFlags & { name?: string }): Promise<number> {
   const name = validateName(flags.name);
+  // A runner role is refused by design, and --grant-to would not change that.
+  const permissionHint = 'release ends a lease outside the runners\' rules, so run it as the schema owner (the role that ran `leasejob migrate`), not a runner role';
   return withStore(flags, async (store, log) => {
     const r = await store.release(name, new Date());
     if (r) log.info({ job: name, owner: r.owner, generation: r.generation }, 'lease released');
     else if ((await store.readJobRows(name)).rows.length === 0) throw unknownJob(name, store.location);
     else log.info({ job: name }, 'lease not held, nothing to release');
     return 0;
-  });
+  }, { permissionHint });
 }
 
 /** A --name that matches no job is a typo until shown otherwise: exit 64, as status and check do. */

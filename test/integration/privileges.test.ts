@@ -3,7 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, runCli } from '../helpers/cli.js';
+import { fixture, runCli, waitFor } from '../helpers/cli.js';
 import { newSchemaName, testDb, type TestDb } from '../helpers/db.js';
 
 let admin: TestDb;
@@ -91,6 +91,22 @@ describe('least privilege', () => {
     expect(r.stderr).toMatch(/permission denied.*--grant-to/);
     expect(r.all).not.toContain(password);
     expect(await admin.rows(`SELECT 1 FROM ${schema}.leases WHERE name = 'denied'`)).toHaveLength(0);
+  });
+
+  it('release under the runner role: exit 69 saying it needs the schema owner (not --grant-to); the lease stays', async () => {
+    const hold = runCli(['run', '--database-url', admin.url, '--schema', schema, '--name', 'priv-held', '--window', 'w', '--ttl', '30s',
+      '--', process.execPath, '-e', 'setTimeout(() => {}, 4000)']);
+    await waitFor('the lease to be held', async () => (await admin.rows(`SELECT 1 FROM ${schema}.leases WHERE name = 'priv-held' AND expires_at > now()`)).length > 0);
+    const r = await runCli(['release', '--database-url', runnerUrl, '--schema', schema, '--name', 'priv-held']);
+    expect(r.exitCode, r.all).toBe(69);
+    expect(r.stderr.trim()).toMatch(/^leasejob: permission denied on .*; release ends a lease outside the runners' rules, so run it as the schema owner/);
+    expect(r.stderr).not.toContain('--grant-to');
+    expect(r.all).not.toContain(password);
+    expect(await admin.rows(`SELECT 1 FROM ${schema}.leases WHERE name = 'priv-held' AND expires_at > now()`)).toHaveLength(1);
+    // The owner can.
+    const owner = await runCli(['release', '--database-url', admin.url, '--schema', schema, '--name', 'priv-held']);
+    expect(owner.exitCode, owner.all).toBe(0);
+    await hold;
   });
 
   it('--grant-to a role that does not exist: exit 69, says so, nothing applied', async () => {
