@@ -18,16 +18,18 @@ export interface PoolOptions {
 
 export function createPool(source: ConnectionSource, opts: PoolOptions = {}): pg.Pool {
   const driver = source.driver ?? driverTls(source.connectionString, process.env);
-  const pool = new pg.Pool({
+  const config: pg.PoolConfig = {
     ...(driver.connectionString ? { connectionString: driver.connectionString } : {}),
     ...(driver.ssl !== undefined ? { ssl: driver.ssl } : {}),
+    ...(driver.sslnegotiation !== undefined ? { sslnegotiation: driver.sslnegotiation } : {}),
     max: opts.max ?? 1,
     // Keep the idle connection between renewals: its backend pid is the holder's liveness signal.
     idleTimeoutMillis: 0,
     connectionTimeoutMillis: opts.connectTimeoutMs ?? 5_000,
     keepAlive: true,
     application_name: 'leasejob',
-  });
+  };
+  const pool = new pg.Pool(config);
   // An idle client losing its server (restart, partition) must not crash the process; the next
   // query reconnects and renewal failures are handled by the lease keeper.
   pool.on('error', () => {});

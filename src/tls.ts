@@ -19,6 +19,8 @@ export interface DriverTls {
   connectionString: string | undefined;
   /** Absent: nothing about TLS was said, pg's default (no TLS) stands. */
   ssl?: false | SslOptions;
+  /** Moved out of the string with the rest: in it, pg would read `direct` as ssl=true and drop `ssl`. */
+  sslnegotiation?: 'postgres' | 'direct';
 }
 
 const MODES = ['disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full', 'no-verify'] as const;
@@ -46,7 +48,12 @@ export function driverTls(connectionString: string | undefined, env: NodeJS.Proc
   if (!(MODES as readonly string[]).includes(mode)) {
     throw new UsageError(`Expected sslmode to be one of disable, allow, prefer, require, verify-ca, verify-full, got ${JSON.stringify(mode)}.`);
   }
-  return { connectionString: url?.toString(), ssl: sslFor(mode as SslMode, get) };
+  const sslnegotiation = url?.searchParams.get('sslnegotiation') ?? undefined;
+  url?.searchParams.delete('sslnegotiation');
+  if (sslnegotiation !== undefined && sslnegotiation !== 'postgres' && sslnegotiation !== 'direct') {
+    throw new UsageError(`Expected sslnegotiation to be postgres or direct, got ${JSON.stringify(sslnegotiation)}.`);
+  }
+  return { connectionString: url?.toString(), ssl: sslFor(mode as SslMode, get), ...(sslnegotiation !== undefined ? { sslnegotiation } : {}) };
 }
 
 function sslFor(mode: SslMode, get: (k: Keyword) => string | undefined): false | SslOptions {

@@ -18,6 +18,11 @@ describe('driverTls', () => {
     expect(d.ssl).toEqual({ rejectUnauthorized: false });
   });
 
+  it('moves sslnegotiation out with the TLS keywords, so pg cannot turn it into ssl=true', () => {
+    const d = driverTls('postgres://db/app?sslmode=require&sslnegotiation=direct', {});
+    expect(d).toEqual({ connectionString: 'postgres://db/app', ssl: { rejectUnauthorized: false }, sslnegotiation: 'direct' });
+  });
+
   it.each([
     ['disable', false],
     ['allow', false],
