@@ -20,6 +20,8 @@ export interface ChildHandle {
   readonly exited: Promise<ChildResult>;
   /** send a signal to the child's whole process group (no-op once exited) */
   signal(sig: NodeJS.Signals): void;
+  /** whether any live process is left in the child's group (the child itself, or what it started) */
+  groupAlive(): boolean;
   /**
    * SIGTERM (or `first`) to the group, wait up to graceMs, then SIGKILL to the group; resolves with the
    * result when the child is gone. Idempotent: concurrent calls share one stop; a later call with a
@@ -140,6 +142,9 @@ export async function startChild(
     exited,
     signal(sig) {
       if (!leaderExited) signalGroup(pid, sig);
+    },
+    groupAlive() {
+      return !leaderExited || groupHasLiveMember(pid);
     },
     stop({ graceMs, first = 'SIGTERM' }) {
       // NaN or negative grace means none; Infinity means wait for the child however long it takes.

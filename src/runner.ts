@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { measureOffset, sleep, stamp, CLOCK_OFFSET_WARN_MS, type OffsetMeasurement } from './clock.js';
 import { isTransientDbError } from './db.js';
-import { LeaseUnavailableError } from './errors.js';
+import { LeasejobError, LeaseUnavailableError } from './errors.js';
 import { LeaseKeeper, safetyMarginMs, stopAfterMs, type LossReason } from './lease.js';
 import type { Logger } from './log.js';
 import type { FinishInput, LeaseStore as Store } from './store.js';
@@ -277,6 +277,8 @@ function finishDetail(attempt: number, durationMs: number, aborted: string | und
 
 function exitCodeOf(err: unknown): number | undefined {
   if (typeof err === 'object' && err !== null && 'childCode' in err) return Number((err as { childCode: unknown }).childCode);
+  // A command that could not be started: 127 or 126, as a shell would report it.
+  if (err instanceof LeasejobError && err.code === 'E_SPAWN') return err.exitCode;
   return undefined;
 }
 

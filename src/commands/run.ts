@@ -1,6 +1,6 @@
 // `leasejob run`: the child process under runWithLease, signals forwarded, exit code mapped.
 import { constants } from 'node:os';
-import { startChild, parentDeathSignalSupport, type ChildHandle, type ChildResult } from '../child.js';
+import { startChild, parentDeathSignalSupport, SpawnError, type ChildHandle, type ChildResult } from '../child.js';
 import { MAX_TIMER_MS } from '../duration.js';
 import { ExitCode, LeasejobError } from '../errors.js';
 import { createLogger } from '../log.js';
@@ -102,7 +102,14 @@ function childEnv(config: RunConfig, ctx: TaskContext, databaseUrl: string | und
 async function superviseChild(config: RunConfig, ctx: TaskContext, databaseUrl: string | undefined, log: ReturnType<typeof createLogger>): Promise<ChildResult> {
   // The lease may have been lost (or its stop point passed) while we got here: never start then.
   ctx.signal.throwIfAborted();
-  const child: ChildHandle = await startChild(config.command, config.args, { env: childEnv(config, ctx, databaseUrl) });
+  let child: ChildHandle;
+  try {
+    child = await startChild(config.command, config.args, { env: childEnv(config, ctx, databaseUrl) });
+  } catch (err) {
+    // Said here, or a crontab sees only exit 127 or 126.
+    if (err instanceof SpawnError) log.error({ command: config.command, exitCode: err.exitCode }, err.message);
+    throw err;
+  }
   const started = performance.now();
   log.info({ childPid: child.pid, command: config.command, generation: ctx.fenceToken, attempt: ctx.attempt }, 'child started');
   const onAbort = (): void => {
@@ -121,8 +128,17 @@ async function superviseChild(config: RunConfig, ctx: TaskContext, databaseUrl: 
     : undefined;
   const result = await child.exited;
   clearTimeout(overlapTimer);
-  ctx.signal.removeEventListener('abort', onAbort);
   log.info({ childPid: child.pid, exitCode: result.exitCode, signal: result.signal, durationMs: Math.round(performance.now() - started) }, 'child exited');
+  // What the child started in its group is part of the run: nothing of it may work on past the
+  // lease. Left behind after a normal exit, it is stopped like the child (SIGTERM, the grace,
+  // SIGKILL); after a stop, stop() resolves only once the whole group is gone. The abort listener
+  // stays on meanwhile, so a lease lost during this wait still shortens the grace.
+  if (child.groupAlive()) {
+    if (!ctx.signal.aborted) log.warn({ childPid: child.pid, graceMs: config.killGraceMs }, 'child exited but left processes in its group; stopping them');
+    await child.stop({ graceMs: config.killGraceMs });
+    log.info({ childPid: child.pid }, 'child process group gone');
+  }
+  ctx.signal.removeEventListener('abort', onAbort);
   if (result.code !== 0) throw new ChildFailedError(result);
   return result;
 }

@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
+import { fixture, isAlive, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 import { tempDir } from '../helpers/temp.js';
 
@@ -193,5 +193,75 @@ describe('leasejob run', () => {
     const w = await windowRow('trap-zero', 'w');
     expect(w?.completed_at).toBeNull();
     expect(w?.outcome).toBe('failed');
+  });
+});
+
+describe('what the child started goes with it', () => {
+  const grandchild = (pidFile: string): number => Number(readFileSync(pidFile, 'utf8'));
+  const published = (pidFile: string) => () => {
+    try {
+      return readFileSync(pidFile, 'utf8').length > 0;
+    } catch {
+      return false;
+    }
+  };
+  const msgs = (stderr: string): string[] => logLines(stderr).map((l) => String(l.msg));
+
+  it('SIGTERM: a grandchild that ignores it is killed after the grace, before the lease is released', async () => {
+    const pidFile = path.join(tmp, 'gc-term.pid');
+    const p = startCli(['run', ...base('gc-term'), '--window', 'w', '--ttl', '30s', '--kill-grace', '1s',
+      '--', process.execPath, fixture('spawn-grandchild.mjs'), pidFile, 'ignore-sigterm']);
+    await waitFor('grandchild ready', published(pidFile));
+    p.kill('SIGTERM');
+    const r = await p;
+    expect(r.exitCode, r.all).toBe(143);
+    expect(isAlive(grandchild(pidFile))).toBe(false);
+    const order = msgs(r.stderr);
+    expect(order.indexOf('child process group gone')).toBeGreaterThan(order.indexOf('child exited'));
+    expect(order.indexOf('lease released')).toBeGreaterThan(order.indexOf('child process group gone'));
+    expect((await windowRow('gc-term', 'w'))?.outcome).toBe('failed');
+  });
+
+  it('--max-runtime: the grandchild is gone too, so the runtime is bounded', async () => {
+    const pidFile = path.join(tmp, 'gc-maxrt.pid');
+    const r = await runCli(['run', ...base('gc-maxrt'), '--window', 'w', '--ttl', '30s', '--kill-grace', '1s', '--max-runtime', '2s',
+      '--', process.execPath, fixture('spawn-grandchild.mjs'), pidFile, 'ignore-sigterm']);
+    expect(r.exitCode, r.all).toBe(124);
+    expect(isAlive(grandchild(pidFile))).toBe(false);
+  });
+
+  it('a lost lease: the grandchild is gone before the runner exits 75, not left working beside the next owner', async () => {
+    const pidFile = path.join(tmp, 'gc-lost.pid');
+    const p = startCli(['run', ...base('gc-lost'), '--window', 'w', '--ttl', '3s', '--kill-grace', '1s',
+      '--', process.execPath, fixture('spawn-grandchild.mjs'), pidFile, 'ignore-sigterm']);
+    await waitFor('grandchild ready', published(pidFile));
+    const released = await runCli(['release', '--database-url', db.url, '--schema', db.schema, '--name', 'gc-lost']);
+    expect(released.exitCode, released.all).toBe(0);
+    const r = await p;
+    expect(r.exitCode, r.all).toBe(75);
+    expect(isAlive(grandchild(pidFile))).toBe(false);
+  });
+
+  it.each([
+    ['stops on SIGTERM', 'gc-exit0', undefined],
+    ['ignores SIGTERM', 'gc-exit0-ignore', 'ignore-sigterm'],
+  ])('a child that exits 0 leaving a process that %s: stopped, then the window completes', async (_what, job, kind) => {
+    const pidFile = path.join(tmp, `${job}.pid`);
+    const r = await runCli(['run', ...base(job), '--window', 'w', '--ttl', '30s', '--kill-grace', '1s',
+      '--', process.execPath, fixture('spawn-grandchild.mjs'), pidFile, kind ?? 'default', 'exit']);
+    expect(r.exitCode, r.all).toBe(0);
+    expect(isAlive(grandchild(pidFile))).toBe(false);
+    expect(msgs(r.stderr)).toContain('child exited but left processes in its group; stopping them');
+    expect((await windowRow(job, 'w'))?.outcome).toBe('completed');
+  });
+
+  it('a command that cannot be started: exit 127 or 126 with a log line saying why, recorded on the window', async () => {
+    const missing = await runCli(['run', ...base('no-cmd'), '--window', 'w', '--', '/no/such/command']);
+    expect(missing.exitCode, missing.all).toBe(127);
+    expect(logLines(missing.stderr).find((l) => l.level === 'error')?.msg).toBe('Cannot run `/no/such/command`: no such file.');
+    expect((await windowRow('no-cmd', 'w'))?.exit_code).toBe(127);
+    const notExecutable = await runCli(['run', ...base('no-exec'), '--window', 'w', '--', fixture('forever.mjs')]);
+    expect(notExecutable.exitCode, notExecutable.all).toBe(126);
+    expect(logLines(notExecutable.stderr).find((l) => l.level === 'error')?.msg).toMatch(/^Cannot run `.*forever\.mjs`: not an executable file\.$/);
   });
 });

@@ -1,0 +1,22 @@
+// Every fixed message `run` logs is listed in the README's Logs section, so operators can alert on them.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ROOT } from '../helpers/wait.js';
+
+const RUN_PATH = ['src/runner.ts', 'src/lease.ts', 'src/commands/run.ts', 'src/clock.ts'];
+
+describe('README Logs section', () => {
+  it('names every fixed message the run path logs', () => {
+    const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+    const logs = readme.slice(readme.indexOf('## Logs'), readme.indexOf('## Library'));
+    const messages = new Set<string>();
+    for (const file of RUN_PATH) {
+      const text = readFileSync(path.join(ROOT, file), 'utf8');
+      for (const m of text.matchAll(/log\.(?:trace|debug|info|warn|error)\([^;]*?'([a-z][^']*)'\)/gs)) messages.add(m[1]!);
+    }
+    expect(messages.size).toBeGreaterThan(20);
+    const missing = [...messages].filter((m) => !logs.includes(`\`${m}\``));
+    expect(missing).toEqual([]);
+  });
+});
