@@ -5,7 +5,8 @@ import { UsageError } from './errors.js';
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 export function resolveLogLevel(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
-  const level = flag ?? env.LEASEJOB_LOG_LEVEL ?? 'info';
+  // An empty variable is unset, as a chart's `value: ""` means.
+  const level = flag ?? (env.LEASEJOB_LOG_LEVEL || undefined) ?? 'info';
   if (!(LOG_LEVELS as readonly string[]).includes(level)) {
     throw new UsageError(`Expected \`--log-level\` (or LEASEJOB_LOG_LEVEL) to be one of ${LOG_LEVELS.join(', ')}, got \`${level}\`.`);
   }

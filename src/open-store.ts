@@ -25,6 +25,14 @@ function postgresConfigured(flags: StoreFlags, env: NodeJS.ProcessEnv): boolean 
   return flags.databaseUrl !== undefined || !!env.LEASEJOB_DATABASE_URL || !!env.DATABASE_URL || !!env.PGHOST || !!env.PGDATABASE || !!env.PGSERVICE;
 }
 
+/** A safety switch fails closed: a value that is neither on nor off is a usage error, not off. */
+function requireSharedFromEnv(env: NodeJS.ProcessEnv): boolean {
+  const value = (env.LEASEJOB_REQUIRE_SHARED ?? '').trim().toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(value)) return true;
+  if (['', '0', 'false', 'no', 'off'].includes(value)) return false;
+  throw new UsageError(`Expected LEASEJOB_REQUIRE_SHARED to be 1, true, yes or on (or 0, false, no, off), got ${JSON.stringify(env.LEASEJOB_REQUIRE_SHARED)}.`);
+}
+
 export function defaultStateFile(env: NodeJS.ProcessEnv = process.env): string {
   const base = env.XDG_STATE_HOME && path.isAbsolute(env.XDG_STATE_HOME) ? env.XDG_STATE_HOME : path.join(homedir(), '.local', 'state');
   return path.join(base, 'leasejob', 'leasejob.db');
@@ -41,13 +49,15 @@ export function chooseStore(flags: StoreFlags, env: NodeJS.ProcessEnv = process.
   }
   const why = env.KUBERNETES_SERVICE_HOST
     ? 'inside Kubernetes (KUBERNETES_SERVICE_HOST is set) each pod would get its own state file and every pod would run the job'
-    : flags.requireShared || env.LEASEJOB_REQUIRE_SHARED === '1' || env.LEASEJOB_REQUIRE_SHARED === 'true'
+    : flags.requireShared || requireSharedFromEnv(env)
       ? '--require-shared (or LEASEJOB_REQUIRE_SHARED) was given'
       : undefined;
   if (why) {
     throw new UsageError(`no shared database configured and ${why}; set LEASEJOB_DATABASE_URL (or --database-url) to a PostgreSQL that every runner reaches.`);
   }
-  const file = path.resolve(flags.stateFile ?? env.LEASEJOB_STATE_FILE ?? defaultStateFile(env));
+  if (flags.stateFile !== undefined && flags.stateFile.trim() === '') throw new UsageError('Expected `--state-file` to be a file path, got an empty string.');
+  // An empty variable is unset, as a chart's `value: ""` means.
+  const file = path.resolve(flags.stateFile ?? (env.LEASEJOB_STATE_FILE || undefined) ?? defaultStateFile(env));
   return { kind: 'sqlite', file, secrets: [], location: file };
 }
 

@@ -7,6 +7,7 @@ import { hostname, uptime } from 'node:os';
 import path from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import Database from 'better-sqlite3';
+import { DatabaseError } from './errors.js';
 import type {
   AcquireInput, AcquireRow, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
   ScheduleKey,
@@ -127,7 +128,18 @@ export class SqliteStore implements LeaseStore {
   ) {}
 
   static open(file: string): SqliteStore {
-    mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+    const dir = path.dirname(file);
+    try {
+      mkdirSync(dir, { recursive: true, mode: 0o700 });
+    } catch (err) {
+      // A system account's home (/nonexistent), a read-only root filesystem: said in one line.
+      const code = (err as NodeJS.ErrnoException).code ?? 'error';
+      throw new DatabaseError(
+        `state file ${file}: cannot create its directory ${dir} (${code}); give a writable --state-file or LEASEJOB_STATE_FILE, or set LEASEJOB_DATABASE_URL`,
+        'E_STATE_FILE',
+        { cause: err },
+      );
+    }
     const db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
     // WAL: readers never block the writer; NORMAL is durable across process crashes, which is
     // what one host's ledger needs (a power loss may drop the last transaction).

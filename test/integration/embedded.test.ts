@@ -87,6 +87,20 @@ describe('embedded store (SQLite)', () => {
     }, 10_000, 200);
   });
 
+  it('a state directory that cannot be created: exit 69, one line naming it and what to do; the child never runs', async () => {
+    const notADir = path.join(dir, 'a-file');
+    writeFileSync(notADir, '');
+    const marker = path.join(dir, 'ran');
+    for (const args of [['run', '--name', 'e1', '--', process.execPath, '-e', `require('fs').writeFileSync(${JSON.stringify(marker)}, '')`], ['status']]) {
+      const r = await runCli(args, { ...noDb, XDG_STATE_HOME: notADir });
+      expect(r.exitCode, r.all).toBe(69);
+      expect(r.stderr.trim()).toBe(
+        `leasejob: state file ${notADir}/leasejob/leasejob.db: cannot create its directory ${notADir}/leasejob (ENOTDIR); give a writable --state-file or LEASEJOB_STATE_FILE, or set LEASEJOB_DATABASE_URL`,
+      );
+    }
+    expect(existsSync(marker)).toBe(false);
+  });
+
   it('refuses to start inside Kubernetes, or with --require-shared, without a shared database', async () => {
     const k8s = await runCli(['run', '--name', 'k', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'], { ...env(), KUBERNETES_SERVICE_HOST: '10.0.0.1' });
     expect(k8s.exitCode, k8s.all).toBe(64);
@@ -94,7 +108,26 @@ describe('embedded store (SQLite)', () => {
     const shared = await runCli(['run', '--require-shared', '--name', 'k', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'], env());
     expect(shared.exitCode, shared.all).toBe(64);
     expect(shared.stderr).toMatch(/--require-shared/);
+    for (const value of ['1', 'true', 'yes', 'ON']) {
+      const r = await runCli(['run', '--name', 'k', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'], { ...env(), LEASEJOB_REQUIRE_SHARED: value });
+      expect(r.exitCode, `${value}: ${r.all}`).toBe(64);
+      expect(r.stderr, value).toMatch(/LEASEJOB_REQUIRE_SHARED\) was given/);
+    }
+    // A safety switch fails closed: a value it does not know is refused, not read as off.
+    const unknown = await runCli(['run', '--name', 'k', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'], { ...env(), LEASEJOB_REQUIRE_SHARED: 'enabled' });
+    expect(unknown.exitCode, unknown.all).toBe(64);
+    expect(unknown.stderr.trim()).toBe('leasejob: Expected LEASEJOB_REQUIRE_SHARED to be 1, true, yes or on (or 0, false, no, off), got "enabled".');
     expect(existsSync(path.join(dir, 'xdg'))).toBe(false);
+  });
+
+  it('empty LEASEJOB_STATE_FILE, LEASEJOB_LOG_LEVEL and LEASEJOB_REQUIRE_SHARED mean unset, as a chart renders them', async () => {
+    const r = await runCli(['run', '--name', 'empty-env', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'],
+      { ...env(), LEASEJOB_STATE_FILE: '', LEASEJOB_LOG_LEVEL: '', LEASEJOB_REQUIRE_SHARED: '' });
+    expect(r.exitCode, r.all).toBe(0);
+    expect(logLines(r.stderr).find((l) => l.msg === 'using store')).toMatchObject({ location: path.join(dir, 'xdg', 'leasejob', 'leasejob.db') });
+    const flag = await runCli(['status', '--state-file', ''], env());
+    expect(flag.exitCode, flag.all).toBe(64);
+    expect(flag.stderr.trim()).toBe('leasejob: Expected `--state-file` to be a file path, got an empty string.');
   });
 
   it("the README's first command, as written, prints once when run twice in the same minute", async () => {
