@@ -84,9 +84,9 @@ export function loadCli(bundle: string, command: string | undefined, env: NodeJS
         renameSync(tmp, file); // atomic: concurrent runners never read half a file
         // Older caches of this command (another build or Node) would only pile up.
         const dir = path.dirname(file);
-        const prefix = `${path.basename(file).split('-')[0]}-`; // the command: no '-' in it
+        const command = path.basename(file).split('-')[0]!; // no '-' in a command name
         for (const f of readdirSync(dir)) {
-          if (f.startsWith(prefix) && f.endsWith('.bin') && f !== path.basename(file)) rmSync(path.join(dir, f), { force: true });
+          if (f !== path.basename(file) && isCacheFileOf(command, f)) rmSync(path.join(dir, f), { force: true });
         }
       } catch {
         // Read-only or full: the next start compiles again, nothing else changes.
@@ -98,6 +98,15 @@ export function loadCli(bundle: string, command: string | undefined, env: NodeJS
       }
     },
   };
+}
+
+/**
+ * Whether `name` is one of our cache files for `command` (`<command>-<V8 version>-<arch>-<size>-<mtime>.bin`),
+ * the only files cleanup may remove: LEASEJOB_COMPILE_CACHE may name a directory holding others.
+ */
+export function isCacheFileOf(command: string, name: string): boolean {
+  const rest = name.startsWith(`${command}-`) ? name.slice(command.length + 1) : undefined;
+  return rest !== undefined && /^\d+(?:\.\d+)+(?:-node\.\d+)?-[a-z0-9_]+-\d+-\d+\.bin$/.test(rest);
 }
 
 /** The directory, created if missing, when only its owner (us or root) can write to it. */

@@ -22,9 +22,12 @@ describe('compile cache', () => {
     // Left by an older build: replaced for its command, kept for another.
     writeFileSync(path.join(dir, 'other-10.0-x64-1-1.bin'), 'old');
     writeFileSync(path.join(dir, 'run-10.0-x64-1-1.bin'), 'old');
+    // The operator's own files, in a directory LEASEJOB_COMPILE_CACHE named: never removed.
+    const theirs = ['run-backup.bin', 'other-data.bin', 'status-notes.txt'];
+    for (const f of theirs) writeFileSync(path.join(dir, f), 'mine');
     expect((await runCli(['--version'], env)).exitCode).toBe(0);
     expect(readdirSync(dir)).toContain('run-10.0-x64-1-1.bin');
-    const files = readdirSync(dir).filter((f) => f.startsWith('other-'));
+    const files = readdirSync(dir).filter((f) => f.startsWith('other-') && f !== 'other-data.bin');
     expect(files).toHaveLength(1);
     expect(files[0]).toMatch(/^other-.*\.bin$/); // `--version` is no command name
     const file = path.join(dir, files[0]!);
@@ -47,7 +50,7 @@ describe('compile cache', () => {
 
     // Another command gets its own file.
     expect((await runCli(['run', '--help'], env)).exitCode).toBe(0);
-    expect(readdirSync(dir).filter((f) => f.startsWith('run-'))).toHaveLength(1);
+    expect(readdirSync(dir).filter((f) => f.startsWith('run-') && f !== 'run-backup.bin')).toHaveLength(1);
     expect(readdirSync(dir)).not.toContain('run-10.0-x64-1-1.bin');
 
     // A mistyped command shares the file of everything that is no command: no new file per typo.
@@ -55,6 +58,7 @@ describe('compile cache', () => {
     expect((await runCli(['frobnicate'], env)).exitCode).toBe(64);
     expect((await runCli(['statsu'], env)).exitCode).toBe(64);
     expect(readdirSync(dir).sort()).toEqual(before);
+    for (const f of theirs) expect(readFileSync(path.join(dir, f), 'utf8'), f).toBe('mine');
   });
 
   it('is not used in a directory others can write to, through a symlink, or when off; the CLI works the same', async () => {

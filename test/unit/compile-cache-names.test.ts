@@ -2,10 +2,19 @@
 // bundle, so it cannot ask commander). A command missing there would share the catch-all file.
 import { describe, expect, it } from 'vitest';
 import { buildProgram } from '../../src/cli.js';
-import { COMMANDS } from '../../src/compile-cache.js';
+import { COMMANDS, isCacheFileOf } from '../../src/compile-cache.js';
 
 describe('compile cache command names', () => {
   it('are exactly the CLI commands', () => {
     expect([...COMMANDS].sort()).toEqual(buildProgram().commands.map((c) => c.name()).sort());
+  });
+
+  it('cleanup recognises only its own file names, never an operator file that looks alike', () => {
+    for (const ours of ['run-11.3.244.8-node.29-x64-631861-1764547200000.bin', 'run-10.0-x64-1-1.bin', 'other-12.4.254.21-node.33-arm64-5-6.bin']) {
+      expect(isCacheFileOf(ours.split('-')[0]!, ours), ours).toBe(true);
+    }
+    for (const theirs of ['run-backup.bin', 'run-notes-2024.bin', 'run-1.bin', 'other-data.bin', 'run-11.3-x64-1-1.bin.bak', 'runx-10.0-x64-1-1.bin']) {
+      expect(isCacheFileOf('run', theirs) || isCacheFileOf('other', theirs), theirs).toBe(false);
+    }
   });
 });
