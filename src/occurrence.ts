@@ -45,11 +45,14 @@ export function deriveOccurrence(input: {
   if (input.scheduledTime !== undefined) {
     const scheduledAt = parseScheduledTime(input.scheduledTime).setZone(zone);
     if (input.schedule !== undefined) checkIsTick(input.schedule, scheduledAt, input.scheduledTime);
+    checkNotAhead(scheduledAt, input.now, `\`--scheduled-time\` ${input.scheduledTime}`);
     return { scheduledAt, source: 'scheduled-time' };
   }
   const fromName = input.jobName !== undefined ? parseKubernetesJobName(input.jobName) : undefined;
   if (fromName !== undefined) {
-    return { scheduledAt: DateTime.fromJSDate(fromName, { zone }), source: 'job-name' };
+    const scheduledAt = DateTime.fromJSDate(fromName, { zone });
+    checkNotAhead(scheduledAt, input.now, `the Kubernetes JOB_NAME ${input.jobName}`);
+    return { scheduledAt, source: 'job-name' };
   }
   if (input.schedule === undefined) return undefined;
   const tolerance = Math.min(MAX_LAG_TOLERANCE_MS, typicalInterval(input.schedule, input.now) / 4);
@@ -136,6 +139,21 @@ function checkIsTick(schedule: Schedule, at: DateTime, text: string): void {
   throw new UsageError(
     `Expected \`--scheduled-time\` to be an occurrence of \`--schedule\` ${JSON.stringify(schedule.expression)} in ${schedule.tz}, got \`${text}\`; ` +
       `the occurrences around it are ${iso(previous)} and ${iso(next)}.`,
+  );
+}
+
+/** How far ahead of the host clock an occurrence may be: a node's clock a little behind the controller's. */
+const MAX_AHEAD_MS = 60_000;
+
+/**
+ * An occurrence that has not come yet would be claimed, and completed, before its time: when it
+ * does come, its run finds the window done and does nothing. Refused rather than guessed at.
+ */
+function checkNotAhead(at: DateTime, now: Date, what: string): void {
+  if (at.toMillis() <= now.getTime() + MAX_AHEAD_MS) return;
+  throw new UsageError(
+    `${what} names an occurrence that has not come yet (${iso(at)}, this host's clock says ${iso(DateTime.fromJSDate(now, { zone: at.zone }))}); ` +
+      'running it now would mark that window done before its time. Use a literal `--window` to run something ahead on purpose, or check this host\'s clock.',
   );
 }
 

@@ -110,7 +110,9 @@ export function normalizeRunOptions(flags: RawRunFlags, command: string[], env: 
   } else if (flags.windowFromSchedule) {
     if (flags.windowFormat !== undefined) validateWindowFormat(flags.windowFormat);
     const offset = flags.windowOffset !== undefined ? parseIsoOffset(flags.windowOffset, '--window-offset') : undefined;
-    const occ = deriveOccurrence({ scheduledTime: flags.scheduledTime, jobName: env.JOB_NAME, schedule, tz, now });
+    // JOB_NAME only inside Kubernetes: CI systems (Jenkins) set it too, to names that may end in digits.
+    const jobName = env.KUBERNETES_SERVICE_HOST ? env.JOB_NAME : undefined;
+    const occ = deriveOccurrence({ scheduledTime: flags.scheduledTime, jobName, schedule, tz, now });
     if (!occ) {
       throw new UsageError('`--window-from-schedule` needs `--schedule` (or `--scheduled-time`, or a Kubernetes JOB_NAME ending in the scheduled minute).');
     }

@@ -285,7 +285,7 @@ describe('the plain manifests\' commands, run by the real CLI against PostgreSQL
     const args = localArgs(podSpecOf(cron).containers[0], schemaName);
     // The controller names the Job <cronjob>-<scheduled unix minutes>; the pod starts later.
     const minutes = Math.floor(Date.now() / 60_000) - 3;
-    const jobEnv = { ...env, JOB_NAME: `leasejob-example-${minutes}` };
+    const jobEnv = { ...env, JOB_NAME: `leasejob-example-${minutes}`, KUBERNETES_SERVICE_HOST: '10.0.0.1' };
     const first = await runCli(args, jobEnv);
     expect(first.exitCode, first.all).toBe(0);
     const rows = await db.rows<{ window_key: string; scheduled_at: Date; attempts: number; completed_at: Date | null }>(

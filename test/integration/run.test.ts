@@ -105,13 +105,36 @@ describe('leasejob run', () => {
   it('takes the occurrence from the Kubernetes JOB_NAME, so a late retry maps to the same window', async () => {
     // 29409125 unix minutes = 2025-12-01T00:05:00Z; the pod starts hours later.
     const args = ['run', ...base('k8s-job'), '--schedule', '5 0 * * *', '--window-from-schedule'];
-    const first = await runCli([...args, '--', process.execPath, fixture('exit-with.mjs'), '0'], { JOB_NAME: 'k8s-job-29409125' });
+    const k8s = { JOB_NAME: 'k8s-job-29409125', KUBERNETES_SERVICE_HOST: '10.0.0.1' };
+    const first = await runCli([...args, '--', process.execPath, fixture('exit-with.mjs'), '0'], k8s);
     expect(first.exitCode, first.all).toBe(0);
     const rows = await db.rows<{ window_key: string }>(`SELECT window_key FROM ${db.schema}.windows WHERE job = 'k8s-job'`);
     expect(rows.map((r) => r.window_key)).toEqual(['2025-12-01T00:05:00Z']);
-    const dup = await runCli([...args, '--', process.execPath, fixture('exit-with.mjs'), '7'], { JOB_NAME: 'k8s-job-29409125' });
+    const dup = await runCli([...args, '--', process.execPath, fixture('exit-with.mjs'), '7'], k8s);
     expect(dup.exitCode, dup.all).toBe(0);
     expect(logLines(dup.stderr).some((l) => l.msg === 'window already completed')).toBe(true);
+  });
+
+  it('ignores JOB_NAME outside Kubernetes: a CI system sets it too (Jenkins), maybe ending in digits', async () => {
+    const r = await runCli(['run', ...base('ci-job'), '--schedule', '5 0 * * *', '--window-from-schedule', '--', process.execPath, fixture('exit-with.mjs'), '0'],
+      { JOB_NAME: 'nightly-29409125', KUBERNETES_SERVICE_HOST: undefined });
+    expect(r.exitCode, r.all).toBe(0);
+    expect(logLines(r.stderr).find((l) => l.msg === 'using store')?.occurrence).toBe('wall-clock');
+    const rows = await db.rows<{ window_key: string }>(`SELECT window_key FROM ${db.schema}.windows WHERE job = 'ci-job'`);
+    expect(rows.map((x) => x.window_key)).not.toContain('2025-12-01T00:05:00Z');
+  });
+
+  it('refuses an occurrence that has not come yet, from --scheduled-time or JOB_NAME: nothing claimed', async () => {
+    const ahead = new Date(Math.floor(Date.now() / 60_000) * 60_000 + 100 * 60_000);
+    const viaFlag = await runCli(['run', ...base('ahead-job'), '--schedule', '* * * * *', '--window-from-schedule', '--scheduled-time', ahead.toISOString(),
+      '--', process.execPath, fixture('exit-with.mjs'), '0']);
+    expect(viaFlag.exitCode, viaFlag.all).toBe(64);
+    expect(viaFlag.stderr).toMatch(/^leasejob: `--scheduled-time` \S+ names an occurrence that has not come yet/m);
+    const viaName = await runCli(['run', ...base('ahead-job'), '--schedule', '* * * * *', '--window-from-schedule', '--', process.execPath, fixture('exit-with.mjs'), '0'],
+      { JOB_NAME: `ahead-job-${ahead.getTime() / 60_000}`, KUBERNETES_SERVICE_HOST: '10.0.0.1' });
+    expect(viaName.exitCode, viaName.all).toBe(64);
+    expect(viaName.stderr).toMatch(/^leasejob: the Kubernetes JOB_NAME ahead-job-\d+ names an occurrence that has not come yet/m);
+    expect(await db.rows(`SELECT 1 FROM ${db.schema}.windows WHERE job = 'ahead-job'`)).toHaveLength(0);
   });
 
   it('records a window older than --max-delay as missed and does not run it', async () => {

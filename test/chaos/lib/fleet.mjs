@@ -20,7 +20,7 @@ const SCRUBBED_ENV = /^(DATABASE_URL|LEASEJOB_|PG[A-Z]+$|LD_PRELOAD$|FAKETIME)/;
 /** The window a run targets: literal keys for some jobs, scheduled occurrences for the others. */
 export function windowOf(job, index) {
   if (job.mode === 'literal') return { key: `w${String(index).padStart(3, '0')}`, args: ['--window', `w${String(index).padStart(3, '0')}`] };
-  const at = new Date(Date.UTC(2031, 0, 1) + index * 3_600_000);
+  const at = new Date(Date.UTC(2021, 0, 1) + index * 3_600_000); // past occurrences: a future one is refused
   return {
     key: at.toISOString().slice(0, 13),
     args: ['--schedule', '0 * * * *', '--window-from-schedule', '--scheduled-time', at.toISOString(), '--window-format', "yyyy-MM-dd'T'HH"],
