@@ -1,7 +1,7 @@
 // CLI wiring: commander definitions, and the only place that turns errors into exit codes.
 import { Command, CommanderError, Option } from 'commander';
 import { DEFAULTS } from './defaults.js';
-import { ExitCode, LeasejobError } from './errors.js';
+import { ExitCode, LeasejobError, UsageError } from './errors.js';
 import { LOG_LEVELS } from './log-level.js';
 import { packageVersion } from './package-root.js';
 
@@ -69,7 +69,8 @@ Exit codes: 0 ok or nothing to do; the child's own code; 128+N child killed by s
 Example:
   leasejob run --name nightly-close --schedule '5 0 * * *' --tz America/Sao_Paulo \\
     --window-from-schedule --window-offset -P1D --window-format yyyy-MM-dd -- node close-day.js`)
-      .action(async (command: string[], flags: Record<string, unknown>) => {
+      .action(async (command: string[], flags: Record<string, unknown>, cmd: Command) => {
+        requireDashDash(command, cmd);
         // Connect while the run path loads. Its modules initialize synchronously (~20 ms),
         // and a connection only moves on when the event loop turns, so the load is split
         // in two with a turn before each half: the socket connects and sends its startup
@@ -181,4 +182,22 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`leasejob: internal error: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
     return ExitCode.internal;
   }
+}
+
+/**
+ * The command must follow `--`: without it, commander reads the command's own options as
+ * leasejob's (`leasejob run --name a printenv X --name b` would run job b).
+ */
+function requireDashDash(command: string[], cmd: Command): void {
+  if (command.length === 0) return;
+  // commander keeps the argv it parsed on the program, untyped.
+  const raw = ((cmd.parent ?? cmd) as unknown as { rawArgs: string[] }).rawArgs;
+  const dashes = raw.indexOf('--');
+  const after = dashes === -1 ? [] : raw.slice(dashes + 1);
+  if (after.length === command.length && after.every((a, i) => a === command[i])) return;
+  const before = dashes === -1 ? command : command.slice(0, command.length - after.length);
+  throw new UsageError(
+    `Expected the command after \`--\` (leasejob run --name <job> [options] -- <command> [args...]), got \`${before.join(' ')}\` before it: ` +
+      "without `--` the command's own options would be read as leasejob's.",
+  );
 }

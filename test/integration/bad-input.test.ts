@@ -46,6 +46,8 @@ describe('bad input', () => {
     ['name of 4 KB', ['run', '--name', 'x'.repeat(4096), ...ok], 64, /--name.*at most/],
     ['missing command', ['run', '--name', 'j'], 64, /command after `--`/],
     ['missing --name', ['run', ...ok], 64, /--name/],
+    ['command without --', ['run', '--name', 'j', 'printenv', 'LEASEJOB_NAME', '--name', 'other'], 64, /^leasejob: Expected the command after `--` .*got `printenv LEASEJOB_NAME` before it/m],
+    ['command partly before --', ['run', '--name', 'j', 'printenv', '--', 'LEASEJOB_NAME'], 64, /got `printenv` before it/],
     ['unknown flag', ['run', '--name', 'j', '--frobnicate', ...ok], 64, /unknown option/],
     ['--max-runtime past the timer limit', ['run', '--name', 'j', '--max-runtime', '30d', ...ok], 64, /--max-runtime.*24 days/],
     ['bad --on-busy', ['run', '--name', 'j', '--on-busy', 'maybe', ...ok], 64, /--on-busy/],
