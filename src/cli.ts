@@ -11,7 +11,7 @@ function dbOptions(cmd: Command): Command {
     .option('--schema <name>', 'schema holding leasejob tables', DEFAULTS.schema)
     .option('--state-file <path>', 'embedded store file (else LEASEJOB_STATE_FILE, $XDG_STATE_HOME/leasejob/leasejob.db, ~/.local/state/leasejob/leasejob.db)')
     .option('--require-shared', 'refuse to run without a shared PostgreSQL (or LEASEJOB_REQUIRE_SHARED=1; implied inside Kubernetes)')
-    .addOption(new Option('--log-level <level>', 'log level (JSON logs on stderr)').choices(LOG_LEVELS));
+    .addOption(new Option('--log-level <level>', 'log level (JSON logs on stderr; default info, or LEASEJOB_LOG_LEVEL)').choices(LOG_LEVELS));
 }
 
 type CommandFn = (flags: Record<string, unknown>) => Promise<number>;
@@ -59,12 +59,13 @@ export function buildProgram(): Command {
       .option('--pass-database-url', 'give the child DATABASE_URL and PGPASSWORD (not passed by default)')
       .argument('[command...]', 'the command to run, after --')
       .addHelpText('after', `
-Durations: 500ms, 90s, 2m, 1h30m or ISO-8601 (PT90S).
+Durations: 500ms, 90s, 2m, 1h30m, 1d or ISO-8601 (PT90S).
 The child gets FENCE_TOKEN, IDEMPOTENCY_KEY, LEASEJOB_NAME, LEASEJOB_WINDOW, LEASEJOB_ATTEMPT,
 LEASEJOB_SCHEDULED_AT, LEASEJOB_OWNER, LEASEJOB_SCHEMA.
 Exit codes: 0 ok or nothing to do; the child's own code; 128+N child killed by signal N;
 64 usage; 69 database unreachable or not migrated; 70 internal; 75 lease lost or busy
-(--on-busy fail, wait timeout); 124 --max-runtime exceeded.
+(--on-busy fail, wait timeout); 124 --max-runtime exceeded; 126 the command is not executable,
+127 not found (as a shell).
 
 Example:
   leasejob run --name nightly-close --schedule '5 0 * * *' --tz America/Sao_Paulo \\

@@ -169,7 +169,7 @@ export function findProblems(jobs: JobState[], dbNow: Date, limits: CheckLimits)
     }
     for (const w of j.openWindows) {
       if (w.attempts >= limits.maxAttempts && w.outcome !== 'running' && w.outcome !== 'missed') {
-        problems.push({ job: j.name, severity: 'warning', kind: 'failing', message: `window ${w.window} failed ${w.attempts} attempts (last outcome ${w.outcome})` });
+        problems.push({ job: j.name, severity: 'warning', kind: 'failing', message: `window ${w.window} failed ${w.attempts} ${w.attempts === 1 ? 'attempt' : 'attempts'} (last outcome ${w.outcome})` });
       }
     }
   }
