@@ -49,7 +49,7 @@ export function buildProgram(): Command {
       .option('--window-format <luxon>', 'format the occurrence as the window key (luxon tokens with every field from the year down, e.g. yyyy-MM-dd)')
       .option('--window-offset <iso-duration>', 'shift the occurrence before formatting (e.g. -P1D to close yesterday)')
       .option('--ttl <duration>', 'lease time to live; renewed every TTL/3', DEFAULTS.ttl)
-      .option('--kill-grace <duration>', 'SIGTERM-to-SIGKILL grace when the child must stop', DEFAULTS.killGrace)
+      .option('--kill-grace <duration>', `SIGTERM-to-SIGKILL grace when the child must stop (default: ${DEFAULTS.killGrace}, or half of what a short --ttl leaves)`)
       .addOption(new Option('--on-busy <policy>', 'when a live owner holds the lease').choices(['skip', 'wait', 'fail']).default(DEFAULTS.onBusy))
       .option('--wait-timeout <duration>', 'with --on-busy wait: give up (exit 75) after this long')
       .option('--max-runtime <duration>', 'stop the child after this long (exit 124; at most 24 days)')

@@ -67,10 +67,13 @@ export function normalizeRunOptions(flags: RawRunFlags, command: string[], env: 
   const logLevel = resolveLogLevel(flags.logLevel, env);
 
   const ttlMs = parseDuration(flags.ttl ?? DEFAULTS.ttl, '--ttl');
-  const killGraceMs = parseDuration(flags.killGrace ?? DEFAULTS.killGrace, '--kill-grace');
   const renewIntervalMs = Math.floor(ttlMs / 3);
   if (ttlMs < 1_500) throw new UsageError(`Expected \`--ttl\` to be at least 1.5s (renewals every TTL/3 need room), got \`${flags.ttl}\`.`);
   if (ttlMs > 24 * 3600_000) throw new UsageError(`Expected \`--ttl\` to be at most 24h (a dead owner would block the job that long), got \`${flags.ttl}\`.`);
+  // Unset, the grace fits the TTL: 10s, or half of what is left after a renewal and the margin.
+  const killGraceMs = flags.killGrace !== undefined
+    ? parseDuration(flags.killGrace, '--kill-grace')
+    : Math.min(parseDuration(DEFAULTS.killGrace, '--kill-grace'), Math.floor((ttlMs - renewIntervalMs - safetyMarginMs(ttlMs)) / 2));
   if (stopAfterMs({ ttlMs, renewIntervalMs, killGraceMs }) <= renewIntervalMs) {
     const max = ttlMs - renewIntervalMs - safetyMarginMs(ttlMs);
     throw new UsageError(

@@ -115,6 +115,13 @@ describe('leasejob run', () => {
     expect(logLines(dup.stderr).some((l) => l.msg === 'window already completed')).toBe(true);
   });
 
+  it('a short --ttl alone works: the default kill grace shrinks to fit it', async () => {
+    const r = await runCli(['run', ...base('short-ttl'), '--window', 'w', '--ttl', '5s', '--log-level', 'debug', '--', process.execPath, fixture('exit-with.mjs'), '0']);
+    expect(r.exitCode, r.all).toBe(0);
+    const tooShort = await runCli(['run', ...base('short-ttl'), '--window', 'w2', '--ttl', '5s', '--kill-grace', '10s', '--', process.execPath, fixture('exit-with.mjs'), '0']);
+    expect(tooShort.exitCode, tooShort.all).toBe(64);
+  });
+
   it('ignores JOB_NAME outside Kubernetes: a CI system sets it too (Jenkins), maybe ending in digits', async () => {
     const r = await runCli(['run', ...base('ci-job'), '--schedule', '5 0 * * *', '--window-from-schedule', '--', process.execPath, fixture('exit-with.mjs'), '0'],
       { JOB_NAME: 'nightly-29409125', KUBERNETES_SERVICE_HOST: undefined });
