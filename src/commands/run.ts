@@ -2,7 +2,7 @@
 import { constants } from 'node:os';
 import { startChild, parentDeathSignalSupport, SpawnError, type ChildHandle, type ChildResult } from '../child.js';
 import { MAX_TIMER_MS } from '../duration.js';
-import { ExitCode, LeasejobError } from '../errors.js';
+import { ExitCode, LeasejobError, UsageError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { normalizeRunOptions, type RawRunFlags, type RunConfig } from '../options.js';
 import { runWithLease, type AbortReason, type RunResult, type TaskContext } from '../runner.js';
@@ -37,6 +37,7 @@ export async function runCommand(
   let choice: StoreChoice;
   try {
     config = normalizeRunOptions(flags, command);
+    checkWorkingDirectory();
     choice = early?.choice ?? chooseStore({ databaseUrl: config.databaseUrl, schema: config.schema, stateFile: flags.stateFile, requireShared: flags.requireShared });
   } catch (err) {
     // Not awaited: a connection still being opened (a black-holed database) must not delay
@@ -160,5 +161,14 @@ function exitCodeFor(result: RunResult<ChildResult>, cancel: AbortSignal): numbe
       if (result.error instanceof LeasejobError) return result.error.exitCode;
       throw result.error;
     }
+  }
+}
+
+/** The child starts in our working directory: one removed under us is said before any lease is taken. */
+function checkWorkingDirectory(): void {
+  try {
+    process.cwd();
+  } catch (err) {
+    throw new UsageError(`the current directory no longer exists (${(err as NodeJS.ErrnoException).code ?? 'error'}); cd to one that does and run again`);
   }
 }

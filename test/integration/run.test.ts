@@ -2,7 +2,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, isAlive, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
+import { execa } from 'execa';
+import { fixture, isAlive, logLines, ROOT, runCli, startCli, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 import { tempDir } from '../helpers/temp.js';
 
@@ -120,6 +121,15 @@ describe('leasejob run', () => {
     expect(r.exitCode, r.all).toBe(0);
     const tooShort = await runCli(['run', ...base('short-ttl'), '--window', 'w2', '--ttl', '5s', '--kill-grace', '10s', '--', process.execPath, fixture('exit-with.mjs'), '0']);
     expect(tooShort.exitCode, tooShort.all).toBe(64);
+  });
+
+  it('a working directory removed under it: exit 64, one line, no lease taken', async () => {
+    const gone = path.join(tmp, 'gone-cwd');
+    const cmd = `mkdir -p ${gone} && cd ${gone} && rmdir ${gone} && exec ${process.execPath} ${path.join(ROOT, 'bin', 'leasejob.js')} run --database-url '${db.url}' --schema ${db.schema} --name gone-cwd --window w -- true`;
+    const r = await execa('bash', ['-c', cmd], { reject: false });
+    expect(r.exitCode, r.stderr).toBe(64);
+    expect(r.stderr.trim()).toBe('leasejob: the current directory no longer exists (ENOENT); cd to one that does and run again');
+    expect(await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'gone-cwd'`)).toHaveLength(0);
   });
 
   it('ignores JOB_NAME outside Kubernetes: a CI system sets it too (Jenkins), maybe ending in digits', async () => {
