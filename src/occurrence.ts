@@ -77,7 +77,10 @@ export function windowKey(scheduledAt: DateTime, opts: { format?: string | undef
  * period apart (half a second up to a year, and the ISO week-year's edges) has an instant between
  * them that differs in the smaller fields. Sorted ascending.
  */
-const RECURRENCE_PROBES: readonly DateTime[] = (() => {
+let recurrenceProbes: readonly DateTime[] | undefined;
+// Built on first use: nothing at import time (most runs have no --window-format).
+const probes = (): readonly DateTime[] => (recurrenceProbes ??= buildRecurrenceProbes());
+function buildRecurrenceProbes(): readonly DateTime[] {
   const base = DateTime.fromISO('2001-02-03T04:05:06.007Z', { zone: 'UTC' }); // a Saturday
   const steps = [
     {}, { milliseconds: 500 }, { seconds: 1 }, { seconds: 30 }, { minutes: 1 }, { minutes: 30 }, { hours: 1 }, { hours: 6 },
@@ -87,7 +90,7 @@ const RECURRENCE_PROBES: readonly DateTime[] = (() => {
   const weekYearEdges = ['2001-01-01', '2001-12-30', '2001-12-31', '2002-06-30', '2002-12-02'];
   return [...steps.map((step) => base.plus(step)), ...weekYearEdges.map((day) => DateTime.fromISO(`${day}T04:05:06.007Z`, { zone: 'UTC' }))]
     .sort((x, y) => x.toMillis() - y.toMillis());
-})();
+}
 
 /**
  * Rejects a `--window-format` that would give every occurrence the same (or an empty) key, or
@@ -110,7 +113,7 @@ export function validateWindowFormat(format: string): void {
   // Each key must cover one unbroken stretch of time: seen again after a different key, it recurs.
   const firstSeen = new Map<string, DateTime>();
   let previous: string | undefined;
-  for (const at of RECURRENCE_PROBES) {
+  for (const at of probes()) {
     const key = windowKey(at, { format });
     const earlier = firstSeen.get(key);
     if (earlier !== undefined && key !== previous) {
