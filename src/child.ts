@@ -166,7 +166,10 @@ function signalGroup(pgid: number, sig: NodeJS.Signals | 0): void {
   try {
     process.kill(-pgid, sig);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+    // EPERM: a member we may not signal (a setuid helper); the rest still gets the signal, and
+    // failing here would turn a finished run into an internal error.
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== 'ESRCH' && code !== 'EPERM') throw error;
   }
 }
 

@@ -41,7 +41,8 @@ export function driverTls(connectionString: string | undefined, env: NodeJS.Proc
     if (value !== undefined) given.set(k, value);
     url?.searchParams.delete(k);
   }
-  if (given.size === 0) return { connectionString };
+  // No sslmode anywhere: pg's own reading stands, as before (libpq would try TLS, then plain).
+  if (!given.has('sslmode')) return { connectionString };
   const get = (k: Keyword): string | undefined => given.get(k);
 
   const mode = get('sslmode') ?? 'prefer';

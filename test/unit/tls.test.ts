@@ -12,6 +12,10 @@ describe('driverTls', () => {
     expect(driverTls(undefined, {})).toEqual({ connectionString: undefined });
   });
 
+  it('with no sslmode anywhere, leaves TLS to pg: a host exporting PGSSLROOTCERT still reaches a plain server', () => {
+    expect(driverTls('postgres://db/app', { PGSSLROOTCERT: ca })).toEqual({ connectionString: 'postgres://db/app' });
+  });
+
   it('takes the TLS keywords out of the string pg sees, keeping the rest as given', () => {
     const d = driverTls('postgres://u:p%40ss@db:5432/app?sslmode=require&application_name=x', {});
     expect(d.connectionString).toBe('postgres://u:p%40ss@db:5432/app?application_name=x');
