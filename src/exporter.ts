@@ -65,18 +65,20 @@ export class Exporter {
   private async collect(): Promise<string> {
     const started = performance.now();
     for (const metric of Object.values(this.m)) metric.reset();
+    let up = true;
     try {
       await this.load();
-      this.m.up.set(1);
     } catch (err) {
       this.log.warn({ err: (err as Error).message }, 'scrape could not read the database');
-      this.m.up.set(0);
-      this.m.scrape.set((performance.now() - started) / 1000);
+      up = false;
+    }
+    this.m.up.set(up ? 1 : 0);
+    this.m.scrape.set((performance.now() - started) / 1000);
+    if (!up) {
       // Only what is known: `leasejob_jobs 0` beside `leasejob_up 0` would read as "no jobs".
       const known = await Promise.all(['leasejob_up', 'leasejob_scrape_duration_seconds'].map((name) => this.registry.getSingleMetricAsString(name)));
       return `${known.join('\n\n')}\n`;
     }
-    this.m.scrape.set((performance.now() - started) / 1000);
     // prom-client's metrics, then the per-job families, a blank line between families as it does.
     const families = Object.values(this.m).filter((f): f is MetricRows => f instanceof MetricRows);
     return `${await this.registry.metrics()}\n${families.map((f) => f.render()).join('\n\n')}\n`;

@@ -43,9 +43,7 @@ export function driverTls(connectionString: string | undefined, env: NodeJS.Proc
   }
   // No sslmode anywhere: pg's own reading stands, as before (libpq would try TLS, then plain).
   if (!given.has('sslmode')) return { connectionString };
-  const get = (k: Keyword): string | undefined => given.get(k);
-
-  const mode = get('sslmode') ?? 'prefer';
+  const mode = given.get('sslmode')!; // present: checked above
   if (!(MODES as readonly string[]).includes(mode)) {
     throw new UsageError(`Expected sslmode to be one of disable, allow, prefer, require, verify-ca, verify-full, got ${JSON.stringify(mode)}.`);
   }
@@ -54,7 +52,7 @@ export function driverTls(connectionString: string | undefined, env: NodeJS.Proc
   if (sslnegotiation !== undefined && sslnegotiation !== 'postgres' && sslnegotiation !== 'direct') {
     throw new UsageError(`Expected sslnegotiation to be postgres or direct, got ${JSON.stringify(sslnegotiation)}.`);
   }
-  return { connectionString: url?.toString(), ssl: sslFor(mode as SslMode, get), ...(sslnegotiation !== undefined ? { sslnegotiation } : {}) };
+  return { connectionString: url?.toString(), ssl: sslFor(mode as SslMode, (k) => given.get(k)), ...(sslnegotiation !== undefined ? { sslnegotiation } : {}) };
 }
 
 function sslFor(mode: SslMode, get: (k: Keyword) => string | undefined): false | SslOptions {
