@@ -22,6 +22,20 @@ export function stopAfterMs(t: LeaseTiming): number {
   return t.ttlMs - t.killGraceMs - safetyMarginMs(t.ttlMs);
 }
 
+/**
+ * How long one renewal may wait for the lease row's lock and for its answer, given the time
+ * left before the local deadline. Bounded so a blocked renewal (a long fenced transaction
+ * holding the row FOR SHARE) or a connection gone silent fails in time for a retry on a new
+ * connection: an attempt takes at most half of what is left while that is over 1.5 s, then
+ * all of it. Whole milliseconds: the budget comes from the monotonic clock.
+ */
+export function renewalBounds(leftMs: number, renewIntervalMs: number): { lockTimeoutMs: number; answerTimeoutMs: number } {
+  const budget = Math.max(100, leftMs);
+  const attempt = budget > 1_500 ? budget / 2 : budget;
+  const lockTimeoutMs = Math.floor(Math.max(50, Math.min(renewIntervalMs, attempt) - 100));
+  return { lockTimeoutMs, answerTimeoutMs: Math.floor(Math.max(lockTimeoutMs + 50, attempt)) };
+}
+
 export type LossReason =
   | { kind: 'lease-lost'; detail: string }
   | { kind: 'deadline'; detail: string };
@@ -89,13 +103,9 @@ export class LeaseKeeper {
     if (this.stopped || this.renewing) return;
     this.renewing = true;
     const sent = stamp();
-    // Bounded so a blocked renewal (a long fenced transaction holding the row FOR SHARE, or a
-    // black-holed connection) fails in time for a retry before the local deadline.
-    const budget = Math.max(100, this.lastSent.mono + stopAfterMs(this.timing) - sent.mono);
-    // Whole milliseconds: the budget comes from the monotonic clock and renew() takes an integer.
-    const lockTimeoutMs = Math.floor(Math.max(50, Math.min(this.timing.renewIntervalMs, budget) - 50));
+    const { lockTimeoutMs, answerTimeoutMs } = renewalBounds(this.lastSent.mono + stopAfterMs(this.timing) - sent.mono, this.timing.renewIntervalMs);
     try {
-      const row = await this.store.renew(this.lease.job, this.lease.owner, this.lease.generation, this.timing.ttlMs, lockTimeoutMs, Math.max(lockTimeoutMs + 500, Math.min(budget, this.timing.renewIntervalMs * 2)));
+      const row = await this.store.renew(this.lease.job, this.lease.owner, this.lease.generation, this.timing.ttlMs, lockTimeoutMs, answerTimeoutMs);
       const received = stamp();
       if (this.stopped) return;
       if (!row) {

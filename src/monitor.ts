@@ -42,6 +42,11 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
     j.overdue = false;
     j.intervalMs = d?.intervalMs ?? null;
     j.due = undefined;
+    // Recorded as running, but its generation no longer holds the lease: its owner was killed
+    // or cut off before it could say. The next run resumes it (and records the loss).
+    for (const w of j.openWindows) {
+      if (w.outcome === 'running' && !(j.held && String(w.generation) === j.generation)) w.outcome = 'abandoned';
+    }
     // A job registered after the due tick was not yet expected to have run it.
     if (!d?.due || d.due.scheduledAt.getTime() < j.createdAt.getTime()) continue;
     const completed = d.due.window === j.lastWindow || due.done.has(j.name);

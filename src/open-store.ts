@@ -15,6 +15,8 @@ export interface StoreFlags {
   requireShared?: boolean;
   /** Connections to open at most (commands that answer concurrent requests want more than one). */
   poolSize?: number;
+  /** How long a read waits for its answer (PostgreSQL); the store's default when unset. */
+  readTimeoutMs?: number;
 }
 
 export type StoreChoice =
@@ -64,7 +66,7 @@ export function chooseStore(flags: StoreFlags, env: NodeJS.ProcessEnv = process.
 export async function openStore(choice: StoreChoice, flags: StoreFlags = {}, opts: { connectEarly?: boolean } = {}): Promise<LeaseStore> {
   if (choice.kind === 'postgresql') {
     const { PgStore, createPool } = await import('./pg-store.js');
-    const store = new PgStore(createPool(choice.source, { max: flags.poolSize ?? 1 }), choice.schema, choice.location);
+    const store = new PgStore(createPool(choice.source, { max: flags.poolSize ?? 1 }), choice.schema, choice.location, flags.readTimeoutMs);
     if (opts.connectEarly) store.connectEarly();
     return store;
   }

@@ -16,6 +16,15 @@ export interface PoolOptions {
   connectTimeoutMs?: number;
 }
 
+/**
+ * How long a read (status, history, check, the exporter) or an administrative statement waits
+ * for its answer. A connection can go silent without a reset (a NAT or firewall forgetting it):
+ * nothing would ever end the wait. A timed-out connection is dropped; the next one is new.
+ */
+export const READ_TIMEOUT_MS = 10_000;
+/** How long recording an event (busy skip, renewal failures, clock jump) may wait. */
+export const EVENT_TIMEOUT_MS = 5_000;
+
 export function createPool(source: ConnectionSource, opts: PoolOptions = {}): pg.Pool {
   const driver = source.driver ?? driverTls(source.connectionString, process.env);
   const config: pg.PoolConfig = {
@@ -61,9 +70,26 @@ export class PgStore implements LeaseStore {
     readonly pool: pg.Pool,
     readonly schema: string,
     location = 'postgresql',
+    /** The bound on reads and administrative statements; 0 for none (migrations). */
+    private readonly readTimeoutMs = READ_TIMEOUT_MS,
   ) {
     this.s = quoteIdent(schema);
     this.location = location;
+  }
+
+  /**
+   * One statement, its answer waited for at most `timeoutMs`. pg then drops the connection
+   * (the pool gets a new one for the next statement); the error says what did not answer.
+   */
+  private async query(text: string, values: unknown[], timeoutMs = this.readTimeoutMs): Promise<pg.QueryResult> {
+    try {
+      return await this.pool.query({ text, values, ...(timeoutMs > 0 ? { query_timeout: Math.ceil(timeoutMs) } : {}) } as pg.QueryConfig);
+    } catch (err) {
+      if (err instanceof Error && err.message === 'Query read timeout') {
+        throw Object.assign(new Error(`the database did not answer within ${Math.ceil(timeoutMs)} ms`), { code: 'ETIMEDOUT', cause: err });
+      }
+      throw err;
+    }
   }
 
   /** A connection being opened ahead of the first statement; its error, if it failed. */
@@ -88,10 +114,11 @@ export class PgStore implements LeaseStore {
       this.early = undefined;
       if (failed) throw failed;
     }
-    const { rows } = await this.pool.query(
+    const { rows } = await this.query(
       `SELECT * FROM ${this.s}.acquire($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
       [i.job, i.owner, i.ttlMs, i.renewIntervalMs, i.window ?? null, i.scheduledAt ?? null, i.rerun,
         i.maxDelayMs ?? null, i.hostTime, i.spec ? JSON.stringify(i.spec) : null, ACQUIRE_LOCK_TIMEOUT_MS],
+      i.answerTimeoutMs ?? this.readTimeoutMs,
     );
     const r = rows[0];
     return {
@@ -109,38 +136,34 @@ export class PgStore implements LeaseStore {
 
   /** Undefined when the lease is no longer ours (taken, expired or released). */
   async renew(job: string, owner: string, generation: string, ttlMs: number, lockTimeoutMs: number, queryTimeoutMs: number): Promise<RenewRow | undefined> {
-    const { rows } = await this.pool.query({
-      text: `SELECT * FROM ${this.s}.renew($1, $2, $3, $4, $5)`,
-      values: [job, owner, generation, ttlMs, lockTimeoutMs],
-      // Client-side bound: a black-holed connection is dropped and the next renewal reconnects.
-      query_timeout: queryTimeoutMs,
-    } as pg.QueryConfig);
+    // Client-side bound: a black-holed connection is dropped and the next renewal reconnects.
+    const { rows } = await this.query(`SELECT * FROM ${this.s}.renew($1, $2, $3, $4, $5)`, [job, owner, generation, ttlMs, lockTimeoutMs], queryTimeoutMs);
     const r = rows[0];
     return r ? { dbNow: r.db_now, expiresAt: r.expires_at } : undefined;
   }
 
   /** Record the window outcome (if still held) and release. held=false: the lease was not ours. */
   async finish(i: FinishInput): Promise<{ held: boolean; dbNow: Date }> {
-    const { rows } = await this.pool.query({
-      text: `SELECT * FROM ${this.s}.finish($1, $2, $3, $4, $5, $6, $7, $8)`,
-      values: [i.job, i.owner, i.generation, i.window ?? null, i.outcome, i.exitCode ?? null, i.hostTime,
-        JSON.stringify(i.detail ?? {})],
-      query_timeout: i.queryTimeoutMs,
-    } as pg.QueryConfig);
+    const { rows } = await this.query(
+      `SELECT * FROM ${this.s}.finish($1, $2, $3, $4, $5, $6, $7, $8)`,
+      [i.job, i.owner, i.generation, i.window ?? null, i.outcome, i.exitCode ?? null, i.hostTime, JSON.stringify(i.detail ?? {})],
+      i.queryTimeoutMs ?? this.readTimeoutMs,
+    );
     return { held: rows[0].held, dbNow: rows[0].db_now };
   }
 
   async recordEvent(e: RecordEventInput): Promise<string> {
-    const { rows } = await this.pool.query(
+    const { rows } = await this.query(
       `SELECT ${this.s}.record_event($1, $2, $3, $4, $5, $6, $7) AS seq`,
       [e.job, e.kind, e.window ?? null, e.owner ?? null, e.generation ?? null, e.hostTime, JSON.stringify(e.detail ?? {})],
+      EVENT_TIMEOUT_MS,
     );
     return rows[0].seq;
   }
 
   /** Administrative release: expire now, keep the generation. */
   async release(job: string, hostTime: Date): Promise<{ owner: string; generation: string } | undefined> {
-    const { rows } = await this.pool.query(
+    const { rows } = await this.query(
       `WITH r AS (
          UPDATE ${this.s}.leases SET expires_at = now(), released_at = now()
           WHERE name = $1 AND expires_at > now()
@@ -158,7 +181,7 @@ export class PgStore implements LeaseStore {
     // Instants and spans as float8 milliseconds (date_part, not numeric extract): parsing
     // three timestamps per job was a tenth of a 10,000-job read. Open windows are few, so they
     // are gathered in one pass rather than looked up job by job (measured by `npm run bench`).
-    const { rows } = await this.pool.query(
+    const { rows } = await this.query(
       `SELECT j.name, j.schedule, j.tz, j.window_mode, j.window_format, j.window_offset, j.alert_after_ms,
               ${epochMs('j.created_at')} AS created_ms,
               l.owner, l.generation, l.expires_at > now() AS held,
@@ -174,8 +197,8 @@ export class PgStore implements LeaseStore {
              FROM ${s}.windows w WHERE w.job = j.name AND w.completed_at IS NOT NULL
             ORDER BY w.completed_at DESC, w.generation DESC LIMIT 1) lc ON true
          LEFT JOIN (
-           SELECT o.job, jsonb_agg(jsonb_build_object('window', o.window_key, 'attempts', o.attempts, 'outcome', o.outcome) ORDER BY o.started_at) AS open
-             FROM (SELECT w.job, w.window_key, w.attempts, w.outcome, w.started_at,
+           SELECT o.job, jsonb_agg(jsonb_build_object('window', o.window_key, 'attempts', o.attempts, 'outcome', o.outcome, 'generation', o.generation) ORDER BY o.started_at) AS open
+             FROM (SELECT w.job, w.window_key, w.attempts, w.outcome, w.generation, w.started_at,
                           row_number() OVER (PARTITION BY w.job ORDER BY w.started_at DESC) AS rn
                      FROM ${s}.windows w WHERE w.completed_at IS NULL AND ($1::text IS NULL OR w.job = $1)) o
             WHERE o.rn <= 10 GROUP BY o.job) ow ON ow.job = j.name
@@ -183,7 +206,7 @@ export class PgStore implements LeaseStore {
         ORDER BY j.name`,
       [name ?? null],
     );
-    const dbNow = new Date(rows[0]?.db_now_ms ?? (await this.pool.query(`SELECT ${epochMs('now()')} AS ms`)).rows[0].ms);
+    const dbNow = new Date(rows[0]?.db_now_ms ?? (await this.query(`SELECT ${epochMs('now()')} AS ms`, [])).rows[0].ms);
     return {
       dbNow,
       rows: rows.map((r) => ({
@@ -210,7 +233,7 @@ export class PgStore implements LeaseStore {
 
   async readScheduleKeys(name?: string): Promise<{ dbNow: Date; keys: ScheduleKey[] }> {
     // The clock comes along even when no job has a schedule (the LEFT JOIN keeps one row).
-    const { rows } = await this.pool.query(
+    const { rows } = await this.query(
       `SELECT ${epochMs('now()')} AS db_now_ms, k.*
          FROM (SELECT 1) one LEFT JOIN (
            SELECT DISTINCT schedule, tz, window_format, window_offset, alert_after_ms FROM ${this.s}.jobs
@@ -231,7 +254,7 @@ export class PgStore implements LeaseStore {
     // One primary-key probe per job of a key (EXISTS on windows_pkey): joining the windows
     // table itself would let the planner hash its whole history, which only grows. The keys
     // are few and come from the jobs table, so NULL can stand as '' (never a valid value).
-    const { rows } = await this.pool.query(
+    const { rows } = await this.query(
       `SELECT coalesce(json_agg(j.name), '[]'::json) AS names
          FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[]) AS d(schedule, tz, fmt, off, alert, window_key)
          JOIN ${this.s}.jobs j ON j.schedule = d.schedule AND coalesce(j.tz, '') = coalesce(d.tz, '')
@@ -246,7 +269,7 @@ export class PgStore implements LeaseStore {
   }
 
   async readHistory(job: string, limit: number): Promise<HistoryEvent[]> {
-    const { rows } = await this.pool.query(
+    const { rows } = await this.query(
       `SELECT * FROM (
          SELECT seq, kind, window_key, owner, host, generation, db_time, host_time, detail
            FROM ${this.s}.events WHERE job = $1 ORDER BY seq DESC LIMIT $2) e
@@ -260,7 +283,7 @@ export class PgStore implements LeaseStore {
   }
 
   async readEventCounts(kinds: readonly string[]): Promise<EventCount[]> {
-    const { rows } = await this.pool.query<{ job: string; kind: string; host: string; n: string }>(
+    const { rows } = await this.query(
       `SELECT job, kind, host, n FROM ${this.s}.event_counts WHERE kind = ANY($1::text[])`,
       [kinds],
     );
@@ -268,12 +291,12 @@ export class PgStore implements LeaseStore {
   }
 
   async readHostClocks(): Promise<HostClock[]> {
-    const { rows } = await this.pool.query<{ host: string; offset_ms: number; uncertainty_ms: number }>(`SELECT host, offset_ms, uncertainty_ms FROM ${this.s}.hosts`);
+    const { rows } = await this.query(`SELECT host, offset_ms, uncertainty_ms FROM ${this.s}.hosts`, []);
     return rows.map((r) => ({ host: r.host, offsetMs: r.offset_ms, uncertaintyMs: r.uncertainty_ms }));
   }
 
   async ping(): Promise<void> {
-    await this.pool.query('SELECT 1');
+    await this.query('SELECT 1', []);
   }
 
   /** Bounded: a query stuck on a black-holed connection must not hold the process at exit. */

@@ -56,7 +56,33 @@ export interface TaskContext {
 export type RunResult<T> =
   | { status: 'completed'; value: T; generation: string; attempt: number }
   | { status: 'failed'; error: unknown; generation: string; attempt: number; aborted?: AbortReason; released: boolean }
-  | { status: 'skipped'; reason: 'busy' | 'done' | 'missed'; holder?: string | null; completedAt?: Date | null };
+  | { status: 'skipped'; reason: 'busy' | 'done' | 'missed' | 'cancelled'; holder?: string | null; completedAt?: Date | null };
+
+/**
+ * The longest an acquisition's answer is waited for (the stop point when sooner): a database
+ * this slow is unavailable, and the next trigger tries again.
+ */
+const ACQUIRE_ANSWER_LIMIT_MS = 30_000;
+
+/** `p`'s value, or undefined as soon as `signal` aborts (`p` is then left to settle unobserved). */
+async function unlessAborted<T>(p: Promise<T>, signal: AbortSignal | undefined): Promise<T | undefined> {
+  if (!signal) return p;
+  if (signal.aborted) {
+    p.catch(() => {});
+    return undefined;
+  }
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<undefined>((resolve) => {
+    onAbort = () => resolve(undefined);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  p.catch(() => {});
+  try {
+    return await Promise.race([p, aborted]);
+  } finally {
+    signal.removeEventListener('abort', onAbort!);
+  }
+}
 
 export function newOwnerId(): string {
   return `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
@@ -76,13 +102,20 @@ export async function runWithLease<T>(
   const waitStart = performance.now();
 
   for (;;) {
-    if (opts.signal?.aborted) return { status: 'skipped', reason: 'busy' };
+    if (opts.signal?.aborted) return { status: 'skipped', reason: 'cancelled' };
     const sent = stamp();
-    const row = await store.acquire({
+    const row = await unlessAborted(store.acquire({
       job: opts.name, owner, ttlMs: opts.ttlMs, renewIntervalMs, window: win?.key,
       scheduledAt: win?.scheduledAt, rerun: win?.rerun ?? false, maxDelayMs: win?.maxDelayMs,
       hostTime: new Date(sent.wall), spec: opts.spec,
-    });
+      answerTimeoutMs: Math.min(stopAfterMs(timing), ACQUIRE_ANSWER_LIMIT_MS),
+    }), opts.signal);
+    if (row === undefined) {
+      // A lease granted meanwhile is held by a session that closes as we exit: contenders see
+      // it stale and take over once it expires.
+      jlog.info('signal received while waiting for the database');
+      return { status: 'skipped', reason: 'cancelled' };
+    }
     const received = stamp();
 
     if (row.outcome === 'done') {
@@ -113,8 +146,8 @@ export async function runWithLease<T>(
     const policy = opts.onBusy ?? 'skip';
     if (policy === 'skip') {
       jlog.info(holder, 'lease busy');
-      await store.recordEvent({ job: opts.name, kind: 'busy-skip', window: win?.key, owner, hostTime: new Date(), detail: { holder: row.holder, holder_generation: row.holderGeneration, holder_window: row.holderWindow } })
-        .catch((err: unknown) => jlog.debug({ err: (err as Error).message }, 'could not record busy-skip event'));
+      await unlessAborted(store.recordEvent({ job: opts.name, kind: 'busy-skip', window: win?.key, owner, hostTime: new Date(), detail: { holder: row.holder, holder_generation: row.holderGeneration, holder_window: row.holderWindow } })
+        .catch((err: unknown) => jlog.debug({ err: (err as Error).message }, 'could not record busy-skip event')), opts.signal);
       return { status: 'skipped', reason: 'busy', holder: row.holder };
     }
     if (policy === 'fail') {
@@ -212,7 +245,7 @@ async function runHeld<T>(
       job: opts.name, owner, generation, window: win?.key, outcome, hostTime: new Date(),
       exitCode: ok ? 0 : exitCodeOf(error),
       detail: finishDetail(attempt, performance.now() - startedMono, aborted?.kind, keeper.lastOffset ?? held.offset),
-    }, opts.ttlMs, () => keeper.remainingMs(), log);
+    }, () => keeper.remainingMs(), log);
     released = r.held;
     if (r.held) {
       if (win) log.info({ generation, attempt, outcome }, ok ? 'window completed' : 'window left open');
@@ -238,7 +271,7 @@ async function runHeld<T>(
 
 /** Below this much lease left, a retry of finish could not reach the database in time. */
 const FINISH_RETRY_MIN_MS = 300;
-/** The least time an answer to finish is waited for (the TTL when longer). */
+/** How long an answer to finish is waited for once the lease may have expired. */
 const FINISH_TIMEOUT_MIN_MS = 5_000;
 
 /**
@@ -249,12 +282,15 @@ const FINISH_TIMEOUT_MIN_MS = 5_000;
  * answers held again (sql/004_finish_retry.sql). Past the lease, the database itself says
  * "not held", so a late retry cannot complete anything.
  */
-async function finishWithRetry(store: Store, input: FinishInput, ttlMs: number, remainingMs: () => number, log: Logger): Promise<{ held: boolean; dbNow: Date }> {
+async function finishWithRetry(store: Store, input: FinishInput, remainingMs: () => number, log: Logger): Promise<{ held: boolean; dbNow: Date }> {
   for (let tries = 1; ; tries += 1) {
     try {
-      // Patient: the database decides whether the lease still held when the statement began,
-      // so a slow answer is still the right one. The bound only frees us from a black hole.
-      return await store.finish({ ...input, queryTimeoutMs: Math.max(FINISH_TIMEOUT_MIN_MS, ttlMs) });
+      // While the lease lasts, an attempt waits for half of what is left: a connection gone
+      // silent leaves time for a retry on a new one (a slow answer is still right: the
+      // database decides whether the lease held when the statement began). Past that, one
+      // attempt: the database can only say "not held", and that is all we would learn.
+      const leftNow = remainingMs();
+      return await store.finish({ ...input, queryTimeoutMs: leftNow >= 2 * FINISH_RETRY_MIN_MS ? leftNow / 2 : FINISH_TIMEOUT_MIN_MS });
     } catch (err) {
       const left = remainingMs();
       if (!isTransientDbError(err) || left < 2 * FINISH_RETRY_MIN_MS) throw err;

@@ -110,8 +110,8 @@ export const JOB_ROWS_SQL = `
   SELECT j.*, l.owner, l.generation, l.expires_mono, l.boot_id, l.acquired_at,
          (SELECT json_object('window', w.window_key, 'completed_at', w.completed_at, 'started_at', w.started_at)
             FROM windows w WHERE w.job = j.name AND w.completed_at IS NOT NULL ORDER BY w.completed_at DESC, w.generation DESC LIMIT 1) AS last,
-         (SELECT json_group_array(json_object('window', o.window_key, 'attempts', o.attempts, 'outcome', o.outcome))
-            FROM (SELECT window_key, attempts, outcome FROM windows w WHERE w.job = j.name AND w.completed_at IS NULL
+         (SELECT json_group_array(json_object('window', o.window_key, 'attempts', o.attempts, 'outcome', o.outcome, 'generation', o.generation))
+            FROM (SELECT window_key, attempts, outcome, generation FROM windows w WHERE w.job = j.name AND w.completed_at IS NULL
                    ORDER BY started_at DESC LIMIT 10) o) AS open
     FROM jobs j LEFT JOIN leases l ON l.name = j.name
    WHERE ? IS NULL OR j.name = ?
@@ -170,7 +170,26 @@ export class SqliteStore implements LeaseStore {
     return new Date(nowWall + (mono - nowMono));
   }
 
+  /**
+   * One event; as the PostgreSQL store's record_event (sql/007_lost_once.sql), one `lease-lost`
+   * per generation, and a stale takeover records the loss of the generation it replaces (and
+   * marks its unfinished window lost) when that owner could not. 0 when nothing was recorded.
+   */
   private recordEventSync(e: RecordEventInput, now: number): number {
+    if (e.kind === 'lease-lost' && this.db.prepare("SELECT 1 FROM events WHERE job = ? AND kind = 'lease-lost' AND generation = ?").get(e.job, Number(e.generation))) return 0;
+    const seq = this.insertEvent(e, now);
+    if (e.kind === 'stale-takeover') {
+      const previous = Number(e.detail?.previous_generation);
+      const lost = this.db.prepare(
+        `UPDATE windows SET outcome = 'lost', finished_at = ? WHERE job = ? AND generation = ? AND completed_at IS NULL AND outcome = 'running' RETURNING window_key`,
+      ).get(now, e.job, previous) as { window_key: string } | undefined;
+      this.recordEventSync({ job: e.job, kind: 'lease-lost', window: lost?.window_key, owner: String(e.detail?.previous_owner), generation: String(previous), hostTime: e.hostTime,
+        detail: { recorded_by: 'takeover', taken_by: e.owner, taken_generation: e.generation } }, now);
+    }
+    return seq;
+  }
+
+  private insertEvent(e: RecordEventInput, now: number): number {
     const job = this.db.prepare(
       `INSERT INTO jobs (name, last_seq, created_at, updated_at) VALUES (?, 1, ?, ?)
        ON CONFLICT (name) DO UPDATE SET last_seq = last_seq + 1 RETURNING last_seq`,

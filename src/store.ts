@@ -15,6 +15,8 @@ export interface AcquireInput {
   maxDelayMs?: number | undefined;
   hostTime: Date;
   spec?: Record<string, string | number | null> | undefined;
+  /** How long to wait for the answer: one later than the stop point could not be used. */
+  answerTimeoutMs?: number | undefined;
 }
 
 export interface AcquireRow {
@@ -76,7 +78,11 @@ export interface JobRow {
   lastWindow: string | null;
   lastCompletedAt: Date | null;
   lastDurationMs: number | null;
-  openWindows: Array<{ window: string; attempts: number; outcome: string }>;
+  /**
+   * The newest 10, oldest first. `outcome` as recorded, except that monitor.ts reads a `running`
+   * window whose generation no longer holds the lease as `abandoned`.
+   */
+  openWindows: Array<{ window: string; attempts: number; outcome: string; generation: number }>;
 }
 
 export interface HistoryEvent {

@@ -86,11 +86,15 @@ const LISTEN_ERRORS: Record<string, string> = {
   EADDRNOTAVAIL: 'no such address on this host',
 };
 
+const EXPORTER_READ_TIMEOUT_MS = 4_000;
+
 export async function exporterCommand(flags: DbFlags & { port?: string; host?: string }): Promise<number> {
   const port = flags.port === undefined ? 9464 : Number(flags.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`Expected \`--port\` to be a TCP port from 0 to 65535, got \`${flags.port}\`.`);
   const host = flags.host ?? '0.0.0.0';
-  return withStore({ ...flags, poolSize: 4 }, async (store, log) => {
+  // Reads bounded well inside Prometheus's default 10 s scrape timeout: a silent connection
+  // then shows as leasejob_up 0, not as a failed scrape.
+  return withStore({ ...flags, poolSize: 4, readTimeoutMs: EXPORTER_READ_TIMEOUT_MS }, async (store, log) => {
     const { Exporter } = await import('../exporter.js');
     const server = new Exporter(store, log).createServer();
     await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, host, () => resolve())).catch((err: unknown) => {

@@ -3,6 +3,8 @@ export interface Proxy {
   readonly state: 'open' | 'reset' | 'blackhole' | 'hold';
   /** 'reset': open connections reset, new ones refused; 'blackhole': everything held until heal(). */
   cut(mode?: 'reset' | 'blackhole'): void;
+  /** The next statement containing `text` and everything after it on its connection go nowhere; resolves when it was sent. */
+  silence(text: string): Promise<void>;
   /** Leave new connections unanswered until heal(); open ones go on. */
   hold(): void;
   /** Forward again, delivering whatever was held. */

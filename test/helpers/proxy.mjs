@@ -5,7 +5,10 @@
 //   a dropped route holds TCP segments, and delivered late when the route heals;
 // - hold(): new connections are accepted and left unanswered (nothing reaches the database)
 //   until heal(); open ones go on as before;
-// - heal(): forward again, delivering whatever was held.
+// - heal(): forward again, delivering whatever was held;
+// - silence(text): the next statement containing `text` goes nowhere, and its connection stays
+//   silent for good (no answer, no close), as when a NAT or a firewall forgets one connection;
+//   other connections, new ones included, go on.
 import net from 'node:net';
 
 /**
@@ -16,19 +19,29 @@ export async function startProxy(target) {
   const [targetPort, targetHost] = [Number(dest.port), dest.hostname];
   const pairs = new Set();
   const heldClients = [];
+  /** Armed by silence(): the text to look for and what resolves once it was seen. */
+  const silencers = [];
   /** 'open' | 'reset' | 'blackhole' | 'hold' */
   let state = 'open';
 
   const forward = (client) => {
     const upstream = net.connect(targetPort, targetHost);
-    const pair = { client, upstream, held: [], closed: 0 };
+    const pair = { client, upstream, held: [], closed: 0, silent: false };
     pairs.add(pair);
     // While black-holed, every byte and every close is queued in order and replayed on heal.
     const deliver = (action) => {
+      if (pair.silent) return;
       if (state === 'blackhole') pair.held.push(action);
       else action();
     };
-    client.on('data', (chunk) => deliver(() => upstream.write(chunk)));
+    client.on('data', (chunk) => {
+      const i = silencers.findIndex((s) => chunk.includes(s.text));
+      if (i >= 0 && !pair.silent) {
+        pair.silent = true;
+        silencers.splice(i, 1)[0].seen();
+      }
+      deliver(() => upstream.write(chunk));
+    });
     upstream.on('data', (chunk) => deliver(() => client.write(chunk)));
     for (const [from, to] of [[client, upstream], [upstream, client]]) {
       from.on('error', () => {}); // 'close' follows
@@ -75,6 +88,13 @@ export async function startProxy(target) {
         for (const c of heldClients.splice(0)) c.resetAndDestroy();
       }
     },
+    /**
+     * The next statement whose text contains `text` never reaches the database and its
+     * connection goes silent for good; resolves when that statement was sent.
+     */
+    silence(text) {
+      return new Promise((resolve) => silencers.push({ text, seen: resolve }));
+    },
     /** Leave new connections unanswered until heal(). */
     hold() {
       state = 'hold';
@@ -96,6 +116,7 @@ export async function startProxy(target) {
     },
     close: () =>
       new Promise((resolve) => {
+        silencers.length = 0;
         for (const p of pairs) {
           p.client.destroy();
           p.upstream.destroy();

@@ -108,6 +108,13 @@ describe('contention and faults', () => {
       const r = await run;
       expect(r.exitCode, r.all).toBe(75);
       expect(logLines(r.stderr).some((l) => l.msg === 'renewal failed')).toBe(true);
+      // It could not say so, so the next run's takeover records the loss (once) and resumes the window.
+      const next = await runCli(['run', ...base('cut'), '--window', 'w', '--ttl', '3s', '--kill-grace', '500ms', '--', 'true']);
+      expect(next.exitCode, next.all).toBe(0);
+      const lost = await db.rows<{ generation: string; window_key: string }>(`SELECT generation, window_key FROM ${db.schema}.events WHERE job = 'cut' AND kind = 'lease-lost'`);
+      expect(lost).toEqual([{ generation: '1', window_key: 'w' }]);
+      const counted = await db.rows<{ n: string }>(`SELECT sum(n) AS n FROM ${db.schema}.event_counts WHERE job = 'cut' AND kind = 'lease-lost'`);
+      expect(Number(counted[0]?.n)).toBe(1);
     } finally {
       await proxy.close();
     }

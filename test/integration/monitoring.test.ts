@@ -93,6 +93,25 @@ describe('monitoring by absence', () => {
     }
   });
 
+  it('a scrape whose read meets a silent connection says leasejob_up 0 inside a 10 s scrape timeout', async () => {
+    const proxy = await startProxy(db.url);
+    const exporter = await startExporter(proxy.url(db.url));
+    try {
+      expect(metric(await exporter.scrape(), 'leasejob_up', '')).toBe(1);
+      const seen = proxy.silence('event_counts');
+      const t0 = performance.now();
+      const down = await exporter.scrape();
+      await seen;
+      expect(metric(down, 'leasejob_up', '')).toBe(0);
+      expect(performance.now() - t0).toBeLessThan(9_000);
+      // The silent connection was dropped: the next scrape reads on a new one.
+      expect(metric(await exporter.scrape(), 'leasejob_up', '')).toBe(1);
+    } finally {
+      await exporter.stop();
+      await proxy.close();
+    }
+  });
+
   it('an overdue window fails check and shows in the exporter; completing it clears both', async () => {
     // A job that has run before (registered a day ago) and whose latest hourly window is not done.
     const job = ['--name', 'hourly-report', '--schedule', '0 * * * *', '--window-from-schedule', '--alert-after', '1s'];

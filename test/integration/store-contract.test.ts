@@ -95,8 +95,33 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     expect(await s.renew('t', base.owner, '1', 3_000, 500, 2_000)).toBeUndefined();
     const fin = await s.finish({ job: 't', owner: base.owner, generation: '1', window: 'x', outcome: 'completed', hostTime: new Date() });
     expect(fin.held).toBe(false);
-    const kinds = (await s.readHistory('t', 100)).map((e) => e.kind);
-    expect(kinds).toEqual(['acquired', 'window-claimed', 'stale-takeover', 'window-claimed', 'lease-lost']);
+    // The takeover recorded the first generation's loss; its owner's late finish adds nothing.
+    const events = await s.readHistory('t', 100);
+    expect(events.map((e) => e.kind)).toEqual(['acquired', 'window-claimed', 'stale-takeover', 'lease-lost', 'window-claimed']);
+    expect(events[3]).toMatchObject({ owner: base.owner, generation: '1', window: 'x', host: 'host-a' });
+    expect((await s.readEventCounts(['lease-lost'])).map((c) => [c.job, c.host, c.n])).toContainEqual(['t', 'host-a', 1]);
+  });
+
+  it('a lost lease counts once: whether its owner or the next acquisition says so first; an abandoned window is marked lost', async () => {
+    const s = await make();
+    // The owner reaches the database after its lease expired: it records the loss itself.
+    await s.acquire({ ...base, job: 'l', ttlMs: 1_500, renewIntervalMs: 500, window: 'd1' });
+    expect((await readJobStates(s, 'l')).jobs[0]!.openWindows).toMatchObject([{ window: 'd1', outcome: 'running' }]);
+    await new Promise((r) => setTimeout(r, 1_700));
+    // Still recorded as running, but nobody holds it: status says so.
+    expect((await readJobStates(s, 'l')).jobs[0]!.openWindows).toMatchObject([{ window: 'd1', outcome: 'abandoned', generation: 1 }]);
+    expect((await s.finish({ job: 'l', owner: base.owner, generation: '1', window: 'd1', outcome: 'failed', hostTime: new Date() })).held).toBe(false);
+    // The next run, for the next occurrence: a takeover (never released), but no second loss.
+    const next = await s.acquire({ ...base, job: 'l', owner: 'host-b:2:bbbb', ttlMs: 1_500, renewIntervalMs: 500, window: 'd2' });
+    expect(next).toMatchObject({ outcome: 'acquired', generation: '2' });
+    // That owner never comes back (cut off, killed): the run after it records its loss, and
+    // its window, another occurrence, no longer reads as running.
+    await new Promise((r) => setTimeout(r, 1_700));
+    expect(await s.acquire({ ...base, job: 'l', owner: 'host-c:3:cccc', window: 'd3' })).toMatchObject({ outcome: 'acquired', generation: '3' });
+    const lost = (await s.readHistory('l', 100)).filter((e) => e.kind === 'lease-lost');
+    expect(lost.map((e) => [e.generation, e.window, e.host])).toEqual([['1', 'd1', 'host-a'], ['2', 'd2', 'host-b']]);
+    const { rows } = await s.readJobRows('l');
+    expect(rows[0]!.openWindows.map((w) => [w.window, w.outcome])).toEqual([['d1', 'lost'], ['d2', 'lost'], ['d3', 'running']]);
   });
 
   it('due-window reads: one key per distinct schedule, zone, format, offset and alert; completed only for the jobs of that key that completed it', async () => {

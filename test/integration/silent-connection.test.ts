@@ -1,0 +1,113 @@
+// One connection that goes silent (a NAT or firewall forgetting it: no answer, no reset) at each
+// statement a command sends: every wait on the database is bounded, and the runner retries on a
+// new connection while its lease lasts.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
+import { testDb, type TestDb } from '../helpers/db.js';
+import { startProxy, type Proxy } from '../helpers/proxy.mjs';
+import { tempDir } from '../helpers/temp.js';
+
+const tmp = tempDir('leasejob-silent-');
+let db: TestDb;
+let proxy: Proxy;
+beforeAll(async () => {
+  db = await testDb();
+  proxy = await startProxy(db.url);
+});
+afterAll(async () => {
+  await proxy.close();
+  await db.close();
+});
+
+const via = (name: string): string[] => ['--database-url', proxy.url(db.url), '--schema', db.schema, '--name', name];
+const direct = (name: string): string[] => ['--database-url', db.url, '--schema', db.schema, '--name', name];
+const elapsedSince = (t0: number): number => performance.now() - t0;
+
+describe('a connection that goes silent', () => {
+  it('at acquire: run exits 69 by the stop point, runs nothing, and a retry completes the window', async () => {
+    const marks = path.join(tmp, 'acquire.txt');
+    const seen = proxy.silence('.acquire(');
+    const t0 = performance.now();
+    // TTL 6 s, grace 1 s: an answer later than 4.4 s could not be used anyway.
+    const r = await runCli(['run', ...via('silent-acquire'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s',
+      '--', process.execPath, fixture('append-pid.mjs'), marks], {}, { timeoutMs: 30_000 });
+    await seen;
+    expect(r.exitCode, r.all).toBe(69);
+    expect(r.stderr).toMatch(/did not answer within 4400 ms/);
+    expect(elapsedSince(t0)).toBeLessThan(15_000);
+    expect(r.stderr).not.toMatch(/at .*\.js:\d+/); // one line, no stack
+    const again = await runCli(['run', ...via('silent-acquire'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s',
+      '--', process.execPath, fixture('append-pid.mjs'), marks]);
+    expect(again.exitCode, again.all).toBe(0);
+    expect(readFileSync(marks, 'utf8').trim().split('\n')).toHaveLength(1);
+  });
+
+  it('at acquire: SIGTERM to the runner is honoured at once (exit 143)', async () => {
+    const seen = proxy.silence('.acquire(');
+    const run = startCli(['run', ...via('silent-term'), '--window', 'w', '--', 'true']);
+    await seen;
+    const t0 = performance.now();
+    run.kill('SIGTERM');
+    const r = await run;
+    expect(r.exitCode, r.all).toBe(143);
+    // The default TTL would let the acquire wait 79 s; closing takes at most 2 s.
+    expect(elapsedSince(t0)).toBeLessThan(6_000);
+    expect(logLines(r.stderr).some((l) => l.msg === 'signal received while waiting for the database')).toBe(true);
+  });
+
+  it('at the busy-skip event: the contender still leaves with exit 0', async () => {
+    const holder = startCli(['run', ...direct('silent-busy'), '--ttl', '20s', '--', process.execPath, fixture('sleep-then.mjs'), '15000', '0']);
+    try {
+      await waitFor('holder to take the lease', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'silent-busy' AND expires_at > now()`)).length > 0);
+      const seen = proxy.silence('.record_event(');
+      const t0 = performance.now();
+      const r = await runCli(['run', ...via('silent-busy'), '--', 'true'], {}, { timeoutMs: 30_000 });
+      await seen;
+      expect(r.exitCode, r.all).toBe(0);
+      expect(logLines(r.stderr).some((l) => l.msg === 'lease busy')).toBe(true);
+      expect(elapsedSince(t0)).toBeLessThan(12_000);
+    } finally {
+      holder.kill('SIGTERM');
+      await holder;
+    }
+  });
+
+  it('at a read: status exits 69 with one line instead of hanging', async () => {
+    const seeded = await runCli(['run', ...direct('silent-status'), '--window', 'w', '--', 'true']);
+    expect(seeded.exitCode, seeded.all).toBe(0);
+    const seen = proxy.silence('open_windows');
+    const t0 = performance.now();
+    const r = await runCli(['status', '--database-url', proxy.url(db.url), '--schema', db.schema], {}, { timeoutMs: 40_000 });
+    await seen;
+    expect(r.exitCode, r.all).toBe(69);
+    expect(r.stderr).toMatch(/did not answer within 10000 ms/);
+    expect(elapsedSince(t0)).toBeLessThan(20_000);
+  });
+
+  it('at a renewal: the runner retries on a new connection and the run completes', async () => {
+    // TTL 6 s, renew every 2 s, stop point 4.4 s after the last good renewal.
+    const seen = proxy.silence('.renew(');
+    const r = await runCli(['run', ...via('silent-renew'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s',
+      '--', process.execPath, fixture('sleep-then.mjs'), '5000', '0'], {}, { timeoutMs: 40_000 });
+    await seen;
+    expect(r.exitCode, r.all).toBe(0);
+    const msgs = logLines(r.stderr).map((l) => l.msg);
+    expect(msgs).toContain('renewal failed');
+    expect(msgs).not.toContain('lease lost');
+    const w = await db.rows<{ completed: boolean }>(`SELECT completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'silent-renew'`);
+    expect(w).toEqual([{ completed: true }]);
+  });
+
+  it('at finish: the outcome is recorded on a new connection while the lease lasts', async () => {
+    const seen = proxy.silence('.finish(');
+    const r = await runCli(['run', ...via('silent-finish'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s',
+      '--', 'true'], {}, { timeoutMs: 40_000 });
+    await seen;
+    expect(r.exitCode, r.all).toBe(0);
+    expect(logLines(r.stderr).map((l) => l.msg)).toContain('could not record outcome yet; retrying while the lease lasts');
+    const w = await db.rows<{ completed: boolean }>(`SELECT completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'silent-finish'`);
+    expect(w).toEqual([{ completed: true }]);
+  });
+});
