@@ -54,3 +54,11 @@ export function wallJumpMs(previous: Stamp, current: Stamp): number {
 export const CLOCK_JUMP_THRESHOLD_MS = 1_000;
 /** Above this the host clock disagrees with the database enough to confuse humans reading logs. */
 export const CLOCK_OFFSET_WARN_MS = 2_000;
+
+/**
+ * The offset is beyond the warning threshold whatever its uncertainty: a slow round trip (a
+ * slow connect before the acquire, a starved CPU) widens the interval, not the offset.
+ */
+export function offsetIsLarge(m: OffsetMeasurement): boolean {
+  return Math.abs(m.offsetMs) - m.uncertaintyMs > CLOCK_OFFSET_WARN_MS;
+}

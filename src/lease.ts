@@ -1,7 +1,7 @@
 // The lease keeper: renews every interval and keeps a local deadline on the monotonic clock,
 // measured from when the last successful renewal was *sent*, so the task is told to stop
 // early enough to be gone before the lease can expire.
-import { CLOCK_JUMP_THRESHOLD_MS, CLOCK_OFFSET_WARN_MS, measureOffset, stamp, wallJumpMs, type OffsetMeasurement, type Stamp } from './clock.js';
+import { CLOCK_JUMP_THRESHOLD_MS, measureOffset, offsetIsLarge, stamp, wallJumpMs, type OffsetMeasurement, type Stamp } from './clock.js';
 import type { Logger } from './log.js';
 import type { LeaseStore as Store } from './store.js';
 
@@ -122,7 +122,7 @@ export class LeaseKeeper {
         this.failureStreak = 0;
       }
       const fields = { generation: this.lease.generation, ...offset, expiresAt: row.expiresAt };
-      if (Math.abs(offset.offsetMs) > CLOCK_OFFSET_WARN_MS) this.log.warn(fields, 'clock offset to database is large');
+      if (offsetIsLarge(offset)) this.log.warn(fields, 'clock offset to database is large');
       else this.log.debug(fields, 'lease renewed');
       if (Math.abs(jump) > CLOCK_JUMP_THRESHOLD_MS) {
         this.log.warn({ jumpMs: jump }, 'wall clock jump detected');

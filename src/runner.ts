@@ -2,12 +2,12 @@
 // stop the task when the lease is in doubt, record the outcome and release.
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { measureOffset, sleep, stamp, CLOCK_OFFSET_WARN_MS, type OffsetMeasurement } from './clock.js';
+import { measureOffset, offsetIsLarge, sleep, stamp, type OffsetMeasurement } from './clock.js';
 import { isTransientDbError } from './db.js';
 import { LeasejobError, LeaseUnavailableError } from './errors.js';
 import { LeaseKeeper, safetyMarginMs, stopAfterMs, type LossReason } from './lease.js';
 import type { Logger } from './log.js';
-import type { FinishInput, LeaseStore as Store } from './store.js';
+import type { AcquireRow, FinishInput, LeaseStore as Store } from './store.js';
 
 export type OnBusy = 'skip' | 'wait' | 'fail';
 
@@ -101,15 +101,32 @@ export async function runWithLease<T>(
   const jlog = log.child({ job: opts.name, ...(win ? { window: win.key } : {}), owner });
   const waitStart = performance.now();
 
+  /** Set once the run waits (a stale owner's expiry, --on-busy wait); when the database first failed meanwhile. */
+  let waiting = false;
+  let failingSince: number | undefined;
   for (;;) {
     if (opts.signal?.aborted) return { status: 'skipped', reason: 'cancelled' };
     const sent = stamp();
-    const row = await unlessAborted(store.acquire({
-      job: opts.name, owner, ttlMs: opts.ttlMs, renewIntervalMs, window: win?.key,
-      scheduledAt: win?.scheduledAt, rerun: win?.rerun ?? false, maxDelayMs: win?.maxDelayMs,
-      hostTime: new Date(sent.wall), spec: opts.spec,
-      answerTimeoutMs: Math.min(stopAfterMs(timing), ACQUIRE_ANSWER_LIMIT_MS),
-    }), opts.signal);
+    let row: AcquireRow | undefined;
+    try {
+      row = await unlessAborted(store.acquire({
+        job: opts.name, owner, ttlMs: opts.ttlMs, renewIntervalMs, window: win?.key,
+        scheduledAt: win?.scheduledAt, rerun: win?.rerun ?? false, maxDelayMs: win?.maxDelayMs,
+        hostTime: new Date(sent.wall), spec: opts.spec,
+        answerTimeoutMs: Math.min(stopAfterMs(timing), ACQUIRE_ANSWER_LIMIT_MS),
+      }), opts.signal);
+      failingSince = undefined;
+    } catch (err) {
+      // Once waiting, a database that restarts or drops the connection is waited out too: for
+      // up to one TTL (a running child tolerates about as much) and within --wait-timeout.
+      const now = performance.now();
+      failingSince ??= now;
+      const left = Math.min(opts.ttlMs - (now - failingSince), (opts.waitTimeoutMs ?? Infinity) - (now - waitStart));
+      if (!waiting || !isTransientDbError(err) || left <= 0) throw err;
+      jlog.warn({ err: (err as Error).message, retryInMs: Math.round(Math.min(1_000, left)) }, 'database unavailable while waiting; retrying');
+      await sleep(Math.min(1_000, left), opts.signal);
+      continue;
+    }
     if (row === undefined) {
       // A lease granted meanwhile is held by a session that closes as we exit: contenders see
       // it stale and take over once it expires.
@@ -129,7 +146,7 @@ export async function runWithLease<T>(
     if (row.outcome === 'acquired' && row.generation !== null) {
       const offset = row.dbNow ? measureOffset(sent, received, row.dbNow) : undefined;
       jlog.info({ generation: row.generation, attempt: row.attempt, ttlMs: opts.ttlMs, ...offset }, 'lease acquired');
-      if (offset && Math.abs(offset.offsetMs) > CLOCK_OFFSET_WARN_MS) jlog.warn(offset, 'clock offset to database is large');
+      if (offset && offsetIsLarge(offset)) jlog.warn(offset, 'clock offset to database is large');
       if (win) jlog.info({ generation: row.generation, attempt: row.attempt, scheduledAt: win.scheduledAt }, 'window claimed');
       return runHeld(store, opts, task, jlog, { owner, generation: row.generation, attempt: row.attempt ?? 1, sent, timing, offset });
     }
@@ -140,6 +157,7 @@ export async function runWithLease<T>(
     const untilExpiryMs = row.expiresAt && row.dbNow ? row.expiresAt.getTime() - row.dbNow.getTime() : renewIntervalMs;
     if (row.outcome === 'stale') {
       jlog.info({ ...holder, waitMs: untilExpiryMs }, 'lease held by a stale owner, waiting for expiry');
+      waiting = true;
       await sleep(Math.min(Math.max(untilExpiryMs, 0) + 50, opts.ttlMs), opts.signal);
       continue;
     }
@@ -158,6 +176,7 @@ export async function runWithLease<T>(
       throw new LeaseUnavailableError(`lease "${opts.name}" still held by ${row.holder} after waiting ${Math.round(waited)} ms (--wait-timeout)`, 'E_WAIT_TIMEOUT');
     }
     jlog.debug(holder, 'lease busy, waiting');
+    waiting = true;
     // Poll at most once a second, never past the holder's expiry or our own timeout.
     const remaining = opts.waitTimeoutMs === undefined ? Infinity : opts.waitTimeoutMs - waited;
     await sleep(Math.max(50, Math.min(1_000, untilExpiryMs + 50, remaining)), opts.signal);
@@ -307,7 +326,7 @@ function finishDetail(attempt: number, durationMs: number, aborted: string | und
     ...(aborted ? { aborted } : {}),
     // The schema keeps these as integer milliseconds: a host clock 25+ days off would not fit,
     // and finish() would fail after the child succeeded. Clamped; the log has the real figure.
-    ...(offset ? { offset_ms: clampInt32(offset.offsetMs), uncertainty_ms: clampInt32(offset.uncertaintyMs), offset_large: Math.abs(offset.offsetMs) > CLOCK_OFFSET_WARN_MS } : {}),
+    ...(offset ? { offset_ms: clampInt32(offset.offsetMs), uncertainty_ms: clampInt32(offset.uncertaintyMs), offset_large: offsetIsLarge(offset) } : {}),
   };
 }
 

@@ -53,6 +53,29 @@ describe('contention and faults', () => {
     expect(JSON.parse(readFileSync(pidFile, 'utf8')).FENCE_TOKEN).toBe('2');
   });
 
+  it('--on-busy wait rides out a brief database outage while it waits', async () => {
+    const proxy = await startProxy(db.url);
+    try {
+      const pidFile = path.join(tmp, 'wait-blip.pid');
+      const holder = startCli(['run', ...base('wait-blip'), '--ttl', '6s', '--kill-grace', '1s', '--', process.execPath, fixture('sleep-then.mjs'), '4000', '0']);
+      await waitFor('holder to take the lease', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'wait-blip' AND expires_at > now()`)).length > 0);
+      const waiter = startCli(['run', ...base('wait-blip', proxy.url(db.url)), '--on-busy', 'wait', '--ttl', '6s', '--kill-grace', '1s',
+        '--', process.execPath, fixture('write-env.mjs'), pidFile]);
+      await new Promise((r) => setTimeout(r, 1_500));
+      proxy.cut('reset');
+      await new Promise((r) => setTimeout(r, 1_500));
+      proxy.heal();
+      const r = await waiter;
+      expect(r.exitCode, r.all).toBe(0);
+      expect(logLines(r.stderr).map((l) => l.msg)).toContain('database unavailable while waiting; retrying');
+      expect(JSON.parse(readFileSync(pidFile, 'utf8')).FENCE_TOKEN).toBe('2');
+      expect((await holder).exitCode).toBe(0);
+    } finally {
+      proxy.heal();
+      await proxy.close();
+    }
+  });
+
   it('holder and child SIGKILLed mid-run: a retry takes over within TTL + one renew interval and completes the window', async () => {
     const ttlMs = 3_000;
     const pidFile = path.join(tmp, 'crash.pid');
@@ -234,6 +257,26 @@ describe('contention and faults', () => {
       const lease = await db.rows<{ released: boolean }>(`SELECT released_at IS NOT NULL AS released FROM ${db.schema}.leases WHERE name = 'late'`);
       expect(lease).toEqual([{ released: true }]);
     } finally {
+      await proxy.close();
+    }
+  });
+
+  it('a slow connection before the acquire is not taken for a skewed clock', async () => {
+    const proxy = await startProxy(db.url);
+    try {
+      // The round trip includes the connect: about 5 s, so the midpoint is 2.5 s off (± 2.5 s).
+      proxy.hold();
+      const run = startCli(['run', ...base('slow-connect', proxy.url(db.url)), '--window', 'w', '--ttl', '30s', '--', 'true']);
+      await new Promise((r) => setTimeout(r, 4_500));
+      proxy.heal();
+      const r = await run;
+      expect(r.exitCode, r.all).toBe(0);
+      const acquired = logLines(r.stderr).find((l) => l.msg === 'lease acquired');
+      expect(Number(acquired?.offsetMs)).toBeGreaterThan(2_000);
+      expect(logLines(r.stderr).map((l) => l.msg)).not.toContain('clock offset to database is large');
+      expect(await db.rows(`SELECT 1 FROM ${db.schema}.events WHERE job = 'slow-connect' AND kind = 'clock-offset'`)).toHaveLength(0);
+    } finally {
+      proxy.heal();
       await proxy.close();
     }
   });
