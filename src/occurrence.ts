@@ -86,8 +86,9 @@ function buildRecurrenceProbes(): readonly DateTime[] {
     {}, { milliseconds: 500 }, { seconds: 1 }, { seconds: 30 }, { minutes: 1 }, { minutes: 30 }, { hours: 1 }, { hours: 6 },
     { hours: 12 }, { hours: 18 }, { days: 1 }, { days: 3 }, { days: 7 }, { days: 15 }, { months: 1 }, { months: 6 }, { years: 1 },
   ];
-  // 2001-01-01 and 2001-12-31 are both Mondays of ISO week 1 (of 2001 and of 2002).
-  const weekYearEdges = ['2001-01-01', '2001-12-30', '2001-12-31', '2002-06-30', '2002-12-02'];
+  // 2001-01-01 and 2001-12-31 are both Mondays of ISO week 1 (of 2001 and of 2002). 2004-01-01
+  // and 2005-01-01 are both in ISO week-year 2004 (week 1 and week 53): kkkk-MM-dd, kkkk-ooo.
+  const weekYearEdges = ['2001-01-01', '2001-12-30', '2001-12-31', '2002-06-30', '2002-12-02', '2004-01-01', '2004-07-01', '2005-01-01'];
   return [...steps.map((step) => base.plus(step)), ...weekYearEdges.map((day) => DateTime.fromISO(`${day}T04:05:06.007Z`, { zone: 'UTC' }))]
     .sort((x, y) => x.toMillis() - y.toMillis());
 }
@@ -98,7 +99,7 @@ function buildRecurrenceProbes(): readonly DateTime[] {
  * completed and the job would silently stop running. A format coarser than the schedule
  * (yyyy-MM-dd for an hourly job) is allowed: that is how "once a day, tried every hour" is said.
  */
-export function validateWindowFormat(format: string): void {
+export function validateWindowFormat(format: string, tz = 'UTC'): void {
   const expected = 'Expected `--window-format` to be a luxon format like yyyy-MM-dd or yyyy-MM-dd\'T\'HH:mm';
   // Two instants differing in every field (weekday, meridiem, zone and offset included): only a
   // format without tokens renders both alike.
@@ -111,9 +112,12 @@ export function validateWindowFormat(format: string): void {
     );
   }
   // Each key must cover one unbroken stretch of time: seen again after a different key, it recurs.
+  // Rendered in the job's zone, as its keys will be: a zone name or offset alone (ZZ, z) is
+  // constant there, or alternates with DST.
   const firstSeen = new Map<string, DateTime>();
   let previous: string | undefined;
-  for (const at of probes()) {
+  for (const probe of probes()) {
+    const at = probe.setZone(tz);
     const key = windowKey(at, { format });
     const earlier = firstSeen.get(key);
     if (earlier !== undefined && key !== previous) {
@@ -124,6 +128,11 @@ export function validateWindowFormat(format: string): void {
     }
     if (earlier === undefined) firstSeen.set(key, at);
     previous = key;
+  }
+  if (firstSeen.size === 1) {
+    throw new UsageError(
+      `${expected}, got \`${format}\`: in ${tz} it gives every occurrence the same window key (${JSON.stringify(previous)}), so the job would run once and never again.`,
+    );
   }
 }
 

@@ -111,7 +111,7 @@ export function normalizeRunOptions(flags: RawRunFlags, command: string[], env: 
     if (maxDelayMs !== undefined && scheduledAt === undefined) throw new UsageError('`--max-delay` with a literal `--window` needs `--scheduled-time`.');
     window = { key: validateWindowKey(flags.window), scheduledAt, source: 'literal', rerun: !!flags.rerun, maxDelayMs };
   } else if (flags.windowFromSchedule) {
-    if (flags.windowFormat !== undefined) validateWindowFormat(flags.windowFormat);
+    if (flags.windowFormat !== undefined) validateWindowFormat(flags.windowFormat, tz);
     const offset = flags.windowOffset !== undefined ? parseIsoOffset(flags.windowOffset, '--window-offset') : undefined;
     // JOB_NAME only inside Kubernetes: CI systems (Jenkins) set it too, to names that may end in digits.
     const jobName = env.KUBERNETES_SERVICE_HOST ? env.JOB_NAME : undefined;

@@ -183,11 +183,24 @@ describe('validateWindowFormat', () => {
   it.each([
     ['HH', '"04"'], ['HH:mm', '"04:05"'], ['a', '"AM"'], ['T', '"04:05"'], ['EEEE', '"Saturday"'], ['MM-dd', '"02-03"'], ['yyyy-dd', '"2001-03"'],
     ['yyyy-MM-dd hh:mm', '"2001-02-03 04:05"'], ["yyyy-MM-dd'T'mm", '"2001-02-03T05"'], ["yyyy-MM-dd'T'HH:mm:SSS", '"2001-02-03T04:05:007"'],
-    ['yyyy-WW', '"2001-01"'], ['kkkk-MM', '"2002-12"'],
+    ['yyyy-WW', '"2001-01"'], ['kkkk-MM', '"2002-12"'], ['kkkk-MM-dd', '"2004-01-01"'], ['kkkk-ooo', '"2004-001"'],
   ])('rejects %j, whose keys recur', (format, key) => {
     expect(() => validateWindowFormat(format)).toThrow(UsageError);
     expect(() => validateWindowFormat(format)).toThrow(`got \`${format}\`: its keys recur (`);
     expect(() => validateWindowFormat(format)).toThrow(`both give ${key}), so a later occurrence would find its window already completed`);
+  });
+
+  it.each([['ZZ', 'UTC', '"+00:00"'], ['z', 'Asia/Kolkata', '"Asia/Kolkata"'], ["'run' ZZZZ", 'UTC', '"run UTC"']])(
+    'rejects %j, constant in the job\'s zone %s',
+    (format, tz, key) => {
+      expect(() => validateWindowFormat(format, tz)).toThrow(`got \`${format}\`: in ${tz} it gives every occurrence the same window key (${key}), so the job would run once and never again.`);
+    },
+  );
+
+  it('rejects a zone offset alone in a zone with DST (it recurs), and checks keys in the job\'s zone', () => {
+    expect(() => validateWindowFormat('ZZ', 'America/New_York')).toThrow('its keys recur');
+    expect(() => validateWindowFormat('yyyy-MM-dd', 'Pacific/Kiritimati')).not.toThrow();
+    expect(() => validateWindowFormat('kkkk-MM-dd', 'Pacific/Honolulu')).toThrow('its keys recur');
   });
 
   it('rejects an empty format', () => {
