@@ -41,8 +41,12 @@ export function driverTls(connectionString: string | undefined, env: NodeJS.Proc
     if (value !== undefined) given.set(k, value);
     url?.searchParams.delete(k);
   }
+  // libpq: sslrootcert=system makes verify-full the default, and allows nothing weaker.
+  if (given.get('sslrootcert') === 'system' && !given.has('sslmode')) given.set('sslmode', 'verify-full');
   // No sslmode anywhere: pg's own reading stands, as before (libpq would try TLS, then plain).
   if (!given.has('sslmode')) return { connectionString };
+  // pg reads a leftover `ssl=` (a JDBC habit) over the options given beside the string.
+  url?.searchParams.delete('ssl');
   const mode = given.get('sslmode')!; // present: checked above
   if (!(MODES as readonly string[]).includes(mode)) {
     throw new UsageError(`Expected sslmode to be one of disable, allow, prefer, require, verify-ca, verify-full, got ${JSON.stringify(mode)}.`);
@@ -56,11 +60,15 @@ export function driverTls(connectionString: string | undefined, env: NodeJS.Proc
 }
 
 function sslFor(mode: SslMode, get: (k: Keyword) => string | undefined): false | SslOptions {
+  const ca = get('sslrootcert');
+  // libpq's sslrootcert=system: the platform's CAs, which Node verifies against anyway, with
+  // the host name checked; a weaker mode would quietly verify nothing, so libpq refuses it.
+  if (ca === 'system' && mode !== 'verify-full') {
+    throw new UsageError(`sslmode=${mode} cannot be used with sslrootcert=system; use sslmode=verify-full (the default with sslrootcert=system).`);
+  }
   // allow: libpq tries without TLS first, which every server that takes plain connections accepts.
   if (mode === 'disable' || mode === 'allow') return false;
   const files: SslOptions = {};
-  const ca = get('sslrootcert');
-  // libpq's sslrootcert=system: the platform's CAs, which is what Node verifies against anyway.
   if (ca !== undefined && ca !== 'system') files.ca = readCertFile('sslrootcert', ca);
   const cert = get('sslcert');
   if (cert !== undefined) files.cert = readCertFile('sslcert', cert);

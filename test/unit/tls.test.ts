@@ -22,6 +22,21 @@ describe('driverTls', () => {
     expect(d.ssl).toEqual({ rejectUnauthorized: false });
   });
 
+  it('sslrootcert=system: verify-full by default and against the system\'s CAs; a weaker mode is refused, as libpq does', () => {
+    expect(driverTls('postgres://db/app?sslrootcert=system', {})).toEqual({ connectionString: 'postgres://db/app', ssl: {} });
+    expect(driverTls('postgres://db/app', { PGSSLROOTCERT: 'system' }).ssl).toEqual({});
+    for (const mode of ['require', 'verify-ca', 'prefer', 'disable']) {
+      expect(() => driverTls(`postgres://db/app?sslmode=${mode}&sslrootcert=system`, {})).toThrow(
+        `sslmode=${mode} cannot be used with sslrootcert=system; use sslmode=verify-full`,
+      );
+    }
+  });
+
+  it('drops a leftover ssl= from the string: pg would read it over sslmode', () => {
+    const d = driverTls('postgres://db/app?ssl=true&sslmode=disable', {});
+    expect(d).toEqual({ connectionString: 'postgres://db/app', ssl: false });
+  });
+
   it('moves sslnegotiation out with the TLS keywords, so pg cannot turn it into ssl=true', () => {
     const d = driverTls('postgres://db/app?sslmode=require&sslnegotiation=direct', {});
     expect(d).toEqual({ connectionString: 'postgres://db/app', ssl: { rejectUnauthorized: false }, sslnegotiation: 'direct' });
