@@ -41,6 +41,10 @@ export class SpawnError extends LeasejobError {
 // soon after the last member dies, long enough that a 10s grace costs ~200 cheap checks.
 const STOP_POLL_MS = 50;
 
+// How long stop() waits after SIGKILL for the group's last members to go: the safety margin
+// kept between the end of the grace and the lease's expiry (min(1 s, TTL/10)) bounds it.
+const KILL_SETTLE_MS = 1_000;
+
 // What execvp (and libuv) search when the child's env has no PATH at all.
 const DEFAULT_PATH = '/usr/bin:/bin';
 
@@ -134,6 +138,11 @@ export async function startChild(
       await (leaderExited ? pause : Promise.race([exited, pause]));
     }
     signalGroup(pid, 'SIGKILL');
+    // A process takes SIGKILL when it next leaves the kernel: one in uninterruptible I/O (D
+    // state) lingers. Waited for within the margin kept before expiry, never longer.
+    const settleBy = performance.now() + KILL_SETTLE_MS;
+    await exited;
+    while (groupHasLiveMember(pid) && performance.now() < settleBy) await delay(Math.min(STOP_POLL_MS, settleBy - performance.now()));
     return exited;
   };
 

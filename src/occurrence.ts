@@ -40,18 +40,20 @@ export function deriveOccurrence(input: {
   /** Zone of the result when there is no schedule; default UTC. */
   tz?: string | undefined;
   now: Date;
+  /** The window is given literally: the time only dates it (advice differs). */
+  literalWindow?: boolean;
 }): { scheduledAt: DateTime; source: OccurrenceSource } | undefined {
   const zone = input.schedule?.tz ?? input.tz ?? 'UTC';
   if (input.scheduledTime !== undefined) {
     const scheduledAt = parseScheduledTime(input.scheduledTime).setZone(zone);
     if (input.schedule !== undefined) checkIsTick(input.schedule, scheduledAt, input.scheduledTime);
-    checkNotAhead(scheduledAt, input.now, `\`--scheduled-time\` ${input.scheduledTime}`);
+    checkNotAhead(scheduledAt, input.now, `\`--scheduled-time\` ${input.scheduledTime}`, input.literalWindow === true);
     return { scheduledAt, source: 'scheduled-time' };
   }
   const fromName = input.jobName !== undefined ? parseKubernetesJobName(input.jobName) : undefined;
   if (fromName !== undefined) {
     const scheduledAt = DateTime.fromJSDate(fromName, { zone });
-    checkNotAhead(scheduledAt, input.now, `the Kubernetes JOB_NAME ${input.jobName}`);
+    checkNotAhead(scheduledAt, input.now, `the Kubernetes JOB_NAME ${input.jobName}`, false);
     return { scheduledAt, source: 'job-name' };
   }
   if (input.schedule === undefined) return undefined;
@@ -161,11 +163,14 @@ const MAX_AHEAD_MS = 60_000;
  * An occurrence that has not come yet would be claimed, and completed, before its time: when it
  * does come, its run finds the window done and does nothing. Refused rather than guessed at.
  */
-function checkNotAhead(at: DateTime, now: Date, what: string): void {
+function checkNotAhead(at: DateTime, now: Date, what: string, literalWindow: boolean): void {
   if (at.toMillis() <= now.getTime() + MAX_AHEAD_MS) return;
+  const advice = literalWindow
+    ? 'With a literal `--window`, leave `--scheduled-time` out to run it now (it only feeds `--max-delay` and LEASEJOB_SCHEDULED_AT), or check this host\'s clock.'
+    : 'Use a literal `--window` to run something ahead on purpose, or check this host\'s clock.';
   throw new UsageError(
     `${what} names an occurrence that has not come yet (${iso(at)}, this host's clock says ${iso(DateTime.fromJSDate(now, { zone: at.zone }))}); ` +
-      'running it now would mark that window done before its time. Use a literal `--window` to run something ahead on purpose, or check this host\'s clock.',
+      `running it now would mark that window done before its time. ${advice}`,
   );
 }
 

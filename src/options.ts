@@ -107,7 +107,7 @@ export function normalizeRunOptions(flags: RawRunFlags, command: string[], env: 
 
   let window: RunConfig['window'];
   if (flags.window !== undefined) {
-    const scheduledAt = flags.scheduledTime !== undefined ? deriveOccurrence({ scheduledTime: flags.scheduledTime, schedule, tz, now })?.scheduledAt.toJSDate() : undefined;
+    const scheduledAt = flags.scheduledTime !== undefined ? deriveOccurrence({ scheduledTime: flags.scheduledTime, schedule, tz, now, literalWindow: true })?.scheduledAt.toJSDate() : undefined;
     if (maxDelayMs !== undefined && scheduledAt === undefined) throw new UsageError('`--max-delay` with a literal `--window` needs `--scheduled-time`.');
     window = { key: validateWindowKey(flags.window), scheduledAt, source: 'literal', rerun: !!flags.rerun, maxDelayMs };
   } else if (flags.windowFromSchedule) {

@@ -49,8 +49,10 @@ export async function runCommand(
   const databaseUrl = choice.kind === 'postgresql' ? choice.source.connectionString : undefined;
 
   const cancel = new AbortController();
+  const supervised = { childStarted: false };
   const onSignal = (sig: NodeJS.Signals): void => {
-    log.warn({ signal: sig }, 'signal received, stopping child');
+    if (supervised.childStarted) log.warn({ signal: sig }, 'signal received, stopping child');
+    else log.warn({ signal: sig }, 'signal received');
     cancel.abort(sig);
   };
   for (const s of FORWARDED) process.on(s, onSignal);
@@ -64,7 +66,7 @@ export async function runCommand(
       name: config.name, ttlMs: config.ttlMs, renewIntervalMs: config.renewIntervalMs, killGraceMs: config.killGraceMs,
       window: config.window, onBusy: config.onBusy, waitTimeoutMs: config.waitTimeoutMs, maxRuntimeMs: config.maxRuntimeMs,
       signal: cancel.signal, spec: config.spec,
-    }, (ctx) => superviseChild(config, ctx, databaseUrl, log), log);
+    }, (ctx) => superviseChild(config, ctx, databaseUrl, log, supervised), log);
     return exitCodeFor(result, cancel.signal);
   } catch (err) {
     if (err instanceof LeasejobError) throw err;
@@ -100,7 +102,9 @@ function childEnv(config: RunConfig, ctx: TaskContext, databaseUrl: string | und
   return env;
 }
 
-async function superviseChild(config: RunConfig, ctx: TaskContext, databaseUrl: string | undefined, log: ReturnType<typeof createLogger>): Promise<ChildResult> {
+async function superviseChild(
+  config: RunConfig, ctx: TaskContext, databaseUrl: string | undefined, log: ReturnType<typeof createLogger>, supervised: { childStarted: boolean },
+): Promise<ChildResult> {
   // The lease may have been lost (or its stop point passed) while we got here: never start then.
   ctx.signal.throwIfAborted();
   let child: ChildHandle;
@@ -112,6 +116,7 @@ async function superviseChild(config: RunConfig, ctx: TaskContext, databaseUrl: 
     throw err;
   }
   const started = performance.now();
+  supervised.childStarted = true;
   log.info({ childPid: child.pid, command: config.command, generation: ctx.fenceToken, attempt: ctx.attempt }, 'child started');
   const onAbort = (): void => {
     const reason = ctx.signal.reason as AbortReason;
@@ -137,7 +142,8 @@ async function superviseChild(config: RunConfig, ctx: TaskContext, databaseUrl: 
   if (child.groupAlive()) {
     if (!ctx.signal.aborted) log.warn({ childPid: child.pid, graceMs: config.killGraceMs }, 'child exited but left processes in its group; stopping them');
     await child.stop({ graceMs: config.killGraceMs });
-    log.info({ childPid: child.pid }, 'child process group gone');
+    if (child.groupAlive()) log.warn({ childPid: child.pid }, 'processes in the child group outlived SIGKILL (uninterruptible I/O?)');
+    else log.info({ childPid: child.pid }, 'child process group gone');
   }
   ctx.signal.removeEventListener('abort', onAbort);
   if (result.code !== 0) throw new ChildFailedError(result);

@@ -151,6 +151,12 @@ describe('leasejob run', () => {
       { JOB_NAME: `ahead-job-${ahead.getTime() / 60_000}`, KUBERNETES_SERVICE_HOST: '10.0.0.1' });
     expect(viaName.exitCode, viaName.all).toBe(64);
     expect(viaName.stderr).toMatch(/^leasejob: the Kubernetes JOB_NAME ahead-job-\d+ names an occurrence that has not come yet/m);
+    expect(viaName.stderr).toMatch(/Use a literal `--window` to run something ahead on purpose/);
+    // Already a literal window: the advice is to leave the time out, not to use what was used.
+    const literal = await runCli(['run', ...base('ahead-job'), '--window', 'early', '--scheduled-time', ahead.toISOString(), '--', 'true']);
+    expect(literal.exitCode, literal.all).toBe(64);
+    expect(literal.stderr).toMatch(/With a literal `--window`, leave `--scheduled-time` out to run it now/);
+    expect(literal.stderr).not.toMatch(/Use a literal `--window`/);
     expect(await db.rows(`SELECT 1 FROM ${db.schema}.windows WHERE job = 'ahead-job'`)).toHaveLength(0);
   });
 
