@@ -231,10 +231,11 @@ export class PgStore implements LeaseStore {
     };
   }
 
-  async readScheduleKeys(name?: string): Promise<{ dbNow: Date; keys: ScheduleKey[] }> {
-    // The clock comes along even when no job has a schedule (the LEFT JOIN keeps one row).
+  async readScheduleKeys(name?: string): Promise<{ dbNow: Date; keys: ScheduleKey[]; schemaVersion: number }> {
+    // The clock and the schema's version come along even when no job has a schedule (the
+    // LEFT JOIN keeps one row).
     const { rows } = await this.query(
-      `SELECT ${epochMs('now()')} AS db_now_ms, k.*
+      `SELECT ${epochMs('now()')} AS db_now_ms, (SELECT max(version) FROM ${this.s}.migrations) AS schema_version, k.*
          FROM (SELECT 1) one LEFT JOIN (
            SELECT DISTINCT schedule, tz, window_format, window_offset, alert_after_ms FROM ${this.s}.jobs
             WHERE window_mode = 'schedule' AND schedule IS NOT NULL AND ($1::text IS NULL OR name = $1)) k ON true`,
@@ -242,6 +243,7 @@ export class PgStore implements LeaseStore {
     );
     return {
       dbNow: new Date(rows[0].db_now_ms),
+      schemaVersion: Number(rows[0].schema_version),
       keys: rows.filter((r) => r.schedule !== null).map((r) => ({
         schedule: r.schedule, tz: r.tz, windowFormat: r.window_format, windowOffset: r.window_offset,
         alertAfterMs: r.alert_after_ms === null ? null : Number(r.alert_after_ms),

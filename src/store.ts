@@ -125,7 +125,8 @@ export interface LeaseStore {
   /** Every registered job (or one), on the store's clock. */
   readJobRows(name?: string): Promise<{ dbNow: Date; rows: JobRow[] }>;
   /** The distinct schedule keys of window-from-schedule jobs (or of the one named), on the store's clock. */
-  readScheduleKeys(name?: string): Promise<{ dbNow: Date; keys: ScheduleKey[] }>;
+  /** schemaVersion: the PostgreSQL schema's newest applied migration (the embedded store migrates itself). */
+  readScheduleKeys(name?: string): Promise<{ dbNow: Date; keys: ScheduleKey[]; schemaVersion?: number }>;
   /** The jobs of these keys (or the one named) that have completed the window given for their key. */
   readCompletedDue(due: DueProbe[], name?: string): Promise<Set<string>>;
   /** The job's latest `limit` events, oldest first. */

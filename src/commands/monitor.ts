@@ -4,6 +4,7 @@ import { UsageError } from '../errors.js';
 import { findProblems, readJobStates, statesToJson, type JobState } from '../monitor.js';
 import { validateName } from '../names.js';
 import { humanMs, renderTable } from '../table.js';
+import type { Logger } from '../log.js';
 import { unknownJob, withStore, type DbFlags } from './admin.js';
 
 /** readJobStates() reads the job rows and the due-window judgement side by side. */
@@ -27,10 +28,23 @@ function statusRow(j: JobState): string[] {
   ];
 }
 
+/**
+ * A schema behind this leasejob still works (a new migration changes a function's body, not its
+ * signature), but without what the newer migrations bring: said on stderr, once per command.
+ * `run` does not check: it would cost a statement on every run.
+ */
+async function warnIfSchemaBehind(schemaVersion: number | undefined, log: Logger): Promise<void> {
+  if (schemaVersion === undefined) return;
+  const { listMigrations } = await import('../migrate.js');
+  const known = Math.max(...(await listMigrations()).map((m) => m.version));
+  if (schemaVersion < known) log.warn({ schemaVersion, knownVersion: known }, 'schema is behind this leasejob; run `leasejob migrate`');
+}
+
 export async function statusCommand(flags: DbFlags & { name?: string; json?: boolean }): Promise<number> {
   const name = flags.name !== undefined ? validateName(flags.name) : undefined;
-  return withStore({ ...flags, poolSize: JOB_STATES_POOL }, async (store) => {
-    const { dbNow, jobs } = await readJobStates(store, name);
+  return withStore({ ...flags, poolSize: JOB_STATES_POOL }, async (store, log) => {
+    const { dbNow, jobs, schemaVersion } = await readJobStates(store, name);
+    await warnIfSchemaBehind(schemaVersion, log);
     if (name !== undefined && jobs.length === 0) throw unknownJob(name, store.location);
     if (flags.json) {
       out(statesToJson({ store: store.kind, location: store.location, dbNow, jobs }) + '\n');
@@ -68,8 +82,9 @@ export async function checkCommand(flags: DbFlags & { name?: string; all?: boole
   const maxHoldMs = flags.maxHold !== undefined ? parseDuration(flags.maxHold, '--max-hold') : undefined;
   const maxAttempts = flags.maxAttempts === undefined ? 3 : Number(flags.maxAttempts);
   if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new UsageError(`Expected \`--max-attempts\` to be a whole number of at least 1, got \`${flags.maxAttempts}\`.`);
-  return withStore({ ...flags, poolSize: JOB_STATES_POOL }, async (store) => {
-    const { dbNow, jobs } = await readJobStates(store, name);
+  return withStore({ ...flags, poolSize: JOB_STATES_POOL }, async (store, log) => {
+    const { dbNow, jobs, schemaVersion } = await readJobStates(store, name);
+    await warnIfSchemaBehind(schemaVersion, log);
     if (name !== undefined && jobs.length === 0) throw unknownJob(name, store.location);
     const problems = findProblems(jobs, dbNow, { maxHoldMs, maxAttempts });
     if (flags.json) out(JSON.stringify({ dbNow, jobs: jobs.length, problems }, null, 2) + '\n');

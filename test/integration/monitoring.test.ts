@@ -112,6 +112,24 @@ describe('monitoring by absence', () => {
     }
   });
 
+  it('status and check say when the schema is behind this leasejob, and still answer', async () => {
+    const latest = await db.rows<{ v: number }>(`SELECT max(version) AS v FROM ${db.schema}.migrations`);
+    await db.rows(`DELETE FROM ${db.schema}.migrations WHERE version = $1`, [latest[0]!.v]);
+    try {
+      for (const cmd of ['status', 'check']) {
+        const r = await runCli([cmd, ...conn()]);
+        expect([0, 1, 2], r.all).toContain(r.exitCode);
+        const warn = logLines(r.stderr).find((l) => l.msg === 'schema is behind this leasejob; run `leasejob migrate`');
+        expect(warn, r.stderr).toMatchObject({ schemaVersion: latest[0]!.v - 1, knownVersion: latest[0]!.v });
+      }
+    } finally {
+      const m = await runCli(['migrate', ...conn()]);
+      expect(m.exitCode, m.all).toBe(0);
+    }
+    const after = await runCli(['status', ...conn()]);
+    expect(after.stderr).not.toMatch(/schema is behind/);
+  });
+
   it('an overdue window fails check and shows in the exporter; completing it clears both', async () => {
     // A job that has run before (registered a day ago) and whose latest hourly window is not done.
     const job = ['--name', 'hourly-report', '--schedule', '0 * * * *', '--window-from-schedule', '--alert-after', '1s'];
