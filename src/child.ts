@@ -27,7 +27,8 @@ export interface ChildHandle {
    * result when the child is gone. Idempotent: concurrent calls share one stop; a later call with a
    * shorter grace may shorten it.
    */
-  stop(opts: { graceMs: number; first?: NodeJS.Signals }): Promise<ChildResult>;
+  /** settleMs: how long to wait after SIGKILL for the group's last members (default 1 s). */
+  stop(opts: { graceMs: number; first?: NodeJS.Signals; settleMs?: number }): Promise<ChildResult>;
 }
 
 /** The command could not be started: 127 when not found, 126 when not executable, as a shell reports it. */
@@ -41,8 +42,8 @@ export class SpawnError extends LeasejobError {
 // soon after the last member dies, long enough that a 10s grace costs ~200 cheap checks.
 const STOP_POLL_MS = 50;
 
-// How long stop() waits after SIGKILL for the group's last members to go: the safety margin
-// kept between the end of the grace and the lease's expiry (min(1 s, TTL/10)) bounds it.
+// How long stop() waits after SIGKILL for the group's last members to go, unless told: the
+// runner passes the margin it keeps between the end of the grace and the lease's expiry.
 const KILL_SETTLE_MS = 1_000;
 
 // What execvp (and libuv) search when the child's env has no PATH at all.
@@ -125,6 +126,7 @@ export async function startChild(
   let stopping: Promise<ChildResult> | undefined;
   let stopDeadline = Infinity;
 
+  let settleMs = KILL_SETTLE_MS;
   const stopGroup = async (first: NodeJS.Signals): Promise<ChildResult> => {
     // After the leader is gone its pid may be reused once the group is empty: only signal a live group.
     if (leaderExited && !groupHasLiveMember(pid)) return exited;
@@ -140,7 +142,7 @@ export async function startChild(
     signalGroup(pid, 'SIGKILL');
     // A process takes SIGKILL when it next leaves the kernel: one in uninterruptible I/O (D
     // state) lingers. Waited for within the margin kept before expiry, never longer.
-    const settleBy = performance.now() + KILL_SETTLE_MS;
+    const settleBy = performance.now() + settleMs;
     await exited;
     while (groupHasLiveMember(pid) && performance.now() < settleBy) await delay(Math.min(STOP_POLL_MS, settleBy - performance.now()));
     return exited;
@@ -155,9 +157,10 @@ export async function startChild(
     groupAlive() {
       return !leaderExited || groupHasLiveMember(pid);
     },
-    stop({ graceMs, first = 'SIGTERM' }) {
+    stop({ graceMs, first = 'SIGTERM', settleMs: settle }) {
       // NaN or negative grace means none; Infinity means wait for the child however long it takes.
       const grace = graceMs > 0 ? graceMs : 0;
+      if (settle !== undefined) settleMs = Math.min(settleMs, Math.max(0, settle));
       stopDeadline = Math.min(stopDeadline, performance.now() + grace);
       stopping ??= stopGroup(first);
       return stopping;

@@ -32,7 +32,10 @@ export function stopAfterMs(t: LeaseTiming): number {
 export function renewalBounds(leftMs: number, renewIntervalMs: number): { lockTimeoutMs: number; answerTimeoutMs: number } {
   const budget = Math.max(100, leftMs);
   const attempt = budget > 1_500 ? budget / 2 : budget;
-  const lockTimeoutMs = Math.floor(Math.max(50, Math.min(renewIntervalMs, attempt) - 100));
+  // The lock timeout ends 500 ms before the answer is given up on (when there is room): a
+  // renewal blocked by a fenced transaction comes back with its own error (55P03) on the same
+  // connection, not as a silent one that is dropped.
+  const lockTimeoutMs = Math.floor(Math.max(50, Math.min(renewIntervalMs, attempt - 500)));
   return { lockTimeoutMs, answerTimeoutMs: Math.floor(Math.max(lockTimeoutMs + 50, attempt)) };
 }
 

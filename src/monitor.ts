@@ -30,7 +30,7 @@ export function defaultAlertAfterMs(intervalMs: number): number {
  * The two reads are a few milliseconds apart: a job registered or changed in between is
  * judged at the next read.
  */
-export async function readJobStates(store: LeaseStore, name?: string): Promise<{ dbNow: Date; jobs: JobState[]; schemaVersion?: number | undefined }> {
+export async function readJobStates(store: LeaseStore, name?: string): Promise<{ dbNow: Date; jobs: JobState[] }> {
   const [{ dbNow, rows }, due] = await Promise.all([store.readJobRows(name), readDue(store, name)]);
   // Extended in place, every row the same way: spreading 20 fields into a new object for each
   // of 10,000 jobs cost more than the query (measured in the monitor bench).
@@ -53,12 +53,12 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
     j.overdue = !completed;
     j.due = { window: d.due.window, scheduledAt: d.due.scheduledAt, overdueSince: d.due.overdueSince, completed };
   }
-  return { dbNow, jobs, schemaVersion: due.schemaVersion };
+  return { dbNow, jobs };
 }
 
 /** Each distinct schedule's due window, and the jobs that have completed theirs. */
-async function readDue(store: LeaseStore, name?: string): Promise<{ byKey: Map<string, DueWindow>; done: Set<string>; schemaVersion?: number | undefined }> {
-  const { dbNow, keys, schemaVersion } = await store.readScheduleKeys(name);
+async function readDue(store: LeaseStore, name?: string): Promise<{ byKey: Map<string, DueWindow>; done: Set<string> }> {
+  const { dbNow, keys } = await store.readScheduleKeys(name);
   const byKey = new Map<string, DueWindow>();
   const probes: DueProbe[] = [];
   for (const k of keys) {
@@ -66,7 +66,7 @@ async function readDue(store: LeaseStore, name?: string): Promise<{ byKey: Map<s
     byKey.set(keyOf(k), d);
     if (d.due) probes.push({ ...k, window: d.due.window });
   }
-  return { byKey, done: await store.readCompletedDue(probes, name), schemaVersion };
+  return { byKey, done: await store.readCompletedDue(probes, name) };
 }
 
 const keyOf = (k: ScheduleKey): string =>

@@ -77,13 +77,23 @@ export function windowKey(scheduledAt: DateTime, opts: { format?: string | undef
 /**
  * Instants that expose a format whose keys come back: each pair of equal-looking neighbours a
  * period apart (half a second up to a year, and the ISO week-year's edges) has an instant between
- * them that differs in the smaller fields. Sorted ascending.
+ * them that differs in the smaller fields. Built from wall-clock times in the job's zone, where
+ * its keys are rendered: instants chosen in UTC fall on another local day west of UTC, and the
+ * edges they were chosen for move. Sorted ascending; built on first use for each zone (nothing at
+ * import time: most runs have no --window-format).
  */
-let recurrenceProbes: readonly DateTime[] | undefined;
-// Built on first use: nothing at import time (most runs have no --window-format).
-const probes = (): readonly DateTime[] => (recurrenceProbes ??= buildRecurrenceProbes());
-function buildRecurrenceProbes(): readonly DateTime[] {
-  const base = DateTime.fromISO('2001-02-03T04:05:06.007Z', { zone: 'UTC' }); // a Saturday
+const recurrenceProbes = new Map<string, readonly DateTime[]>();
+function probes(tz: string): readonly DateTime[] {
+  let built = recurrenceProbes.get(tz);
+  if (built === undefined) {
+    built = buildRecurrenceProbes(tz);
+    recurrenceProbes.set(tz, built);
+  }
+  return built;
+}
+function buildRecurrenceProbes(tz: string): readonly DateTime[] {
+  const at = (day: string): DateTime => DateTime.fromISO(`${day}T04:05:06.007`, { zone: tz });
+  const base = at('2001-02-03'); // a Saturday
   const steps = [
     {}, { milliseconds: 500 }, { seconds: 1 }, { seconds: 30 }, { minutes: 1 }, { minutes: 30 }, { hours: 1 }, { hours: 6 },
     { hours: 12 }, { hours: 18 }, { days: 1 }, { days: 3 }, { days: 7 }, { days: 15 }, { months: 1 }, { months: 6 }, { years: 1 },
@@ -91,8 +101,7 @@ function buildRecurrenceProbes(): readonly DateTime[] {
   // 2001-01-01 and 2001-12-31 are both Mondays of ISO week 1 (of 2001 and of 2002). 2004-01-01
   // and 2005-01-01 are both in ISO week-year 2004 (week 1 and week 53): kkkk-MM-dd, kkkk-ooo.
   const weekYearEdges = ['2001-01-01', '2001-12-30', '2001-12-31', '2002-06-30', '2002-12-02', '2004-01-01', '2004-07-01', '2005-01-01'];
-  return [...steps.map((step) => base.plus(step)), ...weekYearEdges.map((day) => DateTime.fromISO(`${day}T04:05:06.007Z`, { zone: 'UTC' }))]
-    .sort((x, y) => x.toMillis() - y.toMillis());
+  return [...steps.map((step) => base.plus(step)), ...weekYearEdges.map(at)].sort((x, y) => x.toMillis() - y.toMillis());
 }
 
 /**
@@ -114,12 +123,11 @@ export function validateWindowFormat(format: string, tz = 'UTC'): void {
     );
   }
   // Each key must cover one unbroken stretch of time: seen again after a different key, it recurs.
-  // Rendered in the job's zone, as its keys will be: a zone name or offset alone (ZZ, z) is
-  // constant there, or alternates with DST.
+  // In the job's zone, as its keys will be: a zone name or offset alone (ZZ, z) is constant
+  // there, or alternates with DST.
   const firstSeen = new Map<string, DateTime>();
   let previous: string | undefined;
-  for (const probe of probes()) {
-    const at = probe.setZone(tz);
+  for (const at of probes(tz)) {
     const key = windowKey(at, { format });
     const earlier = firstSeen.get(key);
     if (earlier !== undefined && key !== previous) {

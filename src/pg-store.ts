@@ -9,6 +9,7 @@ import type {
   AcquireInput, AcquireRow, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
   ScheduleKey,
 } from './store.js';
+import { EVENT_TIMEOUT_MS } from './store.js';
 
 export interface PoolOptions {
   /** One runner needs one connection: renewals reuse the session whose pid the lease records. */
@@ -22,8 +23,6 @@ export interface PoolOptions {
  * nothing would ever end the wait. A timed-out connection is dropped; the next one is new.
  */
 export const READ_TIMEOUT_MS = 10_000;
-/** How long recording an event (busy skip, renewal failures, clock jump) may wait. */
-export const EVENT_TIMEOUT_MS = 5_000;
 
 export function createPool(source: ConnectionSource, opts: PoolOptions = {}): pg.Pool {
   const driver = source.driver ?? driverTls(source.connectionString, process.env);
@@ -156,7 +155,7 @@ export class PgStore implements LeaseStore {
     const { rows } = await this.query(
       `SELECT ${this.s}.record_event($1, $2, $3, $4, $5, $6, $7) AS seq`,
       [e.job, e.kind, e.window ?? null, e.owner ?? null, e.generation ?? null, e.hostTime, JSON.stringify(e.detail ?? {})],
-      EVENT_TIMEOUT_MS,
+      e.answerTimeoutMs ?? EVENT_TIMEOUT_MS,
     );
     return rows[0].seq;
   }
@@ -231,11 +230,10 @@ export class PgStore implements LeaseStore {
     };
   }
 
-  async readScheduleKeys(name?: string): Promise<{ dbNow: Date; keys: ScheduleKey[]; schemaVersion: number }> {
-    // The clock and the schema's version come along even when no job has a schedule (the
-    // LEFT JOIN keeps one row).
+  async readScheduleKeys(name?: string): Promise<{ dbNow: Date; keys: ScheduleKey[] }> {
+    // The clock comes along even when no job has a schedule (the LEFT JOIN keeps one row).
     const { rows } = await this.query(
-      `SELECT ${epochMs('now()')} AS db_now_ms, (SELECT max(version) FROM ${this.s}.migrations) AS schema_version, k.*
+      `SELECT ${epochMs('now()')} AS db_now_ms, k.*
          FROM (SELECT 1) one LEFT JOIN (
            SELECT DISTINCT schedule, tz, window_format, window_offset, alert_after_ms FROM ${this.s}.jobs
             WHERE window_mode = 'schedule' AND schedule IS NOT NULL AND ($1::text IS NULL OR name = $1)) k ON true`,
@@ -243,7 +241,6 @@ export class PgStore implements LeaseStore {
     );
     return {
       dbNow: new Date(rows[0].db_now_ms),
-      schemaVersion: Number(rows[0].schema_version),
       keys: rows.filter((r) => r.schedule !== null).map((r) => ({
         schedule: r.schedule, tz: r.tz, windowFormat: r.window_format, windowOffset: r.window_offset,
         alertAfterMs: r.alert_after_ms === null ? null : Number(r.alert_after_ms),
@@ -295,6 +292,19 @@ export class PgStore implements LeaseStore {
   async readHostClocks(): Promise<HostClock[]> {
     const { rows } = await this.query(`SELECT host, offset_ms, uncertainty_ms FROM ${this.s}.hosts`, []);
     return rows.map((r) => ({ host: r.host, offsetMs: r.offset_ms, uncertaintyMs: r.uncertainty_ms }));
+  }
+
+  /**
+   * The newest migration applied to the schema; undefined when it cannot be read (a role
+   * granted by hand without SELECT on the migrations table): only a warning depends on it.
+   */
+  async readSchemaVersion(): Promise<number | undefined> {
+    try {
+      const { rows } = await this.query(`SELECT max(version) AS v FROM ${this.s}.migrations`, []);
+      return rows[0]?.v === null || rows[0]?.v === undefined ? undefined : Number(rows[0].v);
+    } catch {
+      return undefined;
+    }
   }
 
   async ping(): Promise<void> {

@@ -7,7 +7,7 @@ import { isTransientDbError } from './db.js';
 import { LeasejobError, LeaseUnavailableError } from './errors.js';
 import { LeaseKeeper, safetyMarginMs, stopAfterMs, type LossReason } from './lease.js';
 import type { Logger } from './log.js';
-import type { AcquireRow, FinishInput, LeaseStore as Store } from './store.js';
+import { EVENT_TIMEOUT_MS, type AcquireRow, type FinishInput, type LeaseStore as Store } from './store.js';
 
 export type OnBusy = 'skip' | 'wait' | 'fail';
 
@@ -121,8 +121,13 @@ export async function runWithLease<T>(
       // up to one TTL (a running child tolerates about as much) and within --wait-timeout.
       const now = performance.now();
       failingSince ??= now;
-      const left = Math.min(opts.ttlMs - (now - failingSince), (opts.waitTimeoutMs ?? Infinity) - (now - waitStart));
-      if (!waiting || !isTransientDbError(err) || left <= 0) throw err;
+      const waitLeft = (opts.waitTimeoutMs ?? Infinity) - (now - waitStart);
+      const left = Math.min(opts.ttlMs - (now - failingSince), waitLeft);
+      if (!waiting || !isTransientDbError(err)) throw err;
+      if (waitLeft <= 0) {
+        throw new LeaseUnavailableError(`lease "${opts.name}" not acquired within --wait-timeout (${Math.round(now - waitStart)} ms): the database was unavailable (${(err as Error).message})`, 'E_WAIT_TIMEOUT');
+      }
+      if (left <= 0) throw err;
       jlog.warn({ err: (err as Error).message, retryInMs: Math.round(Math.min(1_000, left)) }, 'database unavailable while waiting; retrying');
       await sleep(Math.min(1_000, left), opts.signal);
       continue;
@@ -200,6 +205,9 @@ async function runHeld<T>(
     controller.abort(reason);
   };
 
+  // The runner has one connection: an event whose connection went silent must free it well
+  // before the next renewal needs it.
+  const eventTimeoutMs = Math.min(EVENT_TIMEOUT_MS, held.timing.renewIntervalMs / 2);
   const keeper = new LeaseKeeper(
     store, { job: opts.name, owner, generation, window: win?.key }, held.timing, held.sent, log,
     (loss) => {
@@ -209,11 +217,11 @@ async function runHeld<T>(
       abort({ ...loss, graceMs });
     },
     (jumpMs) => {
-      void store.recordEvent({ job: opts.name, kind: 'clock-jump', window: win?.key, owner, generation, hostTime: new Date(), detail: { jump_ms: jumpMs } }).catch(() => {});
+      void store.recordEvent({ job: opts.name, kind: 'clock-jump', window: win?.key, owner, generation, hostTime: new Date(), detail: { jump_ms: jumpMs }, answerTimeoutMs: eventTimeoutMs }).catch(() => {});
     },
     (failures, lastError) => {
       // Recorded once the database answers again: the evidence of a pause or a flaky network.
-      void store.recordEvent({ job: opts.name, kind: 'renew-failed', window: win?.key, owner, generation, hostTime: new Date(), detail: { failures, last_error: lastError } }).catch(() => {});
+      void store.recordEvent({ job: opts.name, kind: 'renew-failed', window: win?.key, owner, generation, hostTime: new Date(), detail: { failures, last_error: lastError }, answerTimeoutMs: eventTimeoutMs }).catch(() => {});
     },
   );
   const startedMono = performance.now();

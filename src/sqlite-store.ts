@@ -170,26 +170,9 @@ export class SqliteStore implements LeaseStore {
     return new Date(nowWall + (mono - nowMono));
   }
 
-  /**
-   * One event; as the PostgreSQL store's record_event (sql/007_lost_once.sql), one `lease-lost`
-   * per generation, and a stale takeover records the loss of the generation it replaces (and
-   * marks its unfinished window lost) when that owner could not. 0 when nothing was recorded.
-   */
+  /** One event; as the PostgreSQL store's record_event (sql/007_lost_once.sql), one `lease-lost` per generation (0: not recorded). */
   private recordEventSync(e: RecordEventInput, now: number): number {
     if (e.kind === 'lease-lost' && this.db.prepare("SELECT 1 FROM events WHERE job = ? AND kind = 'lease-lost' AND generation = ?").get(e.job, Number(e.generation))) return 0;
-    const seq = this.insertEvent(e, now);
-    if (e.kind === 'stale-takeover') {
-      const previous = Number(e.detail?.previous_generation);
-      const lost = this.db.prepare(
-        `UPDATE windows SET outcome = 'lost', finished_at = ? WHERE job = ? AND generation = ? AND completed_at IS NULL AND outcome = 'running' RETURNING window_key`,
-      ).get(now, e.job, previous) as { window_key: string } | undefined;
-      this.recordEventSync({ job: e.job, kind: 'lease-lost', window: lost?.window_key, owner: String(e.detail?.previous_owner), generation: String(previous), hostTime: e.hostTime,
-        detail: { recorded_by: 'takeover', taken_by: e.owner, taken_generation: e.generation } }, now);
-    }
-    return seq;
-  }
-
-  private insertEvent(e: RecordEventInput, now: number): number {
     const job = this.db.prepare(
       `INSERT INTO jobs (name, last_seq, created_at, updated_at) VALUES (?, 1, ?, ?)
        ON CONFLICT (name) DO UPDATE SET last_seq = last_seq + 1 RETURNING last_seq`,
@@ -252,6 +235,14 @@ export class SqliteStore implements LeaseStore {
         job: i.job, kind: takeover ? 'stale-takeover' : 'acquired', window: i.window, owner: i.owner, generation: String(generation), hostTime: i.hostTime,
         detail: takeover ? { previous_owner: prev.owner, previous_generation: prev.generation } : {},
       }, now);
+      // As sql/007_lost_once.sql: the generation taken over lost its lease, said once, and its
+      // unfinished window is lost (not when it was this very runner's unanswered acquisition).
+      if (takeover && prev.owner !== i.owner) {
+        this.db.prepare(`UPDATE windows SET outcome = 'lost', finished_at = ? WHERE job = ? AND generation = ? AND completed_at IS NULL AND outcome = 'running'`)
+          .run(now, i.job, prev.generation);
+        this.recordEventSync({ job: i.job, kind: 'lease-lost', window: prev.window_key ?? undefined, owner: prev.owner, generation: String(prev.generation), hostTime: i.hostTime,
+          detail: { recorded_by: 'takeover', taken_by: i.owner, taken_generation: generation } }, now);
+      }
 
       let attempt = 1;
       if (i.window !== undefined) {

@@ -58,6 +58,8 @@ export interface RecordEventInput {
   generation?: string | undefined;
   hostTime: Date;
   detail?: Record<string, unknown>;
+  /** How long to wait for the answer (the store's default for events when unset). */
+  answerTimeoutMs?: number | undefined;
 }
 
 /** One registered job as stored, before the due-window judgement (monitor.ts). */
@@ -125,8 +127,9 @@ export interface LeaseStore {
   /** Every registered job (or one), on the store's clock. */
   readJobRows(name?: string): Promise<{ dbNow: Date; rows: JobRow[] }>;
   /** The distinct schedule keys of window-from-schedule jobs (or of the one named), on the store's clock. */
-  /** schemaVersion: the PostgreSQL schema's newest applied migration (the embedded store migrates itself). */
-  readScheduleKeys(name?: string): Promise<{ dbNow: Date; keys: ScheduleKey[]; schemaVersion?: number }>;
+  readScheduleKeys(name?: string): Promise<{ dbNow: Date; keys: ScheduleKey[] }>;
+  /** The PostgreSQL schema's newest applied migration (the embedded store migrates itself: absent). */
+  readSchemaVersion?(): Promise<number | undefined>;
   /** The jobs of these keys (or the one named) that have completed the window given for their key. */
   readCompletedDue(due: DueProbe[], name?: string): Promise<Set<string>>;
   /** The job's latest `limit` events, oldest first. */
@@ -151,3 +154,6 @@ export interface ScheduleKey {
 export interface DueProbe extends ScheduleKey {
   window: string;
 }
+
+/** How long recording an event (busy skip, renewal failures, clock jump) waits for its answer by default. */
+export const EVENT_TIMEOUT_MS = 5_000;

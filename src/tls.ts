@@ -61,8 +61,9 @@ export function driverTls(connectionString: string | undefined, env: NodeJS.Proc
 
 function sslFor(mode: SslMode, get: (k: Keyword) => string | undefined): false | SslOptions {
   const ca = get('sslrootcert');
-  // libpq's sslrootcert=system: the platform's CAs, which Node verifies against anyway, with
-  // the host name checked; a weaker mode would quietly verify nothing, so libpq refuses it.
+  // libpq's sslrootcert=system: the system's CAs. Node verifies against its own bundled list
+  // (Mozilla's) plus NODE_EXTRA_CA_CERTS, not the OS trust store; with the host name checked. A
+  // weaker mode would quietly verify nothing, so libpq refuses it.
   if (ca === 'system' && mode !== 'verify-full') {
     throw new UsageError(`sslmode=${mode} cannot be used with sslrootcert=system; use sslmode=verify-full (the default with sslrootcert=system).`);
   }

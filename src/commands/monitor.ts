@@ -5,6 +5,7 @@ import { findProblems, readJobStates, statesToJson, type JobState } from '../mon
 import { validateName } from '../names.js';
 import { humanMs, renderTable } from '../table.js';
 import type { Logger } from '../log.js';
+import type { LeaseStore } from '../store.js';
 import { unknownJob, withStore, type DbFlags } from './admin.js';
 
 /** readJobStates() reads the job rows and the due-window judgement side by side. */
@@ -33,7 +34,8 @@ function statusRow(j: JobState): string[] {
  * signature), but without what the newer migrations bring: said on stderr, once per command.
  * `run` does not check: it would cost a statement on every run.
  */
-async function warnIfSchemaBehind(schemaVersion: number | undefined, log: Logger): Promise<void> {
+async function warnIfSchemaBehind(store: LeaseStore, log: Logger): Promise<void> {
+  const schemaVersion = await store.readSchemaVersion?.();
   if (schemaVersion === undefined) return;
   const { listMigrations } = await import('../migrate.js');
   const known = Math.max(...(await listMigrations()).map((m) => m.version));
@@ -43,8 +45,8 @@ async function warnIfSchemaBehind(schemaVersion: number | undefined, log: Logger
 export async function statusCommand(flags: DbFlags & { name?: string; json?: boolean }): Promise<number> {
   const name = flags.name !== undefined ? validateName(flags.name) : undefined;
   return withStore({ ...flags, poolSize: JOB_STATES_POOL }, async (store, log) => {
-    const { dbNow, jobs, schemaVersion } = await readJobStates(store, name);
-    await warnIfSchemaBehind(schemaVersion, log);
+    const { dbNow, jobs } = await readJobStates(store, name);
+    await warnIfSchemaBehind(store, log);
     if (name !== undefined && jobs.length === 0) throw unknownJob(name, store.location);
     if (flags.json) {
       out(statesToJson({ store: store.kind, location: store.location, dbNow, jobs }) + '\n');
@@ -83,8 +85,8 @@ export async function checkCommand(flags: DbFlags & { name?: string; all?: boole
   const maxAttempts = flags.maxAttempts === undefined ? 3 : Number(flags.maxAttempts);
   if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new UsageError(`Expected \`--max-attempts\` to be a whole number of at least 1, got \`${flags.maxAttempts}\`.`);
   return withStore({ ...flags, poolSize: JOB_STATES_POOL }, async (store, log) => {
-    const { dbNow, jobs, schemaVersion } = await readJobStates(store, name);
-    await warnIfSchemaBehind(schemaVersion, log);
+    const { dbNow, jobs } = await readJobStates(store, name);
+    await warnIfSchemaBehind(store, log);
     if (name !== undefined && jobs.length === 0) throw unknownJob(name, store.location);
     const problems = findProblems(jobs, dbNow, { maxHoldMs, maxAttempts });
     if (flags.json) out(JSON.stringify({ dbNow, jobs: jobs.length, problems }, null, 2) + '\n');

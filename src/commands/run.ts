@@ -4,6 +4,7 @@ import { startChild, parentDeathSignalSupport, SpawnError, type ChildHandle, typ
 import { MAX_TIMER_MS } from '../duration.js';
 import { ExitCode, LeasejobError, UsageError } from '../errors.js';
 import { createLogger } from '../log.js';
+import { safetyMarginMs } from '../lease.js';
 import { normalizeRunOptions, type RawRunFlags, type RunConfig } from '../options.js';
 import { runWithLease, type AbortReason, type RunResult, type TaskContext } from '../runner.js';
 import { typicalInterval } from '../schedule.js';
@@ -117,12 +118,14 @@ async function superviseChild(
   }
   const started = performance.now();
   supervised.childStarted = true;
+  // After SIGKILL, the group's last members are waited for within the margin kept before expiry.
+  const settleMs = safetyMarginMs(config.ttlMs);
   log.info({ childPid: child.pid, command: config.command, generation: ctx.fenceToken, attempt: ctx.attempt }, 'child started');
   const onAbort = (): void => {
     const reason = ctx.signal.reason as AbortReason;
     const first = reason.kind === 'cancelled' && typeof reason.reason === 'string' ? (reason.reason as NodeJS.Signals) : 'SIGTERM';
     log.info({ childPid: child.pid, reason: reason.kind, signal: first, graceMs: Math.round(reason.graceMs) }, 'stopping child');
-    void child.stop({ graceMs: reason.graceMs, first });
+    void child.stop({ graceMs: reason.graceMs, first, settleMs });
   };
   ctx.signal.addEventListener('abort', onAbort, { once: true });
   if (ctx.signal.aborted) onAbort();
@@ -141,7 +144,7 @@ async function superviseChild(
   // stays on meanwhile, so a lease lost during this wait still shortens the grace.
   if (child.groupAlive()) {
     if (!ctx.signal.aborted) log.warn({ childPid: child.pid, graceMs: config.killGraceMs }, 'child exited but left processes in its group; stopping them');
-    await child.stop({ graceMs: config.killGraceMs });
+    await child.stop({ graceMs: config.killGraceMs, settleMs });
     if (child.groupAlive()) log.warn({ childPid: child.pid }, 'processes in the child group outlived SIGKILL (uninterruptible I/O?)');
     else log.info({ childPid: child.pid }, 'child process group gone');
   }

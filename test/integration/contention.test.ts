@@ -76,6 +76,25 @@ describe('contention and faults', () => {
     }
   });
 
+  it('--on-busy wait with the database gone past --wait-timeout: exit 75, as any wait timeout', async () => {
+    const proxy = await startProxy(db.url);
+    const holder = startCli(['run', ...base('wait-gone'), '--ttl', '20s', '--', process.execPath, fixture('sleep-then.mjs'), '8000', '0']);
+    try {
+      await waitFor('holder to take the lease', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'wait-gone' AND expires_at > now()`)).length > 0);
+      const waiter = startCli(['run', ...base('wait-gone', proxy.url(db.url)), '--on-busy', 'wait', '--wait-timeout', '3s', '--ttl', '20s', '--', 'true']);
+      await new Promise((r) => setTimeout(r, 1_200));
+      proxy.cut('reset');
+      const r = await waiter;
+      expect(r.exitCode, r.all).toBe(75);
+      expect(r.stderr).toMatch(/not acquired within --wait-timeout \(\d+ ms\): the database was unavailable/);
+    } finally {
+      holder.kill('SIGTERM');
+      await holder;
+      proxy.heal();
+      await proxy.close();
+    }
+  });
+
   it('holder and child SIGKILLed mid-run: a retry takes over within TTL + one renew interval and completes the window', async () => {
     const ttlMs = 3_000;
     const pidFile = path.join(tmp, 'crash.pid');
@@ -278,6 +297,34 @@ describe('contention and faults', () => {
     } finally {
       proxy.heal();
       await proxy.close();
+    }
+  });
+
+  it('a finish that commits while a contender queues for the lease row reads as released, not lost', async () => {
+    const { default: pg } = await import('pg');
+    const [a, b] = [new pg.Client({ connectionString: db.url }), new pg.Client({ connectionString: db.url })];
+    await a.connect();
+    await b.connect();
+    try {
+      const acq = (c: InstanceType<typeof pg.Client>, owner: string) =>
+        c.query(`SELECT * FROM ${db.schema}.acquire('finish-race', $1, 1500, 500, NULL, NULL, false, NULL, now(), NULL, 2000)`, [owner]);
+      const first = await acq(a, 'race-a:1:a');
+      expect(first.rows[0].outcome).toBe('acquired');
+      // The owner's finish begins while its lease still holds, and commits late.
+      await a.query('BEGIN');
+      const fin = await a.query(`SELECT * FROM ${db.schema}.finish('finish-race', 'race-a:1:a', $1, NULL, 'none', 0, now(), '{}')`, [first.rows[0].generation]);
+      expect(fin.rows[0].held).toBe(true);
+      await new Promise((r) => setTimeout(r, 1_700));
+      // The lease has expired by the clock; the contender queues for the row lock.
+      const second = acq(b, 'race-b:2:b');
+      await new Promise((r) => setTimeout(r, 300));
+      await a.query('COMMIT');
+      expect((await second).rows[0]).toMatchObject({ outcome: 'acquired', generation: '2' });
+      const kinds = await db.rows<{ kind: string }>(`SELECT kind FROM ${db.schema}.events WHERE job = 'finish-race' ORDER BY seq`);
+      expect(kinds.map((k) => k.kind)).toEqual(['acquired', 'released', 'acquired']);
+    } finally {
+      await a.end();
+      await b.end();
     }
   });
 

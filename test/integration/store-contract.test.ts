@@ -102,6 +102,17 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     expect((await s.readEventCounts(['lease-lost'])).map((c) => [c.job, c.host, c.n])).toContainEqual(['t', 'host-a', 1]);
   });
 
+  it('taking over its own unanswered acquisition is no loss', async () => {
+    const s = await make();
+    // An acquisition that committed but whose answer never came (a silent connection): the same
+    // runner, retrying once it expired, takes it over.
+    await s.acquire({ ...base, job: 'own', ttlMs: 1_500, renewIntervalMs: 500, window: 'd' });
+    await new Promise((r) => setTimeout(r, 1_700));
+    expect(await s.acquire({ ...base, job: 'own', window: 'd' })).toMatchObject({ outcome: 'acquired', generation: '2', attempt: 2 });
+    const kinds = (await s.readHistory('own', 100)).map((e) => e.kind);
+    expect(kinds).toEqual(['acquired', 'window-claimed', 'stale-takeover', 'window-claimed']);
+  });
+
   it('a lost lease counts once: whether its owner or the next acquisition says so first; an abandoned window is marked lost', async () => {
     const s = await make();
     // The owner reaches the database after its lease expired: it records the loss itself.

@@ -197,6 +197,19 @@ describe('validateWindowFormat', () => {
     },
   );
 
+  it.each(['America/New_York', 'America/Los_Angeles', 'Pacific/Pago_Pago', 'Pacific/Kiritimati', 'Asia/Kolkata', 'America/Sao_Paulo'])(
+    'in %s too: every recurring format is rejected, every sound one accepted',
+    (tz) => {
+      for (const format of ['HH', 'HH:mm', 'a', 'T', 'EEEE', 'MM-dd', 'yyyy-dd', 'yyyy-MM-dd hh:mm', "yyyy-MM-dd'T'mm", "yyyy-MM-dd'T'HH:mm:SSS",
+        'yyyy-WW', "yyyy-'W'WW", 'kkkk-MM', 'kkkk-MM-dd', 'kkkk-ooo']) {
+        expect(() => validateWindowFormat(format, tz), format).toThrow('its keys recur');
+      }
+      for (const format of ['yyyy-MM-dd', "yyyy-MM-dd'T'HH:mm", "yyyy-MM-dd'T'HH:mm:ss.SSS", 'yyyy', 'yyyy-MM', "'week' kkkk-WW", 'yyyy-ooo', 'yyyy-MM-dd hh:mm a', 'yyyy-q', 'D', 'x']) {
+        expect(() => validateWindowFormat(format, tz), format).not.toThrow();
+      }
+    },
+  );
+
   it('rejects a zone offset alone in a zone with DST (it recurs), and checks keys in the job\'s zone', () => {
     expect(() => validateWindowFormat('ZZ', 'America/New_York')).toThrow('its keys recur');
     expect(() => validateWindowFormat('yyyy-MM-dd', 'Pacific/Kiritimati')).not.toThrow();
