@@ -139,7 +139,8 @@ export class LeaseKeeper {
       this.lastError = code ? `${code}: ${(err as Error).message}` : (err as Error).message;
       const lockWait = code === '55P03';
       this.log.warn(
-        { err: { message: (err as Error).message, code }, remainingMs: Math.round(this.remainingMs()) },
+        // A string, as everywhere: pino's error serializer would print an object as {"type":"Object",...}.
+        { err: (err as Error).message, ...(code ? { code } : {}), remainingMs: Math.round(this.remainingMs()) },
         lockWait ? 'renewal failed: lease row locked by a long fenced transaction' : 'renewal failed',
       );
       // Retry soon, a few times within an interval, until the deadline decides.

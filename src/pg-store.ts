@@ -12,7 +12,11 @@ import type {
 import { EVENT_TIMEOUT_MS } from './store.js';
 
 export interface PoolOptions {
-  /** One runner needs one connection: renewals reuse the session whose pid the lease records. */
+  /**
+   * Default 2. A runner uses one connection (its statements come one after another, and
+   * renewals reuse the session whose pid the lease records); the second is opened only while
+   * a statement waits on a connection gone silent, so finishing does not queue behind it.
+   */
   max?: number;
   connectTimeoutMs?: number;
 }
@@ -30,7 +34,7 @@ export function createPool(source: ConnectionSource, opts: PoolOptions = {}): pg
     ...(driver.connectionString ? { connectionString: driver.connectionString } : {}),
     ...(driver.ssl !== undefined ? { ssl: driver.ssl } : {}),
     ...(driver.sslnegotiation !== undefined ? { sslnegotiation: driver.sslnegotiation } : {}),
-    max: opts.max ?? 1,
+    max: opts.max ?? 2,
     // Keep the idle connection between renewals: its backend pid is the holder's liveness signal.
     idleTimeoutMillis: 0,
     connectionTimeoutMillis: opts.connectTimeoutMs ?? 5_000,
@@ -312,12 +316,12 @@ export class PgStore implements LeaseStore {
   }
 
   /** Bounded: a query stuck on a black-holed connection must not hold the process at exit. */
-  async close(): Promise<void> {
+  async close(limitMs = CLOSE_LIMIT_MS): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
       this.pool.end().catch(() => {}),
       new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, CLOSE_LIMIT_MS);
+        timer = setTimeout(resolve, limitMs);
       }),
     ]);
     clearTimeout(timer);

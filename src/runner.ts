@@ -113,14 +113,17 @@ export async function runWithLease<T>(
         job: opts.name, owner, ttlMs: opts.ttlMs, renewIntervalMs, window: win?.key,
         scheduledAt: win?.scheduledAt, rerun: win?.rerun ?? false, maxDelayMs: win?.maxDelayMs,
         hostTime: new Date(sent.wall), spec: opts.spec,
-        answerTimeoutMs: Math.min(stopAfterMs(timing), ACQUIRE_ANSWER_LIMIT_MS),
+        // With --on-busy wait, never past --wait-timeout (at least a short round trip).
+        answerTimeoutMs: Math.min(stopAfterMs(timing), ACQUIRE_ANSWER_LIMIT_MS,
+          opts.onBusy === 'wait' && opts.waitTimeoutMs !== undefined ? Math.max(250, opts.waitTimeoutMs - (sent.mono - waitStart)) : Infinity),
       }), opts.signal);
       failingSince = undefined;
     } catch (err) {
       // Once waiting, a database that restarts or drops the connection is waited out too: for
-      // up to one TTL (a running child tolerates about as much) and within --wait-timeout.
+      // up to one TTL (a running child tolerates about as much) and within --wait-timeout. The
+      // outage is counted from when the failed attempt was sent, its wait included.
       const now = performance.now();
-      failingSince ??= now;
+      failingSince ??= sent.mono;
       const waitLeft = (opts.waitTimeoutMs ?? Infinity) - (now - waitStart);
       const left = Math.min(opts.ttlMs - (now - failingSince), waitLeft);
       if (!waiting || !isTransientDbError(err)) throw err;
@@ -272,7 +275,7 @@ async function runHeld<T>(
       job: opts.name, owner, generation, window: win?.key, outcome, hostTime: new Date(),
       exitCode: ok ? 0 : exitCodeOf(error),
       detail: finishDetail(attempt, performance.now() - startedMono, aborted?.kind, keeper.lastOffset ?? held.offset),
-    }, () => keeper.remainingMs(), log);
+    }, () => keeper.remainingMs(), log, opts.signal);
     released = r.held;
     if (r.held) {
       if (win) log.info({ generation, attempt, outcome }, ok ? 'window completed' : 'window left open');
@@ -288,12 +291,44 @@ async function runHeld<T>(
   } catch (err) {
     log.error({ err: (err as Error).message, generation }, 'could not record outcome and release; the lease will expire by itself');
     if (ok && !leaseDoubtful) {
-      return { status: 'failed', error: err, generation, attempt, released: false };
+      // Told to stop while the outcome was being recorded: that signal is the exit's reason.
+      const stopped = opts.signal?.aborted ? { aborted: { kind: 'cancelled' as const, reason: opts.signal.reason, graceMs: 0 } } : {};
+      return { status: 'failed', error: err, generation, attempt, released: false, ...stopped };
     }
   }
 
   if (ok) return { status: 'completed', value: value as T, generation, attempt };
   return { status: 'failed', error: error ?? new Error('task aborted'), generation, attempt, ...(aborted ? { aborted } : {}), released };
+}
+
+/** How long recording the outcome may still take once leasejob was told to stop. */
+const FINISH_AFTER_SIGNAL_MS = 2_000;
+
+/**
+ * `p`, unless `signal` aborts and `graceMs` more pass first: then a timeout error (transient,
+ * as the driver's own). `p` is left to settle unobserved.
+ */
+async function withinAfterAbort<T>(p: Promise<T>, signal: AbortSignal | undefined, graceMs: number): Promise<T> {
+  if (!signal) return p;
+  p.catch(() => {});
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
+  const late = new Promise<never>((_, reject) => {
+    const arm = (): void => {
+      timer = setTimeout(() => reject(Object.assign(new Error(`no answer within ${graceMs} ms of the signal to stop`), { code: 'ETIMEDOUT' })), graceMs);
+    };
+    if (signal.aborted) arm();
+    else {
+      onAbort = arm;
+      signal.addEventListener('abort', onAbort, { once: true });
+    }
+  });
+  try {
+    return await Promise.race([p, late]);
+  } finally {
+    clearTimeout(timer);
+    if (onAbort) signal.removeEventListener('abort', onAbort);
+  }
 }
 
 /** Below this much lease left, a retry of finish could not reach the database in time. */
@@ -309,7 +344,9 @@ const FINISH_TIMEOUT_MIN_MS = 5_000;
  * answers held again (sql/004_finish_retry.sql). Past the lease, the database itself says
  * "not held", so a late retry cannot complete anything.
  */
-async function finishWithRetry(store: Store, input: FinishInput, remainingMs: () => number, log: Logger): Promise<{ held: boolean; dbNow: Date }> {
+async function finishWithRetry(
+  store: Store, input: FinishInput, remainingMs: () => number, log: Logger, signal: AbortSignal | undefined,
+): Promise<{ held: boolean; dbNow: Date }> {
   for (let tries = 1; ; tries += 1) {
     try {
       // While the lease lasts, an attempt waits for half of what is left: a connection gone
@@ -317,10 +354,13 @@ async function finishWithRetry(store: Store, input: FinishInput, remainingMs: ()
       // database decides whether the lease held when the statement began). Past that, one
       // attempt: the database can only say "not held", and that is all we would learn.
       const leftNow = remainingMs();
-      return await store.finish({ ...input, queryTimeoutMs: leftNow >= 2 * FINISH_RETRY_MIN_MS ? leftNow / 2 : FINISH_TIMEOUT_MIN_MS });
+      const timeoutMs = leftNow >= 2 * FINISH_RETRY_MIN_MS ? leftNow / 2 : FINISH_TIMEOUT_MIN_MS;
+      // Once leasejob is told to stop (SIGTERM: a pod's grace period is running), an answer is
+      // waited for FINISH_AFTER_SIGNAL_MS more at most, and nothing is retried.
+      return await withinAfterAbort(store.finish({ ...input, queryTimeoutMs: signal?.aborted ? Math.min(timeoutMs, FINISH_AFTER_SIGNAL_MS) : timeoutMs }), signal, FINISH_AFTER_SIGNAL_MS);
     } catch (err) {
       const left = remainingMs();
-      if (!isTransientDbError(err) || left < 2 * FINISH_RETRY_MIN_MS) throw err;
+      if (signal?.aborted || !isTransientDbError(err) || left < 2 * FINISH_RETRY_MIN_MS) throw err;
       log.warn({ err: (err as Error).message, tries, remainingMs: Math.round(left) }, 'could not record outcome yet; retrying while the lease lasts');
       await sleep(Math.min(200 * tries, 1_000, left - FINISH_RETRY_MIN_MS));
     }

@@ -138,7 +138,8 @@ export interface LeaseStore {
   readEventCounts(kinds: readonly string[]): Promise<EventCount[]>;
   readHostClocks(): Promise<HostClock[]>;
   ping(): Promise<void>;
-  close(): Promise<void>;
+  /** limitMs: how long a statement still in flight may hold it up (the store's default when unset). */
+  close(limitMs?: number): Promise<void>;
 }
 
 /** What a job's due window follows from: every job with the same key has the same due window. */

@@ -12,6 +12,9 @@ import { chooseStore, openStore, type StoreChoice } from '../open-store.js';
 import type { LeaseStore } from '../store.js';
 import { storeError } from './admin.js';
 
+/** How long closing the connection may take once a signal told leasejob to stop. */
+const CLOSE_AFTER_SIGNAL_MS = 250;
+
 /** Signals that make leasejob stop its child, release the lease and exit 128+N. */
 const FORWARDED = ['SIGTERM', 'SIGINT', 'SIGHUP'] as const;
 
@@ -50,9 +53,9 @@ export async function runCommand(
   const databaseUrl = choice.kind === 'postgresql' ? choice.source.connectionString : undefined;
 
   const cancel = new AbortController();
-  const supervised = { childStarted: false };
+  const supervised = { childRunning: false };
   const onSignal = (sig: NodeJS.Signals): void => {
-    if (supervised.childStarted) log.warn({ signal: sig }, 'signal received, stopping child');
+    if (supervised.childRunning) log.warn({ signal: sig }, 'signal received, stopping child');
     else log.warn({ signal: sig }, 'signal received');
     cancel.abort(sig);
   };
@@ -74,7 +77,8 @@ export async function runCommand(
     throw storeError(err, choice) ?? err;
   } finally {
     for (const s of FORWARDED) process.off(s, onSignal);
-    await store?.close();
+    // Told to stop: a statement still waiting on a silent connection is not waited for long.
+    await store?.close(cancel.signal.aborted ? CLOSE_AFTER_SIGNAL_MS : undefined);
   }
 }
 
@@ -104,7 +108,7 @@ function childEnv(config: RunConfig, ctx: TaskContext, databaseUrl: string | und
 }
 
 async function superviseChild(
-  config: RunConfig, ctx: TaskContext, databaseUrl: string | undefined, log: ReturnType<typeof createLogger>, supervised: { childStarted: boolean },
+  config: RunConfig, ctx: TaskContext, databaseUrl: string | undefined, log: ReturnType<typeof createLogger>, supervised: { childRunning: boolean },
 ): Promise<ChildResult> {
   // The lease may have been lost (or its stop point passed) while we got here: never start then.
   ctx.signal.throwIfAborted();
@@ -117,7 +121,7 @@ async function superviseChild(
     throw err;
   }
   const started = performance.now();
-  supervised.childStarted = true;
+  supervised.childRunning = true;
   // After SIGKILL, the group's last members are waited for within the margin kept before expiry.
   const settleMs = safetyMarginMs(config.ttlMs);
   log.info({ childPid: child.pid, command: config.command, generation: ctx.fenceToken, attempt: ctx.attempt }, 'child started');
@@ -149,6 +153,7 @@ async function superviseChild(
     else log.info({ childPid: child.pid }, 'child process group gone');
   }
   ctx.signal.removeEventListener('abort', onAbort);
+  supervised.childRunning = false;
   if (result.code !== 0) throw new ChildFailedError(result);
   return result;
 }

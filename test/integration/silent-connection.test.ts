@@ -52,8 +52,8 @@ describe('a connection that goes silent', () => {
     run.kill('SIGTERM');
     const r = await run;
     expect(r.exitCode, r.all).toBe(143);
-    // The default TTL would let the acquire wait 79 s; closing takes at most 2 s.
-    expect(elapsedSince(t0)).toBeLessThan(6_000);
+    // The default TTL would let the acquire wait 30 s; once signalled, closing waits 250 ms.
+    expect(elapsedSince(t0)).toBeLessThan(1_500);
     const msgs = logLines(r.stderr).map((l) => l.msg);
     expect(msgs).toContain('signal received while waiting for the database');
     // No child was started: nothing to stop.
@@ -102,6 +102,35 @@ describe('a connection that goes silent', () => {
     expect(msgs).not.toContain('lease lost');
     const w = await db.rows<{ completed: boolean }>(`SELECT completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'silent-renew'`);
     expect(w).toEqual([{ completed: true }]);
+  });
+
+  it('at a renewal, as the child ends: recording the outcome does not queue behind it', async () => {
+    // TTL 30 s: the renewal at 10 s may wait 9 s for its answer; the child ends at 11 s.
+    const seen = proxy.silence('.renew(');
+    const r = await runCli(['run', ...via('silent-renew-end'), '--window', 'w', '--ttl', '30s', '--kill-grace', '1s',
+      '--', process.execPath, fixture('sleep-then.mjs'), '11000', '0'], {}, { timeoutMs: 60_000 });
+    await seen;
+    expect(r.exitCode, r.all).toBe(0);
+    const lines = logLines(r.stderr);
+    const at = (msg: string): number => Date.parse(String(lines.find((l) => l.msg === msg)?.time));
+    expect(at('window completed') - at('child exited')).toBeLessThan(3_000);
+    expect(lines.map((l) => l.msg)).not.toContain('could not record outcome yet; retrying while the lease lasts');
+  });
+
+  it('at finish, then SIGTERM: the runner leaves within seconds, not when the lease runs out', async () => {
+    const seen = proxy.silence('.finish(');
+    const run = startCli(['run', ...via('silent-finish-term'), '--window', 'w', '--', 'true']);
+    await seen;
+    const t0 = performance.now();
+    run.kill('SIGTERM');
+    const r = await run;
+    expect(r.exitCode, r.all).toBe(143);
+    // 2 s for an answer after the signal, then the connection is closed; the default TTL is 90 s.
+    expect(elapsedSince(t0)).toBeLessThan(6_000);
+    const msgs = logLines(r.stderr).map((l) => l.msg);
+    expect(msgs).toContain('signal received');
+    expect(msgs).not.toContain('signal received, stopping child');
+    expect(msgs).toContain('could not record outcome and release; the lease will expire by itself');
   });
 
   it('at finish: the outcome is recorded on a new connection while the lease lasts', async () => {
