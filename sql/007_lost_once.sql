@@ -5,7 +5,8 @@
 -- - acquire(): a takeover records the loss of the generation it replaces, under that owner and
 --   host, and marks that generation's unfinished window lost, as its own finish would have.
 --   The previous row is now read under the lock the upsert takes anyway, so a finish that
---   committed while a contender queued for the lock reads as released, not lost.
+--   committed while a contender queued for the lock reads as released, not lost; and if that
+--   finish completed the contender's window, the answer is `done` with no generation spent.
 -- - record_event(): one `lease-lost` per generation; whichever of the owner's finish and the
 --   takeover comes second records nothing (both hold the lease row lock: no race).
 -- Same signatures, so the privileges granted on them are kept; SECURITY DEFINER and the pinned
@@ -101,6 +102,12 @@ BEGIN
   -- 007: the row as it is once ours to change. The plain read above may predate a finish
   -- that committed while we queued for the lock: that owner released it, it did not lose it.
   SELECT * INTO v_prev FROM leases l WHERE l.name = p_job FOR UPDATE;
+  -- Such a finish may have completed our very window: then it is done, and no generation is
+  -- spent on it (completion needs the lease row lock, which we now hold).
+  IF p_window IS NOT NULL AND NOT p_rerun THEN
+    SELECT w.completed_at INTO v_done FROM windows w WHERE w.job = p_job AND w.window_key = p_window;
+  END IF;
+  IF v_done IS NULL THEN
   INSERT INTO leases AS l (name, owner, generation, acquired_at, renewed_at, expires_at,
                            released_at, ttl_ms, renew_interval_ms, window_key, backend_pid, backend_start)
   VALUES (p_job, p_owner, 1, now(), now(), now() + make_interval(secs => p_ttl_ms / 1000.0),
@@ -114,10 +121,17 @@ BEGIN
     backend_start = EXCLUDED.backend_start
   WHERE l.expires_at <= now()
   RETURNING l.generation INTO v_gen;
+  END IF;
   EXCEPTION WHEN lock_not_available THEN
     v_gen := NULL;
   END;
   PERFORM set_config('lock_timeout', '0', true);
+  END IF;
+
+  IF v_done IS NOT NULL THEN
+    PERFORM register_job(p_job, p_ttl_ms, p_spec);
+    outcome := 'done'; completed_at := v_done;
+    RETURN NEXT; RETURN;
   END IF;
 
   PERFORM register_job(p_job, p_ttl_ms, p_spec);
@@ -171,8 +185,8 @@ BEGIN
     RETURNING w.attempts INTO v_attempt;
 
     IF v_attempt IS NULL THEN
-      -- Completed between our check and the lease (cannot happen while completion needs the
-      -- lease, kept as a guard): give the lease back.
+      -- Completed between our check and the lease (cannot happen since the check is repeated
+      -- under the lease row lock, kept as a guard): give the lease back.
       UPDATE leases l SET expires_at = now(), released_at = now() WHERE l.name = p_job;
       outcome := 'done'; generation := NULL;
       RETURN NEXT; RETURN;

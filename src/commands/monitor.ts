@@ -34,12 +34,15 @@ function statusRow(j: JobState): string[] {
  * signature), but without what the newer migrations bring: said on stderr, once per command.
  * `run` does not check: it would cost a statement on every run.
  */
-async function warnIfSchemaBehind(store: LeaseStore, log: Logger): Promise<void> {
+async function warnIfSchemaBehind(store: LeaseStore, log: Logger): Promise<{ version: number; known: number } | undefined> {
   const schemaVersion = await store.readSchemaVersion?.();
-  if (schemaVersion === undefined) return;
+  if (schemaVersion === undefined) return undefined;
   const { listMigrations } = await import('../migrate.js');
   const known = Math.max(...(await listMigrations()).map((m) => m.version));
   if (schemaVersion < known) log.warn({ schemaVersion, knownVersion: known }, 'schema is behind this leasejob; run `leasejob migrate`');
+  // Newer: another host's leasejob migrated it; this one may lack what it relies on.
+  if (schemaVersion > known) log.warn({ schemaVersion, knownVersion: known }, 'schema is newer than this leasejob; upgrade leasejob');
+  return { version: schemaVersion, known };
 }
 
 export async function statusCommand(flags: DbFlags & { name?: string; json?: boolean }): Promise<number> {
@@ -86,10 +89,10 @@ export async function checkCommand(flags: DbFlags & { name?: string; all?: boole
   if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new UsageError(`Expected \`--max-attempts\` to be a whole number of at least 1, got \`${flags.maxAttempts}\`.`);
   return withStore({ ...flags, poolSize: JOB_STATES_POOL }, async (store, log) => {
     const { dbNow, jobs } = await readJobStates(store, name);
-    await warnIfSchemaBehind(store, log);
+    const schema = await warnIfSchemaBehind(store, log);
     if (name !== undefined && jobs.length === 0) throw unknownJob(name, store.location);
     const problems = findProblems(jobs, dbNow, { maxHoldMs, maxAttempts });
-    if (flags.json) out(JSON.stringify({ dbNow, jobs: jobs.length, problems }, null, 2) + '\n');
+    if (flags.json) out(JSON.stringify({ dbNow, jobs: jobs.length, problems, ...(schema ? { schemaVersion: schema.version, knownSchemaVersion: schema.known } : {}) }, null, 2) + '\n');
     else if (problems.length === 0) out(`OK: ${jobs.length} job(s) healthy\n`);
     else for (const p of problems) out(`${p.severity.toUpperCase()} ${p.job}: ${p.kind}: ${p.message}\n`);
     if (problems.some((p) => p.severity === 'critical')) return 2;

@@ -303,7 +303,7 @@ describe('contention and faults', () => {
     }
   });
 
-  it('a finish that commits while a contender queues for the lease row reads as released, not lost', async () => {
+  it('a finish that commits while a contender queues for the lease row reads as released, not lost (and its window as done)', async () => {
     const { default: pg } = await import('pg');
     const [a, b] = [new pg.Client({ connectionString: db.url }), new pg.Client({ connectionString: db.url })];
     await a.connect();
@@ -311,6 +311,8 @@ describe('contention and faults', () => {
     try {
       const acq = (c: InstanceType<typeof pg.Client>, owner: string) =>
         c.query(`SELECT * FROM ${db.schema}.acquire('finish-race', $1, 1500, 500, NULL, NULL, false, NULL, now(), NULL, 2000)`, [owner]);
+      const c3 = (c: InstanceType<typeof pg.Client>, owner: string) =>
+        c.query(`SELECT * FROM ${db.schema}.acquire('finish-race-w', $1, 1500, 500, 'w', NULL, false, NULL, now(), NULL, 2000)`, [owner]);
       const first = await acq(a, 'race-a:1:a');
       expect(first.rows[0].outcome).toBe('acquired');
       // The owner's finish begins while its lease still holds, and commits late.
@@ -325,6 +327,21 @@ describe('contention and faults', () => {
       expect((await second).rows[0]).toMatchObject({ outcome: 'acquired', generation: '2' });
       const kinds = await db.rows<{ kind: string }>(`SELECT kind FROM ${db.schema}.events WHERE job = 'finish-race' ORDER BY seq`);
       expect(kinds.map((k) => k.kind)).toEqual(['acquired', 'released', 'acquired']);
+
+      // With a window, completed by that late finish: the contender finds it done, spending no generation.
+      const w1 = await c3(a, 'race-a:1:a');
+      expect(w1.rows[0]).toMatchObject({ outcome: 'acquired', generation: '1' });
+      await a.query('BEGIN');
+      await a.query(`SELECT * FROM ${db.schema}.finish('finish-race-w', 'race-a:1:a', 1, 'w', 'completed', 0, now(), '{}')`);
+      await new Promise((r) => setTimeout(r, 1_700));
+      const w2 = c3(b, 'race-b:2:b');
+      await new Promise((r) => setTimeout(r, 300));
+      await a.query('COMMIT');
+      expect((await w2).rows[0]).toMatchObject({ outcome: 'done', generation: null });
+      const wkinds = await db.rows<{ kind: string }>(`SELECT kind FROM ${db.schema}.events WHERE job = 'finish-race-w' ORDER BY seq`);
+      expect(wkinds.map((k) => k.kind)).toEqual(['acquired', 'window-claimed', 'window-completed', 'released']);
+      const lease = await db.rows<{ generation: string }>(`SELECT generation FROM ${db.schema}.leases WHERE name = 'finish-race-w'`);
+      expect(lease).toEqual([{ generation: '1' }]);
     } finally {
       await a.end();
       await b.end();

@@ -112,7 +112,7 @@ describe('monitoring by absence', () => {
     }
   });
 
-  it('status and check say when the schema is behind this leasejob, and still answer', async () => {
+  it('status and check say when the schema is behind (or ahead of) this leasejob, and still answer', async () => {
     const latest = await db.rows<{ v: number }>(`SELECT max(version) AS v FROM ${db.schema}.migrations`);
     await db.rows(`DELETE FROM ${db.schema}.migrations WHERE version = $1`, [latest[0]!.v]);
     try {
@@ -128,6 +128,18 @@ describe('monitoring by absence', () => {
     }
     const after = await runCli(['status', ...conn()]);
     expect(after.stderr).not.toMatch(/schema is behind/);
+    const json = await runCli(['check', ...conn(), '--json']);
+    expect(JSON.parse(json.stdout)).toMatchObject({ schemaVersion: latest[0]!.v, knownSchemaVersion: latest[0]!.v });
+
+    // Migrated by a newer leasejob elsewhere: this one says it is the older.
+    await db.rows(`INSERT INTO ${db.schema}.migrations (version, name) VALUES (999, 'from_the_future')`);
+    try {
+      const newer = await runCli(['check', ...conn()]);
+      expect(logLines(newer.stderr).find((l) => l.msg === 'schema is newer than this leasejob; upgrade leasejob'), newer.stderr)
+        .toMatchObject({ schemaVersion: 999, knownVersion: latest[0]!.v });
+    } finally {
+      await db.rows(`DELETE FROM ${db.schema}.migrations WHERE version = 999`);
+    }
   });
 
   it('an overdue window fails check and shows in the exporter; completing it clears both', async () => {
