@@ -55,7 +55,11 @@ export function chooseStore(flags: StoreFlags, env: NodeJS.ProcessEnv = process.
       ? '--require-shared (or LEASEJOB_REQUIRE_SHARED) was given'
       : undefined;
   if (why) {
-    throw new UsageError(`no shared database configured and ${why}; set LEASEJOB_DATABASE_URL (or --database-url) to a PostgreSQL that every runner reaches.`);
+    // Inside a leasejob child (LEASEJOB_OWNER set): its runner set LEASEJOB_REQUIRE_SHARED.
+    const nested = env.LEASEJOB_OWNER && !env.KUBERNETES_SERVICE_HOST
+      ? ' (this runs inside a leasejob child on PostgreSQL, which sets LEASEJOB_REQUIRE_SHARED; the outer `run --pass-database-url` gives the child its DATABASE_URL)'
+      : '';
+    throw new UsageError(`no shared database configured and ${why}; set LEASEJOB_DATABASE_URL (or --database-url) to a PostgreSQL that every runner reaches${nested}.`);
   }
   if (flags.stateFile !== undefined && flags.stateFile.trim() === '') throw new UsageError('Expected `--state-file` to be a file path, got an empty string.');
   // An empty variable is unset, as a chart's `value: ""` means.

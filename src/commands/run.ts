@@ -53,7 +53,7 @@ export async function runCommand(
   const databaseUrl = choice.kind === 'postgresql' ? choice.source.connectionString : undefined;
 
   const cancel = new AbortController();
-  const supervised = { childRunning: false };
+  const supervised = { childRunning: false, sharedStore: choice.kind === 'postgresql' };
   const onSignal = (sig: NodeJS.Signals): void => {
     if (supervised.childRunning) log.warn({ signal: sig }, 'signal received, stopping child');
     else log.warn({ signal: sig }, 'signal received');
@@ -82,9 +82,12 @@ export async function runCommand(
   }
 }
 
-function childEnv(config: RunConfig, ctx: TaskContext, databaseUrl: string | undefined): Record<string, string> {
+function childEnv(config: RunConfig, ctx: TaskContext, databaseUrl: string | undefined, sharedStore: boolean): Record<string, string> {
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v;
+  // A leasejob inside the child, left without our database URL, must not fall back to a
+  // one-host state file: its lease would guard nothing across hosts. It says so (exit 64).
+  if (sharedStore && !env.LEASEJOB_REQUIRE_SHARED) env.LEASEJOB_REQUIRE_SHARED = '1';
   // Least privilege: the child does not get our database URL unless asked.
   delete env.LEASEJOB_DATABASE_URL;
   delete env.DATABASE_URL;
@@ -108,13 +111,13 @@ function childEnv(config: RunConfig, ctx: TaskContext, databaseUrl: string | und
 }
 
 async function superviseChild(
-  config: RunConfig, ctx: TaskContext, databaseUrl: string | undefined, log: ReturnType<typeof createLogger>, supervised: { childRunning: boolean },
+  config: RunConfig, ctx: TaskContext, databaseUrl: string | undefined, log: ReturnType<typeof createLogger>, supervised: { childRunning: boolean; sharedStore: boolean },
 ): Promise<ChildResult> {
   // The lease may have been lost (or its stop point passed) while we got here: never start then.
   ctx.signal.throwIfAborted();
   let child: ChildHandle;
   try {
-    child = await startChild(config.command, config.args, { env: childEnv(config, ctx, databaseUrl) });
+    child = await startChild(config.command, config.args, { env: childEnv(config, ctx, databaseUrl, supervised.sharedStore) });
   } catch (err) {
     // Said here, or a crontab sees only exit 127 or 126.
     if (err instanceof SpawnError) log.error({ command: config.command, exitCode: err.exitCode }, err.message);

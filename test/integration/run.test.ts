@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execa } from 'execa';
-import { fixture, isAlive, logLines, ROOT, runCli, startCli, waitFor } from '../helpers/cli.js';
+import { BIN, fixture, isAlive, logLines, ROOT, runCli, startCli, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 import { tempDir } from '../helpers/temp.js';
 
@@ -46,11 +46,25 @@ describe('leasejob run', () => {
     expect(env.LEASEJOB_DATABASE_URL).toBeUndefined();
     expect(env.PGPASSWORD).toBeUndefined();
     expect(env.PGAPPNAME).toBe('kept');
+    expect(env.LEASEJOB_REQUIRE_SHARED).toBe('1');
     const lease = await db.rows<{ generation: string; expires_at: Date; released_at: Date | null }>(
       `SELECT generation, expires_at, released_at FROM ${db.schema}.leases WHERE name = 'env-job'`,
     );
     expect(lease[0]?.generation).toBe(env.FENCE_TOKEN);
     expect(lease[0]?.released_at).not.toBeNull();
+  });
+
+  it('a leasejob inside the child, without the database, refuses a one-host store: exit 64 saying why', async () => {
+    const inner = `${JSON.stringify(process.execPath)} ${JSON.stringify(BIN)} run --name inner --window w -- true; echo "inner=$?"`;
+    const r = await runCli(['run', ...base('nest-job'), '--window', 'w1', '--', 'sh', '-c', inner], { XDG_STATE_HOME: tmp });
+    expect(r.exitCode, r.all).toBe(0);
+    expect(r.stdout).toContain('inner=64');
+    expect(r.stderr).toMatch(/this runs inside a leasejob child on PostgreSQL, which sets LEASEJOB_REQUIRE_SHARED/);
+    // With --pass-database-url the inner one uses the same database.
+    const passed = await runCli(['run', ...base('nest-job'), '--window', 'w2', '--pass-database-url', '--', 'sh', '-c',
+      inner.replace('run --name inner', `run --schema ${db.schema} --name inner`)]);
+    expect(passed.stdout, passed.all).toContain('inner=0');
+    expect(await db.rows(`SELECT 1 FROM ${db.schema}.windows WHERE job = 'inner' AND completed_at IS NOT NULL`)).toHaveLength(1);
   });
 
   it('skips a completed window, and --rerun runs it again as attempt 2', async () => {
