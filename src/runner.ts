@@ -208,8 +208,8 @@ async function runHeld<T>(
     controller.abort(reason);
   };
 
-  // The runner has one connection: an event whose connection went silent must free it well
-  // before the next renewal needs it.
+  // The runner keeps one connection (a second opens only while one is stuck): an event whose
+  // connection went silent must free it well before the next renewal needs it.
   const eventTimeoutMs = Math.min(EVENT_TIMEOUT_MS, held.timing.renewIntervalMs / 2);
   const keeper = new LeaseKeeper(
     store, { job: opts.name, owner, generation, window: win?.key }, held.timing, held.sent, log,
