@@ -54,6 +54,10 @@ export function createPool(source: ConnectionSource, opts: PoolOptions = {}): pg
  */
 const epochMs = (expr: string): string => `round(date_part('epoch', date_trunc('milliseconds', ${expr})) * 1000)`;
 
+function timedOut(timeoutMs: number, cause?: unknown): Error {
+  return Object.assign(new Error(`the database did not answer within ${Math.ceil(timeoutMs)} ms`), { code: 'ETIMEDOUT', cause });
+}
+
 /** How long closing the pool may take before the process exits regardless. */
 const CLOSE_LIMIT_MS = 2_000;
 
@@ -81,17 +85,42 @@ export class PgStore implements LeaseStore {
   }
 
   /**
-   * One statement, its answer waited for at most `timeoutMs`. pg then drops the connection
-   * (the pool gets a new one for the next statement); the error says what did not answer.
+   * One statement, its connection and answer waited for at most `timeoutMs` together (pg's
+   * own connect timeout, 5 s, is the longest a connection is ever waited for). A statement not
+   * answered in time drops its connection (the pool opens a new one for the next); one whose
+   * connection came too late is never sent (that connection goes back to the pool). The error
+   * says what did not answer. 0: no bound (migrations).
    */
   private async query(text: string, values: unknown[], timeoutMs = this.readTimeoutMs): Promise<pg.QueryResult> {
+    if (!(timeoutMs > 0)) return this.pool.query(text, values);
+    const started = performance.now();
+    const client = await this.connectWithin(timeoutMs);
+    const left = Math.max(1, Math.ceil(timeoutMs - (performance.now() - started)));
     try {
-      return await this.pool.query({ text, values, ...(timeoutMs > 0 ? { query_timeout: Math.ceil(timeoutMs) } : {}) } as pg.QueryConfig);
+      const result = await client.query({ text, values, query_timeout: left } as pg.QueryConfig);
+      client.release();
+      return result;
     } catch (err) {
-      if (err instanceof Error && err.message === 'Query read timeout') {
-        throw Object.assign(new Error(`the database did not answer within ${Math.ceil(timeoutMs)} ms`), { code: 'ETIMEDOUT', cause: err });
-      }
+      // As pool.query does: a connection that failed a statement is not reused.
+      client.release(err as Error);
+      if (err instanceof Error && err.message === 'Query read timeout') throw timedOut(timeoutMs, err);
       throw err;
+    }
+  }
+
+  private async connectWithin(timeoutMs: number): Promise<pg.PoolClient> {
+    const pending = this.pool.connect();
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(timedOut(timeoutMs)), Math.ceil(timeoutMs));
+    });
+    try {
+      return await Promise.race([pending, late]);
+    } catch (err) {
+      pending.then((c) => c.release(), () => {});
+      throw err;
+    } finally {
+      clearTimeout(timer);
     }
   }
 

@@ -133,6 +133,25 @@ describe('a connection that goes silent', () => {
     expect(msgs).toContain('could not record outcome and release; the lease will expire by itself');
   });
 
+  it('at finish, with new connections left unanswered too: every retry keeps within the lease', async () => {
+    // TTL 6 s: the retries share what is left of the lease, connecting included; pg's own
+    // connect timeout (5 s) would have taken the second one past expiry.
+    const seen = proxy.silence('.finish(');
+    const run = runCli(['run', ...via('silent-finish-held'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s', '--', 'true'], {}, { timeoutMs: 40_000 });
+    await seen;
+    proxy.hold();
+    try {
+      const r = await run;
+      expect(r.exitCode, r.all).toBe(69);
+      const lines = logLines(r.stderr);
+      const at = (msg: string): number => Date.parse(String(lines.find((l) => l.msg === msg)?.time));
+      expect(at('could not record outcome and release; the lease will expire by itself') - at('child exited')).toBeLessThan(6_000);
+      expect(lines.filter((l) => l.msg === 'could not record outcome yet; retrying while the lease lasts').length).toBeGreaterThanOrEqual(2);
+    } finally {
+      proxy.heal();
+    }
+  });
+
   it('at finish: the outcome is recorded on a new connection while the lease lasts', async () => {
     const seen = proxy.silence('.finish(');
     const r = await runCli(['run', ...via('silent-finish'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s',
