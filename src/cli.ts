@@ -61,7 +61,9 @@ export function buildProgram(): Command {
       .addHelpText('after', `
 Durations: 500ms, 90s, 2m, 1h30m, 1d or ISO-8601 (PT90S).
 The child gets FENCE_TOKEN, IDEMPOTENCY_KEY, LEASEJOB_NAME, LEASEJOB_WINDOW, LEASEJOB_ATTEMPT,
-LEASEJOB_SCHEDULED_AT, LEASEJOB_OWNER, LEASEJOB_SCHEMA.
+LEASEJOB_SCHEDULED_AT, LEASEJOB_OWNER, LEASEJOB_SCHEMA, and LEASEJOB_REQUIRE_SHARED=1 when this
+run uses PostgreSQL (a leasejob inside the child then refuses the one-host store); not the
+database URL, unless --pass-database-url.
 Exit codes: 0 ok or nothing to do; the child's own code; 128+N child killed by signal N;
 64 usage; 69 database unreachable or not migrated; 70 internal; 75 lease lost or busy
 (--on-busy fail, wait timeout); 124 --max-runtime exceeded; 126 the command is not executable,
