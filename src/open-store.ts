@@ -70,7 +70,7 @@ export function chooseStore(flags: StoreFlags, env: NodeJS.ProcessEnv = process.
 export async function openStore(choice: StoreChoice, flags: StoreFlags = {}, opts: { connectEarly?: boolean } = {}): Promise<LeaseStore> {
   if (choice.kind === 'postgresql') {
     const { PgStore, createPool } = await import('./pg-store.js');
-    const store = new PgStore(createPool(choice.source, flags.poolSize !== undefined ? { max: flags.poolSize } : {}), choice.schema, choice.location, flags.readTimeoutMs);
+    const store = new PgStore(createPool(choice.source, { max: flags.poolSize }), choice.schema, choice.location, flags.readTimeoutMs);
     if (opts.connectEarly) store.connectEarly();
     return store;
   }

@@ -167,9 +167,9 @@ export class PgStore implements LeaseStore {
   }
 
   /** Undefined when the lease is no longer ours (taken, expired or released). */
-  async renew(job: string, owner: string, generation: string, ttlMs: number, lockTimeoutMs: number, queryTimeoutMs: number): Promise<RenewRow | undefined> {
+  async renew(job: string, owner: string, generation: string, ttlMs: number, lockTimeoutMs: number, answerTimeoutMs: number): Promise<RenewRow | undefined> {
     // Client-side bound: a black-holed connection is dropped and the next renewal reconnects.
-    const { rows } = await this.query(`SELECT * FROM ${this.s}.renew($1, $2, $3, $4, $5)`, [job, owner, generation, ttlMs, lockTimeoutMs], queryTimeoutMs);
+    const { rows } = await this.query(`SELECT * FROM ${this.s}.renew($1, $2, $3, $4, $5)`, [job, owner, generation, ttlMs, lockTimeoutMs], answerTimeoutMs);
     const r = rows[0];
     return r ? { dbNow: r.db_now, expiresAt: r.expires_at } : undefined;
   }
@@ -179,7 +179,7 @@ export class PgStore implements LeaseStore {
     const { rows } = await this.query(
       `SELECT * FROM ${this.s}.finish($1, $2, $3, $4, $5, $6, $7, $8)`,
       [i.job, i.owner, i.generation, i.window ?? null, i.outcome, i.exitCode ?? null, i.hostTime, JSON.stringify(i.detail ?? {})],
-      i.queryTimeoutMs ?? this.readTimeoutMs,
+      i.answerTimeoutMs ?? this.readTimeoutMs,
     );
     return { held: rows[0].held, dbNow: rows[0].db_now };
   }
@@ -334,7 +334,8 @@ export class PgStore implements LeaseStore {
   async readSchemaVersion(): Promise<number | undefined> {
     try {
       const { rows } = await this.query(`SELECT max(version) AS v FROM ${this.s}.migrations`, []);
-      return rows[0]?.v === null || rows[0]?.v === undefined ? undefined : Number(rows[0].v);
+      const v = rows[0]?.v as number | null | undefined;
+      return v == null ? undefined : Number(v);
     } catch {
       return undefined;
     }

@@ -354,10 +354,9 @@ async function finishWithRetry(
       // database decides whether the lease held when the statement began). Past that, one
       // attempt: the database can only say "not held", and that is all we would learn.
       const leftNow = remainingMs();
-      const timeoutMs = leftNow >= 2 * FINISH_RETRY_MIN_MS ? leftNow / 2 : FINISH_TIMEOUT_MIN_MS;
       // Once leasejob is told to stop (SIGTERM: a pod's grace period is running), an answer is
       // waited for FINISH_AFTER_SIGNAL_MS more at most, and nothing is retried.
-      return await withinAfterAbort(store.finish({ ...input, queryTimeoutMs: signal?.aborted ? Math.min(timeoutMs, FINISH_AFTER_SIGNAL_MS) : timeoutMs }), signal, FINISH_AFTER_SIGNAL_MS);
+      return await withinAfterAbort(store.finish({ ...input, answerTimeoutMs: leftNow >= 2 * FINISH_RETRY_MIN_MS ? leftNow / 2 : FINISH_TIMEOUT_MIN_MS }), signal, FINISH_AFTER_SIGNAL_MS);
     } catch (err) {
       const left = remainingMs();
       if (signal?.aborted || !isTransientDbError(err) || left < 2 * FINISH_RETRY_MIN_MS) throw err;

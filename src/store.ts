@@ -47,7 +47,8 @@ export interface FinishInput {
   exitCode?: number | undefined;
   hostTime: Date;
   detail?: Record<string, unknown>;
-  queryTimeoutMs?: number;
+  /** How long to wait for the answer (the store's default for reads when unset). */
+  answerTimeoutMs?: number;
 }
 
 export interface RecordEventInput {
@@ -118,7 +119,7 @@ export interface LeaseStore {
   readonly location: string;
   acquire(i: AcquireInput): Promise<AcquireRow>;
   /** Undefined when the lease is no longer ours (taken, expired or released). */
-  renew(job: string, owner: string, generation: string, ttlMs: number, lockTimeoutMs: number, queryTimeoutMs: number): Promise<RenewRow | undefined>;
+  renew(job: string, owner: string, generation: string, ttlMs: number, lockTimeoutMs: number, answerTimeoutMs: number): Promise<RenewRow | undefined>;
   /** Record the window outcome (if still held) and release. held=false: the lease was not ours. */
   finish(i: FinishInput): Promise<{ held: boolean; dbNow: Date }>;
   recordEvent(e: RecordEventInput): Promise<string>;

@@ -30,11 +30,12 @@ function statusRow(j: JobState): string[] {
 }
 
 /**
- * A schema behind this leasejob still works (a new migration changes a function's body, not its
- * signature), but without what the newer migrations bring: said on stderr, once per command.
+ * The schema's version against this leasejob's migrations, said on stderr when they differ. A
+ * schema behind still works (a new migration changes a function's body, not its signature),
+ * but without what the newer migrations bring.
  * `run` does not check: it would cost a statement on every run.
  */
-async function warnIfSchemaBehind(store: LeaseStore, log: Logger): Promise<{ version: number; known: number } | undefined> {
+async function checkSchemaVersion(store: LeaseStore, log: Logger): Promise<{ version: number; known: number } | undefined> {
   const schemaVersion = await store.readSchemaVersion?.();
   if (schemaVersion === undefined) return undefined;
   const { listMigrations } = await import('../migrate.js');
@@ -49,7 +50,7 @@ export async function statusCommand(flags: DbFlags & { name?: string; json?: boo
   const name = flags.name !== undefined ? validateName(flags.name) : undefined;
   return withStore({ ...flags, poolSize: JOB_STATES_POOL }, async (store, log) => {
     const { dbNow, jobs } = await readJobStates(store, name);
-    await warnIfSchemaBehind(store, log);
+    await checkSchemaVersion(store, log);
     if (name !== undefined && jobs.length === 0) throw unknownJob(name, store.location);
     if (flags.json) {
       out(statesToJson({ store: store.kind, location: store.location, dbNow, jobs }) + '\n');
@@ -89,7 +90,7 @@ export async function checkCommand(flags: DbFlags & { name?: string; all?: boole
   if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new UsageError(`Expected \`--max-attempts\` to be a whole number of at least 1, got \`${flags.maxAttempts}\`.`);
   return withStore({ ...flags, poolSize: JOB_STATES_POOL }, async (store, log) => {
     const { dbNow, jobs } = await readJobStates(store, name);
-    const schema = await warnIfSchemaBehind(store, log);
+    const schema = await checkSchemaVersion(store, log);
     if (name !== undefined && jobs.length === 0) throw unknownJob(name, store.location);
     const problems = findProblems(jobs, dbNow, { maxHoldMs, maxAttempts });
     if (flags.json) out(JSON.stringify({ dbNow, jobs: jobs.length, problems, ...(schema ? { schemaVersion: schema.version, knownSchemaVersion: schema.known } : {}) }, null, 2) + '\n');

@@ -24,6 +24,19 @@ afterAll(async () => {
 const via = (name: string): string[] => ['--database-url', proxy.url(db.url), '--schema', db.schema, '--name', name];
 const direct = (name: string): string[] => ['--database-url', db.url, '--schema', db.schema, '--name', name];
 const elapsedSince = (t0: number): number => performance.now() - t0;
+/** When the run logged `msg` (ms since the epoch). */
+const loggedAt = (lines: Array<Record<string, unknown>>, msg: string): number => Date.parse(String(lines.find((l) => l.msg === msg)?.time));
+
+/** A run whose statement containing `text` goes silent, SIGTERMed once it was sent: its result, and how long it took after the signal. */
+async function signalledWhileSilent(text: string, name: string) {
+  const seen = proxy.silence(text);
+  const run = startCli(['run', ...via(name), '--window', 'w', '--', 'true']);
+  await seen;
+  const t0 = performance.now();
+  run.kill('SIGTERM');
+  const r = await run;
+  return { r, afterSignalMs: elapsedSince(t0), msgs: logLines(r.stderr).map((l) => l.msg) };
+}
 
 describe('a connection that goes silent', () => {
   it('at acquire: run exits 69 by the stop point, runs nothing, and a retry completes the window', async () => {
@@ -45,16 +58,10 @@ describe('a connection that goes silent', () => {
   });
 
   it('at acquire: SIGTERM to the runner is honoured at once (exit 143)', async () => {
-    const seen = proxy.silence('.acquire(');
-    const run = startCli(['run', ...via('silent-term'), '--window', 'w', '--', 'true']);
-    await seen;
-    const t0 = performance.now();
-    run.kill('SIGTERM');
-    const r = await run;
+    const { r, afterSignalMs, msgs } = await signalledWhileSilent('.acquire(', 'silent-term');
     expect(r.exitCode, r.all).toBe(143);
     // The default TTL would let the acquire wait 30 s; once signalled, closing waits 250 ms.
-    expect(elapsedSince(t0)).toBeLessThan(1_500);
-    const msgs = logLines(r.stderr).map((l) => l.msg);
+    expect(afterSignalMs).toBeLessThan(1_500);
     expect(msgs).toContain('signal received while waiting for the database');
     // No child was started: nothing to stop.
     expect(msgs).toContain('signal received');
@@ -112,22 +119,15 @@ describe('a connection that goes silent', () => {
     await seen;
     expect(r.exitCode, r.all).toBe(0);
     const lines = logLines(r.stderr);
-    const at = (msg: string): number => Date.parse(String(lines.find((l) => l.msg === msg)?.time));
-    expect(at('window completed') - at('child exited')).toBeLessThan(3_000);
+    expect(loggedAt(lines, 'window completed') - loggedAt(lines, 'child exited')).toBeLessThan(3_000);
     expect(lines.map((l) => l.msg)).not.toContain('could not record outcome yet; retrying while the lease lasts');
   });
 
   it('at finish, then SIGTERM: the runner leaves within seconds, not when the lease runs out', async () => {
-    const seen = proxy.silence('.finish(');
-    const run = startCli(['run', ...via('silent-finish-term'), '--window', 'w', '--', 'true']);
-    await seen;
-    const t0 = performance.now();
-    run.kill('SIGTERM');
-    const r = await run;
+    const { r, afterSignalMs, msgs } = await signalledWhileSilent('.finish(', 'silent-finish-term');
     expect(r.exitCode, r.all).toBe(143);
     // 2 s for an answer after the signal, then the connection is closed; the default TTL is 90 s.
-    expect(elapsedSince(t0)).toBeLessThan(6_000);
-    const msgs = logLines(r.stderr).map((l) => l.msg);
+    expect(afterSignalMs).toBeLessThan(6_000);
     expect(msgs).toContain('signal received');
     expect(msgs).not.toContain('signal received, stopping child');
     expect(msgs).toContain('could not record outcome and release; the lease will expire by itself');
@@ -144,8 +144,7 @@ describe('a connection that goes silent', () => {
       const r = await run;
       expect(r.exitCode, r.all).toBe(69);
       const lines = logLines(r.stderr);
-      const at = (msg: string): number => Date.parse(String(lines.find((l) => l.msg === msg)?.time));
-      expect(at('could not record outcome and release; the lease will expire by itself') - at('child exited')).toBeLessThan(6_000);
+        expect(loggedAt(lines, 'could not record outcome and release; the lease will expire by itself') - loggedAt(lines, 'child exited')).toBeLessThan(6_000);
       expect(lines.filter((l) => l.msg === 'could not record outcome yet; retrying while the lease lasts').length).toBeGreaterThanOrEqual(2);
     } finally {
       proxy.heal();
