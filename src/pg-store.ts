@@ -96,16 +96,29 @@ export class PgStore implements LeaseStore {
     const started = performance.now();
     const client = await this.connectWithin(timeoutMs);
     const left = Math.max(1, Math.ceil(timeoutMs - (performance.now() - started)));
-    try {
-      const result = await client.query({ text, values, query_timeout: left } as pg.QueryConfig);
-      client.release();
-      return result;
-    } catch (err) {
-      // As pool.query does: a connection that failed a statement is not reused.
-      client.release(err as Error);
-      if (err instanceof Error && err.message === 'Query read timeout') throw timedOut(timeoutMs, err);
-      throw err;
-    }
+    // As pool.query does. A checked-out client is not watched by the pool: an error it emits
+    // (its server restarting) would be thrown at the top of the process. It fails the
+    // statement instead; and a connection that failed a statement is not reused.
+    return new Promise<pg.QueryResult>((resolve, reject) => {
+      let done = false;
+      const fail = (err: Error): void => {
+        if (done) return;
+        done = true;
+        client.release(err);
+        reject(err.message === 'Query read timeout' ? timedOut(timeoutMs, err) : err);
+      };
+      client.once('error', fail);
+      client.query({ text, values, query_timeout: left } as pg.QueryConfig).then((result) => {
+        client.removeListener('error', fail);
+        if (done) return;
+        done = true;
+        client.release();
+        resolve(result);
+      }, (err: Error) => {
+        client.removeListener('error', fail);
+        fail(err);
+      });
+    });
   }
 
   private async connectWithin(timeoutMs: number): Promise<pg.PoolClient> {

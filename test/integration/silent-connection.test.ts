@@ -111,6 +111,23 @@ describe('a connection that goes silent', () => {
     expect(w).toEqual([{ completed: true }]);
   });
 
+  it('reset while a statement is waiting: the statement fails, the runner does not crash', async () => {
+    // The renewal at 2 s goes silent, then its connection is reset: the driver both fails the
+    // statement and emits an error on the checked-out connection, which must not be uncaught.
+    const seen = proxy.silence('.renew(');
+    const run = runCli(['run', ...via('reset-in-flight'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s',
+      '--', process.execPath, fixture('sleep-then.mjs'), '5000', '0'], {}, { timeoutMs: 40_000 });
+    await seen;
+    await new Promise((r) => setTimeout(r, 200));
+    proxy.cut('reset');
+    await new Promise((r) => setTimeout(r, 300));
+    proxy.heal();
+    const r = await run;
+    expect(r.stderr).not.toMatch(/ECONNRESET\n\s+at |Node\.js v/);
+    expect(r.exitCode, r.all).toBe(0);
+    expect(logLines(r.stderr).map((l) => l.msg)).toContain('renewal failed');
+  });
+
   it('at a renewal, as the child ends: recording the outcome does not queue behind it', async () => {
     // TTL 30 s: the renewal at 10 s may wait 9 s for its answer; the child ends at 11 s.
     const seen = proxy.silence('.renew(');
