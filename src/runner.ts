@@ -333,7 +333,7 @@ async function withinAfterAbort<T>(p: Promise<T>, signal: AbortSignal | undefine
 
 /** Below this much lease left, a retry of finish could not reach the database in time. */
 const FINISH_RETRY_MIN_MS = 300;
-/** How long an answer to finish is waited for once the lease may have expired. */
+/** How long the last answer to finish is waited for, once the lease may have expired. */
 const FINISH_TIMEOUT_MIN_MS = 5_000;
 
 /**
@@ -348,20 +348,24 @@ async function finishWithRetry(
   store: Store, input: FinishInput, remainingMs: () => number, log: Logger, signal: AbortSignal | undefined,
 ): Promise<{ held: boolean; dbNow: Date }> {
   for (let tries = 1; ; tries += 1) {
+    // While the lease lasts, an attempt waits for half of what is left: a connection gone
+    // silent leaves time for a retry on a new one (a slow answer is still right: the
+    // database decides whether the lease held when the statement began). Once too little is
+    // left, one last attempt waits FINISH_TIMEOUT_MIN_MS: it can no longer complete anything,
+    // but a database that is only slow tells it whether an earlier attempt committed (then
+    // "held", and the run succeeded) or not ("not held": the lease ran out first).
+    const leftNow = remainingMs();
+    const last = leftNow < 2 * FINISH_RETRY_MIN_MS;
     try {
-      // While the lease lasts, an attempt waits for half of what is left: a connection gone
-      // silent leaves time for a retry on a new one (a slow answer is still right: the
-      // database decides whether the lease held when the statement began). Past that, one
-      // attempt: the database can only say "not held", and that is all we would learn.
-      const leftNow = remainingMs();
       // Once leasejob is told to stop (SIGTERM: a pod's grace period is running), an answer is
       // waited for FINISH_AFTER_SIGNAL_MS more at most, and nothing is retried.
-      return await withinAfterAbort(store.finish({ ...input, answerTimeoutMs: leftNow >= 2 * FINISH_RETRY_MIN_MS ? leftNow / 2 : FINISH_TIMEOUT_MIN_MS }), signal, FINISH_AFTER_SIGNAL_MS);
+      return await withinAfterAbort(store.finish({ ...input, answerTimeoutMs: last ? FINISH_TIMEOUT_MIN_MS : leftNow / 2 }), signal, FINISH_AFTER_SIGNAL_MS);
     } catch (err) {
+      if (last || signal?.aborted || !isTransientDbError(err)) throw err;
       const left = remainingMs();
-      if (signal?.aborted || !isTransientDbError(err) || left < 2 * FINISH_RETRY_MIN_MS) throw err;
-      log.warn({ err: (err as Error).message, tries, remainingMs: Math.round(left) }, 'could not record outcome yet; retrying while the lease lasts');
-      await sleep(Math.min(200 * tries, 1_000, left - FINISH_RETRY_MIN_MS));
+      log.warn({ err: (err as Error).message, tries, remainingMs: Math.round(left) },
+        left < 2 * FINISH_RETRY_MIN_MS ? 'could not record outcome yet; asking once more whether it was recorded' : 'could not record outcome yet; retrying while the lease lasts');
+      await sleep(Math.max(0, Math.min(200 * tries, 1_000, left - FINISH_RETRY_MIN_MS)));
     }
   }
 }

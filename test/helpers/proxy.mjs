@@ -8,7 +8,10 @@
 // - heal(): forward again, delivering whatever was held;
 // - silence(text): the next statement containing `text` goes nowhere, and its connection stays
 //   silent for good (no answer, no close), as when a NAT or a firewall forgets one connection;
-//   other connections, new ones included, go on.
+//   other connections, new ones included, go on;
+// - slowAnswers(text, ms): for the next `ms`, statements containing `text` reach the database at
+//   once, but what it answers on their connections is delivered only when the `ms` are over,
+//   as from a database too busy to answer in time (their work is done, their answers late).
 import net from 'node:net';
 
 /**
@@ -21,12 +24,14 @@ export async function startProxy(target) {
   const heldClients = [];
   /** Armed by silence(): the text to look for and what resolves once it was seen. */
   const silencers = [];
+  /** Armed by slowAnswers(): the text to look for, and until when (Date.now()) to hold answers. */
+  let slow = { text: '', until: 0 };
   /** 'open' | 'reset' | 'blackhole' | 'hold' */
   let state = 'open';
 
   const forward = (client) => {
     const upstream = net.connect(targetPort, targetHost);
-    const pair = { client, upstream, held: [], closed: 0, silent: false };
+    const pair = { client, upstream, held: [], closed: 0, silent: false, answersAt: 0, late: [], lateTimer: undefined };
     pairs.add(pair);
     // While black-holed, every byte and every close is queued in order and replayed on heal.
     const deliver = (action) => {
@@ -40,9 +45,22 @@ export async function startProxy(target) {
         pair.silent = true;
         silencers.splice(i, 1)[0].seen();
       }
+      if (Date.now() < slow.until && chunk.includes(slow.text)) pair.answersAt = slow.until;
       deliver(() => upstream.write(chunk));
     });
-    upstream.on('data', (chunk) => deliver(() => client.write(chunk)));
+    const flushLate = () => {
+      pair.lateTimer = undefined;
+      for (const late of pair.late.splice(0)) deliver(() => client.write(late));
+    };
+    upstream.on('data', (chunk) => {
+      const wait = pair.answersAt - Date.now();
+      if (wait <= 0 && pair.late.length === 0) {
+        deliver(() => client.write(chunk));
+        return;
+      }
+      pair.late.push(chunk);
+      pair.lateTimer ??= setTimeout(flushLate, Math.max(0, wait));
+    });
     for (const [from, to] of [[client, upstream], [upstream, client]]) {
       from.on('error', () => {}); // 'close' follows
       from.on('end', () => deliver(() => to.end()));
@@ -95,6 +113,13 @@ export async function startProxy(target) {
     silence(text) {
       return new Promise((resolve) => silencers.push({ text, seen: resolve }));
     },
+    /**
+     * For the next `ms`, answers to statements containing `text` are held until the `ms` are
+     * over (the statements themselves reach the database at once).
+     */
+    slowAnswers(text, ms) {
+      slow = { text, until: Date.now() + ms };
+    },
     /** Leave new connections unanswered until heal(). */
     hold() {
       state = 'hold';
@@ -118,6 +143,7 @@ export async function startProxy(target) {
       new Promise((resolve) => {
         silencers.length = 0;
         for (const p of pairs) {
+          clearTimeout(p.lateTimer);
           p.client.destroy();
           p.upstream.destroy();
         }

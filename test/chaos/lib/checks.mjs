@@ -297,6 +297,12 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
     // A runner reaching the database just after it came back may still see the tail of it.
     return spans.some(([a, b]) => r.startedAt <= (b ?? a) + 2_000 && (r.exitedAt ?? Infinity) >= a);
   };
+  // 50 runners starting at once leave this 2-core machine's CPU (the database's included) fully
+  // taken for a second or two: a statement whose answer cannot come within its bound (an
+  // acquire's is under 2.2 s at TTL 3 s) is then reported as the database not answering.
+  // Allowed only for that message and only then; a completed window still must exit 0 (below).
+  const overloaded = (r) => /did not answer within \d+ ms/.test(r.stderr) && faults.some((f) =>
+    f.kind === 'contenders-50' && f.injected && r.startedAt <= (f.overAt ?? f.at) + 2_000 && (r.exitedAt ?? Infinity) >= f.at);
   for (const r of runs) {
     const who = `run ${r.id} (${r.job} ${r.window}, host ${r.host}, ${r.phase}, generation ${r.generation ?? '-'})`;
     const got = r.signal ? r.signal : String(r.code);
@@ -333,8 +339,8 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
         why = 'no lease loss, fence refusal or wait timeout to explain it';
         break;
       case 69:
-        ok = outages(r);
-        why = 'no database outage (restart, partition of its host) during its life';
+        ok = outages(r) || overloaded(r);
+        why = 'no database outage (restart, partition of its host) nor a 50-runner burst (with a statement timed out) during its life';
         break;
       default:
         ok = false;
