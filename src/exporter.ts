@@ -35,6 +35,8 @@ function metrics(registry: Registry) {
     offset: g('leasejob_clock_offset_seconds', 'database clock minus host wall clock, latest measurement', ['host']),
     offsetUncertainty: g('leasejob_clock_offset_uncertainty_seconds', 'half the round trip of that measurement', ['host']),
     jumps: c('leasejob_clock_jumps_total', 'wall-clock jumps detected by runners', ['host']),
+    schema: g('leasejob_schema_version', 'the newest migration applied to the schema'),
+    schemaExpected: g('leasejob_schema_version_expected', 'the newest migration this leasejob ships; above leasejob_schema_version, run `leasejob migrate`'),
   };
 }
 
@@ -49,6 +51,8 @@ export class Exporter {
   readonly registry = new Registry();
   private readonly m = metrics(this.registry);
   private queue: Promise<unknown> = Promise.resolve();
+  /** The newest migration this leasejob ships (read from sql/ once). */
+  private expectedSchema: Promise<number> | undefined;
 
   constructor(
     private readonly store: LeaseStore,
@@ -85,13 +89,22 @@ export class Exporter {
   }
 
   private async load(): Promise<void> {
-    const [{ jobs }, counts, hosts] = await Promise.all([
+    this.expectedSchema ??= import('./migrate.js').then(async ({ listMigrations }) => Math.max(...(await listMigrations()).map((x) => x.version)));
+    const [{ jobs }, counts, hosts, schema, expected] = await Promise.all([
       readJobStates(this.store),
       this.store.readEventCounts(EXPORTED_KINDS),
       this.store.readHostClocks(),
+      this.store.readSchemaVersion?.(),
+      this.expectedSchema,
     ]);
     const m = this.m;
     m.jobs.set(jobs.length);
+    // A schema behind still works, without what its missing migrations bring; said by a
+    // scrape, since `run` does not check (it would cost a statement on every run).
+    if (schema !== undefined) {
+      m.schema.set(schema);
+      m.schemaExpected.set(expected);
+    }
     for (const j of jobs) {
       const job = labelText({ job: j.name });
       if (j.due) m.overdue.add(job, j.overdue ? 1 : 0);

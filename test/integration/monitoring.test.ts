@@ -1,8 +1,8 @@
 // Monitoring by absence: registry, events, status, history, check, exporter, clock signals.
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
+import { ROOT, fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 import { faketimeEnv, faketimeLibrary } from '../helpers/faketime.mjs';
 import { startProxy } from '../helpers/proxy.mjs';
@@ -55,6 +55,10 @@ describe('monitoring by absence', () => {
       expect(text).toContain('# TYPE leasejob_runs_total counter');
       expect(text).toContain('# TYPE leasejob_window_overdue gauge');
       expect(text.split('\n').filter((l) => l.startsWith('leasejob_runs_total{job="sum-job"'))).toHaveLength(1);
+      // Schema current: both the newest migration applied and the newest shipped.
+      const shipped = Math.max(...readdirSync(path.join(ROOT, 'sql')).map((f) => Number.parseInt(f, 10)).filter((v) => v > 0));
+      expect(metric(text, 'leasejob_schema_version', '')).toBe(shipped);
+      expect(metric(text, 'leasejob_schema_version_expected', '')).toBe(shipped);
     } finally {
       await exporter.stop();
       await db.rows(`DELETE FROM ${db.schema}.event_counts WHERE job = 'sum-job'`);
@@ -139,6 +143,22 @@ describe('monitoring by absence', () => {
         .toMatchObject({ schemaVersion: 999, knownVersion: latest[0]!.v });
     } finally {
       await db.rows(`DELETE FROM ${db.schema}.migrations WHERE version = 999`);
+    }
+  });
+
+  it('a schema behind this leasejob shows in the exporter', async () => {
+    const [{ v }] = await db.rows<{ v: number }>(`SELECT max(version) AS v FROM ${db.schema}.migrations`);
+    const [removed] = await db.rows<Record<string, unknown>>(`DELETE FROM ${db.schema}.migrations WHERE version = $1 RETURNING *`, [v]);
+    const exporter = await startExporter();
+    try {
+      const text = await exporter.scrape();
+      expect(metric(text, 'leasejob_schema_version', '')).toBe(v - 1);
+      expect(metric(text, 'leasejob_schema_version_expected', '')).toBe(v);
+      expect(text).toContain('# TYPE leasejob_schema_version gauge');
+    } finally {
+      await exporter.stop();
+      const cols = Object.keys(removed);
+      await db.rows(`INSERT INTO ${db.schema}.migrations (${cols.join(', ')}) VALUES (${cols.map((_, i) => `$${i + 1}`).join(', ')})`, cols.map((c) => removed[c]));
     }
   });
 
