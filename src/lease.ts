@@ -76,7 +76,10 @@ export class LeaseKeeper {
 
   start(): void {
     this.armDeadline();
-    this.scheduleRenewal(this.timing.renewIntervalMs);
+    // Counted, as the deadline is, from when the acquire was sent: an acquire answered late
+    // leaves less than an interval, and a renewal put off a whole interval from now could
+    // come after the deadline (the child stopped with the lease still held).
+    this.scheduleRenewal(this.timing.renewIntervalMs - (performance.now() - this.lastSent.mono));
   }
 
   stop(): void {

@@ -201,4 +201,18 @@ describe('a connection that goes silent', () => {
     const ev = await db.rows<{ kind: string }>(`SELECT kind FROM ${db.schema}.events WHERE job = 'slow-finish' AND kind IN ('window-completed', 'released', 'lease-lost') ORDER BY seq`);
     expect(ev.map((e) => e.kind)).toEqual(['window-completed', 'released']);
   });
+
+  it('an acquire answered late: the first renewal is due from when it was sent, and the run completes', async () => {
+    // TTL 6 s: renew every 2 s, stop point 4.4 s after the acquire was sent. Answered at 3 s, a
+    // first renewal put off 2 s from the child's start would come after that stop point.
+    proxy.slowAnswers('.acquire(', 3_000);
+    const r = await runCli(['run', ...via('slow-acquire'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s', '--log-level', 'debug',
+      '--', process.execPath, fixture('sleep-then.mjs'), '3000', '0'], {}, { timeoutMs: 40_000 });
+    expect(r.exitCode, r.all).toBe(0);
+    const lines = logLines(r.stderr);
+    expect(lines.map((l) => l.msg)).not.toContain('lease lost');
+    expect(loggedAt(lines, 'lease renewed') - loggedAt(lines, 'lease acquired')).toBeLessThan(1_000);
+    const w = await db.rows<{ completed: boolean }>(`SELECT completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'slow-acquire'`);
+    expect(w).toEqual([{ completed: true }]);
+  });
 });
