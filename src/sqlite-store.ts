@@ -67,12 +67,13 @@ CREATE TABLE hosts (host TEXT PRIMARY KEY, offset_ms INTEGER NOT NULL, uncertain
 
 /**
  * Added after version 1, on every open when missing: the last completed window of a job
- * straight from an index. Without it, status read and sorted every window a job ever had (an
+ * straight from an index; a finish retry's probe for its own earlier release (events_released). Without it, status read and sorted every window a job ever had (an
  * every-minute job adds 525,600 a year). Only an index, so the version stays 1 and a file
  * opened by this leasejob still opens with an older one (a rollback keeps working).
  */
 const INDEXES = `
 CREATE INDEX IF NOT EXISTS windows_last_completed ON windows (job, completed_at DESC, generation DESC) WHERE completed_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS events_released ON events (job, generation) WHERE kind = 'released';
 `;
 
 interface LeaseRecord {
@@ -293,8 +294,9 @@ export class SqliteStore implements LeaseStore {
       const nowMono = hostMonotonicMs();
       const lease = this.db.prepare('SELECT * FROM leases WHERE name = ? AND owner = ? AND generation = ?').get(i.job, i.owner, Number(i.generation)) as LeaseRecord | undefined;
       const held = lease !== undefined && !this.expired(lease, nowMono);
-      // A retry of a finish that committed: this generation released the lease itself.
-      if (!held && lease?.released_at != null && this.db.prepare(
+      // A retry of a finish that committed: this generation released the lease itself, whoever
+      // has taken it since (as sql/008_finish_after_takeover.sql).
+      if (!held && this.db.prepare(
         `SELECT 1 FROM events WHERE job = ? AND generation = ? AND owner = ? AND kind = 'released' AND json_extract(detail, '$.by') IS NULL`,
       ).get(i.job, Number(i.generation), i.owner) !== undefined) return { held: true, dbNow: new Date(now) };
       const detail = i.detail ?? {};

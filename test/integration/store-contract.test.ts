@@ -62,6 +62,19 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     expect(await s.finish({ ...done, job: 'g' })).toMatchObject({ held: false });
   });
 
+  it('a finish retry still answers held once the next run has taken the released lease, and records no loss', async () => {
+    const s = await make();
+    await s.acquire({ ...base, job: 'n', window: 'k1' });
+    const done = { job: 'n', owner: base.owner, generation: '1', window: 'k1', outcome: 'completed' as const, exitCode: 0, hostTime: new Date() };
+    expect(await s.finish(done)).toMatchObject({ held: true });
+    // The answer was lost; meanwhile the next run takes the lease for its own window.
+    expect(await s.acquire({ ...base, job: 'n', owner: 'host-b:2:bbbb', window: 'k2' })).toMatchObject({ outcome: 'acquired', generation: '2' });
+    expect(await s.finish(done)).toMatchObject({ held: true });
+    const kinds = (await s.readHistory('n', 100)).map((e) => e.kind);
+    expect(kinds).toEqual(['acquired', 'window-claimed', 'window-completed', 'released', 'acquired', 'window-claimed']);
+    expect(await s.renew('n', 'host-b:2:bbbb', '2', 3_000, 500, 2_000)).toBeDefined();
+  });
+
   it('renews only the live owner and generation', async () => {
     const s = await make();
     await s.acquire({ ...base, job: 'r' });
