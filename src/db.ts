@@ -114,12 +114,33 @@ export function secretsOf(source: ConnectionSource, env: NodeJS.ProcessEnv = pro
     }
   }
   if (env.PGPASSWORD) secrets.push(env.PGPASSWORD);
+  // As a JSON log line carries it: a quote or a backslash in the password comes escaped.
+  for (const s of [...secrets]) secrets.push(JSON.stringify(s).slice(1, -1));
   return [...new Set(secrets.filter((s) => s.length > 0))];
+}
+
+const patterns = new Map<string, RegExp>();
+
+/**
+ * The secret as a whole word: not where it is only part of a longer one. A password `postgres`
+ * is hidden in `postgres://u:postgres@h`, but `"store":"postgresql"` stays readable (a plain
+ * replace made it `"***ql"`, and `x` turned `exporter` into `e***porter`, which both mangled
+ * the line and showed where the password's letters are). An edge that is not a letter, digit or
+ * underscore needs no boundary.
+ */
+function patternOf(secret: string): RegExp {
+  let p = patterns.get(secret);
+  if (p === undefined) {
+    const body = secret.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    p = new RegExp(`${/^\w/.test(secret) ? '(?<!\\w)' : ''}${body}${/\w$/.test(secret) ? '(?!\\w)' : ''}`, 'g');
+    patterns.set(secret, p);
+  }
+  return p;
 }
 
 export function redact(text: string, secrets: readonly string[]): string {
   let out = text;
-  for (const s of secrets) out = out.split(s).join('***');
+  for (const s of secrets) if (out.includes(s)) out = out.replace(patternOf(s), '***');
   return out;
 }
 

@@ -18,3 +18,26 @@ describe('secretsOf', () => {
     expect(secretsOf({ connectionString: "host=h password='kv-secret' user=u", from: 'DATABASE_URL' }, { PGPASSWORD: 'env-secret' })).toEqual(['kv-secret', 'env-secret']);
   });
 });
+
+describe('redact', () => {
+  it('hides the password as a whole word, and leaves words that only contain it readable', () => {
+    const s = secretsOf({ connectionString: 'postgres://postgres:postgres@h/app', from: '--database-url' }, {});
+    expect(redact('{"store":"postgresql","location":"postgres://postgres:postgres@h/app"}', s))
+      .toBe('{"store":"postgresql","location":"***://***:***@h/app"}');
+    expect(redact('{"msg":"exporter listening","pw":"x"}', ['x'])).toBe('{"msg":"exporter listening","pw":"***"}');
+    expect(redact('user:secret@h secret. (secret) secretive mysecret', ['secret'])).toBe('user:***@h ***. (***) secretive mysecret');
+  });
+
+  it('an edge of the password that is not a word character needs no boundary', () => {
+    expect(redact('a-pw!b and -pw!', ['-pw!'])).toBe('a***b and ***');
+  });
+
+  it('hides the password as a JSON line carries it, quotes and backslashes escaped', () => {
+    const s = secretsOf({ connectionString: 'postgres://u:a%22b%5Cc@h/db', from: '--database-url' }, {});
+    expect(s).toContain('a\\"b\\\\c');
+    const line = JSON.stringify({ msg: 'failed for a"b\\c' });
+    expect(redact(line, s)).not.toContain('b\\\\c');
+    expect(redact(line, s)).toContain('***');
+  });
+});
+
