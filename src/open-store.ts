@@ -23,8 +23,15 @@ export type StoreChoice =
   | { kind: 'postgresql'; source: ConnectionSource; schema: string; secrets: string[]; location: string }
   | { kind: 'sqlite'; file: string; secrets: string[]; location: string };
 
+/**
+ * The libpq variables that say "this host connects to PostgreSQL": any of them chooses it, as
+ * libpq (psql) would connect with them, to the local server if PGHOST is not among them. Not
+ * the TLS or application ones (PGSSLMODE, PGAPPNAME, ...), which say how, not whether.
+ */
+const PG_CONNECTION_VARIABLES = ['PGHOST', 'PGPORT', 'PGDATABASE', 'PGUSER', 'PGPASSWORD', 'PGSERVICE'] as const;
+
 function postgresConfigured(flags: StoreFlags, env: NodeJS.ProcessEnv): boolean {
-  return flags.databaseUrl !== undefined || !!env.LEASEJOB_DATABASE_URL || !!env.DATABASE_URL || !!env.PGHOST || !!env.PGDATABASE || !!env.PGSERVICE;
+  return flags.databaseUrl !== undefined || !!env.LEASEJOB_DATABASE_URL || !!env.DATABASE_URL || PG_CONNECTION_VARIABLES.some((v) => !!env[v]);
 }
 
 /** A safety switch fails closed: a value that is neither on nor off is a usage error, not off. */
@@ -44,9 +51,14 @@ export function chooseStore(flags: StoreFlags, env: NodeJS.ProcessEnv = process.
   const schema = validateSchema(flags.schema ?? DEFAULTS.schema);
   if (postgresConfigured(flags, env)) {
     if (flags.stateFile !== undefined) {
-      throw new UsageError('`--state-file` is for the embedded one-host store, but a PostgreSQL database is configured (--database-url, LEASEJOB_DATABASE_URL, DATABASE_URL or PGHOST); use one or the other.');
+      throw new UsageError(`\`--state-file\` is for the embedded one-host store, but a PostgreSQL database is configured (--database-url, LEASEJOB_DATABASE_URL, DATABASE_URL or ${PG_CONNECTION_VARIABLES.join('/')}); use one or the other.`);
     }
     const source = resolveConnection(flags.databaseUrl, env);
+    // libpq would take host, port, database and user from pg_service.conf (over PGHOST and the
+    // rest); node-postgres does not read that file, so it would quietly connect elsewhere.
+    if (source.from === 'PG environment' && env.PGSERVICE) {
+      throw new UsageError(`PGSERVICE is set (${JSON.stringify(env.PGSERVICE)}), but leasejob does not read pg_service.conf; give the connection as LEASEJOB_DATABASE_URL (or --database-url, or PGHOST, PGPORT, PGDATABASE and PGUSER) and unset PGSERVICE.`);
+    }
     return { kind: 'postgresql', source, schema, secrets: secretsOf(source, env), location: `${describeConnection(source)} schema ${schema}` };
   }
   const why = env.KUBERNETES_SERVICE_HOST

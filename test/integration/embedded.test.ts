@@ -16,7 +16,10 @@ beforeEach(() => {
   state = path.join(dir, 'state', 'leasejob.db');
 });
 // No database variables at all: the embedded store is the default.
-const noDb = { DATABASE_URL: undefined, LEASEJOB_DATABASE_URL: undefined, PGHOST: undefined, PGDATABASE: undefined, KUBERNETES_SERVICE_HOST: undefined };
+const noDb = {
+  DATABASE_URL: undefined, LEASEJOB_DATABASE_URL: undefined, KUBERNETES_SERVICE_HOST: undefined,
+  PGHOST: undefined, PGPORT: undefined, PGDATABASE: undefined, PGUSER: undefined, PGPASSWORD: undefined, PGSERVICE: undefined,
+};
 const env = (): Record<string, string | undefined> => ({ ...noDb, XDG_STATE_HOME: path.join(dir, 'xdg') });
 
 describe('embedded store (SQLite)', () => {
@@ -30,6 +33,21 @@ describe('embedded store (SQLite)', () => {
     expect(status.stdout).toMatch(new RegExp(`^store: sqlite, ${file.replace(/[/.]/g, '\\$&')}, time `));
     const json = JSON.parse((await runCli(['status', '--json'], env())).stdout);
     expect(json).toMatchObject({ store: 'sqlite', jobs: [{ name: 'e1', lastWindow: 'w', generation: '1' }] });
+  });
+
+  it('any libpq connection variable chooses PostgreSQL, as psql would connect with it; PGSERVICE is refused (64), nothing written', async () => {
+    // Port 1: nothing listens there. With PGUSER alone libpq connects to the local server.
+    for (const pg of [{ PGUSER: 'app', PGPORT: '1' }, { PGPASSWORD: 'sentinel-pw', PGPORT: '1' }, { PGPORT: '1' }]) {
+      const r = await runCli(['run', '--name', 'pgenv', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'], { ...env(), ...pg });
+      expect(r.exitCode, r.all).toBe(69);
+      expect(logLines(r.stderr).find((l) => l.msg === 'using store')).toMatchObject({ store: 'postgresql' });
+      expect(r.stderr).not.toContain('sentinel-pw');
+    }
+    const svc = await runCli(['status'], { ...env(), PGSERVICE: 'prod' });
+    expect(svc.exitCode, svc.all).toBe(64);
+    expect(svc.stderr.trim()).toMatch(/^leasejob: PGSERVICE is set \("prod"\), but leasejob does not read pg_service.conf; give the connection as LEASEJOB_DATABASE_URL/);
+    expect(svc.stderr.trim().split('\n')).toHaveLength(1);
+    expect(existsSync(path.join(dir, 'xdg'))).toBe(false);
   });
 
   it('ten processes racing on one window: exactly one child runs', async () => {
