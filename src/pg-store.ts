@@ -2,6 +2,7 @@
 // finish+release, record an event), each a call to a function created by sql/, and the
 // set-based reads behind status, check and the exporter.
 import pg from 'pg';
+import type pgpass from 'pgpass';
 import type { ConnectionSource } from './db.js';
 import { quoteIdent } from './names.js';
 import { driverTls } from './tls.js';
@@ -40,12 +41,33 @@ export function createPool(source: ConnectionSource, opts: PoolOptions = {}): pg
     connectionTimeoutMillis: opts.connectTimeoutMs ?? 5_000,
     keepAlive: true,
     application_name: 'leasejob',
+    Client: PasswordFileClient,
   };
   const pool = new pg.Pool(config);
   // An idle client losing its server (restart, partition) must not crash the process; the next
   // query reconnects and renewal failures are handled by the lease keeper.
   pool.on('error', () => {});
   return pool;
+}
+
+/**
+ * A client that reads ~/.pgpass (or PGPASSFILE) itself when no password was given, as pg 8 does,
+ * but through the password callback pg asks for: its own reading prints a DeprecationWarning
+ * (two lines that are not JSON) on stderr at every connection. Asked only when the server wants
+ * a password; the same file, rules and matching (the pgpass package pg uses).
+ */
+class PasswordFileClient extends pg.Client {
+  constructor(config?: pg.ClientConfig) {
+    super(config);
+    const self = this as unknown as { password: unknown };
+    if (self.password == null) {
+      // Loaded then, not at start: most connections carry their password.
+      self.password = async (params: pgpass.ConnectionInfo) => {
+        const { default: read } = await import('pgpass');
+        return new Promise<string | undefined>((resolve) => read(params, resolve));
+      };
+    }
+  }
 }
 
 /**

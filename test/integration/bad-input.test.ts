@@ -1,8 +1,13 @@
 // Bad input: a documented exit code, a one-line reason that names the flag, and nothing written.
+import { writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, runCli } from '../helpers/cli.js';
 import { newSchemaName, testDb, type TestDb } from '../helpers/db.js';
+import { tempDir } from '../helpers/temp.js';
+
+const tmp = tempDir('leasejob-bad-input-');
 
 let db: TestDb;
 beforeAll(async () => {
@@ -192,6 +197,20 @@ describe('bad input', () => {
       expect(r.exitCode, `${cmd}: ${r.all}`).toBe(69);
       expect(r.all, cmd).not.toContain('sentinel-wrong-pw');
     }
+  });
+
+  it('a password from PGPASSFILE: the run connects, and stderr holds JSON lines only (no driver deprecation warning)', async () => {
+    const url = new URL(db.url);
+    const file = path.join(tmp, 'pgpass');
+    const esc = (v: string) => v.replace(/[\\:]/g, '\\$&');
+    writeFileSync(file, `${url.hostname}:${url.port}:*:${esc(decodeURIComponent(url.username))}:${esc(decodeURIComponent(url.password))}\n`, { mode: 0o600 });
+    url.password = '';
+    const r = await runCli(['run', '--database-url', url.toString(), '--schema', db.schema, '--name', 'pgpass', '--window', 'w', '--', 'true'], { PGPASSFILE: file, PGPASSWORD: undefined });
+    expect(r.exitCode, r.all).toBe(0);
+    for (const line of r.stderr.trim().split('\n')) expect(() => JSON.parse(line), line).not.toThrow();
+    expect(r.stderr).not.toMatch(/DeprecationWarning/);
+    expect(await db.rows(`SELECT 1 FROM ${db.schema}.windows WHERE job = 'pgpass' AND completed_at IS NOT NULL`)).toHaveLength(1);
+    await db.rows(`DELETE FROM ${db.schema}.windows; DELETE FROM ${db.schema}.events; DELETE FROM ${db.schema}.event_counts; DELETE FROM ${db.schema}.leases; DELETE FROM ${db.schema}.jobs; DELETE FROM ${db.schema}.hosts`);
   });
 
   it('a schema that was never migrated: exit 69, the message says leasejob migrate', async () => {
