@@ -36,13 +36,20 @@ export function driverTls(connectionString: string | undefined, env: NodeJS.Proc
   const url = connectionString !== undefined ? new URL(connectionString) : undefined;
   // libpq: a keyword in the connection string wins, its environment variable fills in.
   const given = new Map<Keyword, string>();
+  let certInString = false;
   for (const k of Object.keys(KEYWORDS) as Keyword[]) {
-    const value = url?.searchParams.get(k) ?? (env[KEYWORDS[k]] || undefined);
+    const inString = url?.searchParams.get(k) ?? undefined;
+    const value = inString ?? (env[KEYWORDS[k]] || undefined);
     if (value !== undefined) given.set(k, value);
+    if (inString !== undefined && k !== 'sslmode') certInString = true;
     url?.searchParams.delete(k);
   }
   // libpq: sslrootcert=system makes verify-full the default, and allows nothing weaker.
   if (given.get('sslrootcert') === 'system' && !given.has('sslmode')) given.set('sslmode', 'verify-full');
+  // A certificate named in the string itself, with no sslmode: node-postgres reads that as
+  // verify-full, and so do we, through the same checks (a file that cannot be read is a usage
+  // error, not pg's ENOENT at connect). The variables alone do not turn TLS on (below).
+  if (certInString && !given.has('sslmode')) given.set('sslmode', 'verify-full');
   // No sslmode anywhere: pg's own reading stands, as before (libpq would try TLS, then plain).
   if (!given.has('sslmode')) return { connectionString };
   // pg reads a leftover `ssl=` (a JDBC habit) over the options given beside the string.

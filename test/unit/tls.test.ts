@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { UsageError } from '../../src/errors.js';
 import { driverTls } from '../../src/tls.js';
@@ -14,6 +15,12 @@ describe('driverTls', () => {
 
   it('with no sslmode anywhere, leaves TLS to pg: a host exporting PGSSLROOTCERT still reaches a plain server', () => {
     expect(driverTls('postgres://db/app', { PGSSLROOTCERT: ca })).toEqual({ connectionString: 'postgres://db/app' });
+  });
+
+  it('a certificate named in the string with no sslmode: verify-full, as pg reads it, with an unreadable file a usage error', () => {
+    expect(driverTls(`postgres://db/app?sslrootcert=${ca}`, {})).toEqual({ connectionString: 'postgres://db/app', ssl: { ca: readFileSync(ca, 'utf8') } });
+    expect(() => driverTls('postgres://db/app?sslrootcert=/nonexistent/ca.pem', {})).toThrow(/Cannot read sslrootcert "\/nonexistent\/ca.pem" \(ENOENT\)/);
+    expect(() => driverTls('postgres://db/app?sslcert=/nonexistent/c.pem', {})).toThrow(UsageError);
   });
 
   it('takes the TLS keywords out of the string pg sees, keeping the rest as given', () => {
