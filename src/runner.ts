@@ -103,6 +103,7 @@ export async function runWithLease<T>(
 
   /** Set once the run waits (a stale owner's expiry, --on-busy wait); when the database first failed meanwhile. */
   let waiting = false;
+  let saidWaiting = false;
   let failingSince: number | undefined;
   for (;;) {
     if (opts.signal?.aborted) return { status: 'skipped', reason: 'cancelled' };
@@ -164,9 +165,14 @@ export async function runWithLease<T>(
     const holder = { holder: row.holder, holderGeneration: row.holderGeneration, holderWindow: row.holderWindow, expiresAt: row.expiresAt };
     const untilExpiryMs = row.expiresAt && row.dbNow ? row.expiresAt.getTime() - row.dbNow.getTime() : renewIntervalMs;
     if (row.outcome === 'stale') {
+      // --on-busy wait with --wait-timeout: never past the timeout, a stale holder included.
+      const waitLeft = opts.onBusy === 'wait' && opts.waitTimeoutMs !== undefined ? opts.waitTimeoutMs - (performance.now() - waitStart) : Infinity;
+      if (waitLeft <= 0) {
+        throw new LeaseUnavailableError(`lease "${opts.name}" still held by a stale owner (${row.holder}) after waiting ${Math.round(performance.now() - waitStart)} ms (--wait-timeout)`, 'E_WAIT_TIMEOUT');
+      }
       jlog.info({ ...holder, waitMs: untilExpiryMs }, 'lease held by a stale owner, waiting for expiry');
       waiting = true;
-      await sleep(Math.min(Math.max(untilExpiryMs, 0) + 50, opts.ttlMs), opts.signal);
+      await sleep(Math.min(Math.max(untilExpiryMs, 0) + 50, opts.ttlMs, Math.max(50, waitLeft)), opts.signal);
       continue;
     }
     const policy = opts.onBusy ?? 'skip';
@@ -183,7 +189,9 @@ export async function runWithLease<T>(
     if (opts.waitTimeoutMs !== undefined && waited >= opts.waitTimeoutMs) {
       throw new LeaseUnavailableError(`lease "${opts.name}" still held by ${row.holder} after waiting ${Math.round(waited)} ms (--wait-timeout)`, 'E_WAIT_TIMEOUT');
     }
-    jlog.debug(holder, 'lease busy, waiting');
+    // Said once at info (an operator sees why nothing happens), then at each poll at debug.
+    jlog[saidWaiting ? 'debug' : 'info'](holder, 'lease busy, waiting');
+    saidWaiting = true;
     waiting = true;
     // Poll at most once a second, never past the holder's expiry or our own timeout.
     const remaining = opts.waitTimeoutMs === undefined ? Infinity : opts.waitTimeoutMs - waited;
@@ -289,7 +297,7 @@ async function runHeld<T>(
       return { status: 'failed', error: error ?? new LeaseUnavailableError('lease lost before the outcome could be recorded'), generation, attempt, aborted: { kind: 'lease-lost', detail: 'not held at finish', graceMs: 0 }, released };
     }
   } catch (err) {
-    log.error({ err: (err as Error).message, generation }, 'could not record outcome and release; the lease will expire by itself');
+    log.error({ err: (err as Error).message, generation }, 'could not learn whether the outcome was recorded; if it was not, the lease expires by itself');
     if (ok && !leaseDoubtful) {
       // Told to stop while the outcome was being recorded: that signal is the exit's reason.
       const stopped = opts.signal?.aborted ? { aborted: { kind: 'cancelled' as const, reason: opts.signal.reason, graceMs: 0 } } : {};

@@ -59,7 +59,7 @@ export async function migrateCommand(flags: DbFlags & { grantTo?: string[] }): P
     log.info({ schema: choice.schema, applied: r.applied.map((m) => m.version), version: r.current }, r.applied.length ? 'migrations applied' : 'schema up to date');
     for (const role of grantTo) log.info({ schema: choice.schema, role }, 'runner role granted');
     return 0;
-  });
+  }, { permissionHint: 'migrate creates and replaces the schema\'s tables and functions, so run it as the schema\'s owner (or a role that may create schemas in this database), and give runner roles --grant-to' });
 }
 
 export async function releaseCommand(flags: DbFlags & { name?: string }): Promise<number> {

@@ -53,6 +53,27 @@ describe('contention and faults', () => {
     expect(JSON.parse(readFileSync(pidFile, 'utf8')).FENCE_TOKEN).toBe('2');
   });
 
+  it('--on-busy wait says at info that it waits, once; --wait-timeout holds against a stale holder too', async () => {
+    const holder = startCli(['run', ...base('busy-info'), '--ttl', '20s', '--', process.execPath, fixture('sleep-then.mjs'), '2500', '0']);
+    await waitFor('holder to take the lease', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'busy-info' AND expires_at > now()`)).length > 0);
+    const wait = await runCli(['run', ...base('busy-info'), '--on-busy', 'wait', '--', 'true']);
+    expect(wait.exitCode, wait.all).toBe(0);
+    expect(logLines(wait.stderr).filter((l) => l.msg === 'lease busy, waiting').map((l) => l.level)).toEqual(['info']);
+    expect((await holder).exitCode).toBe(0);
+
+    // A holder SIGKILLed with 20 s left on its lease: stale, waited out to expiry, but not past --wait-timeout.
+    const pidFile = path.join(tmp, 'stale-wait.pid');
+    const dead = startCli(['run', ...base('stale-wait'), '--ttl', '20s', '--', process.execPath, fixture('forever.mjs'), pidFile]);
+    await waitFor('child ready', () => readPid(pidFile));
+    dead.kill('SIGKILL');
+    await dead;
+    const t0 = performance.now();
+    const r = await runCli(['run', ...base('stale-wait'), '--on-busy', 'wait', '--wait-timeout', '1s', '--', 'true']);
+    expect(r.exitCode, r.all).toBe(75);
+    expect(r.stderr).toMatch(/still held by a stale owner .* after waiting \d+ ms \(--wait-timeout\)/);
+    expect(performance.now() - t0).toBeLessThan(8_000);
+  });
+
   it('--on-busy wait rides out a brief database outage while it waits', async () => {
     const proxy = await startProxy(db.url);
     try {

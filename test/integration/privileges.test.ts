@@ -93,6 +93,14 @@ describe('least privilege', () => {
     expect(await admin.rows(`SELECT 1 FROM ${schema}.leases WHERE name = 'denied'`)).toHaveLength(0);
   });
 
+  it('migrate under the runner role: exit 69 saying to run it as the schema owner', async () => {
+    const fresh = `lj_mig_${randomBytes(4).toString('hex')}`;
+    const r = await runCli(['migrate', '--database-url', runnerUrl, '--schema', fresh]);
+    expect(r.exitCode, r.all).toBe(69);
+    expect(r.stderr.trim()).toMatch(/^leasejob: permission denied on .*; migrate creates and replaces the schema's tables and functions, so run it as the schema's owner/);
+    expect(r.all).not.toContain(password);
+  });
+
   it('release under the runner role: exit 69 saying it needs the schema owner (not --grant-to); the lease stays', async () => {
     const hold = runCli(['run', '--database-url', admin.url, '--schema', schema, '--name', 'priv-held', '--window', 'w', '--ttl', '30s',
       '--', process.execPath, '-e', 'setTimeout(() => {}, 4000)']);

@@ -147,7 +147,7 @@ describe('a connection that goes silent', () => {
     expect(afterSignalMs).toBeLessThan(6_000);
     expect(msgs).toContain('signal received');
     expect(msgs).not.toContain('signal received, stopping child');
-    expect(msgs).toContain('could not record outcome and release; the lease will expire by itself');
+    expect(msgs).toContain('could not learn whether the outcome was recorded; if it was not, the lease expires by itself');
   });
 
   it('at finish, with new connections left unanswered too: every retry keeps within the lease', async () => {
@@ -167,7 +167,7 @@ describe('a connection that goes silent', () => {
       expect(Date.parse(String(retries.at(-1)?.time)) - exited).toBeLessThan(6_000);
       // Then one last attempt, 5 s at most, to learn whether an earlier one committed.
       expect(lines.map((l) => l.msg)).toContain('could not record outcome yet; asking once more whether it was recorded');
-      expect(loggedAt(lines, 'could not record outcome and release; the lease will expire by itself') - exited).toBeLessThan(14_000);
+      expect(loggedAt(lines, 'could not learn whether the outcome was recorded; if it was not, the lease expires by itself') - exited).toBeLessThan(14_000);
     } finally {
       proxy.heal();
     }
