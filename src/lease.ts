@@ -59,7 +59,8 @@ export class LeaseKeeper {
   /** Failures since the last successful renewal, and the last error, for the renew-failed event. */
   private failureStreak = 0;
   private lastError = '';
-  lastOffset: OffsetMeasurement | undefined;
+  /** The renewals' most precise clock-offset measurement (smallest uncertainty), if any. */
+  bestOffset: OffsetMeasurement | undefined;
 
   constructor(
     private readonly store: Store,
@@ -122,7 +123,7 @@ export class LeaseKeeper {
       this.lastSent = sent;
       this.armDeadline();
       const offset = measureOffset(sent, received, row.dbNow);
-      this.lastOffset = offset;
+      if (this.bestOffset === undefined || offset.uncertaintyMs <= this.bestOffset.uncertaintyMs) this.bestOffset = offset;
       if (this.failureStreak > 0) {
         this.onRecovered(this.failureStreak, this.lastError);
         this.failureStreak = 0;

@@ -282,7 +282,7 @@ async function runHeld<T>(
     const r = await finishWithRetry(store, {
       job: opts.name, owner, generation, window: win?.key, outcome, hostTime: new Date(),
       exitCode: ok ? 0 : exitCodeOf(error),
-      detail: finishDetail(attempt, performance.now() - startedMono, aborted?.kind, keeper.lastOffset ?? held.offset),
+      detail: finishDetail(attempt, performance.now() - startedMono, aborted?.kind, preciser(keeper.bestOffset, held.offset)),
     }, () => keeper.remainingMs(), log, opts.signal);
     released = r.held;
     if (r.held) {
@@ -376,6 +376,16 @@ async function finishWithRetry(
       await sleep(Math.max(0, Math.min(200 * tries, 1_000, left - FINISH_RETRY_MIN_MS)));
     }
   }
+}
+
+/**
+ * Of the acquire's and the renewals' measurements, the one with the smallest uncertainty: what
+ * the host's clock offset is recorded as. One slow answer (a busy database) gives a wide,
+ * possibly far-off figure; a daily job would show it for a day.
+ */
+function preciser(a: OffsetMeasurement | undefined, b: OffsetMeasurement | undefined): OffsetMeasurement | undefined {
+  if (a === undefined || b === undefined) return a ?? b;
+  return a.uncertaintyMs <= b.uncertaintyMs ? a : b;
 }
 
 function finishDetail(attempt: number, durationMs: number, aborted: string | undefined, offset: OffsetMeasurement | undefined): Record<string, unknown> {

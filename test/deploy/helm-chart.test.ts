@@ -354,7 +354,7 @@ describe.skipIf(!helm)('with a helm binary', () => {
       }
       const rule = objects.find((o) => o.kind === 'PrometheusRule') as K8sObject & { spec: any };
       const exprs = rule.spec.groups[0].rules.map((r: { expr: string }) => r.expr).join('\n');
-      for (const metric of ['leasejob_window_overdue', 'leasejob_lease_held_seconds', 'leasejob_leases_lost_total', 'leasejob_clock_offset_seconds', 'leasejob_up']) {
+      for (const metric of ['leasejob_window_overdue', 'leasejob_lease_held_seconds', 'leasejob_leases_lost_total', 'leasejob_clock_offset_seconds', 'leasejob_clock_offset_uncertainty_seconds', 'leasejob_up']) {
         expect(exprs).toContain(`${metric}{namespace="billing", service="rel-leasejob-exporter"}`);
       }
     } finally {

@@ -215,4 +215,18 @@ describe('a connection that goes silent', () => {
     const w = await db.rows<{ completed: boolean }>(`SELECT completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'slow-acquire'`);
     expect(w).toEqual([{ completed: true }]);
   });
+
+  it('the clock offset recorded is the most precise measurement of the run, not one taken through a slow answer', async () => {
+    // TTL 20 s, renew every 6.7 s: the acquire is answered at once, the renewal 2.5 s late (an
+    // offset off by about 1.25 s, with that much uncertainty). The host's row keeps the first.
+    proxy.slowAnswers('.renew(', 9_000);
+    const r = await runCli(['run', ...via('offset-best'), '--window', 'w', '--ttl', '20s', '--kill-grace', '1s', '--log-level', 'debug',
+      '--', process.execPath, fixture('sleep-then.mjs'), '10000', '0'], {}, { timeoutMs: 40_000 });
+    expect(r.exitCode, r.all).toBe(0);
+    const renewed = logLines(r.stderr).find((l) => l.msg === 'lease renewed' || l.msg === 'clock offset to database is large');
+    expect(Number(renewed?.uncertaintyMs)).toBeGreaterThan(1_000);
+    const [h] = await db.rows<{ offset_ms: number; uncertainty_ms: number }>(`SELECT offset_ms, uncertainty_ms FROM ${db.schema}.hosts`);
+    expect(h!.uncertainty_ms).toBeLessThan(500);
+    expect(Math.abs(h!.offset_ms)).toBeLessThan(500);
+  });
 });
