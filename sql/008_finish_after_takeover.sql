@@ -4,11 +4,11 @@
 -- slow database) made the retry answer "not held": it recorded a lease-lost for a generation
 -- that had completed its window and released, and the runner exited 75 for a run that
 -- succeeded. Now the released event of this owner and generation decides, found through a
--- small partial index (one row per run).
+-- small partial index (one row per run). Safe to run again (IF NOT EXISTS, CREATE OR REPLACE).
 -- Same signature, so the privileges granted on it are kept; SECURITY DEFINER and the pinned
 -- search_path are restated, as CREATE OR REPLACE resets them. Otherwise as in 004.
 
-CREATE INDEX events_released ON events (job, generation) WHERE kind = 'released';
+CREATE INDEX IF NOT EXISTS events_released ON events (job, generation) WHERE kind = 'released';
 
 CREATE OR REPLACE FUNCTION finish(
   p_job text, p_owner text, p_generation bigint, p_window text, p_outcome text,
