@@ -5,6 +5,8 @@
 -- that had completed its window and released, and the runner exited 75 for a run that
 -- succeeded. Now the released event of this owner and generation decides, found through a
 -- small partial index (one row per run). Safe to run again (IF NOT EXISTS, CREATE OR REPLACE).
+-- The index is built in this transaction, holding writes to events (0.13 s per million events
+-- measured); on a very large log it can be built CONCURRENTLY beforehand, and is then kept.
 -- Same signature, so the privileges granted on it are kept; SECURITY DEFINER and the pinned
 -- search_path are restated, as CREATE OR REPLACE resets them. Otherwise as in 004.
 

@@ -121,18 +121,25 @@ export function secretsOf(source: ConnectionSource, env: NodeJS.ProcessEnv = pro
 
 const patterns = new Map<string, RegExp>();
 
+/** From this length a password is replaced wherever it appears: no word of a log line is one. */
+const ANYWHERE_FROM = 12;
+
 /**
  * The secret as a whole word: not where it is only part of a longer one. A password `postgres`
  * is hidden in `postgres://u:postgres@h`, but `"store":"postgresql"` stays readable (a plain
  * replace made it `"***ql"`, and `x` turned `exporter` into `e***porter`, which both mangled
  * the line and showed where the password's letters are). An edge that is not a letter, digit or
- * underscore needs no boundary.
+ * underscore needs no boundary; an escape before it (`\n`, `\u00e9`, `%3A` in an encoded URL)
+ * counts as one. A long password is hidden wherever it appears.
  */
 function patternOf(secret: string): RegExp {
   let p = patterns.get(secret);
   if (p === undefined) {
     const body = secret.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-    p = new RegExp(`${/^\w/.test(secret) ? '(?<!\\w)' : ''}${body}${/\w$/.test(secret) ? '(?!\\w)' : ''}`, 'g');
+    const whole = secret.length < ANYWHERE_FROM;
+    const before = whole && /^\w/.test(secret) ? '(?<=^|\\W|\\\\[nrtbf]|\\\\u[0-9a-fA-F]{4}|%[0-9a-fA-F]{2})' : '';
+    const after = whole && /\w$/.test(secret) ? '(?!\\w)' : '';
+    p = new RegExp(`${before}${body}${after}`, 'g');
     patterns.set(secret, p);
   }
   return p;

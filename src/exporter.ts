@@ -32,11 +32,13 @@ function metrics(registry: Registry) {
     takeovers: rc('leasejob_stale_takeovers_total', 'leases taken over from a stale (crashed or paused) owner'),
     renewFailures: rc('leasejob_renew_failures_total', 'episodes of failed renewals that later recovered'),
     fenceRefusals: rc('leasejob_fence_refusals_total', 'writes refused by assert_lease, as recorded by children'),
-    offset: g('leasejob_clock_offset_seconds', 'database clock minus host wall clock, latest measurement', ['host']),
+    offset: g('leasejob_clock_offset_seconds', 'database clock minus host wall clock, from the latest run on the host (its latest precise measurement, else its least uncertain)', ['host']),
     offsetUncertainty: g('leasejob_clock_offset_uncertainty_seconds', 'half the round trip of that measurement', ['host']),
     jumps: c('leasejob_clock_jumps_total', 'wall-clock jumps detected by runners', ['host']),
-    schema: g('leasejob_schema_version', 'the newest migration applied to the schema'),
-    schemaExpected: g('leasejob_schema_version_expected', 'the newest migration this leasejob ships; above leasejob_schema_version, run `leasejob migrate`'),
+    // Rows, not prom-client gauges: a gauge reset for the next scrape still says 0, and an
+    // applied version that could not be read must be absent, not 0.
+    schema: rg('leasejob_schema_version', 'the newest migration applied to the schema'),
+    schemaExpected: rg('leasejob_schema_version_expected', 'the newest migration this leasejob ships; above leasejob_schema_version, run `leasejob migrate`'),
   };
 }
 
@@ -89,7 +91,12 @@ export class Exporter {
   }
 
   private async load(): Promise<void> {
-    this.expectedSchema ??= import('./migrate.js').then(async ({ listMigrations }) => Math.max(...(await listMigrations()).map((x) => x.version)));
+    this.expectedSchema ??= import('./migrate.js')
+      .then(async ({ listMigrations }) => Math.max(...(await listMigrations()).map((x) => x.version)))
+      .catch((err: unknown) => {
+        this.expectedSchema = undefined; // read again at the next scrape
+        throw err;
+      });
     const [{ jobs }, counts, hosts, schema, expected] = await Promise.all([
       readJobStates(this.store),
       this.store.readEventCounts(EXPORTED_KINDS),
@@ -101,10 +108,8 @@ export class Exporter {
     m.jobs.set(jobs.length);
     // A schema behind still works, without what its missing migrations bring; said by a
     // scrape, since `run` does not check (it would cost a statement on every run).
-    if (schema !== undefined) {
-      m.schema.set(schema);
-      m.schemaExpected.set(expected);
-    }
+    if (schema !== undefined) m.schema.add('', schema);
+    m.schemaExpected.add('', expected);
     for (const j of jobs) {
       const job = labelText({ job: j.name });
       if (j.due) m.overdue.add(job, j.overdue ? 1 : 0);

@@ -39,6 +39,9 @@ export function renewalBounds(leftMs: number, renewIntervalMs: number): { lockTi
   return { lockTimeoutMs, answerTimeoutMs: Math.floor(Math.max(lockTimeoutMs + 50, attempt)) };
 }
 
+/** A measurement this tight (half its round trip) is taken as the clock's current state. */
+const PRECISE_OFFSET_MS = 250;
+
 export type LossReason =
   | { kind: 'lease-lost'; detail: string }
   | { kind: 'deadline'; detail: string };
@@ -59,8 +62,9 @@ export class LeaseKeeper {
   /** Failures since the last successful renewal, and the last error, for the renew-failed event. */
   private failureStreak = 0;
   private lastError = '';
-  /** The renewals' most precise clock-offset measurement (smallest uncertainty), if any. */
-  bestOffset: OffsetMeasurement | undefined;
+  /** Clock-offset measurements of this lease (acquire, renewals): the latest precise one, and the least uncertain. */
+  private latestPreciseOffset: OffsetMeasurement | undefined;
+  private leastUncertainOffset: OffsetMeasurement | undefined;
 
   constructor(
     private readonly store: Store,
@@ -81,6 +85,23 @@ export class LeaseKeeper {
     // leaves less than an interval, and a renewal put off a whole interval from now could
     // come after the deadline (the child stopped with the lease still held).
     this.scheduleRenewal(this.timing.renewIntervalMs - (performance.now() - this.lastSent.mono));
+  }
+
+  /** A measurement of the host's clock against the database's (the acquire's, each renewal's). */
+  noteOffset(m: OffsetMeasurement | undefined): void {
+    if (m === undefined) return;
+    if (m.uncertaintyMs <= PRECISE_OFFSET_MS) this.latestPreciseOffset = m;
+    if (this.leastUncertainOffset === undefined || m.uncertaintyMs <= this.leastUncertainOffset.uncertaintyMs) this.leastUncertainOffset = m;
+  }
+
+  /**
+   * What to record as the host's offset: the latest precise measurement (a clock stepped or
+   * slewed during the run is seen as it is now), else the least uncertain one. Not simply the
+   * latest: one answer delayed by a busy database gives a wide and possibly far-off figure,
+   * which the exporter would show (and LeasejobClockOffset weigh) until the host's next run.
+   */
+  offsetToRecord(): OffsetMeasurement | undefined {
+    return this.latestPreciseOffset ?? this.leastUncertainOffset;
   }
 
   stop(): void {
@@ -123,7 +144,7 @@ export class LeaseKeeper {
       this.lastSent = sent;
       this.armDeadline();
       const offset = measureOffset(sent, received, row.dbNow);
-      if (this.bestOffset === undefined || offset.uncertaintyMs <= this.bestOffset.uncertaintyMs) this.bestOffset = offset;
+      this.noteOffset(offset);
       if (this.failureStreak > 0) {
         this.onRecovered(this.failureStreak, this.lastError);
         this.failureStreak = 0;

@@ -29,9 +29,13 @@ export type StoreChoice =
  * the TLS or application ones (PGSSLMODE, PGAPPNAME, ...), which say how, not whether.
  */
 const PG_CONNECTION_VARIABLES = ['PGHOST', 'PGPORT', 'PGDATABASE', 'PGUSER', 'PGPASSWORD', 'PGSERVICE'] as const;
+/** Often exported for psql's convenience alone: an explicit state file wins over these. */
+const PG_WEAK_VARIABLES = new Set(['PGPORT', 'PGUSER', 'PGPASSWORD']);
 
 function postgresConfigured(flags: StoreFlags, env: NodeJS.ProcessEnv): boolean {
-  return flags.databaseUrl !== undefined || !!env.LEASEJOB_DATABASE_URL || !!env.DATABASE_URL || PG_CONNECTION_VARIABLES.some((v) => !!env[v]);
+  if (flags.databaseUrl !== undefined || env.LEASEJOB_DATABASE_URL || env.DATABASE_URL) return true;
+  const stateFileGiven = flags.stateFile !== undefined || !!env.LEASEJOB_STATE_FILE;
+  return PG_CONNECTION_VARIABLES.some((v) => !!env[v] && !(stateFileGiven && PG_WEAK_VARIABLES.has(v)));
 }
 
 /** A safety switch fails closed: a value that is neither on nor off is a usage error, not off. */

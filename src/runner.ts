@@ -161,7 +161,8 @@ export async function runWithLease<T>(
     }
 
     // Busy. A stale holder (stopped renewing, or its database session is gone) is waited out
-    // and taken over whatever --on-busy says: skipping would leave its window unfinished.
+    // and taken over whatever --on-busy says (skipping would leave its window unfinished), but
+    // with --on-busy wait not past --wait-timeout.
     const holder = { holder: row.holder, holderGeneration: row.holderGeneration, holderWindow: row.holderWindow, expiresAt: row.expiresAt };
     const untilExpiryMs = row.expiresAt && row.dbNow ? row.expiresAt.getTime() - row.dbNow.getTime() : renewIntervalMs;
     if (row.outcome === 'stale') {
@@ -170,9 +171,10 @@ export async function runWithLease<T>(
       if (waitLeft <= 0) {
         throw new LeaseUnavailableError(`lease "${opts.name}" still held by a stale owner (${row.holder}) after waiting ${Math.round(performance.now() - waitStart)} ms (--wait-timeout)`, 'E_WAIT_TIMEOUT');
       }
-      jlog.info({ ...holder, waitMs: untilExpiryMs }, 'lease held by a stale owner, waiting for expiry');
+      const waitMs = Math.min(Math.max(untilExpiryMs, 0) + 50, opts.ttlMs, Math.max(50, waitLeft));
+      jlog.info({ ...holder, waitMs, expiresInMs: untilExpiryMs }, 'lease held by a stale owner, waiting for expiry');
       waiting = true;
-      await sleep(Math.min(Math.max(untilExpiryMs, 0) + 50, opts.ttlMs, Math.max(50, waitLeft)), opts.signal);
+      await sleep(waitMs, opts.signal);
       continue;
     }
     const policy = opts.onBusy ?? 'skip';
@@ -236,6 +238,7 @@ async function runHeld<T>(
     },
   );
   const startedMono = performance.now();
+  keeper.noteOffset(held.offset);
   keeper.start();
 
   let runtimeTimer: NodeJS.Timeout | undefined;
@@ -282,7 +285,7 @@ async function runHeld<T>(
     const r = await finishWithRetry(store, {
       job: opts.name, owner, generation, window: win?.key, outcome, hostTime: new Date(),
       exitCode: ok ? 0 : exitCodeOf(error),
-      detail: finishDetail(attempt, performance.now() - startedMono, aborted?.kind, preciser(keeper.bestOffset, held.offset)),
+      detail: finishDetail(attempt, performance.now() - startedMono, aborted?.kind, keeper.offsetToRecord()),
     }, () => keeper.remainingMs(), log, opts.signal);
     released = r.held;
     if (r.held) {
@@ -297,7 +300,11 @@ async function runHeld<T>(
       return { status: 'failed', error: error ?? new LeaseUnavailableError('lease lost before the outcome could be recorded'), generation, attempt, aborted: { kind: 'lease-lost', detail: 'not held at finish', graceMs: 0 }, released };
     }
   } catch (err) {
-    log.error({ err: (err as Error).message, generation }, 'could not learn whether the outcome was recorded; if it was not, the lease expires by itself');
+    // A transient error (no answer, a reset) leaves the outcome unknown; any other means the
+    // statement failed, and nothing was recorded.
+    log.error({ err: (err as Error).message, generation }, isTransientDbError(err)
+      ? 'could not learn whether the outcome was recorded; if it was not, the lease expires by itself'
+      : 'could not record outcome; the lease expires by itself');
     if (ok && !leaseDoubtful) {
       // Told to stop while the outcome was being recorded: that signal is the exit's reason.
       const stopped = opts.signal?.aborted ? { aborted: { kind: 'cancelled' as const, reason: opts.signal.reason, graceMs: 0 } } : {};
@@ -359,9 +366,10 @@ async function finishWithRetry(
     // While the lease lasts, an attempt waits for half of what is left: a connection gone
     // silent leaves time for a retry on a new one (a slow answer is still right: the
     // database decides whether the lease held when the statement began). Once too little is
-    // left, one last attempt waits FINISH_TIMEOUT_MIN_MS: it can no longer complete anything,
-    // but a database that is only slow tells it whether an earlier attempt committed (then
-    // "held", and the run succeeded) or not ("not held": the lease ran out first).
+    // left by our conservative reckoning, one last attempt waits FINISH_TIMEOUT_MIN_MS: the
+    // database still decides (its lease may have a little left), and one that is only slow
+    // tells whether an earlier attempt committed (then "held": the run succeeded) or not
+    // ("not held": the lease ran out first).
     const leftNow = remainingMs();
     const last = leftNow < 2 * FINISH_RETRY_MIN_MS;
     try {
@@ -371,21 +379,12 @@ async function finishWithRetry(
     } catch (err) {
       if (last || signal?.aborted || !isTransientDbError(err)) throw err;
       const left = remainingMs();
+      const pauseMs = Math.max(0, Math.min(200 * tries, 1_000, left - FINISH_RETRY_MIN_MS));
       log.warn({ err: (err as Error).message, tries, remainingMs: Math.round(left) },
-        left < 2 * FINISH_RETRY_MIN_MS ? 'could not record outcome yet; asking once more whether it was recorded' : 'could not record outcome yet; retrying while the lease lasts');
-      await sleep(Math.max(0, Math.min(200 * tries, 1_000, left - FINISH_RETRY_MIN_MS)));
+        left - pauseMs < 2 * FINISH_RETRY_MIN_MS ? 'could not record outcome yet; asking once more whether it was recorded' : 'could not record outcome yet; retrying while the lease lasts');
+      await sleep(pauseMs);
     }
   }
-}
-
-/**
- * Of the acquire's and the renewals' measurements, the one with the smallest uncertainty: what
- * the host's clock offset is recorded as. One slow answer (a busy database) gives a wide,
- * possibly far-off figure; a daily job would show it for a day.
- */
-function preciser(a: OffsetMeasurement | undefined, b: OffsetMeasurement | undefined): OffsetMeasurement | undefined {
-  if (a === undefined || b === undefined) return a ?? b;
-  return a.uncertaintyMs <= b.uncertaintyMs ? a : b;
 }
 
 function finishDetail(attempt: number, durationMs: number, aborted: string | undefined, offset: OffsetMeasurement | undefined): Record<string, unknown> {

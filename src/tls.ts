@@ -38,7 +38,8 @@ export function driverTls(connectionString: string | undefined, env: NodeJS.Proc
   const given = new Map<Keyword, string>();
   let certInString = false;
   for (const k of Object.keys(KEYWORDS) as Keyword[]) {
-    const inString = url?.searchParams.get(k) ?? undefined;
+    // Empty is unset, in the string as in the environment (libpq; a template's empty value).
+    const inString = url?.searchParams.get(k) || undefined;
     const value = inString ?? (env[KEYWORDS[k]] || undefined);
     if (value !== undefined) given.set(k, value);
     if (inString !== undefined && k !== 'sslmode') certInString = true;

@@ -5,7 +5,7 @@ export interface Proxy {
   cut(mode?: 'reset' | 'blackhole'): void;
   /** The next statement containing `text` and everything after it on its connection go nowhere; resolves when it was sent. */
   silence(text: string): Promise<void>;
-  /** For the next `ms`, answers to statements containing `text` arrive only when the `ms` are over (the database is slow; the statements ran). */
+  /** From the next statement containing `text`, for `ms`, answers to such statements arrive only when the `ms` are over (the database is slow; the statements ran). */
   slowAnswers(text: string, ms: number): void;
   /** Leave new connections unanswered until heal(); open ones go on. */
   hold(): void;

@@ -9,9 +9,10 @@
 // - silence(text): the next statement containing `text` goes nowhere, and its connection stays
 //   silent for good (no answer, no close), as when a NAT or a firewall forgets one connection;
 //   other connections, new ones included, go on;
-// - slowAnswers(text, ms): for the next `ms`, statements containing `text` reach the database at
-//   once, but what it answers on their connections is delivered only when the `ms` are over,
-//   as from a database too busy to answer in time (their work is done, their answers late).
+// - slowAnswers(text, ms): from the next statement containing `text`, for `ms`, such statements
+//   reach the database at once, but what it answers on their connections is delivered only when
+//   the `ms` are over, as from a database too busy to answer in time (their work is done, their
+//   answers late).
 import net from 'node:net';
 
 /**
@@ -24,8 +25,8 @@ export async function startProxy(target) {
   const heldClients = [];
   /** Armed by silence(): the text to look for and what resolves once it was seen. */
   const silencers = [];
-  /** Armed by slowAnswers(): the text to look for, and until when (Date.now()) to hold answers. */
-  let slow = { text: '', until: 0 };
+  /** Armed by slowAnswers(): the text to look for, for how long, and (from its first sighting) until when to hold answers. */
+  let slow = { text: '', ms: 0, until: undefined };
   /** 'open' | 'reset' | 'blackhole' | 'hold' */
   let state = 'open';
 
@@ -45,7 +46,10 @@ export async function startProxy(target) {
         pair.silent = true;
         silencers.splice(i, 1)[0].seen();
       }
-      if (Date.now() < slow.until && chunk.includes(slow.text)) pair.answersAt = slow.until;
+      if (slow.text && chunk.includes(slow.text)) {
+        slow.until ??= Date.now() + slow.ms;
+        if (Date.now() < slow.until) pair.answersAt = slow.until;
+      }
       deliver(() => upstream.write(chunk));
     });
     const flushLate = () => {
@@ -114,11 +118,11 @@ export async function startProxy(target) {
       return new Promise((resolve) => silencers.push({ text, seen: resolve }));
     },
     /**
-     * For the next `ms`, answers to statements containing `text` are held until the `ms` are
-     * over (the statements themselves reach the database at once).
+     * From the next statement containing `text`, for `ms`, answers to such statements are held
+     * until the `ms` are over (the statements themselves reach the database at once).
      */
     slowAnswers(text, ms) {
-      slow = { text, until: Date.now() + ms };
+      slow = { text, ms, until: undefined };
     },
     /** Leave new connections unanswered until heal(). */
     hold() {

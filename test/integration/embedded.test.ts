@@ -35,19 +35,38 @@ describe('embedded store (SQLite)', () => {
     expect(json).toMatchObject({ store: 'sqlite', jobs: [{ name: 'e1', lastWindow: 'w', generation: '1' }] });
   });
 
-  it('any libpq connection variable chooses PostgreSQL, as psql would connect with it; PGSERVICE is refused (64), nothing written', async () => {
-    // Port 1: nothing listens there. With PGUSER alone libpq connects to the local server.
-    for (const pg of [{ PGUSER: 'app', PGPORT: '1' }, { PGPASSWORD: 'sentinel-pw', PGPORT: '1' }, { PGPORT: '1' }]) {
-      const r = await runCli(['run', '--name', 'pgenv', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'], { ...env(), ...pg });
-      expect(r.exitCode, r.all).toBe(69);
-      expect(logLines(r.stderr).find((l) => l.msg === 'using store')).toMatchObject({ store: 'postgresql' });
-      expect(r.stderr).not.toContain('sentinel-pw');
-    }
+  it('a libpq connection variable chooses PostgreSQL, as psql would connect with it; PGSERVICE is refused (64), nothing written', async () => {
+    // Port 1: nothing listens there. (Each variable alone: test/unit/store-choice.test.ts.)
+    const r = await runCli(['run', '--name', 'pgenv', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'], { ...env(), PGPORT: '1' });
+    expect(r.exitCode, r.all).toBe(69);
+    expect(logLines(r.stderr).find((l) => l.msg === 'using store')).toMatchObject({ store: 'postgresql' });
+    expect(r.stderr).toMatch(/database unreachable at localhost \(PG environment\)/);
     const svc = await runCli(['status'], { ...env(), PGSERVICE: 'prod' });
     expect(svc.exitCode, svc.all).toBe(64);
     expect(svc.stderr.trim()).toMatch(/^leasejob: PGSERVICE is set \("prod"\), but leasejob does not read pg_service.conf; give the connection as LEASEJOB_DATABASE_URL/);
     expect(svc.stderr.trim().split('\n')).toHaveLength(1);
     expect(existsSync(path.join(dir, 'xdg'))).toBe(false);
+  });
+
+  it('the exporter on the embedded store: no schema version it cannot read, the shipped one still', async () => {
+    const seeded = await runCli(['run', '--state-file', state, '--name', 'exp', '--window', 'w', '--', 'true'], env());
+    expect(seeded.exitCode, seeded.all).toBe(0);
+    const p = startCli(['exporter', '--state-file', state, '--port', '0', '--host', '127.0.0.1'], env());
+    let err = '';
+    p.stderr?.on('data', (d: Buffer) => (err += d.toString()));
+    try {
+      const port = await waitFor('exporter to listen', () => {
+        const line = logLines(err).find((l) => l.msg === 'exporter listening');
+        return line ? Number(line.port) : undefined;
+      });
+      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      expect(text).toMatch(/^leasejob_up 1$/m);
+      expect(text).not.toMatch(/^leasejob_schema_version /m);
+      expect(text).toMatch(/^leasejob_schema_version_expected \d+$/m);
+    } finally {
+      p.kill('SIGTERM');
+      await p;
+    }
   });
 
   it('ten processes racing on one window: exactly one child runs', async () => {

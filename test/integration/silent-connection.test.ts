@@ -185,9 +185,9 @@ describe('a connection that goes silent', () => {
   });
 
   it('at finish, with a database too slow to answer before the lease ends: a committed outcome still counts', async () => {
-    // TTL 6 s: every answer to finish arrives only after 8 s, after the lease's expiry. The first
-    // attempt committed at once; the last one, after the lease, learns that and the run succeeds
-    // (it exited 69 "could not record outcome" before, though its window was completed).
+    // TTL 6 s: every answer to finish arrives only 8 s after the first was sent, after the lease's
+    // expiry. The first attempt committed at once; the last one, after the lease, learns that and
+    // the run succeeds (it exited 69 "could not record outcome" before, though its window was completed).
     proxy.slowAnswers('.finish(', 8_000);
     const r = await runCli(['run', ...via('slow-finish'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s',
       '--', 'true'], {}, { timeoutMs: 40_000 });
@@ -217,9 +217,10 @@ describe('a connection that goes silent', () => {
   });
 
   it('the clock offset recorded is the most precise measurement of the run, not one taken through a slow answer', async () => {
-    // TTL 20 s, renew every 6.7 s: the acquire is answered at once, the renewal 2.5 s late (an
-    // offset off by about 1.25 s, with that much uncertainty). The host's row keeps the first.
-    proxy.slowAnswers('.renew(', 9_000);
+    // TTL 20 s, renew every 6.7 s: the acquire is answered at once, the first renewal 2.5 s late
+    // (an offset off by about 1.25 s, with that much uncertainty); the child ends at 10 s. The
+    // host's row keeps the acquire's precise figure.
+    proxy.slowAnswers('.renew(', 2_500);
     const r = await runCli(['run', ...via('offset-best'), '--window', 'w', '--ttl', '20s', '--kill-grace', '1s', '--log-level', 'debug',
       '--', process.execPath, fixture('sleep-then.mjs'), '10000', '0'], {}, { timeoutMs: 40_000 });
     expect(r.exitCode, r.all).toBe(0);

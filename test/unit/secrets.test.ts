@@ -28,6 +28,16 @@ describe('redact', () => {
     expect(redact('user:secret@h secret. (secret) secretive mysecret', ['secret'])).toBe('user:***@h ***. (***) secretive mysecret');
   });
 
+  it('an escape right before it is a boundary: JSON escapes, percent-encoding of a URL', () => {
+    expect(redact(JSON.stringify({ err: 'a\nhunter2 b\thunter2' }), ['hunter2'])).toBe('{"err":"a\\n*** b\\t***"}');
+    expect(redact(encodeURIComponent('postgres://app:hunter2@db/app'), ['hunter2'])).not.toContain('hunter2');
+    expect(redact(JSON.stringify({ err: '\u00e9hunter2' }).replace('\u00e9', '\\u00e9'), ['hunter2'])).not.toContain('hunter2');
+  });
+
+  it('a long password is hidden wherever it appears, inside a word too', () => {
+    expect(redact('xS3cr3t!Passw0rd-long glued:abcxS3cr3t!Passw0rd-longdef', ['xS3cr3t!Passw0rd-long'])).toBe('*** glued:abc***def');
+  });
+
   it('an edge of the password that is not a word character needs no boundary', () => {
     expect(redact('a-pw!b and -pw!', ['-pw!'])).toBe('a***b and ***');
   });

@@ -21,6 +21,8 @@ describe('driverTls', () => {
     expect(driverTls(`postgres://db/app?sslrootcert=${ca}`, {})).toEqual({ connectionString: 'postgres://db/app', ssl: { ca: readFileSync(ca, 'utf8') } });
     expect(() => driverTls('postgres://db/app?sslrootcert=/nonexistent/ca.pem', {})).toThrow(/Cannot read sslrootcert "\/nonexistent\/ca.pem" \(ENOENT\)/);
     expect(() => driverTls('postgres://db/app?sslcert=/nonexistent/c.pem', {})).toThrow(UsageError);
+    // An empty value is unset, as in libpq: no TLS (pg ignores the empty keyword too).
+    expect(driverTls('postgres://db/app?sslrootcert=', {})).toEqual({ connectionString: 'postgres://db/app?sslrootcert=' });
   });
 
   it('takes the TLS keywords out of the string pg sees, keeping the rest as given', () => {

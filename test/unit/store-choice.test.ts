@@ -1,0 +1,29 @@
+// Which store a command uses, from flags and environment alone (nothing is opened).
+import { describe, expect, it } from 'vitest';
+import { UsageError } from '../../src/errors.js';
+import { chooseStore } from '../../src/open-store.js';
+
+const home = { HOME: '/home/u' };
+
+describe('chooseStore', () => {
+  it('each libpq connection variable alone chooses PostgreSQL; nothing, or PGSSLMODE alone, the embedded store', () => {
+    for (const v of ['PGHOST', 'PGPORT', 'PGDATABASE', 'PGUSER', 'PGPASSWORD']) {
+      expect(chooseStore({}, { ...home, [v]: 'x' }).kind, v).toBe('postgresql');
+    }
+    expect(chooseStore({}, home).kind).toBe('sqlite');
+    expect(chooseStore({}, { ...home, PGSSLMODE: 'require', PGAPPNAME: 'a' }).kind).toBe('sqlite');
+  });
+
+  it('an explicit state file wins over PGPORT, PGUSER and PGPASSWORD, not over PGHOST', () => {
+    for (const v of ['PGPORT', 'PGUSER', 'PGPASSWORD']) {
+      expect(chooseStore({ stateFile: '/tmp/s.db' }, { ...home, [v]: 'x' }).kind, v).toBe('sqlite');
+      expect(chooseStore({}, { ...home, [v]: 'x', LEASEJOB_STATE_FILE: '/tmp/s.db' }).kind, v).toBe('sqlite');
+    }
+    expect(() => chooseStore({ stateFile: '/tmp/s.db' }, { ...home, PGHOST: 'db' })).toThrow(UsageError);
+  });
+
+  it('PGSERVICE without a URL is refused; with one it is not read', () => {
+    expect(() => chooseStore({}, { ...home, PGSERVICE: 'prod' })).toThrow(/PGSERVICE is set \("prod"\), but leasejob does not read pg_service.conf/);
+    expect(chooseStore({}, { ...home, PGSERVICE: 'prod', LEASEJOB_DATABASE_URL: 'postgres://u@db/app' }).kind).toBe('postgresql');
+  });
+});
