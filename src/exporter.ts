@@ -92,7 +92,7 @@ export class Exporter {
 
   private async load(): Promise<void> {
     this.expectedSchema ??= import('./migrate.js')
-      .then(async ({ listMigrations }) => Math.max(...(await listMigrations()).map((x) => x.version)))
+      .then(({ latestMigrationVersion }) => latestMigrationVersion())
       .catch((err: unknown) => {
         this.expectedSchema = undefined; // read again at the next scrape
         throw err;

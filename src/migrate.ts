@@ -20,6 +20,11 @@ export async function listMigrations(dir = sqlDir()): Promise<Migration[]> {
   return files.map((file) => ({ version: Number.parseInt(file, 10), name: file.replace(/^\d+_|\.sql$/g, ''), file }));
 }
 
+/** The newest migration this leasejob ships (what a current schema is at). */
+export async function latestMigrationVersion(): Promise<number> {
+  return Math.max(...(await listMigrations()).map((m) => m.version));
+}
+
 export interface MigrateResult {
   applied: Migration[];
   current: number;

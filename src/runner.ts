@@ -105,6 +105,10 @@ export async function runWithLease<T>(
   let waiting = false;
   let saidWaiting = false;
   let failingSince: number | undefined;
+  /** What --wait-timeout leaves at `now` (with --on-busy wait; else no bound). */
+  const waitLeftMs = (now = performance.now()): number =>
+    opts.onBusy === 'wait' && opts.waitTimeoutMs !== undefined ? opts.waitTimeoutMs - (now - waitStart) : Infinity;
+  const waitedMs = (): number => Math.round(performance.now() - waitStart);
   for (;;) {
     if (opts.signal?.aborted) return { status: 'skipped', reason: 'cancelled' };
     const sent = stamp();
@@ -116,7 +120,7 @@ export async function runWithLease<T>(
         hostTime: new Date(sent.wall), spec: opts.spec,
         // With --on-busy wait, never past --wait-timeout (at least a short round trip).
         answerTimeoutMs: Math.min(stopAfterMs(timing), ACQUIRE_ANSWER_LIMIT_MS,
-          opts.onBusy === 'wait' && opts.waitTimeoutMs !== undefined ? Math.max(250, opts.waitTimeoutMs - (sent.mono - waitStart)) : Infinity),
+          Math.max(250, waitLeftMs(sent.mono))),
       }), opts.signal);
       failingSince = undefined;
     } catch (err) {
@@ -125,11 +129,11 @@ export async function runWithLease<T>(
       // outage is counted from when the failed attempt was sent, its wait included.
       const now = performance.now();
       failingSince ??= sent.mono;
-      const waitLeft = (opts.waitTimeoutMs ?? Infinity) - (now - waitStart);
+      const waitLeft = waitLeftMs(now);
       const left = Math.min(opts.ttlMs - (now - failingSince), waitLeft);
       if (!waiting || !isTransientDbError(err)) throw err;
       if (waitLeft <= 0) {
-        throw new LeaseUnavailableError(`lease "${opts.name}" not acquired within --wait-timeout (${Math.round(now - waitStart)} ms): the database was unavailable (${(err as Error).message})`, 'E_WAIT_TIMEOUT');
+        throw new LeaseUnavailableError(`lease "${opts.name}" not acquired within --wait-timeout (${waitedMs()} ms): the database was unavailable (${(err as Error).message})`, 'E_WAIT_TIMEOUT');
       }
       if (left <= 0) throw err;
       jlog.warn({ err: (err as Error).message, retryInMs: Math.round(Math.min(1_000, left)) }, 'database unavailable while waiting; retrying');
@@ -167,9 +171,9 @@ export async function runWithLease<T>(
     const untilExpiryMs = row.expiresAt && row.dbNow ? row.expiresAt.getTime() - row.dbNow.getTime() : renewIntervalMs;
     if (row.outcome === 'stale') {
       // --on-busy wait with --wait-timeout: never past the timeout, a stale holder included.
-      const waitLeft = opts.onBusy === 'wait' && opts.waitTimeoutMs !== undefined ? opts.waitTimeoutMs - (performance.now() - waitStart) : Infinity;
+      const waitLeft = waitLeftMs();
       if (waitLeft <= 0) {
-        throw new LeaseUnavailableError(`lease "${opts.name}" still held by a stale owner (${row.holder}) after waiting ${Math.round(performance.now() - waitStart)} ms (--wait-timeout)`, 'E_WAIT_TIMEOUT');
+        throw new LeaseUnavailableError(`lease "${opts.name}" still held by a stale owner (${row.holder}) after waiting ${waitedMs()} ms (--wait-timeout)`, 'E_WAIT_TIMEOUT');
       }
       const waitMs = Math.min(Math.max(untilExpiryMs, 0) + 50, opts.ttlMs, Math.max(50, waitLeft));
       jlog.info({ ...holder, waitMs, expiresInMs: untilExpiryMs }, 'lease held by a stale owner, waiting for expiry');
@@ -187,16 +191,15 @@ export async function runWithLease<T>(
     if (policy === 'fail') {
       throw new LeaseUnavailableError(`lease "${opts.name}" is held by ${row.holder} (generation ${row.holderGeneration}) and --on-busy is fail`, 'E_LEASE_BUSY');
     }
-    const waited = performance.now() - waitStart;
-    if (opts.waitTimeoutMs !== undefined && waited >= opts.waitTimeoutMs) {
-      throw new LeaseUnavailableError(`lease "${opts.name}" still held by ${row.holder} after waiting ${Math.round(waited)} ms (--wait-timeout)`, 'E_WAIT_TIMEOUT');
+    const remaining = waitLeftMs();
+    if (remaining <= 0) {
+      throw new LeaseUnavailableError(`lease "${opts.name}" still held by ${row.holder} after waiting ${waitedMs()} ms (--wait-timeout)`, 'E_WAIT_TIMEOUT');
     }
     // Said once at info (an operator sees why nothing happens), then at each poll at debug.
     jlog[saidWaiting ? 'debug' : 'info'](holder, 'lease busy, waiting');
     saidWaiting = true;
     waiting = true;
     // Poll at most once a second, never past the holder's expiry or our own timeout.
-    const remaining = opts.waitTimeoutMs === undefined ? Infinity : opts.waitTimeoutMs - waited;
     await sleep(Math.max(50, Math.min(1_000, untilExpiryMs + 50, remaining)), opts.signal);
   }
 }

@@ -38,8 +38,8 @@ function statusRow(j: JobState): string[] {
 async function checkSchemaVersion(store: LeaseStore, log: Logger): Promise<{ version: number; known: number } | undefined> {
   const schemaVersion = await store.readSchemaVersion?.();
   if (schemaVersion === undefined) return undefined;
-  const { listMigrations } = await import('../migrate.js');
-  const known = Math.max(...(await listMigrations()).map((m) => m.version));
+  const { latestMigrationVersion } = await import('../migrate.js');
+  const known = await latestMigrationVersion();
   if (schemaVersion < known) log.warn({ schemaVersion, knownVersion: known }, 'schema is behind this leasejob; run `leasejob migrate`');
   // Newer: another host's leasejob migrated it; this one may lack what it relies on.
   if (schemaVersion > known) log.warn({ schemaVersion, knownVersion: known }, 'schema is newer than this leasejob; upgrade leasejob');
