@@ -49,7 +49,8 @@ describe('contention and faults', () => {
     expect(timeout.exitCode, timeout.all).toBe(75);
     const wait = await runCli(['run', ...base('busy'), '--on-busy', 'wait', '--', process.execPath, fixture('write-env.mjs'), pidFile]);
     expect(wait.exitCode, wait.all).toBe(0);
-    expect((await holder).exitCode).toBe(0);
+    const held = await holder;
+    expect(held.exitCode, held.all).toBe(0); // its log, should it ever lose (seen once, not reproduced)
     expect(JSON.parse(readFileSync(pidFile, 'utf8')).FENCE_TOKEN).toBe('2');
   });
 
