@@ -7,7 +7,7 @@ import type { ConnectionSource } from './db.js';
 import { quoteIdent } from './names.js';
 import { driverTls } from './tls.js';
 import type {
-  AcquireInput, AcquireRow, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
+  AcquireInput, AcquireRow, AdoptInput, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
   ScheduleKey,
 } from './store.js';
 import { EVENT_TIMEOUT_MS } from './store.js';
@@ -207,6 +207,32 @@ export class PgStore implements LeaseStore {
     const { rows } = await this.query(`SELECT * FROM ${this.s}.renew($1, $2, $3, $4, $5)`, [job, owner, generation, ttlMs, lockTimeoutMs], answerTimeoutMs);
     const r = rows[0];
     return r ? { dbNow: r.db_now, expiresAt: r.expires_at } : undefined;
+  }
+
+  /** See LeaseStore.adopt: renew() as any renewal, and the attempt of the window that generation claimed. */
+  async adopt(i: AdoptInput): Promise<{ attempt: number; dbNow: Date; expiresAt: Date } | undefined> {
+    const { rows } = await this.query(
+      `SELECT r.db_now, r.expires_at,
+              (SELECT w.attempts FROM ${this.s}.windows w WHERE w.job = $1 AND w.window_key = $6 AND w.generation = $3) AS attempt
+         FROM ${this.s}.renew($1, $2, $3, $4, $5) r`,
+      [i.job, i.owner, i.generation, i.ttlMs, i.lockTimeoutMs, i.window ?? null],
+      i.answerTimeoutMs,
+    );
+    const r = rows[0];
+    return r ? { attempt: r.attempt ?? 1, dbNow: r.db_now, expiresAt: r.expires_at } : undefined;
+  }
+
+  /** See LeaseStore.abandon: finish() with no outcome, for the live lease this owner holds. */
+  async abandon(job: string, owner: string, hostTime: Date, answerTimeoutMs: number): Promise<string | undefined> {
+    const { rows } = await this.query(
+      `SELECT l.generation, f.held
+         FROM ${this.s}.leases l
+        CROSS JOIN LATERAL ${this.s}.finish(l.name, l.owner, l.generation, l.window_key, 'none', NULL, $3, '{}') f
+        WHERE l.name = $1 AND l.owner = $2 AND l.released_at IS NULL AND l.expires_at > now()`,
+      [job, owner, hostTime],
+      answerTimeoutMs,
+    );
+    return rows[0]?.held ? String(rows[0].generation) : undefined;
   }
 
   /** Record the window outcome (if still held) and release. held=false: the lease was not ours. */

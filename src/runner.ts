@@ -7,7 +7,7 @@ import { isTransientDbError } from './db.js';
 import { LeasejobError, LeaseUnavailableError } from './errors.js';
 import { LeaseKeeper, safetyMarginMs, stopAfterMs, type LossReason } from './lease.js';
 import type { Logger } from './log.js';
-import { EVENT_TIMEOUT_MS, type AcquireRow, type FinishInput, type LeaseStore as Store } from './store.js';
+import { EVENT_TIMEOUT_MS, type AcquireInput, type AcquireRow, type FinishInput, type LeaseStore as Store } from './store.js';
 
 export type OnBusy = 'skip' | 'wait' | 'fail';
 
@@ -84,6 +84,47 @@ async function unlessAborted<T>(p: Promise<T>, signal: AbortSignal | undefined):
   }
 }
 
+/** How long taking up or giving back the lease of an unanswered acquire waits for its answer. */
+const ADOPT_LOCK_TIMEOUT_MS = 500;
+const ABANDON_ANSWER_MS = 1_000;
+/** After a signal: how long an acquire in flight may still settle, and the give-back may take. */
+const SIGNALLED_SETTLE_MS = 300;
+const SIGNALLED_ABANDON_MS = 600;
+
+/**
+ * acquire(); and when the lease turns out to be held by this very run, that lease, renewed
+ * from now. That happens when an earlier acquire of this run committed but its answer never
+ * came (timed out, then tried again while waiting): its generation is taken up, with the
+ * attempt its window was claimed with, instead of being waited out as a stale owner's.
+ */
+async function acquireOrAdopt(store: Store, i: AcquireInput): Promise<AcquireRow & { adopted?: true }> {
+  const started = performance.now();
+  const row = await store.acquire(i);
+  if ((row.outcome !== 'busy' && row.outcome !== 'stale') || row.holder !== i.owner || row.holderGeneration === null) return row;
+  const took = await store.adopt({
+    job: i.job, owner: i.owner, generation: row.holderGeneration, window: i.window, ttlMs: i.ttlMs,
+    lockTimeoutMs: ADOPT_LOCK_TIMEOUT_MS,
+    answerTimeoutMs: Math.max(250, (i.answerTimeoutMs ?? ACQUIRE_ANSWER_LIMIT_MS) - (performance.now() - started)),
+  });
+  // Expired in between: ours still, and taken over by the next acquire (no loss recorded).
+  if (!took) return { ...row, outcome: 'stale', expiresAt: row.dbNow };
+  return { ...row, outcome: 'acquired', generation: row.holderGeneration, attempt: took.attempt, dbNow: took.dbNow, adopted: true };
+}
+
+/**
+ * After an acquire left unanswered (given up on, or a signal meanwhile): give back the lease it
+ * may have taken, so that the next run need not wait it out, nor count it lost. Best effort
+ * and bounded: failing that, the lease expires by itself as before.
+ */
+async function abandonUnanswered(store: Store, job: string, owner: string, log: Logger, answerTimeoutMs: number): Promise<void> {
+  try {
+    const generation = await store.abandon(job, owner, new Date(), answerTimeoutMs);
+    if (generation !== undefined) log.info({ generation }, 'released the lease of an acquire whose answer was lost');
+  } catch (err) {
+    log.debug({ err: (err as Error).message }, 'could not check for the lease of an unanswered acquire');
+  }
+}
+
 export function newOwnerId(): string {
   return `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
 }
@@ -112,16 +153,17 @@ export async function runWithLease<T>(
   for (;;) {
     if (opts.signal?.aborted) return { status: 'skipped', reason: 'cancelled' };
     const sent = stamp();
-    let row: AcquireRow | undefined;
+    let row: (AcquireRow & { adopted?: true }) | undefined;
+    const pending = acquireOrAdopt(store, {
+      job: opts.name, owner, ttlMs: opts.ttlMs, renewIntervalMs, window: win?.key,
+      scheduledAt: win?.scheduledAt, rerun: win?.rerun ?? false, maxDelayMs: win?.maxDelayMs,
+      hostTime: new Date(sent.wall), spec: opts.spec,
+      // With --on-busy wait, never past --wait-timeout (at least a short round trip).
+      answerTimeoutMs: Math.min(stopAfterMs(timing), ACQUIRE_ANSWER_LIMIT_MS,
+        Math.max(250, waitLeftMs(sent.mono))),
+    });
     try {
-      row = await unlessAborted(store.acquire({
-        job: opts.name, owner, ttlMs: opts.ttlMs, renewIntervalMs, window: win?.key,
-        scheduledAt: win?.scheduledAt, rerun: win?.rerun ?? false, maxDelayMs: win?.maxDelayMs,
-        hostTime: new Date(sent.wall), spec: opts.spec,
-        // With --on-busy wait, never past --wait-timeout (at least a short round trip).
-        answerTimeoutMs: Math.min(stopAfterMs(timing), ACQUIRE_ANSWER_LIMIT_MS,
-          Math.max(250, waitLeftMs(sent.mono))),
-      }), opts.signal);
+      row = await unlessAborted(pending, opts.signal);
       failingSince = undefined;
     } catch (err) {
       // Once waiting, a database that restarts or drops the connection is waited out too: for
@@ -131,19 +173,28 @@ export async function runWithLease<T>(
       failingSince ??= sent.mono;
       const waitLeft = waitLeftMs(now);
       const left = Math.min(opts.ttlMs - (now - failingSince), waitLeft);
-      if (!waiting || !isTransientDbError(err)) throw err;
-      if (waitLeft <= 0) {
-        throw new LeaseUnavailableError(`lease "${opts.name}" not acquired within --wait-timeout (${waitedMs()} ms): the database was unavailable (${(err as Error).message})`, 'E_WAIT_TIMEOUT');
+      const transient = isTransientDbError(err);
+      if (!waiting || !transient || waitLeft <= 0 || left <= 0) {
+        // A statement that got no answer (timed out, connection lost) may have committed.
+        if (transient) await abandonUnanswered(store, opts.name, owner, jlog, ABANDON_ANSWER_MS);
+        if (waiting && transient && waitLeft <= 0) {
+          throw new LeaseUnavailableError(`lease "${opts.name}" not acquired within --wait-timeout (${waitedMs()} ms): the database was unavailable (${(err as Error).message})`, 'E_WAIT_TIMEOUT');
+        }
+        throw err;
       }
-      if (left <= 0) throw err;
       jlog.warn({ err: (err as Error).message, retryInMs: Math.round(Math.min(1_000, left)) }, 'database unavailable while waiting; retrying');
       await sleep(Math.min(1_000, left), opts.signal);
       continue;
     }
     if (row === undefined) {
-      // A lease granted meanwhile is held by a session that closes as we exit: contenders see
-      // it stale and take over once it expires.
+      // A lease granted meanwhile is given back: the acquire in flight may still settle for a
+      // moment, then a second connection asks. Failing that, the lease is held by a session
+      // that closes as we exit: contenders see it stale and take over once it expires.
       jlog.info('signal received while waiting for the database');
+      let settle: NodeJS.Timeout | undefined;
+      await Promise.race([pending.catch(() => undefined), new Promise((resolve) => (settle = setTimeout(resolve, SIGNALLED_SETTLE_MS)))]);
+      clearTimeout(settle);
+      await abandonUnanswered(store, opts.name, owner, jlog, SIGNALLED_ABANDON_MS);
       return { status: 'skipped', reason: 'cancelled' };
     }
     const received = stamp();
@@ -158,7 +209,7 @@ export async function runWithLease<T>(
     }
     if (row.outcome === 'acquired' && row.generation !== null) {
       const offset = row.dbNow ? measureOffset(sent, received, row.dbNow) : undefined;
-      jlog.info({ generation: row.generation, attempt: row.attempt, ttlMs: opts.ttlMs, ...offset }, 'lease acquired');
+      jlog.info({ generation: row.generation, attempt: row.attempt, ttlMs: opts.ttlMs, ...offset, ...(row.adopted ? { adopted: true } : {}) }, 'lease acquired');
       if (offset && offsetIsLarge(offset)) jlog.warn(offset, 'clock offset to database is large');
       if (win) jlog.info({ generation: row.generation, attempt: row.attempt, scheduledAt: win.scheduledAt }, 'window claimed');
       return runHeld(store, opts, task, jlog, { owner, generation: row.generation, attempt: row.attempt ?? 1, sent, timing, offset });

@@ -9,7 +9,7 @@ import type BetterSqlite3 from 'better-sqlite3';
 import Database from 'better-sqlite3';
 import { DatabaseError } from './errors.js';
 import type {
-  AcquireInput, AcquireRow, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
+  AcquireInput, AcquireRow, AdoptInput, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
   ScheduleKey,
 } from './store.js';
 
@@ -279,6 +279,10 @@ export class SqliteStore implements LeaseStore {
   }
 
   async renew(job: string, owner: string, generation: string, ttlMs: number): Promise<RenewRow | undefined> {
+    return this.renewSync(job, owner, generation, ttlMs);
+  }
+
+  private renewSync(job: string, owner: string, generation: string, ttlMs: number): RenewRow | undefined {
     const now = Date.now();
     const nowMono = hostMonotonicMs();
     const r = this.db.prepare(
@@ -286,6 +290,25 @@ export class SqliteStore implements LeaseStore {
         WHERE name = @job AND owner = @owner AND generation = @generation AND boot_id = @boot AND expires_mono > @mono`,
     ).run({ job, owner, generation: Number(generation), mono: nowMono, expires: nowMono + ttlMs, now, boot: this.boot });
     return r.changes === 1 ? { dbNow: new Date(now), expiresAt: new Date(now + ttlMs) } : undefined;
+  }
+
+  /** See LeaseStore.adopt (a local acquire always answers; kept for the contract). */
+  async adopt(i: AdoptInput): Promise<{ attempt: number; dbNow: Date; expiresAt: Date } | undefined> {
+    return this.db.transaction(() => {
+      const renewed = this.renewSync(i.job, i.owner, i.generation, i.ttlMs);
+      if (!renewed) return undefined;
+      const w = i.window === undefined ? undefined
+        : this.db.prepare('SELECT attempts FROM windows WHERE job = ? AND window_key = ? AND generation = ?').get(i.job, i.window, Number(i.generation)) as { attempts: number } | undefined;
+      return { attempt: w?.attempts ?? 1, ...renewed };
+    }).immediate();
+  }
+
+  /** See LeaseStore.abandon. */
+  async abandon(job: string, owner: string, hostTime: Date): Promise<string | undefined> {
+    const lease = this.db.prepare('SELECT * FROM leases WHERE name = ? AND owner = ? AND released_at IS NULL').get(job, owner) as LeaseRecord | undefined;
+    if (!lease || this.expired(lease, hostMonotonicMs())) return undefined;
+    const { held } = await this.finish({ job, owner, generation: String(lease.generation), window: lease.window_key ?? undefined, outcome: 'none', hostTime });
+    return held ? String(lease.generation) : undefined;
   }
 
   async finish(i: FinishInput): Promise<{ held: boolean; dbNow: Date }> {

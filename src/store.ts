@@ -36,6 +36,17 @@ export interface RenewRow {
   expiresAt: Date;
 }
 
+/** Taking up a lease whose acquire committed but whose answer never came (see LeaseStore.adopt). */
+export interface AdoptInput {
+  job: string;
+  owner: string;
+  generation: string;
+  window?: string | undefined;
+  ttlMs: number;
+  lockTimeoutMs: number;
+  answerTimeoutMs: number;
+}
+
 export type FinishOutcome = 'completed' | 'failed' | 'none';
 
 export interface FinishInput {
@@ -120,6 +131,19 @@ export interface LeaseStore {
   acquire(i: AcquireInput): Promise<AcquireRow>;
   /** Undefined when the lease is no longer ours (taken, expired or released). */
   renew(job: string, owner: string, generation: string, ttlMs: number, lockTimeoutMs: number, answerTimeoutMs: number): Promise<RenewRow | undefined>;
+  /**
+   * After an acquire whose answer never came, tried again: the lease `owner` holds as
+   * `generation` (that acquire committed), renewed from now, and the attempt its window was
+   * claimed with. Undefined when that generation no longer holds it. An owner names one
+   * process, so no other runner's lease can match.
+   */
+  adopt(i: AdoptInput): Promise<{ attempt: number; dbNow: Date; expiresAt: Date } | undefined>;
+  /**
+   * After an acquire left unanswered (given up, or a signal): release the lease if `owner`
+   * holds it, as a finish with no outcome would; its window stays open for the next run. The
+   * generation released, if any.
+   */
+  abandon(job: string, owner: string, hostTime: Date, answerTimeoutMs: number): Promise<string | undefined>;
   /** Record the window outcome (if still held) and release. held=false: the lease was not ours. */
   finish(i: FinishInput): Promise<{ held: boolean; dbNow: Date }>;
   recordEvent(e: RecordEventInput): Promise<string>;

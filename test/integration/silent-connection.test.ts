@@ -216,6 +216,32 @@ describe('a connection that goes silent', () => {
     expect(w).toEqual([{ completed: true }]);
   });
 
+  it('an acquire that committed but was answered after its bound: exit 69, the lease given back, the next run takes it at once, no loss', async () => {
+    // TTL 6 s, grace 1 s: the acquire waits 4.4 s; it commits at once, its answer comes at 7 s.
+    proxy.slowAnswers('.acquire(', 7_000);
+    const r = await runCli(['run', ...via('late-acquire'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s', '--', 'true'], {}, { timeoutMs: 30_000 });
+    expect(r.exitCode, r.all).toBe(69);
+    expect(logLines(r.stderr).map((l) => l.msg)).toContain('released the lease of an acquire whose answer was lost');
+    const again = await runCli(['run', ...direct('late-acquire'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s', '--', 'true']);
+    expect(again.exitCode, again.all).toBe(0);
+    expect(logLines(again.stderr).map((l) => l.msg)).not.toContain('lease held by a stale owner, waiting for expiry');
+    const kinds = (await db.rows<{ kind: string }>(`SELECT kind FROM ${db.schema}.events WHERE job = 'late-acquire' ORDER BY seq`)).map((e) => e.kind);
+    expect(kinds).toEqual(['acquired', 'window-claimed', 'released', 'acquired', 'window-claimed', 'window-completed', 'released']);
+  });
+
+  it('SIGTERM while a committed acquire waits for its answer: exit 143 within a second or so, the lease given back', async () => {
+    proxy.slowAnswers('.acquire(', 5_000);
+    const run = startCli(['run', ...via('late-term'), '--window', 'w', '--', 'true']);
+    await waitFor('the acquire to commit', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'late-term' AND expires_at > now()`)).length > 0);
+    const t0 = performance.now();
+    run.kill('SIGTERM');
+    const r = await run;
+    expect(r.exitCode, r.all).toBe(143);
+    expect(elapsedSince(t0)).toBeLessThan(2_500);
+    expect(logLines(r.stderr).map((l) => l.msg)).toContain('released the lease of an acquire whose answer was lost');
+    expect(await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'late-term' AND released_at IS NOT NULL`)).toHaveLength(1);
+  });
+
   it('the clock offset recorded is the most precise measurement of the run, not one taken through a slow answer', async () => {
     // TTL 20 s, renew every 6.7 s: the acquire is answered at once, the first renewal 2.5 s late
     // (an offset off by about 1.25 s, with that much uncertainty); the child ends at 10 s. The

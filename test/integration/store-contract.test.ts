@@ -8,7 +8,7 @@ import { readJobStates } from '../../src/monitor.js';
 import { createPool, PgStore } from '../../src/pg-store.js';
 import { runWithLease } from '../../src/runner.js';
 import { SqliteStore } from '../../src/sqlite-store.js';
-import type { LeaseStore } from '../../src/store.js';
+import type { AcquireInput, AcquireRow, LeaseStore } from '../../src/store.js';
 import { testDb } from '../helpers/db.js';
 import { tempDirs } from '../helpers/temp.js';
 
@@ -124,6 +124,57 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     expect(await s.acquire({ ...base, job: 'own', window: 'd' })).toMatchObject({ outcome: 'acquired', generation: '2', attempt: 2 });
     const kinds = (await s.readHistory('own', 100)).map((e) => e.kind);
     expect(kinds).toEqual(['acquired', 'window-claimed', 'stale-takeover', 'window-claimed']);
+  });
+
+  /** `s`, except that acquire number `n` (1-based) commits and then loses its answer, as over a connection gone silent. */
+  const answerLost = (s: LeaseStore, n: number, onCall?: (call: number) => Promise<void>): LeaseStore => {
+    let calls = 0;
+    return Object.assign(Object.create(s) as LeaseStore, {
+      async acquire(i: AcquireInput): Promise<AcquireRow> {
+        calls += 1;
+        const row = await s.acquire(i);
+        await onCall?.(calls);
+        if (calls === n) throw Object.assign(new Error('the database did not answer within 1000 ms'), { code: 'ETIMEDOUT' });
+        return row;
+      },
+    });
+  };
+
+  it('a run that gives up on an acquire whose answer was lost gives the lease back: the next owner takes it at once, no loss', async () => {
+    const s = await make();
+    const task = async (): Promise<number> => 1;
+    await expect(runWithLease(answerLost(s, 1), { name: 'gave-up', ttlMs: 30_000, killGraceMs: 500, window: { key: 'd' } }, task, silentLogger))
+      .rejects.toThrow(/did not answer/);
+    // Not held any more: another owner acquires it now (a live lease would answer busy for 30 s).
+    expect(await s.acquire({ ...base, owner: 'host-b:2:bbbb', job: 'gave-up', window: 'd' })).toMatchObject({ outcome: 'acquired', generation: '2', attempt: 2 });
+    const kinds = (await s.readHistory('gave-up', 100)).map((e) => e.kind);
+    expect(kinds).toEqual(['acquired', 'window-claimed', 'released', 'acquired', 'window-claimed']);
+    // Only the owner's live lease is given back.
+    expect(await s.abandon('gave-up', base.owner, new Date(), 1_000)).toBeUndefined();
+    expect(await s.abandon('gave-up', 'host-c:3:cccc', new Date(), 1_000)).toBeUndefined();
+    expect((await s.readJobRows('gave-up')).rows[0]).toMatchObject({ held: true, owner: 'host-b:2:bbbb' });
+  });
+
+  it('a run that waits and finds its own unanswered acquisition holding the lease takes it up: same generation and attempt', async () => {
+    const s = await make();
+    const holder = 'host-b:2:bbbb';
+    const held = await s.acquire({ ...base, owner: holder, job: 'adopt', ttlMs: 30_000 });
+    // 1: busy, and the holder finishes meanwhile; 2: ours, answer lost; 3: held by ourselves.
+    const lossy = answerLost(s, 2, async (call) => {
+      if (call === 1) await s.finish({ job: 'adopt', owner: holder, generation: held.generation!, outcome: 'none', hostTime: new Date() });
+    });
+    const seen: string[] = [];
+    const r = await runWithLease(lossy, { name: 'adopt', ttlMs: 30_000, killGraceMs: 500, window: { key: 'd' }, onBusy: 'wait' }, async (ctx) => {
+      seen.push(`${ctx.fenceToken}/${ctx.attempt}`);
+      return 0;
+    }, silentLogger);
+    expect(r).toMatchObject({ status: 'completed', generation: '2', attempt: 1 });
+    expect(seen).toEqual(['2/1']);
+    const kinds = (await s.readHistory('adopt', 100)).map((e) => e.kind);
+    // Not waited out as a stale owner's (30 s), taken over, or counted lost.
+    expect(kinds).toEqual(['acquired', 'released', 'acquired', 'window-claimed', 'window-completed', 'released']);
+    // A generation that no longer holds the lease is not taken up.
+    expect(await s.adopt({ job: 'adopt', owner: base.owner, generation: '2', window: 'd', ttlMs: 3_000, lockTimeoutMs: 500, answerTimeoutMs: 1_000 })).toBeUndefined();
   });
 
   it('a lost lease counts once: whether its owner or the next acquisition says so first; an abandoned window is marked lost', async () => {
