@@ -41,23 +41,39 @@ describe('contention and faults', () => {
 
   it('--on-busy fail exits 75 and --on-busy wait takes the lease once it is free', async () => {
     const pidFile = path.join(tmp, 'busy.pid');
-    const holder = startCli(['run', ...base('busy'), '--ttl', '6s', '--kill-grace', '1s', '--', process.execPath, fixture('sleep-then.mjs'), '2500', '0']);
+    const release = path.join(tmp, 'busy.release');
+    // The holder's child ends when the test says: the two runs that must find it busy take
+    // seconds each on a loaded machine (a fixed 2.5 s child had ended before the second).
+    const holder = startCli(['run', ...base('busy'), '--ttl', '20s', '--', process.execPath, fixture('wait-for-file.mjs'), release]);
     await waitFor('holder to take the lease', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'busy' AND expires_at > now()`)).length > 0);
     const fail = await runCli(['run', ...base('busy'), '--on-busy', 'fail', '--', process.execPath, fixture('exit-with.mjs'), '0']);
     expect(fail.exitCode, fail.all).toBe(75);
     const timeout = await runCli(['run', ...base('busy'), '--on-busy', 'wait', '--wait-timeout', '300ms', '--', process.execPath, fixture('exit-with.mjs'), '0']);
     expect(timeout.exitCode, timeout.all).toBe(75);
-    const wait = await runCli(['run', ...base('busy'), '--on-busy', 'wait', '--', process.execPath, fixture('write-env.mjs'), pidFile]);
-    expect(wait.exitCode, wait.all).toBe(0);
+    const wait = startCli(['run', ...base('busy'), '--on-busy', 'wait', '--', process.execPath, fixture('write-env.mjs'), pidFile]);
+    let waitLog = '';
+    wait.stderr?.on('data', (d: Buffer) => (waitLog += d.toString()));
+    await waitFor('the waiter to wait', () => waitLog.includes('lease busy, waiting'));
+    writeFileSync(release, '');
     const held = await holder;
-    expect(held.exitCode, held.all).toBe(0); // its log, should it ever lose (seen once, not reproduced)
+    expect(held.exitCode, held.all).toBe(0);
+    const waited = await wait;
+    expect(waited.exitCode, waited.all).toBe(0);
     expect(JSON.parse(readFileSync(pidFile, 'utf8')).FENCE_TOKEN).toBe('2');
   });
 
   it('--on-busy wait says at info that it waits, once; --wait-timeout holds against a stale holder too', async () => {
-    const holder = startCli(['run', ...base('busy-info'), '--ttl', '20s', '--', process.execPath, fixture('sleep-then.mjs'), '2500', '0']);
+    const release = path.join(tmp, 'busy-info.release');
+    const holder = startCli(['run', ...base('busy-info'), '--ttl', '20s', '--', process.execPath, fixture('wait-for-file.mjs'), release]);
     await waitFor('holder to take the lease', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'busy-info' AND expires_at > now()`)).length > 0);
-    const wait = await runCli(['run', ...base('busy-info'), '--on-busy', 'wait', '--', 'true']);
+    const waiter = startCli(['run', ...base('busy-info'), '--on-busy', 'wait', '--', 'true']);
+    let waitLog = '';
+    waiter.stderr?.on('data', (d: Buffer) => (waitLog += d.toString()));
+    // Two polls at least (one a second) before the holder lets go.
+    await waitFor('the waiter to wait', () => waitLog.includes('lease busy, waiting'));
+    await new Promise((r) => setTimeout(r, 1_500));
+    writeFileSync(release, '');
+    const wait = await waiter;
     expect(wait.exitCode, wait.all).toBe(0);
     expect(logLines(wait.stderr).filter((l) => l.msg === 'lease busy, waiting').map((l) => l.level)).toEqual(['info']);
     expect((await holder).exitCode).toBe(0);
