@@ -46,7 +46,7 @@ export function loadCli(bundle: string, command: string | undefined, env: NodeJS
       // (a typo, --help) shares one file, so mistyped commands cannot pile up files.
       const { size, mtimeMs } = fstatSync(fd);
       const name = command !== undefined && COMMANDS.has(command) ? command : 'other';
-      if (dir !== undefined) file = path.join(dir, `${name}-${process.versions.v8}-${process.arch}-${size}-${Math.trunc(mtimeMs)}.bin`);
+      if (dir !== undefined) file = path.join(dir, `${name}-${process.versions.v8}-${process.arch}-${installTag(bundle)}-${size}-${Math.trunc(mtimeMs)}.bin`);
     }
   } finally {
     closeSync(fd);
@@ -82,11 +82,19 @@ export function loadCli(bundle: string, command: string | undefined, env: NodeJS
         writeFileSync(tmp, script.createCachedData());
         chmodSync(tmp, 0o644); // whatever the umask: an image's baked cache serves its runtime user
         renameSync(tmp, file); // atomic: concurrent runners never read half a file
-        // Older caches of this command (another build or Node) would only pile up.
+        // Older caches of this command and install (another build or Node) would only pile up.
+        // Another install's (a second leasejob on the host, another version through npx) is
+        // left alone, or the two would evict each other at every start; unless it has not been
+        // rewritten for STALE_CACHE_MS: most likely an install that is gone (it costs a live
+        // one a single uncached start).
         const dir = path.dirname(file);
         const command = path.basename(file).split('-')[0]!; // no '-' in a command name
+        const ours = installTag(bundle);
         for (const f of readdirSync(dir)) {
-          if (f !== path.basename(file) && isCacheFileOf(command, f)) rmSync(path.join(dir, f), { force: true });
+          const tag = cacheFileTag(command, f);
+          if (f === path.basename(file) || tag === undefined) continue;
+          const other = path.join(dir, f);
+          if (tag === null || tag === ours || Date.now() - lstatSync(other).mtimeMs > STALE_CACHE_MS) rmSync(other, { force: true });
         }
       } catch {
         // Read-only or full: the next start compiles again, nothing else changes.
@@ -100,13 +108,33 @@ export function loadCli(bundle: string, command: string | undefined, env: NodeJS
   };
 }
 
+/** How long another install's cache may go unwritten before a cleanup takes it for gone. */
+const STALE_CACHE_MS = 30 * 24 * 3600_000;
+
+/** FNV-1a of the bundle's path: each install of leasejob on a host keeps its own cache files. */
+function installTag(bundle: string): string {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < bundle.length; i++) h = Math.imul(h ^ bundle.charCodeAt(i), 0x01000193) >>> 0;
+  return h.toString(16).padStart(8, '0');
+}
+
 /**
- * Whether `name` is one of our cache files for `command` (`<command>-<V8 version>-<arch>-<size>-<mtime>.bin`),
- * the only files cleanup may remove: LEASEJOB_COMPILE_CACHE may name a directory holding others.
+ * The install tag of one of our cache files for `command`
+ * (`<command>-<V8 version>-<arch>-<install tag>-<size>-<mtime>.bin`); null for one written before
+ * installs were told apart (no tag); undefined for any other file. Cleanup removes only our
+ * files: LEASEJOB_COMPILE_CACHE may name a directory holding others.
  */
-export function isCacheFileOf(command: string, name: string): boolean {
+export function cacheFileTag(command: string, name: string): string | null | undefined {
   const rest = name.startsWith(`${command}-`) ? name.slice(command.length + 1) : undefined;
-  return rest !== undefined && /^\d+(?:\.\d+)+(?:-node\.\d+)?-[a-z0-9_]+-\d+-\d+\.bin$/.test(rest);
+  if (rest === undefined) return undefined;
+  const tagged = /^\d+(?:\.\d+)+(?:-node\.\d+)?-[a-z0-9_]+-([0-9a-f]{8})-\d+-\d+\.bin$/.exec(rest);
+  if (tagged) return tagged[1]!;
+  return /^\d+(?:\.\d+)+(?:-node\.\d+)?-[a-z0-9_]+-\d+-\d+\.bin$/.test(rest) ? null : undefined;
+}
+
+/** Whether `name` is one of our cache files for `command`. */
+export function isCacheFileOf(command: string, name: string): boolean {
+  return cacheFileTag(command, name) !== undefined;
 }
 
 /** The directory, created if missing, when only its owner (us or root) can write to it. */

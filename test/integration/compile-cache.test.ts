@@ -1,6 +1,6 @@
 // The CLI's code cache (src/compile-cache.ts), through the real CLI: written once per command,
 // reused, rewritten when V8 rejects it, never written where someone else could have.
-import { chmodSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.js';
@@ -48,10 +48,20 @@ describe('compile cache', () => {
     expect(statSync(file).size).toBeGreaterThan(10_000);
     expect(readFileSync(file).subarray(0, 16).toString()).not.toBe('not a code cache');
 
-    // Another command gets its own file.
+    // Another command gets its own file. Another install's cache of it (a second leasejob on
+    // the host) is kept, or the two would evict each other at every start; unless it has not
+    // been written for 30 days.
+    const otherInstall = 'run-10.0-x64-0a1b2c3d-1-1.bin';
+    const goneInstall = 'run-10.0-x64-0e1f2a3b-1-1.bin';
+    writeFileSync(path.join(dir, otherInstall), 'theirs');
+    writeFileSync(path.join(dir, goneInstall), 'theirs');
+    const longAgo = new Date(Date.now() - 31 * 24 * 3600_000);
+    utimesSync(path.join(dir, goneInstall), longAgo, longAgo);
     expect((await runCli(['run', '--help'], env)).exitCode).toBe(0);
-    expect(readdirSync(dir).filter((f) => f.startsWith('run-') && f !== 'run-backup.bin')).toHaveLength(1);
+    expect(readdirSync(dir).filter((f) => f.startsWith('run-') && f !== 'run-backup.bin' && f !== otherInstall)).toHaveLength(1);
     expect(readdirSync(dir)).not.toContain('run-10.0-x64-1-1.bin');
+    expect(readdirSync(dir)).toContain(otherInstall);
+    expect(readdirSync(dir)).not.toContain(goneInstall);
 
     // A mistyped command shares the file of everything that is no command: no new file per typo.
     const before = readdirSync(dir).sort();
