@@ -19,7 +19,7 @@ import { startBenchPgbouncer } from './lib/pgbouncer.mjs';
 import { BIN, NODE, ROOT, timed } from './lib/proc.mjs';
 import { Report } from './lib/report.mjs';
 
-const BENCHES = ['startup', 'overhead', 'statements', 'rss', 'herd', 'recovery', 'loss', 'monitor'];
+const BENCHES = ['startup', 'overhead', 'instructions', 'statements', 'rss', 'herd', 'recovery', 'loss', 'monitor'];
 
 const USAGE = `usage: node test/bench/run.mjs [--quick] [--only ${BENCHES.join(',')}] [--out FILE] [--stmt-method pgss|log]
   --quick         few iterations (smoke run); figures are indicative only
@@ -129,7 +129,9 @@ try {
   observer.on('error', () => {});
   cleanups.push(() => observer.end());
 
-  const env = { ...process.env, LEASEJOB_DATABASE_URL: server.url };
+  // The bench's own code cache directory: another leasejob on the machine (an older build, a
+  // test run) cannot then touch the caches of what is measured.
+  const env = { ...process.env, LEASEJOB_DATABASE_URL: server.url, LEASEJOB_COMPILE_CACHE: process.env.LEASEJOB_COMPILE_CACHE || path.join(tmp, 'compile-cache') };
   delete env.DATABASE_URL;
   delete env.LEASEJOB_LOG_LEVEL;
   delete env.NODE_OPTIONS;
