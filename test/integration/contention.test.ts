@@ -95,14 +95,19 @@ describe('contention and faults', () => {
     const proxy = await startProxy(db.url);
     try {
       const pidFile = path.join(tmp, 'wait-blip.pid');
-      const holder = startCli(['run', ...base('wait-blip'), '--ttl', '6s', '--kill-grace', '1s', '--', process.execPath, fixture('sleep-then.mjs'), '4000', '0']);
+      const release = path.join(tmp, 'wait-blip.release');
+      const holder = startCli(['run', ...base('wait-blip'), '--ttl', '20s', '--', process.execPath, fixture('wait-for-file.mjs'), release]);
       await waitFor('holder to take the lease', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'wait-blip' AND expires_at > now()`)).length > 0);
       const waiter = startCli(['run', ...base('wait-blip', proxy.url(db.url)), '--on-busy', 'wait', '--ttl', '6s', '--kill-grace', '1s',
         '--', process.execPath, fixture('write-env.mjs'), pidFile]);
-      await new Promise((r) => setTimeout(r, 1_500));
+      let waitLog = '';
+      waiter.stderr?.on('data', (d: Buffer) => (waitLog += d.toString()));
+      await waitFor('the waiter to wait', () => waitLog.includes('lease busy, waiting'));
+      // Reset for 1.5 s: at least one of its polls (one a second) fails.
       proxy.cut('reset');
       await new Promise((r) => setTimeout(r, 1_500));
       proxy.heal();
+      writeFileSync(release, '');
       const r = await waiter;
       expect(r.exitCode, r.all).toBe(0);
       expect(logLines(r.stderr).map((l) => l.msg)).toContain('database unavailable while waiting; retrying');
