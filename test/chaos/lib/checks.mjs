@@ -355,7 +355,8 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
 
   // --- contenders: one winner per 50-runner window. A further claim is only allowed as the
   // stale-takeover of a claimant whose runner logged the loss of its lease (a winner starved
-  // of CPU on this 2-core machine): two claims without a loss between them are two winners.
+  // of CPU on this 2-core machine), or after a claimant that gave back a lease its unanswered
+  // acquire took: two claims without a loss or a give-back between them are two winners.
   for (const cw of crowdWindows) {
     const claims = J(cw.job).events.filter((e) => e.kind === 'window-claimed' && e.window_key === cw.window);
     if (claims.length === 0) violate('contenders', `${cw.job} ${cw.window}: never claimed by any of ${cw.runs.length} contenders`);
@@ -364,6 +365,9 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
       const before = claims[i - 1].generation;
       const loser = runs.find((r) => r.job === cw.job && r.generation === before);
       const acq = J(cw.job).acq.get(c.generation);
+      // Or after a claimant whose acquire committed unanswered and who gave the lease back.
+      const gaveBack = runs.find((r) => r.job === cw.job && r.abandoned === before);
+      if (gaveBack && J(cw.job).released.has(before) && acq?.kind === 'acquired') continue;
       if (acq?.kind !== 'stale-takeover' || !loser || loser.lostAt === undefined) {
         violate('contenders', `${cw.job} ${cw.window}: claimed by generation ${c.generation} (${acq?.kind}) after generation ${before} claimed it, whose runner ${loser ? 'logged no lease loss' : 'is unknown'}`);
       }

@@ -117,6 +117,10 @@ export class Fleet {
         run.child = { pid: rec.childPid, startedAt: at, starttime: st?.starttime, goneAt: st ? undefined : t };
         break;
       }
+      case 'released the lease of an acquire whose answer was lost':
+        // Its acquire committed unanswered, then it gave that generation back (and exits 69).
+        run.abandoned = String(rec.generation);
+        break;
       case 'lease lost':
         run.lostAt ??= at;
         run.lossReason ??= rec.reason;
