@@ -242,6 +242,14 @@ describe('a connection that goes silent', () => {
     expect(await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'late-term' AND released_at IS NOT NULL`)).toHaveLength(1);
   });
 
+  it('--on-busy wait with a short --wait-timeout: a first acquire answered in 0.8 s is slow, not unreachable', async () => {
+    proxy.slowAnswers('.acquire(', 800);
+    const r = await runCli(['run', ...via('slow-first'), '--window', 'w', '--on-busy', 'wait', '--wait-timeout', '300ms', '--', 'true'], {}, { timeoutMs: 30_000 });
+    expect(r.exitCode, r.all).toBe(0);
+    const w = await db.rows<{ completed: boolean }>(`SELECT completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'slow-first'`);
+    expect(w).toEqual([{ completed: true }]);
+  });
+
   it('the clock offset recorded is the most precise measurement of the run, not one taken through a slow answer', async () => {
     // TTL 20 s, renew every 6.7 s: the acquire is answered at once, the first renewal 2.5 s late
     // (an offset off by about 1.25 s, with that much uncertainty); the child ends at 10 s. The
