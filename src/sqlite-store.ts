@@ -287,7 +287,7 @@ export class SqliteStore implements LeaseStore {
     const nowMono = hostMonotonicMs();
     const r = this.db.prepare(
       `UPDATE leases SET renewed_mono = @mono, expires_mono = @expires, renewed_at = @now
-        WHERE name = @job AND owner = @owner AND generation = @generation AND boot_id = @boot AND expires_mono > @mono`,
+        WHERE name = @job AND owner = @owner AND generation = @generation AND boot_id = @boot AND expires_mono > @mono AND released_at IS NULL`,
     ).run({ job, owner, generation: Number(generation), mono: nowMono, expires: nowMono + ttlMs, now, boot: this.boot });
     return r.changes === 1 ? { dbNow: new Date(now), expiresAt: new Date(now + ttlMs) } : undefined;
   }

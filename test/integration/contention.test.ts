@@ -395,6 +395,32 @@ describe('contention and faults', () => {
     }
   });
 
+  it('a renewal whose transaction began before the owner\'s finish never makes the released lease live again', async () => {
+    const { default: pg } = await import('pg');
+    const [a, b] = [new pg.Client({ connectionString: db.url }), new pg.Client({ connectionString: db.url })];
+    await a.connect();
+    await b.connect();
+    try {
+      const { rows: [acq] } = await a.query(`SELECT * FROM ${db.schema}.acquire('renew-race', 'rr:1:a', 30000, 10000, NULL, NULL, false, NULL, now(), NULL, 500)`);
+      expect(acq.outcome).toBe('acquired');
+      // The renewal's transaction (its now()) begins first; the finish commits meanwhile.
+      await b.query('BEGIN');
+      await b.query('SELECT now()');
+      await new Promise((r) => setTimeout(r, 50));
+      const fin = await a.query(`SELECT * FROM ${db.schema}.finish('renew-race', 'rr:1:a', $1, NULL, 'none', 0, now(), '{}')`, [acq.generation]);
+      expect(fin.rows[0].held).toBe(true);
+      const renewed = await b.query(`SELECT * FROM ${db.schema}.renew('renew-race', 'rr:1:a', $1, 30000, 500)`, [acq.generation]);
+      await b.query('COMMIT');
+      expect(renewed.rows).toEqual([]);
+      // Released it stays: the next owner takes it at once.
+      const { rows: [next] } = await a.query(`SELECT * FROM ${db.schema}.acquire('renew-race', 'rr:2:b', 30000, 10000, NULL, NULL, false, NULL, now(), NULL, 500)`);
+      expect(next).toMatchObject({ outcome: 'acquired', generation: '2' });
+    } finally {
+      await a.end();
+      await b.end();
+    }
+  });
+
   it('acquire and finish of one job never deadlock, whatever the runners\' registry settings', async () => {
     // Two runner configurations on one job (as during a rolling change), 24 connections racing.
     const { default: pg } = await import('pg');
