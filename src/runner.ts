@@ -33,6 +33,11 @@ export interface RunOptions {
   signal?: AbortSignal | undefined;
   /** What the registry records about the job (schedule, tz, window settings). */
   spec?: Record<string, string | number | null> | undefined;
+  /**
+   * The owner id (default: `host:pid:random`, new for each call). One given here may be shared
+   * by other calls, so a lease held under it is never taken for this call's own: an acquire
+   * whose answer was lost is then neither taken up nor given back (it expires by itself).
+   */
   owner?: string;
 }
 
@@ -103,10 +108,10 @@ const SIGNALLED_ABANDON_MS = 600;
  * came (timed out, then tried again while waiting): its generation is taken up, with the
  * attempt its window was claimed with, instead of being waited out as a stale owner's.
  */
-async function acquireOrAdopt(store: Store, i: AcquireInput): Promise<AcquireRow & { adopted?: true }> {
+async function acquireOrAdopt(store: Store, i: AcquireInput, mayBeOurs: boolean): Promise<AcquireRow & { adopted?: true }> {
   const started = performance.now();
   const row = await store.acquire(i);
-  if ((row.outcome !== 'busy' && row.outcome !== 'stale') || row.holder !== i.owner || row.holderGeneration === null) return row;
+  if (!mayBeOurs || (row.outcome !== 'busy' && row.outcome !== 'stale') || row.holder !== i.owner || row.holderGeneration === null) return row;
   const took = await store.adopt({
     job: i.job, owner: i.owner, generation: row.holderGeneration, window: i.window, ttlMs: i.ttlMs,
     lockTimeoutMs: ADOPT_LOCK_TIMEOUT_MS,
@@ -142,6 +147,10 @@ export async function runWithLease<T>(
   log: Logger,
 ): Promise<RunResult<T>> {
   const owner = opts.owner ?? newOwnerId();
+  // A lease held under this owner can only be this call's when the owner is this call's alone.
+  const ownerIsOurs = opts.owner === undefined;
+  /** Set once an acquire of this call went unanswered (it may have committed). */
+  let unanswered = false;
   const renewIntervalMs = opts.renewIntervalMs ?? Math.floor(opts.ttlMs / 3);
   const timing = { ttlMs: opts.ttlMs, renewIntervalMs, killGraceMs: opts.killGraceMs };
   const win = opts.window;
@@ -167,7 +176,7 @@ export async function runWithLease<T>(
       // With --on-busy wait, never past --wait-timeout once waiting (at least a short round trip).
       answerTimeoutMs: Math.min(stopAfterMs(timing), ACQUIRE_ANSWER_LIMIT_MS,
         Math.max(waiting ? 250 : FIRST_ACQUIRE_MIN_MS, waitLeftMs(sent.mono))),
-    });
+    }, ownerIsOurs && unanswered);
     try {
       row = await unlessAborted(pending, opts.signal);
       failingSince = undefined;
@@ -180,9 +189,10 @@ export async function runWithLease<T>(
       const waitLeft = waitLeftMs(now);
       const left = Math.min(opts.ttlMs - (now - failingSince), waitLeft);
       const transient = isTransientDbError(err);
+      // A statement that got no answer (timed out, connection lost) may have committed.
+      if (transient) unanswered = true;
       if (!waiting || !transient || waitLeft <= 0 || left <= 0) {
-        // A statement that got no answer (timed out, connection lost) may have committed.
-        if (transient) await abandonUnanswered(store, opts.name, owner, jlog, ABANDON_ANSWER_MS);
+        if (transient && ownerIsOurs) await abandonUnanswered(store, opts.name, owner, jlog, ABANDON_ANSWER_MS);
         if (waiting && transient && waitLeft <= 0) {
           throw new LeaseUnavailableError(`lease "${opts.name}" not acquired within --wait-timeout (${waitedMs()} ms): the database was unavailable (${(err as Error).message})`, 'E_WAIT_TIMEOUT');
         }
@@ -200,7 +210,7 @@ export async function runWithLease<T>(
       let settle: NodeJS.Timeout | undefined;
       await Promise.race([pending.catch(() => undefined), new Promise((resolve) => (settle = setTimeout(resolve, SIGNALLED_SETTLE_MS)))]);
       clearTimeout(settle);
-      await abandonUnanswered(store, opts.name, owner, jlog, SIGNALLED_ABANDON_MS);
+      if (ownerIsOurs) await abandonUnanswered(store, opts.name, owner, jlog, SIGNALLED_ABANDON_MS);
       return { status: 'skipped', reason: 'cancelled' };
     }
     const received = stamp();

@@ -153,6 +153,19 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     expect(await s.abandon('gave-up', base.owner, new Date(), 1_000)).toBeUndefined();
     expect(await s.abandon('gave-up', 'host-c:3:cccc', new Date(), 1_000)).toBeUndefined();
     expect((await s.readJobRows('gave-up')).rows[0]).toMatchObject({ held: true, owner: 'host-b:2:bbbb' });
+
+    // An owner the caller gives may be shared by its other calls: a lease held under it is not
+    // this call's to give back (nor to take up).
+    const shared = 'host-d:4:dddd';
+    const theirs = await s.acquire({ ...base, owner: shared, job: 'shared', ttlMs: 30_000 });
+    await expect(runWithLease(answerLost(s, 1), { name: 'shared', ttlMs: 30_000, killGraceMs: 500, owner: shared }, task, silentLogger))
+      .rejects.toThrow(/did not answer/);
+    expect((await s.readJobRows('shared')).rows[0]).toMatchObject({ held: true, owner: shared, generation: theirs.generation });
+    // Waiting: 1 busy, 2 unanswered, 3 and on busy again under the shared owner: waited on, not taken up.
+    const waited = await runWithLease(answerLost(s, 2), { name: 'shared', ttlMs: 30_000, killGraceMs: 500, owner: shared, onBusy: 'wait', waitTimeoutMs: 3_000 }, task, silentLogger)
+      .catch((err: Error) => err.message);
+    expect(waited).toMatch(/--wait-timeout/);
+    expect((await s.readJobRows('shared')).rows[0]).toMatchObject({ held: true, owner: shared, generation: theirs.generation });
   });
 
   it('a run that waits and finds its own unanswered acquisition holding the lease takes it up: same generation and attempt', async () => {
