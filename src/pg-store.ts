@@ -76,6 +76,15 @@ class PasswordFileClient extends pg.Client {
  */
 const epochMs = (expr: string): string => `round(date_part('epoch', date_trunc('milliseconds', ${expr})) * 1000)`;
 
+/**
+ * Marks an error from before a statement was sent (no connection: refused, timed out, too many
+ * connections): whatever it was for cannot have happened. The runner reads `statementSent`.
+ */
+function notSent(err: unknown): unknown {
+  if (typeof err === 'object' && err !== null && Object.isExtensible(err)) Object.assign(err, { statementSent: false });
+  return err;
+}
+
 function timedOut(timeoutMs: number, cause?: unknown): Error {
   return Object.assign(new Error(`the database did not answer within ${Math.ceil(timeoutMs)} ms`), { code: 'ETIMEDOUT', cause });
 }
@@ -116,7 +125,9 @@ export class PgStore implements LeaseStore {
   private async query(text: string, values: unknown[], timeoutMs = this.readTimeoutMs): Promise<pg.QueryResult> {
     if (!(timeoutMs > 0)) return this.pool.query(text, values);
     const started = performance.now();
-    const client = await this.connectWithin(timeoutMs);
+    const client = await this.connectWithin(timeoutMs).catch((err: unknown) => {
+      throw notSent(err);
+    });
     const left = Math.max(1, Math.ceil(timeoutMs - (performance.now() - started)));
     // As pool.query does. A checked-out client is not watched by the pool: an error it emits
     // (its server restarting) would be thrown at the top of the process. It fails the
@@ -179,7 +190,7 @@ export class PgStore implements LeaseStore {
     if (this.early) {
       const failed = await this.early;
       this.early = undefined;
-      if (failed) throw failed;
+      if (failed) throw notSent(failed);
     }
     const { rows } = await this.query(
       `SELECT * FROM ${this.s}.acquire($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,

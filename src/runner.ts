@@ -98,6 +98,13 @@ async function unlessAborted<T>(p: Promise<T>, signal: AbortSignal | undefined):
 /** How long taking up or giving back the lease of an unanswered acquire waits for its answer. */
 const ADOPT_LOCK_TIMEOUT_MS = 500;
 const ABANDON_ANSWER_MS = 1_000;
+/**
+ * Before giving back after an acquire given up on: that acquire may still be running on the
+ * server (a timed-out statement is not cancelled), its wait for the lease row bounded by its
+ * lock timeout (ACQUIRE_LOCK_TIMEOUT_MS in pg-store.ts, 500 ms). Asked sooner, the give-back
+ * would find nothing and the acquire commit after it.
+ */
+const GIVE_UP_SETTLE_MS = 500;
 /** After a signal: how long an acquire in flight may still settle, and the give-back may take. */
 const SIGNALLED_SETTLE_MS = 300;
 const SIGNALLED_ABANDON_MS = 600;
@@ -111,12 +118,19 @@ const SIGNALLED_ABANDON_MS = 600;
 async function acquireOrAdopt(store: Store, i: AcquireInput, mayBeOurs: boolean): Promise<AcquireRow & { adopted?: true }> {
   const started = performance.now();
   const row = await store.acquire(i);
-  if (!mayBeOurs || (row.outcome !== 'busy' && row.outcome !== 'stale') || row.holder !== i.owner || row.holderGeneration === null) return row;
-  const took = await store.adopt({
-    job: i.job, owner: i.owner, generation: row.holderGeneration, window: i.window, ttlMs: i.ttlMs,
-    lockTimeoutMs: ADOPT_LOCK_TIMEOUT_MS,
-    answerTimeoutMs: Math.max(250, (i.answerTimeoutMs ?? ACQUIRE_ANSWER_LIMIT_MS) - (performance.now() - started)),
-  });
+  if (!mayBeOurs || !store.adopt || (row.outcome !== 'busy' && row.outcome !== 'stale') || row.holder !== i.owner || row.holderGeneration === null) return row;
+  let took;
+  try {
+    took = await store.adopt({
+      job: i.job, owner: i.owner, generation: row.holderGeneration, window: i.window, ttlMs: i.ttlMs,
+      lockTimeoutMs: ADOPT_LOCK_TIMEOUT_MS,
+      answerTimeoutMs: Math.max(250, (i.answerTimeoutMs ?? ACQUIRE_ANSWER_LIMIT_MS) - (performance.now() - started)),
+    });
+  } catch (err) {
+    // The lease row locked (a fenced transaction of ours still open): answered as busy, polled again.
+    if ((err as { code?: unknown }).code === '55P03') return row;
+    throw err;
+  }
   // Expired in between: ours still, and taken over by the next acquire (no loss recorded).
   if (!took) return { ...row, outcome: 'stale', expiresAt: row.dbNow };
   return { ...row, outcome: 'acquired', generation: row.holderGeneration, attempt: took.attempt, dbNow: took.dbNow, adopted: true };
@@ -128,6 +142,7 @@ async function acquireOrAdopt(store: Store, i: AcquireInput, mayBeOurs: boolean)
  * and bounded: failing that, the lease expires by itself as before.
  */
 async function abandonUnanswered(store: Store, job: string, owner: string, log: Logger, answerTimeoutMs: number): Promise<void> {
+  if (!store.abandon) return;
   try {
     const generation = await store.abandon(job, owner, new Date(), answerTimeoutMs);
     if (generation !== undefined) log.info({ generation }, 'released the lease of an acquire whose answer was lost');
@@ -165,6 +180,10 @@ export async function runWithLease<T>(
   const waitLeftMs = (now = performance.now()): number =>
     opts.onBusy === 'wait' && opts.waitTimeoutMs !== undefined ? opts.waitTimeoutMs - (now - waitStart) : Infinity;
   const waitedMs = (): number => Math.round(performance.now() - waitStart);
+  /** Set as the lease is taken (from then on, runHeld records and releases). */
+  let taken = false;
+  let signalled = false;
+  try {
   for (;;) {
     if (opts.signal?.aborted) return { status: 'skipped', reason: 'cancelled' };
     const sent = stamp();
@@ -189,10 +208,10 @@ export async function runWithLease<T>(
       const waitLeft = waitLeftMs(now);
       const left = Math.min(opts.ttlMs - (now - failingSince), waitLeft);
       const transient = isTransientDbError(err);
-      // A statement that got no answer (timed out, connection lost) may have committed.
-      if (transient) unanswered = true;
+      // A statement sent that got no answer (timed out, connection lost) may have committed;
+      // one whose connection never opened (refused, too many connections) was never sent.
+      if (transient && (err as { statementSent?: boolean }).statementSent !== false) unanswered = true;
       if (!waiting || !transient || waitLeft <= 0 || left <= 0) {
-        if (transient && ownerIsOurs) await abandonUnanswered(store, opts.name, owner, jlog, ABANDON_ANSWER_MS);
         if (waiting && transient && waitLeft <= 0) {
           throw new LeaseUnavailableError(`lease "${opts.name}" not acquired within --wait-timeout (${waitedMs()} ms): the database was unavailable (${(err as Error).message})`, 'E_WAIT_TIMEOUT');
         }
@@ -203,14 +222,16 @@ export async function runWithLease<T>(
       continue;
     }
     if (row === undefined) {
-      // A lease granted meanwhile is given back: the acquire in flight may still settle for a
-      // moment, then a second connection asks. Failing that, the lease is held by a session
-      // that closes as we exit: contenders see it stale and take over once it expires.
+      // A lease granted meanwhile is given back (below): the acquire in flight may still settle
+      // for a moment; answered, it says whether there is anything to give back. Failing that,
+      // the lease is held by a session that closes as we exit: contenders see it stale and
+      // take over once it expires.
       jlog.info('signal received while waiting for the database');
+      signalled = true;
       let settle: NodeJS.Timeout | undefined;
-      await Promise.race([pending.catch(() => undefined), new Promise((resolve) => (settle = setTimeout(resolve, SIGNALLED_SETTLE_MS)))]);
+      const settled = await Promise.race([pending.then((r) => r, () => undefined), new Promise<undefined>((resolve) => (settle = setTimeout(() => resolve(undefined), SIGNALLED_SETTLE_MS)))]);
       clearTimeout(settle);
-      if (ownerIsOurs) await abandonUnanswered(store, opts.name, owner, jlog, SIGNALLED_ABANDON_MS);
+      if (settled === undefined || settled.outcome === 'acquired') unanswered = true;
       return { status: 'skipped', reason: 'cancelled' };
     }
     const received = stamp();
@@ -228,6 +249,7 @@ export async function runWithLease<T>(
       jlog.info({ generation: row.generation, attempt: row.attempt, ttlMs: opts.ttlMs, ...offset, ...(row.adopted ? { adopted: true } : {}) }, 'lease acquired');
       if (offset && offsetIsLarge(offset)) jlog.warn(offset, 'clock offset to database is large');
       if (win) jlog.info({ generation: row.generation, attempt: row.attempt, scheduledAt: win.scheduledAt }, 'window claimed');
+      taken = true;
       return runHeld(store, opts, task, jlog, { owner, generation: row.generation, attempt: row.attempt ?? 1, sent, timing, offset });
     }
 
@@ -268,6 +290,14 @@ export async function runWithLease<T>(
     waiting = true;
     // Poll at most once a second, never past the holder's expiry or our own timeout.
     await sleep(Math.max(50, Math.min(1_000, untilExpiryMs + 50, remaining)), opts.signal);
+  }
+  } finally {
+    // Leaving without the lease (given up, skipped, signalled, missed) after an acquire of this
+    // call went unanswered: it may have committed; give that lease back.
+    if (!taken && unanswered && ownerIsOurs) {
+      if (!signalled) await sleep(GIVE_UP_SETTLE_MS);
+      await abandonUnanswered(store, opts.name, owner, jlog, signalled ? SIGNALLED_ABANDON_MS : ABANDON_ANSWER_MS);
+    }
   }
 }
 

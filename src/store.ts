@@ -137,13 +137,14 @@ export interface LeaseStore {
    * claimed with. Undefined when that generation no longer holds it. An owner names one
    * process, so no other runner's lease can match.
    */
-  adopt(i: AdoptInput): Promise<{ attempt: number; dbNow: Date; expiresAt: Date } | undefined>;
+  adopt?(i: AdoptInput): Promise<{ attempt: number; dbNow: Date; expiresAt: Date } | undefined>;
   /**
    * After an acquire left unanswered (given up, or a signal): release the lease if `owner`
    * holds it, as a finish with no outcome would; its window stays open for the next run. The
-   * generation released, if any.
+   * generation released, if any. Both are optional for a store of your own: without them, such
+   * a lease expires by itself.
    */
-  abandon(job: string, owner: string, hostTime: Date, answerTimeoutMs: number): Promise<string | undefined>;
+  abandon?(job: string, owner: string, hostTime: Date, answerTimeoutMs: number): Promise<string | undefined>;
   /** Record the window outcome (if still held) and release. held=false: the lease was not ours. */
   finish(i: FinishInput): Promise<{ held: boolean; dbNow: Date }>;
   recordEvent(e: RecordEventInput): Promise<string>;

@@ -150,8 +150,8 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     const kinds = (await s.readHistory('gave-up', 100)).map((e) => e.kind);
     expect(kinds).toEqual(['acquired', 'window-claimed', 'released', 'acquired', 'window-claimed']);
     // Only the owner's live lease is given back.
-    expect(await s.abandon('gave-up', base.owner, new Date(), 1_000)).toBeUndefined();
-    expect(await s.abandon('gave-up', 'host-c:3:cccc', new Date(), 1_000)).toBeUndefined();
+    expect(await s.abandon!('gave-up', base.owner, new Date(), 1_000)).toBeUndefined();
+    expect(await s.abandon!('gave-up', 'host-c:3:cccc', new Date(), 1_000)).toBeUndefined();
     expect((await s.readJobRows('gave-up')).rows[0]).toMatchObject({ held: true, owner: 'host-b:2:bbbb' });
 
     // An owner the caller gives may be shared by its other calls: a lease held under it is not
@@ -166,6 +166,37 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
       .catch((err: Error) => err.message);
     expect(waited).toMatch(/--wait-timeout/);
     expect((await s.readJobRows('shared')).rows[0]).toMatchObject({ held: true, owner: shared, generation: theirs.generation });
+  });
+
+  it('the lease of an unanswered acquire is given back however the run leaves (here: its window missed meanwhile); nothing is asked when nothing was sent', async () => {
+    const s = await make();
+    const holder = 'host-b:2:bbbb';
+    const held = await s.acquire({ ...base, owner: holder, job: 'late-miss', ttlMs: 30_000 });
+    // 1: busy, the holder finishes meanwhile; 2: ours (window claimed), answer lost; 3: past
+    // --max-delay by then, answered missed.
+    const lossy = answerLost(s, 2, async (call) => {
+      if (call === 1) await s.finish({ job: 'late-miss', owner: holder, generation: held.generation!, outcome: 'none', hostTime: new Date() });
+    });
+    const scheduledAt = new Date(Date.now() - 1_000);
+    const r = await runWithLease(lossy, { name: 'late-miss', ttlMs: 30_000, killGraceMs: 500, onBusy: 'wait',
+      window: { key: 'm', scheduledAt, maxDelayMs: 2_500 } }, async () => 0, silentLogger);
+    expect(r).toMatchObject({ status: 'skipped', reason: 'missed' });
+    expect((await s.readJobRows('late-miss')).rows[0]).toMatchObject({ held: false });
+    expect((await s.readHistory('late-miss', 100)).map((e) => e.kind)).toEqual(['acquired', 'released', 'acquired', 'window-claimed', 'window-missed', 'released']);
+
+    // A connection that never opened sent nothing: no give-back is asked for.
+    let asked = 0;
+    const refused = Object.assign(Object.create(s) as LeaseStore, {
+      async acquire(): Promise<AcquireRow> {
+        throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED', statementSent: false });
+      },
+      async abandon(): Promise<string | undefined> {
+        asked += 1;
+        return undefined;
+      },
+    });
+    await expect(runWithLease(refused, { name: 'refused', ttlMs: 3_000, killGraceMs: 500 }, async () => 0, silentLogger)).rejects.toThrow(/ECONNREFUSED/);
+    expect(asked).toBe(0);
   });
 
   it('a run that waits and finds its own unanswered acquisition holding the lease takes it up: same generation and attempt', async () => {
@@ -187,7 +218,7 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     // Not waited out as a stale owner's (30 s), taken over, or counted lost.
     expect(kinds).toEqual(['acquired', 'released', 'acquired', 'window-claimed', 'window-completed', 'released']);
     // A generation that no longer holds the lease is not taken up.
-    expect(await s.adopt({ job: 'adopt', owner: base.owner, generation: '2', window: 'd', ttlMs: 3_000, lockTimeoutMs: 500, answerTimeoutMs: 1_000 })).toBeUndefined();
+    expect(await s.adopt!({ job: 'adopt', owner: base.owner, generation: '2', window: 'd', ttlMs: 3_000, lockTimeoutMs: 500, answerTimeoutMs: 1_000 })).toBeUndefined();
   });
 
   it('a lost lease counts once: whether its owner or the next acquisition says so first; an abandoned window is marked lost', async () => {

@@ -369,7 +369,7 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
       const acq = J(cw.job).acq.get(c.generation);
       // Or after a claimant whose acquire committed unanswered and who gave the lease back.
       const gaveBack = runs.find((r) => r.job === cw.job && r.abandoned === before);
-      if (gaveBack && J(cw.job).released.has(before) && acq?.kind === 'acquired') continue;
+      if (gaveBack && !gaveBack.child && J(cw.job).released.has(before) && acq?.kind === 'acquired') continue;
       if (acq?.kind !== 'stale-takeover' || !loser || loser.lostAt === undefined) {
         violate('contenders', `${cw.job} ${cw.window}: claimed by generation ${c.generation} (${acq?.kind}) after generation ${before} claimed it, whose runner ${loser ? 'logged no lease loss' : 'is unknown'}`);
       }
