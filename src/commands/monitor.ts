@@ -1,6 +1,6 @@
 // `leasejob status`, `history` and `check`: what the database says about each job.
 import { parseDuration } from '../duration.js';
-import { UsageError } from '../errors.js';
+import { LeasejobError, UsageError } from '../errors.js';
 import { findProblems, readJobStates, statesToJson, type JobState } from '../monitor.js';
 import { validateName } from '../names.js';
 import { humanMs, renderTable } from '../table.js';
@@ -83,6 +83,17 @@ export async function historyCommand(flags: DbFlags & { name?: string; limit?: s
 
 /** Nagios-style: 0 healthy, 1 warning only, 2 at least one critical problem. */
 export async function checkCommand(flags: DbFlags & { name?: string; all?: boolean; maxHold?: string; maxAttempts?: string; json?: boolean }): Promise<number> {
+  try {
+    return await check(flags);
+  } catch (err) {
+    // A program reading `check --json` gets JSON whatever happened, saying why it has no
+    // answer (the one-line message on stderr and the exit code stay as for every command).
+    if (flags.json && err instanceof LeasejobError) out(JSON.stringify({ error: { code: err.code, exitCode: err.exitCode, message: err.message } }, null, 2) + '\n');
+    throw err;
+  }
+}
+
+async function check(flags: DbFlags & { name?: string; all?: boolean; maxHold?: string; maxAttempts?: string; json?: boolean }): Promise<number> {
   if (flags.name !== undefined && flags.all) throw new UsageError('Use either `--name` or `--all`, not both.');
   const name = flags.name !== undefined ? validateName(flags.name) : undefined;
   const maxHoldMs = flags.maxHold !== undefined ? parseDuration(flags.maxHold, '--max-hold') : undefined;

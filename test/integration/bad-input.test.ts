@@ -144,6 +144,14 @@ describe('bad input', () => {
       if (cmd !== 'run') expect(r.stderr.trim().split('\n'), cmd).toHaveLength(1); // run logs first
       expect(r.all, cmd).not.toContain('sentinel-pw-123');
     }
+    // `check --json` still answers JSON on stdout, saying why it has no answer.
+    const j = await runCli(['check', '--json', '--database-url', `postgres://u:sentinel-pw-123@127.0.0.1:${port}/db`]);
+    expect(j.exitCode, j.all).toBe(69);
+    expect(JSON.parse(j.stdout)).toMatchObject({ error: { code: 'E_DB_UNREACHABLE', exitCode: 69, message: expect.stringMatching(/unreachable/) } });
+    expect(j.all).not.toContain('sentinel-pw-123');
+    const bad = await runCli(['check', '--json', '--max-attempts', '0', ...c()]);
+    expect(bad.exitCode, bad.all).toBe(64);
+    expect(JSON.parse(bad.stdout)).toMatchObject({ error: { exitCode: 64, message: expect.stringMatching(/--max-attempts/) } });
   });
 
   it('TLS required of a server without it: exit 69, one line naming TLS, no stack trace', async () => {
