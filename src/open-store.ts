@@ -55,7 +55,13 @@ export function chooseStore(flags: StoreFlags, env: NodeJS.ProcessEnv = process.
   const schema = validateSchema(flags.schema ?? DEFAULTS.schema);
   if (postgresConfigured(flags, env)) {
     if (flags.stateFile !== undefined) {
-      throw new UsageError(`\`--state-file\` is for the embedded one-host store, but a PostgreSQL database is configured (--database-url, LEASEJOB_DATABASE_URL, DATABASE_URL or ${PG_CONNECTION_VARIABLES.join('/')}); use one or the other.`);
+      // Name what configured it: with a state file given, PGPORT, PGUSER and PGPASSWORD do not.
+      const by = [
+        ...(flags.databaseUrl !== undefined ? ['--database-url'] : []),
+        ...(['LEASEJOB_DATABASE_URL', 'DATABASE_URL'] as const).filter((v) => !!env[v]),
+        ...PG_CONNECTION_VARIABLES.filter((v) => !!env[v] && !PG_WEAK_VARIABLES.has(v)),
+      ];
+      throw new UsageError(`\`--state-file\` is for the embedded one-host store, but a PostgreSQL database is configured (${by.join(', ')}); use one or the other.`);
     }
     const source = resolveConnection(flags.databaseUrl, env);
     // libpq would take host, port, database and user from pg_service.conf (over PGHOST and the

@@ -20,6 +20,10 @@ describe('chooseStore', () => {
       expect(chooseStore({}, { ...home, [v]: 'x', LEASEJOB_STATE_FILE: '/tmp/s.db' }).kind, v).toBe('sqlite');
     }
     expect(() => chooseStore({ stateFile: '/tmp/s.db' }, { ...home, PGHOST: 'db' })).toThrow(UsageError);
+    // The message names what configured PostgreSQL, not every variable that could have.
+    expect(() => chooseStore({ stateFile: '/tmp/s.db' }, { ...home, PGHOST: 'db', PGUSER: 'u' })).toThrow(/configured \(PGHOST\); use one or the other/);
+    expect(() => chooseStore({ stateFile: '/tmp/s.db', databaseUrl: 'postgres://h/d' }, { ...home, DATABASE_URL: 'postgres://x/y' }))
+      .toThrow(/configured \(--database-url, DATABASE_URL\)/);
   });
 
   it('PGSERVICE without a URL is refused; with one it is not read', () => {
