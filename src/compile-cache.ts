@@ -85,8 +85,9 @@ export function loadCli(bundle: string, command: string | undefined, env: NodeJS
         // Older caches of this command and install (another build or Node) would only pile up.
         // Another install's (a second leasejob on the host, another version through npx) is
         // left alone, or the two would evict each other at every start; unless it has not been
-        // rewritten for STALE_CACHE_MS: most likely an install that is gone (it costs a live
-        // one a single uncached start).
+        // read or written for STALE_CACHE_MS (its access time, which Linux updates about once a
+        // day as the file is read; its write time where the filesystem keeps no access times):
+        // most likely an install that is gone (it costs a live one a single uncached start).
         const dir = path.dirname(file);
         const command = path.basename(file).split('-')[0]!; // no '-' in a command name
         const ours = installTag(bundle);
@@ -94,7 +95,7 @@ export function loadCli(bundle: string, command: string | undefined, env: NodeJS
           const tag = cacheFileTag(command, f);
           if (f === path.basename(file) || tag === undefined) continue;
           const other = path.join(dir, f);
-          if (tag === null || tag === ours || Date.now() - lstatSync(other).mtimeMs > STALE_CACHE_MS) rmSync(other, { force: true });
+          if (tag === null || tag === ours || Date.now() - lastUsedMs(other) > STALE_CACHE_MS) rmSync(other, { force: true });
         }
       } catch {
         // Read-only or full: the next start compiles again, nothing else changes.
@@ -110,6 +111,16 @@ export function loadCli(bundle: string, command: string | undefined, env: NodeJS
 
 /** How long another install's cache may go unwritten before a cleanup takes it for gone. */
 const STALE_CACHE_MS = 30 * 24 * 3600_000;
+
+/** When a cache file was last read or written, as far as the filesystem tells; now when it is gone. */
+function lastUsedMs(file: string): number {
+  try {
+    const st = lstatSync(file);
+    return Math.max(st.atimeMs, st.mtimeMs);
+  } catch {
+    return Date.now();
+  }
+}
 
 /** FNV-1a of the bundle's path: each install of leasejob on a host keeps its own cache files. */
 function installTag(bundle: string): string {

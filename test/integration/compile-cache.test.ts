@@ -52,15 +52,17 @@ describe('compile cache', () => {
     // the host) is kept, or the two would evict each other at every start; unless it has not
     // been written for 30 days.
     const otherInstall = 'run-10.0-x64-0a1b2c3d-1-1.bin';
+    const readInstall = 'run-10.0-x64-0c1d2e3f-1-1.bin'; // written long ago, read lately
     const goneInstall = 'run-10.0-x64-0e1f2a3b-1-1.bin';
-    writeFileSync(path.join(dir, otherInstall), 'theirs');
-    writeFileSync(path.join(dir, goneInstall), 'theirs');
+    for (const f of [otherInstall, readInstall, goneInstall]) writeFileSync(path.join(dir, f), 'theirs');
     const longAgo = new Date(Date.now() - 31 * 24 * 3600_000);
+    utimesSync(path.join(dir, readInstall), new Date(), longAgo);
     utimesSync(path.join(dir, goneInstall), longAgo, longAgo);
     expect((await runCli(['run', '--help'], env)).exitCode).toBe(0);
-    expect(readdirSync(dir).filter((f) => f.startsWith('run-') && f !== 'run-backup.bin' && f !== otherInstall)).toHaveLength(1);
+    expect(readdirSync(dir).filter((f) => f.startsWith('run-') && f !== 'run-backup.bin' && f !== otherInstall && f !== readInstall)).toHaveLength(1);
     expect(readdirSync(dir)).not.toContain('run-10.0-x64-1-1.bin');
     expect(readdirSync(dir)).toContain(otherInstall);
+    expect(readdirSync(dir)).toContain(readInstall);
     expect(readdirSync(dir)).not.toContain(goneInstall);
 
     // A mistyped command shares the file of everything that is no command: no new file per typo.
