@@ -38,10 +38,14 @@ export function storeError(err: unknown, choice: StoreChoice, permissionHint?: s
   return classifySqliteError(err, choice.file);
 }
 
-function classifySqliteError(err: unknown, file: string): Error | undefined {
+export function classifySqliteError(err: unknown, file: string): Error | undefined {
   const code = String((err as { code?: unknown }).code ?? '');
   if (!code.startsWith('SQLITE_')) return undefined;
-  return new DatabaseError(`state file ${file}: ${(err as Error).message} (${code})`, 'E_STATE_FILE', { cause: err });
+  // Every command writes (WAL: its shared-memory file next to the state file), reads included.
+  const hint = code.startsWith('SQLITE_READONLY') || code.startsWith('SQLITE_CANTOPEN')
+    ? '; every command, status and history included, needs to write the state file and its directory: run it as the user that runs the jobs'
+    : '';
+  return new DatabaseError(`state file ${file}: ${(err as Error).message} (${code})${hint}`, 'E_STATE_FILE', { cause: err });
 }
 
 export async function migrateCommand(flags: DbFlags & { grantTo?: string[] }): Promise<number> {
