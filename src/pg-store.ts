@@ -10,7 +10,7 @@ import type {
   AcquireInput, AcquireRow, AdoptInput, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
   ScheduleKey,
 } from './store.js';
-import { EVENT_TIMEOUT_MS } from './store.js';
+import { ACQUIRE_LOCK_TIMEOUT_MS, EVENT_TIMEOUT_MS } from './store.js';
 
 export interface PoolOptions {
   /**
@@ -92,11 +92,6 @@ function timedOut(timeoutMs: number, cause?: unknown): Error {
 /** How long closing the pool may take before the process exits regardless. */
 const CLOSE_LIMIT_MS = 2_000;
 
-/**
- * How long acquire waits for the lease row when a fenced transaction holds it: short enough
- * that a contender facing a working owner still leaves within about a second.
- */
-export const ACQUIRE_LOCK_TIMEOUT_MS = 500;
 
 export class PgStore implements LeaseStore {
   readonly kind = 'postgresql' as const;

@@ -7,7 +7,7 @@ import { isTransientDbError } from './db.js';
 import { LeasejobError, LeaseUnavailableError } from './errors.js';
 import { LeaseKeeper, safetyMarginMs, stopAfterMs, type LossReason } from './lease.js';
 import type { Logger } from './log.js';
-import { EVENT_TIMEOUT_MS, type AcquireInput, type AcquireRow, type FinishInput, type LeaseStore as Store } from './store.js';
+import { ACQUIRE_LOCK_TIMEOUT_MS, EVENT_TIMEOUT_MS, type AcquireInput, type AcquireRow, type FinishInput, type LeaseStore as Store } from './store.js';
 
 export type OnBusy = 'skip' | 'wait' | 'fail';
 
@@ -95,16 +95,14 @@ async function unlessAborted<T>(p: Promise<T>, signal: AbortSignal | undefined):
   }
 }
 
-/** How long taking up or giving back the lease of an unanswered acquire waits for its answer. */
-const ADOPT_LOCK_TIMEOUT_MS = 500;
+/** How long giving back the lease of an unanswered acquire waits for its answer. */
 const ABANDON_ANSWER_MS = 1_000;
 /**
- * Before giving back after an acquire given up on: that acquire may still be running on the
- * server (a timed-out statement is not cancelled), its wait for the lease row bounded by its
- * lock timeout (ACQUIRE_LOCK_TIMEOUT_MS in pg-store.ts, 500 ms). Asked sooner, the give-back
- * would find nothing and the acquire commit after it.
+ * Before giving back after an acquire given up on, the acquire's own lock wait
+ * (ACQUIRE_LOCK_TIMEOUT_MS): it may still be running on the server (a timed-out statement is
+ * not cancelled). Asked sooner, the give-back would find nothing and the acquire commit after it.
  */
-const GIVE_UP_SETTLE_MS = 500;
+const GIVE_UP_SETTLE_MS = ACQUIRE_LOCK_TIMEOUT_MS;
 /** After a signal: how long an acquire in flight may still settle, and the give-back may take. */
 const SIGNALLED_SETTLE_MS = 300;
 const SIGNALLED_ABANDON_MS = 600;
@@ -123,7 +121,7 @@ async function acquireOrAdopt(store: Store, i: AcquireInput, mayBeOurs: boolean)
   try {
     took = await store.adopt({
       job: i.job, owner: i.owner, generation: row.holderGeneration, window: i.window, ttlMs: i.ttlMs,
-      lockTimeoutMs: ADOPT_LOCK_TIMEOUT_MS,
+      lockTimeoutMs: ACQUIRE_LOCK_TIMEOUT_MS,
       answerTimeoutMs: Math.max(250, (i.answerTimeoutMs ?? ACQUIRE_ANSWER_LIMIT_MS) - (performance.now() - started)),
     });
   } catch (err) {

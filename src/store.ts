@@ -182,5 +182,11 @@ export interface DueProbe extends ScheduleKey {
   window: string;
 }
 
+/**
+ * How long acquire waits for the lease row when a fenced transaction holds it: short enough
+ * that a contender facing a working owner still leaves within about a second.
+ */
+export const ACQUIRE_LOCK_TIMEOUT_MS = 500;
+
 /** How long recording an event (busy skip, renewal failures, clock jump) waits for its answer by default. */
 export const EVENT_TIMEOUT_MS = 5_000;

@@ -23,6 +23,13 @@ const readPid = (file: string): number | false => {
   return Number.isFinite(pid) && pid > 0 ? pid : false;
 };
 
+/** Resolves once the running CLI has written `msg` to stderr (its log is read as it comes). */
+function untilLogged(p: ReturnType<typeof startCli>, msg: string): Promise<unknown> {
+  let log = '';
+  p.stderr?.on('data', (d: Buffer) => (log += d.toString()));
+  return waitFor(`'${msg}' in the log`, () => log.includes(msg));
+}
+
 describe('contention and faults', () => {
   it('20 concurrent runs on one window: the child runs exactly once, the others exit 0', async () => {
     const marks = path.join(tmp, 'herd.txt');
@@ -51,9 +58,7 @@ describe('contention and faults', () => {
     const timeout = await runCli(['run', ...base('busy'), '--on-busy', 'wait', '--wait-timeout', '300ms', '--', process.execPath, fixture('exit-with.mjs'), '0']);
     expect(timeout.exitCode, timeout.all).toBe(75);
     const wait = startCli(['run', ...base('busy'), '--on-busy', 'wait', '--', process.execPath, fixture('write-env.mjs'), pidFile]);
-    let waitLog = '';
-    wait.stderr?.on('data', (d: Buffer) => (waitLog += d.toString()));
-    await waitFor('the waiter to wait', () => waitLog.includes('lease busy, waiting'));
+    await untilLogged(wait, 'lease busy, waiting');
     writeFileSync(release, '');
     const held = await holder;
     expect(held.exitCode, held.all).toBe(0);
@@ -67,10 +72,8 @@ describe('contention and faults', () => {
     const holder = startCli(['run', ...base('busy-info'), '--ttl', '20s', '--', process.execPath, fixture('wait-for-file.mjs'), release]);
     await waitFor('holder to take the lease', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'busy-info' AND expires_at > now()`)).length > 0);
     const waiter = startCli(['run', ...base('busy-info'), '--on-busy', 'wait', '--', 'true']);
-    let waitLog = '';
-    waiter.stderr?.on('data', (d: Buffer) => (waitLog += d.toString()));
     // Two polls at least (one a second) before the holder lets go.
-    await waitFor('the waiter to wait', () => waitLog.includes('lease busy, waiting'));
+    await untilLogged(waiter, 'lease busy, waiting');
     await new Promise((r) => setTimeout(r, 1_500));
     writeFileSync(release, '');
     const wait = await waiter;
@@ -100,9 +103,7 @@ describe('contention and faults', () => {
       await waitFor('holder to take the lease', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'wait-blip' AND expires_at > now()`)).length > 0);
       const waiter = startCli(['run', ...base('wait-blip', proxy.url(db.url)), '--on-busy', 'wait', '--ttl', '6s', '--kill-grace', '1s',
         '--', process.execPath, fixture('write-env.mjs'), pidFile]);
-      let waitLog = '';
-      waiter.stderr?.on('data', (d: Buffer) => (waitLog += d.toString()));
-      await waitFor('the waiter to wait', () => waitLog.includes('lease busy, waiting'));
+      await untilLogged(waiter, 'lease busy, waiting');
       // Reset for 1.5 s: at least one of its polls (one a second) fails.
       proxy.cut('reset');
       await new Promise((r) => setTimeout(r, 1_500));
@@ -126,9 +127,7 @@ describe('contention and faults', () => {
       await waitFor('holder to take the lease', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'wait-gone' AND expires_at > now()`)).length > 0);
       const t0 = performance.now();
       const waiter = startCli(['run', ...base('wait-gone', proxy.url(db.url)), '--on-busy', 'wait', '--wait-timeout', '3s', '--ttl', '20s', '--', 'true']);
-      let waitLog = '';
-      waiter.stderr?.on('data', (d: Buffer) => (waitLog += d.toString()));
-      await waitFor('the waiter to wait', () => waitLog.includes('lease busy, waiting'));
+      await untilLogged(waiter, 'lease busy, waiting');
       // Silent, not refused: each acquire waits no longer than the wait left.
       proxy.cut('blackhole');
       const r = await waiter;
