@@ -21,7 +21,7 @@ process.stderr.on('error', () => {});
 
 const cli = loadCli(path.join(__dirname, '..', 'dist', 'leasejob.cjs'), process.argv[2]);
 cli.main(process.argv).then(async (code) => {
-  cli.saveCache();
+  cli.saveCache(code);
   // A slow reader on a pipe (`leasejob status | jq`) may not have taken all of stdout yet:
   // exiting now would cut it short. Bounded, so a reader that never reads cannot hold us.
   const DRAIN_LIMIT_MS = 10_000;

@@ -5,6 +5,8 @@ import { ExitCode, LeasejobError, UsageError } from './errors.js';
 import { LOG_LEVELS } from './log-level.js';
 import { packageVersion } from './package-root.js';
 
+export { reach } from './start-reach.js';
+
 function dbOptions(cmd: Command): Command {
   return cmd
     .option('--database-url <url>', 'PostgreSQL URL (else LEASEJOB_DATABASE_URL, DATABASE_URL, or PGHOST/PGUSER/...); without any, the embedded one-host store')

@@ -6,12 +6,15 @@
 // cache against the source and its own version and flags, and rejects a stale one, which is
 // then rewritten.
 //
+// A cache holds only what the start that wrote it compiled: one written by a start that stopped
+// early (src/start-reach.ts) is rewritten by the first start that went further, and then kept.
+//
 // Where: LEASEJOB_COMPILE_CACHE=<dir>, or `off`; by default a directory of this user under the
 // OS temp dir. A directory is used only if it is ours or root's and nobody else can write to
 // it, since whoever writes a cache chooses the code we run. Any failure (a read-only file
 // system, a full disk) only means an uncached start.
 import { isAscii } from 'node:buffer';
-import { chmodSync, closeSync, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -19,8 +22,11 @@ import { Script } from 'node:vm';
 
 export interface LoadedCli {
   main(argv: string[]): Promise<number>;
-  /** Write the cache if there was none or V8 rejected it. Call once the command is done. */
-  saveCache(): void;
+  /**
+   * Write the cache if there was none, V8 rejected it, or this start went further than the one
+   * that wrote it. Call once the command is done, with its exit code.
+   */
+  saveCache(exitCode: number): void;
   /** For tests and the benchmark: what happened to the cache. */
   readonly cache: 'off' | 'unusable' | 'cold' | 'rejected' | 'used';
 }
@@ -53,9 +59,14 @@ export function loadCli(bundle: string, command: string | undefined, env: NodeJS
   }
 
   let cachedData: Buffer | undefined;
+  let writtenReach = -1;
   if (file !== undefined) {
     try {
-      cachedData = readFileSync(file);
+      const bytes = readFileSync(file);
+      if (bytes.length > HEADER.length && bytes.subarray(0, HEADER_MAGIC.length).equals(HEADER_MAGIC)) {
+        writtenReach = bytes[HEADER_MAGIC.length]!;
+        cachedData = bytes.subarray(HEADER.length); // 8 bytes in: still aligned, V8 copies nothing
+      }
     } catch {
       cachedData = undefined;
     }
@@ -64,7 +75,7 @@ export function loadCli(bundle: string, command: string | undefined, env: NodeJS
   const wrapped = `(function (exports, require, module, __filename, __dirname) { ${source}\n});`;
   const script = new Script(wrapped, { filename: bundle, ...(cachedData ? { cachedData } : {}) });
   if (cachedData) state = script.cachedDataRejected ? 'rejected' : 'used';
-  const mod = { exports: {} as { main?: LoadedCli['main'] } };
+  const mod = { exports: {} as { main?: LoadedCli['main']; reach?: (exitCode: number) => number } };
   (script.runInThisContext() as (...args: unknown[]) => void)
     .call(mod.exports, mod.exports, createRequire(bundle), mod, bundle, path.dirname(bundle));
   const main = mod.exports.main;
@@ -75,11 +86,21 @@ export function loadCli(bundle: string, command: string | undefined, env: NodeJS
     get cache() {
       return state;
     },
-    saveCache() {
-      if (file === undefined || state === 'used') return;
+    saveCache(exitCode) {
+      if (file === undefined) return;
+      const reached = mod.exports.reach?.(exitCode) ?? (exitCode === 0 ? 2 : 0);
+      if (state === 'used' && reached <= writtenReach) return;
       const tmp = `${file}.${process.pid}.tmp`;
+      let fd: number | undefined;
       try {
-        writeFileSync(tmp, script.createCachedData());
+        // Opened first: where it cannot be written (an image's read-only cache), nothing is serialized.
+        fd = openSync(tmp, 'w', 0o644);
+        const header = Buffer.from(HEADER);
+        header[HEADER_MAGIC.length] = reached;
+        writeSync(fd, header);
+        writeSync(fd, script.createCachedData());
+        closeSync(fd);
+        fd = undefined;
         chmodSync(tmp, 0o644); // whatever the umask: an image's baked cache serves its runtime user
         renameSync(tmp, file); // atomic: concurrent runners never read half a file
         // Older caches of this command and install (another build or Node) would only pile up.
@@ -100,6 +121,7 @@ export function loadCli(bundle: string, command: string | undefined, env: NodeJS
       } catch {
         // Read-only or full: the next start compiles again, nothing else changes.
         try {
+          if (fd !== undefined) closeSync(fd);
           rmSync(tmp, { force: true });
         } catch {
           // Nothing more to do: the cache is an optimisation.
@@ -108,6 +130,15 @@ export function loadCli(bundle: string, command: string | undefined, env: NodeJS
     },
   };
 }
+
+/**
+ * What a cache file starts with: a magic, then how far the start that wrote it went
+ * (src/start-reach.ts), padded to 8 bytes so that V8's data stays aligned. Files without it are
+ * from an earlier leasejob and are rewritten.
+ */
+const HEADER_MAGIC = Buffer.from('LJCC1', 'latin1');
+const HEADER = Buffer.alloc(8);
+HEADER_MAGIC.copy(HEADER);
 
 /** How long another install's cache may go unwritten before a cleanup takes it for gone. */
 const STALE_CACHE_MS = 30 * 24 * 3600_000;

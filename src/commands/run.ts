@@ -10,6 +10,7 @@ import { runWithLease, type AbortReason, type RunResult, type TaskContext } from
 import { typicalInterval } from '../schedule.js';
 import { chooseStore, openStore, type StoreChoice } from '../open-store.js';
 import type { LeaseStore } from '../store.js';
+import { Reach, noteReach } from '../start-reach.js';
 import { storeError } from './admin.js';
 
 /** How long closing the connection may take once a signal told leasejob to stop. */
@@ -53,7 +54,7 @@ export async function runCommand(
   const databaseUrl = choice.kind === 'postgresql' ? choice.source.connectionString : undefined;
 
   const cancel = new AbortController();
-  const supervised = { childRunning: false, sharedStore: choice.kind === 'postgresql' };
+  const supervised = { childRunning: false, childStarted: false, sharedStore: choice.kind === 'postgresql' };
   const onSignal = (sig: NodeJS.Signals): void => {
     if (supervised.childRunning) log.warn({ signal: sig }, 'signal received, stopping child');
     else log.warn({ signal: sig }, 'signal received');
@@ -71,6 +72,7 @@ export async function runCommand(
       window: config.window, onBusy: config.onBusy, waitTimeoutMs: config.waitTimeoutMs, maxRuntimeMs: config.maxRuntimeMs,
       signal: cancel.signal, spec: config.spec,
     }, (ctx) => superviseChild(config, ctx, databaseUrl, log, supervised), log);
+    noteReach(supervised.childStarted ? Reach.whole : result.status === 'skipped' ? Reach.answered : Reach.none);
     return exitCodeFor(result, cancel.signal);
   } catch (err) {
     if (err instanceof LeasejobError) throw err;
@@ -111,7 +113,7 @@ function childEnv(config: RunConfig, ctx: TaskContext, databaseUrl: string | und
 }
 
 async function superviseChild(
-  config: RunConfig, ctx: TaskContext, databaseUrl: string | undefined, log: ReturnType<typeof createLogger>, supervised: { childRunning: boolean; sharedStore: boolean },
+  config: RunConfig, ctx: TaskContext, databaseUrl: string | undefined, log: ReturnType<typeof createLogger>, supervised: { childRunning: boolean; childStarted: boolean; sharedStore: boolean },
 ): Promise<ChildResult> {
   // The lease may have been lost (or its stop point passed) while we got here: never start then.
   ctx.signal.throwIfAborted();
@@ -125,6 +127,7 @@ async function superviseChild(
   }
   const started = performance.now();
   supervised.childRunning = true;
+  supervised.childStarted = true;
   // After SIGKILL, the group's last members are waited for within the margin kept before expiry.
   const settleMs = safetyMarginMs(config.ttlMs);
   log.info({ childPid: child.pid, command: config.command, generation: ctx.fenceToken, attempt: ctx.attempt }, 'child started');

@@ -1,5 +1,6 @@
 // The CLI's code cache (src/compile-cache.ts), through the real CLI: written once per command,
-// reused, rewritten when V8 rejects it, never written where someone else could have.
+// reused, rewritten when V8 rejects it or a start went further than its writer, never written
+// where someone else could have.
 import { chmodSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -71,6 +72,42 @@ describe('compile cache', () => {
     expect((await runCli(['statsu'], env)).exitCode).toBe(64);
     expect(readdirSync(dir).sort()).toEqual(before);
     for (const f of theirs) expect(readFileSync(path.join(dir, f), 'utf8'), f).toBe('mine');
+  });
+
+  it('written by a start that stopped early, is rewritten by the first start that went further, then kept', async () => {
+    const state = path.join(freshParent(), 'leasejob.db');
+    const runFile = (dir: string): string => path.join(dir, readdirSync(dir).find((f) => f.startsWith('run-'))!);
+    // The header: a magic, then how far the writing start went (0 stopped early, 1 answered, 2 whole).
+    const reachOf = (file: string): string => `${readFileSync(file).subarray(0, 5).toString('latin1')}:${readFileSync(file)[5]}`;
+    const run = async (dir: string, window: string, ...db: string[]) =>
+      await runCli(['run', '--name', 'cc', '--window', window, ...db, '--log-level', 'fatal', '--', 'true'], { LEASEJOB_COMPILE_CACHE: dir });
+
+    // As the image primes its cache: a run against a closed port (exit 69) compiles the start
+    // and the connection, not the lease, the child or the outcome.
+    const dir = fresh();
+    expect((await run(dir, 'a', '--database-url', 'postgres://prime@127.0.0.1:1/prime')).exitCode).toBe(69);
+    const file = runFile(dir);
+    expect(reachOf(file)).toBe('LJCC1:0');
+    const early = readFileSync(file);
+    // The first run of a child rewrites it, holding both paths (more than either alone).
+    expect((await run(dir, 'a', '--state-file', state)).exitCode).toBe(0);
+    expect(reachOf(file)).toBe('LJCC1:2');
+    const whole = readFileSync(file);
+    expect(whole.length).toBeGreaterThan(early.length);
+    // Then it is kept: by a run that went as far, and by one that went less far (window done).
+    expect((await run(dir, 'b', '--state-file', state)).exitCode).toBe(0);
+    const done = await run(dir, 'a', '--state-file', state);
+    expect(done.exitCode).toBe(0);
+    expect(readFileSync(file).equals(whole)).toBe(true);
+    expect(readdirSync(dir)).toEqual([path.basename(file)]);
+
+    // A cache first written by a run that found its window done (no child) is rewritten by the
+    // first run that starts one.
+    const dir2 = fresh();
+    expect((await run(dir2, 'a', '--state-file', state)).exitCode).toBe(0);
+    expect(reachOf(runFile(dir2))).toBe('LJCC1:1');
+    expect((await run(dir2, 'c', '--state-file', state)).exitCode).toBe(0);
+    expect(reachOf(runFile(dir2))).toBe('LJCC1:2');
   });
 
   it('is not used in a directory others can write to, through a symlink, or when off; the CLI works the same', async () => {
