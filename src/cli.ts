@@ -4,6 +4,7 @@ import { DEFAULTS } from './defaults.js';
 import { ExitCode, LeasejobError, UsageError } from './errors.js';
 import { LOG_LEVELS } from './log-level.js';
 import { packageVersion } from './package-root.js';
+import { Reach, noteReach } from './start-reach.js';
 
 export { reach } from './start-reach.js';
 
@@ -177,7 +178,9 @@ export async function main(argv: string[]): Promise<number> {
     return pendingExit;
   } catch (err) {
     if (err instanceof CommanderError) {
-      // --help and --version are not errors; everything else commander rejects is usage.
+      // --help and --version are not errors; everything else commander rejects is usage. Either
+      // way the command did not run: its code cache holds only the parsing.
+      noteReach(Reach.none);
       return err.exitCode === 0 ? 0 : ExitCode.usage;
     }
     if (err instanceof LeasejobError) {

@@ -97,8 +97,8 @@ export function loadCli(bundle: string, command: string | undefined, env: NodeJS
         fd = openSync(tmp, 'w', 0o644);
         const header = Buffer.from(HEADER);
         header[HEADER_MAGIC.length] = reached;
-        writeSync(fd, header);
-        writeSync(fd, script.createCachedData());
+        writeAll(fd, header);
+        writeAll(fd, script.createCachedData());
         closeSync(fd);
         fd = undefined;
         chmodSync(tmp, 0o644); // whatever the umask: an image's baked cache serves its runtime user
@@ -113,10 +113,14 @@ export function loadCli(bundle: string, command: string | undefined, env: NodeJS
         const command = path.basename(file).split('-')[0]!; // no '-' in a command name
         const ours = installTag(bundle);
         for (const f of readdirSync(dir)) {
-          const tag = cacheFileTag(command, f);
+          // Left by a start killed while writing: its pid is long gone once it is this old.
+          const partial = /^(.+\.bin)\.\d+\.tmp$/.exec(f);
+          const tag = cacheFileTag(command, partial ? partial[1]! : f);
           if (f === path.basename(file) || tag === undefined) continue;
           const other = path.join(dir, f);
-          if (tag === null || tag === ours || Date.now() - lastUsedMs(other) > STALE_CACHE_MS) rmSync(other, { force: true });
+          if (partial) {
+            if (Date.now() - lastUsedMs(other) > STALE_TMP_MS) rmSync(other, { force: true });
+          } else if (tag === null || tag === ours || Date.now() - lastUsedMs(other) > STALE_CACHE_MS) rmSync(other, { force: true });
         }
       } catch {
         // Read-only or full: the next start compiles again, nothing else changes.
@@ -139,6 +143,18 @@ export function loadCli(bundle: string, command: string | undefined, env: NodeJS
 const HEADER_MAGIC = Buffer.from('LJCC1', 'latin1');
 const HEADER = Buffer.alloc(8);
 HEADER_MAGIC.copy(HEADER);
+
+/** All of `data`, or an error: a short write (a full disk) must not be renamed into place. */
+function writeAll(fd: number, data: Uint8Array): void {
+  for (let off = 0; off < data.length;) {
+    const n = writeSync(fd, data, off);
+    if (n <= 0) throw new Error('short write');
+    off += n;
+  }
+}
+
+/** A temporary file of a rewrite this old was left by a start killed while writing it. */
+const STALE_TMP_MS = 3600_000;
 
 /** How long another install's cache may go unwritten before a cleanup takes it for gone. */
 const STALE_CACHE_MS = 30 * 24 * 3600_000;

@@ -55,6 +55,8 @@ export class Exporter {
   private queue: Promise<unknown> = Promise.resolve();
   /** The newest migration this leasejob ships (read from sql/ once). */
   private expectedSchema: Promise<number> | undefined;
+  /** Scrapes that read the database and rendered every family. */
+  scrapesServed = 0;
 
   constructor(
     private readonly store: LeaseStore,
@@ -87,7 +89,9 @@ export class Exporter {
     }
     // prom-client's metrics, then the per-job families, a blank line between families as it does.
     const families = Object.values(this.m).filter((f): f is MetricRows => f instanceof MetricRows);
-    return `${await this.registry.metrics()}\n${families.map((f) => f.render()).join('\n\n')}\n`;
+    const text = `${await this.registry.metrics()}\n${families.map((f) => f.render()).join('\n\n')}\n`;
+    this.scrapesServed++;
+    return text;
   }
 
   private async load(): Promise<void> {

@@ -7,6 +7,7 @@ import { humanMs, renderTable } from '../table.js';
 import type { Logger } from '../log.js';
 import type { LeaseStore } from '../store.js';
 import { unknownJob, withStore, type DbFlags } from './admin.js';
+import { Reach, noteReach } from '../start-reach.js';
 
 /** readJobStates() reads the job rows and the due-window judgement side by side. */
 const JOB_STATES_POOL = 2;
@@ -128,7 +129,8 @@ export async function exporterCommand(flags: DbFlags & { port?: string; host?: s
   // then shows as leasejob_up 0, not as a failed scrape.
   return withStore({ ...flags, poolSize: 4, readTimeoutMs: EXPORTER_READ_TIMEOUT_MS }, async (store, log) => {
     const { Exporter } = await import('../exporter.js');
-    const server = new Exporter(store, log).createServer();
+    const exporter = new Exporter(store, log);
+    const server = exporter.createServer();
     await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, host, () => resolve())).catch((err: unknown) => {
       // The address asked for cannot be had here: the operator's --port/--host, so exit 64.
       const code = String((err as { code?: unknown }).code ?? '');
@@ -150,6 +152,8 @@ export async function exporterCommand(flags: DbFlags & { port?: string; host?: s
       process.on('SIGINT', stop);
     });
     log.info('exporter stopped');
+    // Stopped before any scrape, it compiled only its start: its code cache is not the whole path.
+    noteReach(exporter.scrapesServed > 0 ? Reach.whole : Reach.none);
     return 0;
   });
 }

@@ -108,6 +108,21 @@ describe('compile cache', () => {
     expect(reachOf(runFile(dir2))).toBe('LJCC1:1');
     expect((await run(dir2, 'c', '--state-file', state)).exitCode).toBe(0);
     expect(reachOf(runFile(dir2))).toBe('LJCC1:2');
+
+    // `run --help` (exit 0) ran no command: what it wrote is rewritten by the first real run.
+    // That rewrite also removes what a start killed while writing left over an hour ago.
+    const dir3 = fresh();
+    expect((await runCli(['run', '--help'], { LEASEJOB_COMPILE_CACHE: dir3 })).exitCode).toBe(0);
+    const helpFile = runFile(dir3);
+    expect(reachOf(helpFile)).toBe('LJCC1:0');
+    const leftOld = `${helpFile}.4194301.tmp`;
+    const leftNew = `${helpFile}.4194302.tmp`;
+    writeFileSync(leftOld, 'half');
+    writeFileSync(leftNew, 'half');
+    utimesSync(leftOld, new Date(Date.now() - 2 * 3600_000), new Date(Date.now() - 2 * 3600_000));
+    expect((await run(dir3, 'd', '--state-file', state)).exitCode).toBe(0);
+    expect(reachOf(helpFile)).toBe('LJCC1:2');
+    expect(readdirSync(dir3).sort()).toEqual([path.basename(helpFile), path.basename(leftNew)].sort());
   });
 
   it('is not used in a directory others can write to, through a symlink, or when off; the CLI works the same', async () => {
