@@ -5,6 +5,13 @@ import { redact } from './db.js';
 export type Logger = pino.Logger;
 
 export function createLogger(level: string, secrets: readonly string[] = []): Logger {
+  // Synchronous so the last lines are written before the process exits with the child's code.
+  const stderr = pino.destination({ fd: 2, sync: true });
+  // A line that cannot be written (a full disk behind `2>>file`, /dev/full) is lost, never the
+  // run: unheard, the stream's error event would be thrown from the log call, fail a run whose
+  // child had succeeded, and leave its window to run again. stderr's errors cannot be reported
+  // anywhere else (bin/leasejob.js ignores them likewise); the line is tried again with the next.
+  stderr.on('error', () => {});
   return pino(
     {
       level,
@@ -18,8 +25,7 @@ export function createLogger(level: string, secrets: readonly string[] = []): Lo
           }
         : {},
     },
-    // Synchronous so the last lines are written before the process exits with the child's code.
-    pino.destination({ fd: 2, sync: true }),
+    stderr,
   );
 }
 
