@@ -26,15 +26,67 @@ function checked(source: ConnectionSource): ConnectionSource {
   const value = source.connectionString ?? '';
   const name = source.from === '--database-url' ? '`--database-url`' : source.from;
   if (/^postgres(ql)?:\/\//i.test(value)) {
+    let url: URL;
     try {
-      new URL(value);
-      return source;
+      url = new URL(value);
     } catch {
       throw new UsageError(`Expected ${name} to be a valid postgres:// URL, got one that does not parse (special characters in the password must be percent-encoded).`);
     }
+    checkOptionNames(url.searchParams.keys(), name);
+    return source;
   }
-  if (/^\s*\w+\s*=/.test(value)) return { ...source, connectionString: keywordsToUrl(parseKeywords(value, name)) };
+  if (/^\s*\w+\s*=/.test(value)) {
+    const keywords = parseKeywords(value, name);
+    checkOptionNames(keywords.keys(), name);
+    return { ...source, connectionString: keywordsToUrl(keywords) };
+  }
   throw new UsageError(`Expected ${name} to be a URL like postgres://user:password@host:5432/db, got ${value.trim() === '' ? 'an empty string' : 'something else'}.`);
+}
+
+/** libpq's connection keywords (PostgreSQL 18), and node-postgres's own `ssl` and `uselibpqcompat`. */
+const KNOWN_OPTIONS = new Set([
+  'host', 'hostaddr', 'port', 'dbname', 'user', 'password', 'passfile', 'require_auth', 'channel_binding', 'connect_timeout',
+  'client_encoding', 'options', 'application_name', 'fallback_application_name', 'keepalives', 'keepalives_idle',
+  'keepalives_interval', 'keepalives_count', 'tcp_user_timeout', 'replication', 'gssencmode', 'sslmode', 'requiressl',
+  'sslnegotiation', 'sslcompression', 'sslcert', 'sslkey', 'sslkeylogfile', 'sslpassword', 'sslcertmode', 'sslrootcert', 'sslcrl',
+  'sslcrldir', 'sslsni', 'requirepeer', 'ssl_min_protocol_version', 'ssl_max_protocol_version', 'min_protocol_version',
+  'max_protocol_version', 'krbsrvname', 'gsslib', 'gssdelegation', 'service', 'target_session_attrs', 'load_balance_hosts',
+  'scram_client_key', 'scram_server_key', 'oauth_issuer', 'oauth_client_id', 'oauth_client_secret', 'oauth_scope',
+  'ssl', 'uselibpqcompat',
+]);
+
+/**
+ * A misspelt option is refused (exit 64), as psql refuses it: pg ignores what it does not know,
+ * so `sslmod=verify-full` would connect without TLS. Refused: any unknown name starting with
+ * `ssl`, and any within two edits of a libpq keyword (one for short names). Other names pass,
+ * as before: a DATABASE_URL shared with an application may carry its own (Prisma's `schema`,
+ * `connection_limit`, `pgbouncer`), which pg ignores.
+ */
+function checkOptionNames(names: Iterable<string>, source: string): void {
+  for (const name of names) {
+    if (KNOWN_OPTIONS.has(name)) continue;
+    const lower = name.toLowerCase();
+    let near: string | undefined;
+    let nearest = Infinity;
+    for (const k of KNOWN_OPTIONS) {
+      const d = editDistance(lower, k);
+      if (d <= (k.length >= 6 ? 2 : 1) && d < nearest) [near, nearest] = [k, d];
+    }
+    if (near === undefined && !lower.startsWith('ssl')) continue;
+    const hint = near !== undefined ? `did you mean "${near}"?` : 'it is not one of libpq\'s TLS keywords (sslmode, sslrootcert, sslcert, sslkey, ...).';
+    throw new UsageError(`invalid connection option "${name}" in ${source}: ${hint} Nothing was connected. (A URL shared with another program that needs it: give leasejob its own LEASEJOB_DATABASE_URL.)`);
+  }
+}
+
+/** Levenshtein distance, for the names of connection options. */
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    prev = cur;
+  }
+  return prev[b.length]!;
 }
 
 /**
@@ -71,7 +123,7 @@ export function parseKeywords(text: string, name = 'the connection string'): Map
     } else {
       for (; i < text.length && !/\s/.test(text[i]!); i++) v += text[i] === '\\' && i + 1 < text.length ? text[++i] : text[i];
     }
-    out.set(key.toLowerCase(), v);
+    out.set(key, v); // case-sensitive, as libpq's keywords are
   }
   return out;
 }

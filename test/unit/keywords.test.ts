@@ -27,3 +27,29 @@ describe('libpq keyword/value strings', () => {
     expect(() => resolveConnection("host=h password='open", {})).toThrow(/unterminated quoted value for password/);
   });
 });
+
+describe('connection option names', () => {
+  it('refuses a misspelt option, as psql does: pg would ignore it (sslmod=verify-full connecting without TLS)', () => {
+    for (const [given, near] of [['sslmod', 'sslmode'], ['ssl_mode', 'sslmode'], ['SSLMODE', 'sslmode'], ['sslrootcrt', 'sslrootcert'], ['keepalive', 'keepalives'], ['conect_timeout', 'connect_timeout']]) {
+      for (const s of [`postgres://u@h/db?${given}=x`, `host=h user=u ${given}=x`]) {
+        expect(() => resolveConnection(s, {}), s).toThrow(new RegExp(`invalid connection option "${given}" in \`--database-url\`: did you mean "${near}"\\?`));
+      }
+    }
+    expect(() => resolveConnection(undefined, { LEASEJOB_DATABASE_URL: 'postgres://h/db?sslmod=require' })).toThrow(/in LEASEJOB_DATABASE_URL/);
+  });
+
+  it('refuses an unknown ssl* option (another client\'s TLS setting means nothing to pg)', () => {
+    expect(() => resolveConnection('postgres://u@h/db?sslaccept=strict', {})).toThrow(/"sslaccept" .*not one of libpq's TLS keywords.*LEASEJOB_DATABASE_URL/);
+  });
+
+  it('takes libpq\'s keywords, pg\'s ssl, and options other programs put in a shared DATABASE_URL', () => {
+    const ok = [
+      'postgres://u@h/db?sslmode=require&sslkeylogfile=/k.log&application_name=a&connect_timeout=5&target_session_attrs=read-write&options=-c%20x%3D1',
+      'postgres://u@h/db?ssl=true',
+      'postgres://u@h/db?schema=public&connection_limit=1&pgbouncer=true&pool_timeout=10',
+      'host=h user=u keepalives=1 keepalives_idle=30 sslnegotiation=postgres sslmode=require',
+    ];
+    for (const s of ok) expect(() => resolveConnection(s, {}), s).not.toThrow();
+    expect(() => resolveConnection(undefined, { DATABASE_URL: 'postgres://h/db?schema=public' })).not.toThrow();
+  });
+});
