@@ -17,6 +17,12 @@ export interface StoreFlags {
   poolSize?: number;
   /** How long a read waits for its answer (PostgreSQL); the store's default when unset. */
   readTimeoutMs?: number;
+  /**
+   * The embedded store must exist already: not created for a command that only reads or
+   * administers it (a mistyped --state-file, another user's home would show an empty, healthy
+   * store). `run` and `migrate` create it.
+   */
+  existingOnly?: boolean;
 }
 
 export type StoreChoice =
@@ -98,7 +104,7 @@ export async function openStore(choice: StoreChoice, flags: StoreFlags = {}, opt
   }
   // Loaded only when used: the PostgreSQL path never pays for the native module.
   const { SqliteStore } = await import('./sqlite-store.js');
-  return SqliteStore.open(choice.file);
+  return SqliteStore.open(choice.file, { create: !flags.existingOnly });
 }
 
 /**

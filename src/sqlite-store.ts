@@ -2,7 +2,7 @@
 // process on the host through immediate transactions. Lease expiry is on the monotonic clock
 // plus the boot id, so no wall-clock step can expire or extend a lease, and a reboot expires
 // every lease. Same semantics as the PostgreSQL functions in sql/.
-import { mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { hostname, uptime } from 'node:os';
 import path from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
@@ -128,8 +128,14 @@ export class SqliteStore implements LeaseStore {
     readonly location: string,
   ) {}
 
-  static open(file: string): SqliteStore {
+  static open(file: string, opts: { create?: boolean } = {}): SqliteStore {
     const dir = path.dirname(file);
+    if (opts.create === false && !existsSync(file)) {
+      throw new DatabaseError(
+        `no embedded store at ${file}: no job has run with it. If the jobs run as another user, or with another --state-file, LEASEJOB_STATE_FILE or XDG_STATE_HOME, give theirs (and run as their user); \`leasejob migrate\` creates an empty one`,
+        'E_STATE_FILE',
+      );
+    }
     try {
       mkdirSync(dir, { recursive: true, mode: 0o700 });
     } catch (err) {

@@ -12,18 +12,21 @@ export interface DbFlags extends StoreFlags {
   logLevel?: string;
 }
 
-/** Open the store, run `fn`, close it; driver errors become DatabaseError (exit 69). */
+/**
+ * Open the store, run `fn`, close it; driver errors become DatabaseError (exit 69). An embedded
+ * store that does not exist is an error (exit 69), not created, unless `createStore` (migrate).
+ */
 export async function withStore<T>(
   flags: DbFlags,
   fn: (store: LeaseStore, log: Logger, choice: StoreChoice) => Promise<T>,
-  opts: { permissionHint?: string } = {},
+  opts: { permissionHint?: string; createStore?: boolean } = {},
 ): Promise<T> {
   const level = resolveLogLevel(flags.logLevel);
   const choice = chooseStore(flags);
   const log = createLogger(level, choice.secrets);
   let store: LeaseStore | undefined;
   try {
-    store = await openStore(choice, flags);
+    store = await openStore(choice, { ...flags, existingOnly: !opts.createStore });
     return await fn(store, log, choice);
   } catch (err) {
     throw storeError(err, choice, opts.permissionHint) ?? err;
@@ -63,7 +66,7 @@ export async function migrateCommand(flags: DbFlags & { grantTo?: string[] }): P
     log.info({ schema: choice.schema, applied: r.applied.map((m) => m.version), version: r.current }, r.applied.length ? 'migrations applied' : 'schema up to date');
     for (const role of grantTo) log.info({ schema: choice.schema, role }, 'runner role granted');
     return 0;
-  }, { permissionHint: 'migrate creates and replaces the schema\'s tables and functions, so run it as the schema\'s owner (or a role that may create schemas in this database), and give runner roles --grant-to' });
+  }, { createStore: true, permissionHint: 'migrate creates and replaces the schema\'s tables and functions, so run it as the schema\'s owner (or a role that may create schemas in this database), and give runner roles --grant-to' });
 }
 
 export async function releaseCommand(flags: DbFlags & { name?: string }): Promise<number> {

@@ -128,7 +128,7 @@ describe('embedded store (SQLite)', () => {
     const notADir = path.join(dir, 'a-file');
     writeFileSync(notADir, '');
     const marker = path.join(dir, 'ran');
-    for (const args of [['run', '--name', 'e1', '--', process.execPath, '-e', `require('fs').writeFileSync(${JSON.stringify(marker)}, '')`], ['status']]) {
+    for (const args of [['run', '--name', 'e1', '--', process.execPath, '-e', `require('fs').writeFileSync(${JSON.stringify(marker)}, '')`], ['migrate']]) {
       const r = await runCli(args, { ...noDb, XDG_STATE_HOME: notADir });
       expect(r.exitCode, r.all).toBe(69);
       expect(r.stderr.trim()).toBe(
@@ -136,6 +136,26 @@ describe('embedded store (SQLite)', () => {
       );
     }
     expect(existsSync(marker)).toBe(false);
+  });
+
+  it('status, history, check, release and the exporter never create the store: a mistyped --state-file is exit 69, not an empty, healthy store', async () => {
+    const typo = path.join(dir, 'typo', 'leasejob.db');
+    const reads = [['status'], ['status', '--json'], ['check'], ['history', '--name', 'x'], ['release', '--name', 'x'], ['exporter', '--port', '0']];
+    for (const args of reads) {
+      const r = await runCli([...args, '--state-file', typo], noDb);
+      expect(r.exitCode, `${args.join(' ')}: ${r.all}`).toBe(69);
+      expect(r.stderr.trim(), args.join(' ')).toBe(
+        `leasejob: no embedded store at ${typo}: no job has run with it. If the jobs run as another user, or with another --state-file, LEASEJOB_STATE_FILE or XDG_STATE_HOME, give theirs (and run as their user); \`leasejob migrate\` creates an empty one`,
+      );
+    }
+    const json = await runCli(['check', '--json', '--state-file', typo], noDb);
+    expect(JSON.parse(json.stdout)).toMatchObject({ error: { code: 'E_STATE_FILE', exitCode: 69 } });
+    expect(existsSync(path.dirname(typo))).toBe(false);
+    // `migrate` creates it, as a run does; then it reads as an empty store.
+    expect((await runCli(['migrate', '--state-file', typo], noDb)).exitCode).toBe(0);
+    const check = await runCli(['check', '--state-file', typo], noDb);
+    expect(check.exitCode, check.all).toBe(0);
+    expect(check.stdout).toMatch(/^OK: 0 job\(s\) healthy/);
   });
 
   it('refuses to start inside Kubernetes, or with --require-shared, without a shared database', async () => {
