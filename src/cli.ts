@@ -34,8 +34,7 @@ export function buildProgram(): Command {
     // One line per error, in the same shape as our own: "leasejob: <what>; see --help".
     // Commander puts its suggestion for a near miss on a line of its own: joined into the one.
     .configureOutput({
-      outputError: (str, write) =>
-        write(`leasejob: ${str.replace(/^error: /, '').trim().replace(/\s*\n\s*/g, ' ').replace('(Did you mean', '(did you mean')}; see --help\n`),
+      outputError: (str, write) => write(`leasejob: ${commanderMessage(str)}\n`),
     });
 
   dbOptions(
@@ -168,6 +167,14 @@ function exitWith(code: number): void {
   pendingExit = code;
 }
 
+/**
+ * One line in the shape of our own errors, from one of commander's: "<what>; see --help".
+ * Commander puts its suggestion for a near miss on a line of its own: joined into the one.
+ */
+function commanderMessage(str: string): string {
+  return `${str.replace(/^error: /, '').trim().replace(/\s*\n\s*/g, ' ').replace('(Did you mean', '(did you mean').replace(/\.$/, '')}; see --help`;
+}
+
 /** Parse argv, run the command, and return the exit code (bin/leasejob.js exits with it). */
 export async function main(argv: string[]): Promise<number> {
   const program = buildProgram();
@@ -181,7 +188,12 @@ export async function main(argv: string[]): Promise<number> {
       // --help and --version are not errors; everything else commander rejects is usage. Either
       // way the command did not run: its code cache holds only the parsing.
       noteReach(Reach.none);
-      return err.exitCode === 0 ? 0 : ExitCode.usage;
+      if (err.exitCode === 0) return 0;
+      // A program reading `check --json` gets JSON whatever happened (src/commands/monitor.ts).
+      if (argv[2] === 'check' && argv.slice(3).includes('--json')) {
+        process.stdout.write(JSON.stringify({ error: { code: 'E_USAGE', exitCode: ExitCode.usage, message: commanderMessage(err.message) } }, null, 2) + '\n');
+      }
+      return ExitCode.usage;
     }
     if (err instanceof LeasejobError) {
       process.stderr.write(`leasejob: ${err.message}\n`);

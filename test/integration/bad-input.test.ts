@@ -153,6 +153,18 @@ describe('bad input', () => {
     const bad = await runCli(['check', '--json', '--max-attempts', '0', ...c()]);
     expect(bad.exitCode, bad.all).toBe(64);
     expect(JSON.parse(bad.stdout)).toMatchObject({ error: { exitCode: 64, message: expect.stringMatching(/--max-attempts/) } });
+    // Refused by the argument parser itself: JSON all the same, the stderr line unchanged.
+    for (const [args, message] of [
+      [['--nmae', 'x'], "unknown option '--nmae' (did you mean --name?); see --help"],
+      [['extra'], /^too many arguments for 'check'/],
+      [['--name'], "option '--name <job>' argument missing; see --help"],
+      [['--log-level', 'loud'], /^option '--log-level <level>' argument 'loud' is invalid\. Allowed choices are .*, silent; see --help$/],
+    ] as Array<[string[], string | RegExp]>) {
+      const r = await runCli(['check', '--json', ...c(), ...args]);
+      expect(r.exitCode, r.all).toBe(64);
+      expect(JSON.parse(r.stdout), args.join(' ')).toEqual({ error: { code: 'E_USAGE', exitCode: 64, message: typeof message === 'string' ? message : expect.stringMatching(message) } });
+      expect(r.stderr.trim()).toBe(`leasejob: ${JSON.parse(r.stdout).error.message}`);
+    }
   });
 
   it('TLS required of a server without it: exit 69, one line naming TLS, no stack trace', async () => {
