@@ -1,6 +1,6 @@
 // `leasejob status`, `history` and `check`: what the database says about each job.
 import { parseDuration } from '../duration.js';
-import { LeasejobError, UsageError } from '../errors.js';
+import { ExitCode, LeasejobError, UsageError } from '../errors.js';
 import { findProblems, readJobStates, statesToJson, type JobState } from '../monitor.js';
 import { validateName } from '../names.js';
 import { humanMs, renderTable } from '../table.js';
@@ -117,6 +117,7 @@ const LISTEN_ERRORS: Record<string, string> = {
   EADDRINUSE: 'the port is in use',
   EACCES: 'not allowed for this user',
   EADDRNOTAVAIL: 'no such address on this host',
+  ENOTFOUND: 'no such host name',
 };
 
 const EXPORTER_READ_TIMEOUT_MS = 4_000;
@@ -136,7 +137,9 @@ export async function exporterCommand(flags: DbFlags & { port?: string; host?: s
       const code = String((err as { code?: unknown }).code ?? '');
       const why = LISTEN_ERRORS[code];
       if (why) throw new UsageError(`cannot listen on ${host} port ${port}: ${why} (${code}); choose another with --port or --host.`, { cause: err });
-      throw err;
+      // Anything else (a name server that did not answer, EAI_AGAIN) is about the listening
+      // address too, never the database: said as such, exit 69 (try again later).
+      throw new LeasejobError(`cannot listen on ${host} port ${port}: ${code || (err as Error).message}`, 'E_LISTEN', ExitCode.unavailable, { cause: err });
     });
     const address = server.address();
     log.info({ host, port: typeof address === 'object' && address ? address.port : port, store: store.kind, location: store.location }, 'exporter listening');

@@ -89,6 +89,7 @@ describe('bad input', () => {
     ['check with a bad --max-hold', ['check', '--max-hold', 'forever'], 64, /--max-hold/],
     ['check with a bad --max-attempts', ['check', '--max-attempts', '0'], 64, /--max-attempts/],
     ['exporter on a bad port', ['exporter', '--port', '99999'], 64, /--port/],
+    ['exporter on a host name that does not exist', ['exporter', '--host', 'no-such-host.invalid', '--port', '0'], 64, /^leasejob: cannot listen on no-such-host\.invalid port 0: no such host name \(ENOTFOUND\); choose another with --port or --host\.$/m],
     ['history of a job that never ran', ['history', '--name', 'never-ran'], 64, /^leasejob: no job named "never-ran" has run against .*schema /m],
     ['release of a job that never ran', ['release', '--name', 'never-ran'], 64, /^leasejob: no job named "never-ran" has run against .*schema /m],
     ['release without --name', ['release'], 64, /--name/],
