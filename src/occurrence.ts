@@ -53,6 +53,7 @@ export function deriveOccurrence(input: {
   const fromName = input.jobName !== undefined ? parseKubernetesJobName(input.jobName) : undefined;
   if (fromName !== undefined) {
     const scheduledAt = DateTime.fromJSDate(fromName, { zone });
+    if (input.schedule !== undefined) checkJobNameIsTick(input.schedule, scheduledAt, input.jobName!);
     checkNotAhead(scheduledAt, input.now, `the Kubernetes JOB_NAME ${input.jobName}`, false);
     return { scheduledAt, source: 'job-name' };
   }
@@ -155,13 +156,35 @@ function iso(at: DateTime): string {
  * no other trigger of that occurrence names: the job could run twice for it.
  */
 function checkIsTick(schedule: Schedule, at: DateTime, text: string): void {
-  const previous = previousTick(schedule, at.toJSDate());
-  if (previous.toMillis() === at.toMillis()) return;
-  const next = nextTick(schedule, at.toJSDate());
+  const around = offTick(schedule, at);
+  if (around === undefined) return;
   throw new UsageError(
     `Expected \`--scheduled-time\` to be an occurrence of \`--schedule\` ${JSON.stringify(schedule.expression)} in ${schedule.tz}, got \`${text}\`; ` +
-      `the occurrences around it are ${iso(previous)} and ${iso(next)}.`,
+      `the occurrences around it are ${around}.`,
   );
+}
+
+/**
+ * The CronJob controller names a Job after its scheduled minute in the CronJob's own timeZone: a
+ * minute that is no tick of --schedule in --tz means the two zones differ, or the Job was made by
+ * hand with digits at the end of its name (x-20261130, read as unix minutes: 2008). Either way
+ * the window it would name is one `check` never expects: refused, as --scheduled-time is.
+ */
+function checkJobNameIsTick(schedule: Schedule, at: DateTime, jobName: string): void {
+  const around = offTick(schedule, at);
+  if (around === undefined) return;
+  throw new UsageError(
+    `the Kubernetes JOB_NAME ${jobName} names the scheduled minute ${iso(at)}, which is not an occurrence of \`--schedule\` ` +
+      `${JSON.stringify(schedule.expression)} in ${schedule.tz} (the occurrences around it are ${around}). If the CronJob has a timeZone, ` +
+      'give the same one as `--tz`; a Job created by hand needs a name that does not end in digits (x-manual), or `--scheduled-time`.',
+  );
+}
+
+/** Undefined when `at` is a tick of `schedule`; else the ticks either side of it, for a message. */
+function offTick(schedule: Schedule, at: DateTime): string | undefined {
+  const previous = previousTick(schedule, at.toJSDate());
+  if (previous.toMillis() === at.toMillis()) return undefined;
+  return `${iso(previous)} and ${iso(nextTick(schedule, at.toJSDate()))}`;
 }
 
 /** How far ahead of the host clock an occurrence may be: a node's clock a little behind the controller's. */

@@ -67,6 +67,7 @@ export async function runCommand(
     store = await (early?.store ?? openStore(choice));
     if (parentDeathSignalSupport() === 'none') log.warn('no parent-death signal on this platform: if leasejob is SIGKILLed its child runs on until the lease would have expired');
     log.info({ store: store.kind, location: store.location, occurrence: config.window?.source }, 'using store');
+    warnIfLateWallClock(config, log);
     const result = await runWithLease(store, {
       name: config.name, ttlMs: config.ttlMs, renewIntervalMs: config.renewIntervalMs, killGraceMs: config.killGraceMs,
       window: config.window, onBusy: config.onBusy, waitTimeoutMs: config.waitTimeoutMs, maxRuntimeMs: config.maxRuntimeMs,
@@ -162,6 +163,25 @@ async function superviseChild(
   supervised.childRunning = false;
   if (result.code !== 0) throw new ChildFailedError(result);
   return result;
+}
+
+/** An occurrence from the wall clock this much older than the start is worth a word. */
+const LATE_WALL_CLOCK_MS = 5 * 60_000;
+
+/**
+ * Cron fires in its host's zone (or CRON_TZ) and leasejob reads --schedule in --tz, UTC unless
+ * given: when they differ, every run takes the latest tick in --tz, hours old, and its window is
+ * one `check` never expects. A late start looks the same, so this only says so.
+ */
+function warnIfLateWallClock(config: RunConfig, log: ReturnType<typeof createLogger>): void {
+  const w = config.window;
+  if (w?.source !== 'wall-clock' || w.scheduledAt === undefined) return;
+  const lateMs = Date.now() - w.scheduledAt.getTime();
+  if (lateMs < LATE_WALL_CLOCK_MS) return;
+  log.warn(
+    { window: w.key, scheduledAt: w.scheduledAt.toISOString(), lateMinutes: Math.round(lateMs / 60_000), tz: config.tz },
+    `the latest occurrence of --schedule in ${config.tz} is ${Math.round(lateMs / 60_000)} min old: if cron fires this job in another time zone (the host's, or CRON_TZ), give that zone as --tz`,
+  );
 }
 
 function exitCodeFor(result: RunResult<ChildResult>, cancel: AbortSignal): number {

@@ -130,6 +130,27 @@ describe('leasejob run', () => {
     expect(logLines(dup.stderr).some((l) => l.msg === 'window already completed')).toBe(true);
   });
 
+  it('refuses a JOB_NAME minute that is no tick of --schedule in --tz (a CronJob timeZone unlike --tz): exit 64, nothing written', async () => {
+    // 29409125 unix minutes = 2025-12-01T00:05:00Z: a tick in UTC, 21:05 the day before in Sao Paulo.
+    const r = await runCli(['run', ...base('k8s-tz'), '--schedule', '5 0 * * *', '--tz', 'America/Sao_Paulo', '--window-from-schedule', '--', process.execPath, fixture('exit-with.mjs'), '0'],
+      { JOB_NAME: 'k8s-tz-29409125', KUBERNETES_SERVICE_HOST: '10.0.0.1' });
+    expect(r.exitCode, r.all).toBe(64);
+    expect(r.stderr.trim()).toMatch(/^leasejob: the Kubernetes JOB_NAME k8s-tz-29409125 names the scheduled minute 2025-11-30T21:05:00-03:00, which is not an occurrence .* give the same one as `--tz`/);
+    expect(await db.rows(`SELECT 1 FROM ${db.schema}.windows WHERE job = 'k8s-tz'`)).toHaveLength(0);
+    expect(await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'k8s-tz'`)).toHaveLength(0);
+  });
+
+  it('warns when the wall clock\'s latest occurrence is hours old (cron firing in another zone than --tz), not when it is current', async () => {
+    const threeHoursAgo = new Date(Date.now() - 3 * 3600_000);
+    const late = await runCli(['run', ...base('tz-late'), '--schedule', `${threeHoursAgo.getUTCMinutes()} ${threeHoursAgo.getUTCHours()} * * *`, '--window-from-schedule', '--', process.execPath, fixture('exit-with.mjs'), '0']);
+    expect(late.exitCode, late.all).toBe(0);
+    const warned = logLines(late.stderr).filter((l) => l.level === 'warn');
+    expect(warned.map((l) => l.msg)).toEqual([expect.stringMatching(/^the latest occurrence of --schedule in UTC is 1(79|80|81) min old: if cron fires this job in another time zone \(the host's, or CRON_TZ\), give that zone as --tz$/)]);
+    const current = await runCli(['run', ...base('tz-current'), '--schedule', '* * * * *', '--window-from-schedule', '--', process.execPath, fixture('exit-with.mjs'), '0']);
+    expect(current.exitCode, current.all).toBe(0);
+    expect(logLines(current.stderr).filter((l) => l.level === 'warn')).toEqual([]);
+  });
+
   it('a short --ttl alone works: the default kill grace shrinks to fit it', async () => {
     const r = await runCli(['run', ...base('short-ttl'), '--window', 'w', '--ttl', '5s', '--log-level', 'debug', '--', process.execPath, fixture('exit-with.mjs'), '0']);
     expect(r.exitCode, r.all).toBe(0);

@@ -72,6 +72,23 @@ describe('deriveOccurrence', () => {
     expect(manual?.scheduledAt.toISO()).toBe('2026-11-30T00:05:00.000-03:00');
   });
 
+  it('refuses a Job name whose minute is no tick of the schedule in its zone (CronJob timeZone unlike --tz, a hand-made date suffix)', () => {
+    // The CronJob fired 00:05 UTC (no timeZone) while leasejob reads the schedule in Sao Paulo.
+    const utcFired = `nightly-close-${minutesOf('2026-11-30T00:05:00Z')}`;
+    expect(() => deriveOccurrence({ jobName: utcFired, schedule: nightly, now })).toThrow(
+      `the Kubernetes JOB_NAME ${utcFired} names the scheduled minute 2026-11-29T21:05:00-03:00, which is not an occurrence of \`--schedule\` "5 0 * * *" ` +
+        'in America/Sao_Paulo (the occurrences around it are 2026-11-29T00:05:00-03:00 and 2026-11-30T00:05:00-03:00). If the CronJob has a timeZone, ' +
+        'give the same one as `--tz`; a Job created by hand needs a name that does not end in digits (x-manual), or `--scheduled-time`.',
+    );
+    // `kubectl create job --from=cronjob/nightly-close nightly-close-20261130`: 20261130 unix minutes is 2008.
+    expect(() => deriveOccurrence({ jobName: 'nightly-close-20261130', schedule: nightly, now })).toThrow(/names the scheduled minute 2008-07-\d\dT/);
+    // --scheduled-time still wins over the name, and a schedule without hours fits any zone.
+    expect(deriveOccurrence({ scheduledTime: '2026-11-30T03:05:00Z', jobName: utcFired, schedule: nightly, now })?.source).toBe('scheduled-time');
+    const every7 = parseSchedule('*/7 * * * *', 'UTC');
+    expect(() => deriveOccurrence({ jobName: `x-${minutesOf('2026-11-30T03:06:00Z')}`, schedule: every7, now })).toThrow(/not an occurrence/);
+    expect(deriveOccurrence({ jobName: `x-${minutesOf('2026-11-30T03:00:00Z')}`, schedule: every7, now })?.source).toBe('job-name');
+  });
+
   it('returns the occurrence in the schedule zone', () => {
     const occ = deriveOccurrence({ scheduledTime: '2026-11-30T03:05:00Z', schedule: nightly, now });
     expect(occ?.scheduledAt.zoneName).toBe(SP);
