@@ -50,7 +50,7 @@ export function buildProgram(): Command {
       .option('--scheduled-time <iso>', 'the occurrence this run is for, ISO-8601 with offset (a tick of --schedule, if given)')
       .option('--window-format <luxon>', 'format the occurrence as the window key (luxon tokens with every field from the year down, e.g. yyyy-MM-dd)')
       .option('--window-offset <iso-duration>', 'shift the occurrence before formatting (e.g. -P1D to close yesterday)')
-      .option('--ttl <duration>', 'lease time to live; renewed every TTL/3', DEFAULTS.ttl)
+      .option('--ttl <duration>', 'lease time to live, 1.5s to 24h; renewed every TTL/3', DEFAULTS.ttl)
       .option('--kill-grace <duration>', `SIGTERM-to-SIGKILL grace when the child must stop (default: ${DEFAULTS.killGrace}, or half of what a short --ttl leaves)`)
       .addOption(new Option('--on-busy <policy>', 'when a live owner holds the lease').choices(['skip', 'wait', 'fail']).default(DEFAULTS.onBusy))
       .option('--wait-timeout <duration>', 'with --on-busy wait: give up (exit 75) after this long')
@@ -58,7 +58,7 @@ export function buildProgram(): Command {
       .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')
       .option('--alert-after <duration>', 'grace after a scheduled tick before `check` and the exporter call its window overdue (default: half the interval, at most 1h)')
       .option('--rerun', 'run an already completed window again')
-      .option('--pass-database-url', 'give the child DATABASE_URL and PGPASSWORD (not passed by default)')
+      .option('--pass-database-url', 'give the child DATABASE_URL (when a URL configured the store; PG* variables pass anyway) and PGPASSWORD (not passed by default)')
       .argument('[command...]', 'the command to run, after --')
       .addHelpText('after', `
 Durations: 500ms, 90s, 2m, 1h30m, 1d or ISO-8601 (PT90S).
@@ -67,8 +67,8 @@ LEASEJOB_SCHEDULED_AT, LEASEJOB_OWNER, LEASEJOB_SCHEMA, and LEASEJOB_REQUIRE_SHA
 run uses PostgreSQL (a leasejob inside the child then refuses the one-host store); not the
 database URL, unless --pass-database-url.
 Exit codes: 0 ok or nothing to do; the child's own code; 128+N child killed by signal N;
-64 usage; 69 database unreachable or not migrated; 70 internal; 75 lease lost or busy
-(--on-busy fail, wait timeout); 124 --max-runtime exceeded; 126 the command is not executable,
+64 usage; 69 database unreachable or not migrated; 70 internal; 75 lease lost, acquired too
+late to start safely, or busy (--on-busy fail, wait timeout); 124 --max-runtime exceeded; 126 the command is not executable,
 127 not found (as a shell).
 
 Example:
@@ -100,7 +100,7 @@ Example:
     program
       .command('migrate')
       .description('create or upgrade the schema (idempotent, safe to run concurrently)')
-      .option('--grant-to <role>', 'grant a runner role what run/status/check/exporter need, and nothing more (repeatable)', (v: string, prev: string[] = []) => [...prev, v]),
+      .option('--grant-to <role>', 'grant a runner role what run, status, history, check, the exporter and a child\'s assert_lease need, and nothing more (repeatable)', (v: string, prev: string[] = []) => [...prev, v]),
   )
     .action(lazy(async () => (await import('./commands/admin.js')).migrateCommand));
 
@@ -157,8 +157,9 @@ Example:
 
   program.addHelpText('after', `
 Environment: LEASEJOB_DATABASE_URL (else DATABASE_URL, PG*), LEASEJOB_STATE_FILE,
-LEASEJOB_REQUIRE_SHARED=1, LEASEJOB_COMPILE_CACHE=<dir>|off (V8 code cache of the CLI; default:
-a directory of this user under the OS temp dir). Run \`leasejob <command> --help\` for options.`);
+LEASEJOB_REQUIRE_SHARED=1, LEASEJOB_LOG_LEVEL, LEASEJOB_COMPILE_CACHE=<dir>|off (V8 code
+cache of the CLI; default: a directory of this user under the OS temp dir).
+Run \`leasejob <command> --help\` for options.`);
   return program;
 }
 

@@ -40,7 +40,7 @@ function checked(source: ConnectionSource): ConnectionSource {
     checkOptionNames(keywords.keys(), name);
     return { ...source, connectionString: keywordsToUrl(keywords) };
   }
-  throw new UsageError(`Expected ${name} to be a URL like postgres://user:password@host:5432/db, got ${value.trim() === '' ? 'an empty string' : 'something else'}.`);
+  throw new UsageError(`Expected ${name} to be a URL like postgres://user:password@host:5432/db, got ${value.trim() === '' ? 'an empty string' : /^[a-z][a-z0-9+.-]*:\/\//i.test(value) ? `a ${value.slice(0, value.indexOf(':'))}:// URL` : 'something else'}.`);
 }
 
 /** libpq's connection keywords (PostgreSQL 18), and node-postgres's own `ssl` and `uselibpqcompat`. */
@@ -273,7 +273,11 @@ export function classifyDbError(
     return new DatabaseError(`${raw}: create the role first, then \`leasejob migrate --grant-to\` it`, 'E_DB_ROLE', { cause: err });
   }
   if (AUTH_CODES.has(code)) {
-    return new DatabaseError(`database refused the connection to ${ctx.target}: ${raw}`, 'E_DB_AUTH', { cause: err });
+    // The server's words for a password we did not have: say where one is looked for.
+    const hint = /empty password returned by client/.test(raw)
+      ? '; no password was found for it: give one in the URL, PGPASSWORD, ~/.pgpass or PGPASSFILE (a password file others may read is ignored: chmod 600 it)'
+      : '';
+    return new DatabaseError(`database refused the connection to ${ctx.target}: ${raw}${hint}`, 'E_DB_AUTH', { cause: err });
   }
   if (isTlsFailure(err, raw)) {
     return new DatabaseError(`TLS to ${ctx.target} failed: ${raw || code}; check sslmode and sslrootcert in the connection settings`, 'E_DB_TLS', { cause: err });

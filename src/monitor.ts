@@ -3,6 +3,7 @@
 import type { DateTime } from 'luxon';
 import { parseIsoOffset } from './duration.js';
 import { windowKey } from './occurrence.js';
+import { humanMs } from './table.js';
 import { parseSchedule, previousTick, typicalInterval, type Schedule } from './schedule.js';
 import type { DueProbe, JobRow, LeaseStore, ScheduleKey } from './store.js';
 
@@ -169,7 +170,7 @@ export function findProblems(jobs: JobState[], dbNow: Date, limits: CheckLimits)
       const since = new Date(dbNow.getTime() - j.heldForMs);
       problems.push({
         job: j.name, severity: 'critical', kind: 'stuck-owner', since,
-        message: `owner ${j.holder} has held generation ${j.generation} since ${since.toISOString()}, longer than --max-hold`,
+        message: `owner ${j.holder} has held generation ${j.generation} since ${since.toISOString()}, longer than --max-hold (${humanMs(limits.maxHoldMs)})`,
       });
     }
     for (const w of j.openWindows) {

@@ -8,9 +8,9 @@ export const MAX_NAME_LENGTH = 200;
 // eslint-disable-next-line no-control-regex
 const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
 
-export function validateName(value: string | undefined, flag = '--name'): string {
+export function validateName(value: string | undefined, flag = '--name', example = 'a job name like nightly-close'): string {
   if (value === undefined || value.trim() === '') {
-    throw new UsageError(`Expected \`${flag}\` to be a job name like nightly-close, got ${value === undefined ? 'nothing' : 'an empty string'}.`);
+    throw new UsageError(`Expected \`${flag}\` to be ${example}, got ${value === undefined ? 'nothing' : value === '' ? 'an empty string' : 'only spaces'}.`);
   }
   const problem = nameProblem(value);
   if (problem !== undefined) throw new UsageError(`Expected \`${flag}\` to ${problem.expected}, got ${problem.got}.`);
@@ -27,7 +27,7 @@ function nameProblem(value: string): { expected: string; got: string } | undefin
 
 /** Same rules for a literal `--window` key. */
 export function validateWindowKey(value: string): string {
-  return validateName(value, '--window');
+  return validateName(value, '--window', 'a window key like 2026-11-30');
 }
 
 /** Same rules for the key a `--window-format` renders, reported against that flag. */
@@ -46,7 +46,7 @@ const SCHEMA = /^[a-z_][a-z0-9_]{0,62}$/;
 
 export function validateSchema(value: string): string {
   if (!SCHEMA.test(value)) {
-    throw new UsageError(`Expected \`--schema\` to be a lowercase identifier like leasejob (letters, digits, _), got ${JSON.stringify(value)}.`);
+    throw new UsageError(`Expected \`--schema\` to be a lowercase identifier like leasejob (letters, digits, _; at most 63 characters), got ${value.length > 63 ? `one of ${value.length} characters` : JSON.stringify(value)}.`);
   }
   return value;
 }

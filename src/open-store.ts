@@ -59,6 +59,9 @@ export function defaultStateFile(env: NodeJS.ProcessEnv = process.env): string {
 
 export function chooseStore(flags: StoreFlags, env: NodeJS.ProcessEnv = process.env): StoreChoice {
   const schema = validateSchema(flags.schema ?? DEFAULTS.schema);
+  // Read whichever store is chosen: a value that is neither on nor off is a mistake either way.
+  const fromEnv = requireSharedFromEnv(env);
+  const requireShared = flags.requireShared === true || fromEnv;
   if (postgresConfigured(flags, env)) {
     if (flags.stateFile !== undefined) {
       // Name what configured it: with a state file given, PGPORT, PGUSER and PGPASSWORD do not.
@@ -79,7 +82,7 @@ export function chooseStore(flags: StoreFlags, env: NodeJS.ProcessEnv = process.
   }
   const why = env.KUBERNETES_SERVICE_HOST
     ? 'inside Kubernetes (KUBERNETES_SERVICE_HOST is set) each pod would get its own state file and every pod would run the job'
-    : flags.requireShared || requireSharedFromEnv(env)
+    : requireShared
       ? '--require-shared (or LEASEJOB_REQUIRE_SHARED) was given'
       : undefined;
   if (why) {

@@ -2,12 +2,12 @@
 // process on the host through immediate transactions. Lease expiry is on the monotonic clock
 // plus the boot id, so no wall-clock step can expire or extend a lease, and a reboot expires
 // every lease. Same semantics as the PostgreSQL functions in sql/.
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { hostname, uptime } from 'node:os';
 import path from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import Database from 'better-sqlite3';
-import { DatabaseError } from './errors.js';
+import { DatabaseError, UsageError } from './errors.js';
 import type {
   AcquireInput, AcquireRow, AdoptInput, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
   ScheduleKey,
@@ -18,6 +18,14 @@ import type {
  * steps: process.hrtime is CLOCK_MONOTONIC on Linux (since boot), mach_absolute_time on macOS,
  * QueryPerformanceCounter on Windows; all system-wide.
  */
+function isDirectory(file: string): boolean {
+  try {
+    return statSync(file).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
 export function hostMonotonicMs(): number {
   return Number(process.hrtime.bigint() / 1_000_000n);
 }
@@ -130,6 +138,9 @@ export class SqliteStore implements LeaseStore {
 
   static open(file: string, opts: { create?: boolean } = {}): SqliteStore {
     const dir = path.dirname(file);
+    if (isDirectory(file)) {
+      throw new UsageError(`the state file ${file} is a directory; give a file path (--state-file or LEASEJOB_STATE_FILE), e.g. ${path.join(file, 'leasejob.db')}.`);
+    }
     if (opts.create === false && !existsSync(file)) {
       throw new DatabaseError(
         `no embedded store at ${file}: no job has run with it. If the jobs run as another user, or with another --state-file, LEASEJOB_STATE_FILE or XDG_STATE_HOME, give theirs (and run as their user); \`leasejob migrate\` creates an empty one`,

@@ -57,7 +57,7 @@ export async function migrateCommand(flags: DbFlags & { grantTo?: string[] }): P
   return withStore(flags, async (store, log, choice) => {
     if (choice.kind === 'sqlite') {
       // The embedded store migrates itself when opened.
-      log.info({ store: 'sqlite', file: choice.file }, 'schema up to date');
+      log.info({ store: 'sqlite', location: choice.file }, 'schema up to date');
       return 0;
     }
     const { migrate } = await import('../migrate.js');

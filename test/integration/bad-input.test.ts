@@ -63,7 +63,9 @@ describe('bad input', () => {
     ['--rerun without a window', ['run', '--name', 'j', '--rerun', ...ok], 64, /--rerun/],
     ['--max-delay without a window', ['run', '--name', 'j', '--max-delay', '1h', ...ok], 64, /--max-delay/],
     ['--window-format without --window-from-schedule', ['run', '--name', 'j', '--window-format', 'yyyy', ...ok], 64, /--window-format/],
-    ['empty window', ['run', '--name', 'j', '--window', '', ...ok], 64, /--window/],
+    ['empty window', ['run', '--name', 'j', '--window', '', ...ok], 64, /^leasejob: Expected `--window` to be a window key like 2026-11-30, got an empty string\.$/m],
+    ['schema name over 63 characters', ['status', '--schema', 'a'.repeat(64)], 64, /--schema.*at most 63 characters\), got one of 64 characters/],
+    ['a URL of another database', ['run', '--name', 'j', '--database-url', 'mysql://u@h/db', ...ok], 64, /--database-url.*got a mysql:\/\/ URL\./],
     ['bad --scheduled-time', ['run', '--name', 'j', '--window', 'w', '--scheduled-time', 'yesterday', ...ok], 64, /--scheduled-time/],
     ['--scheduled-time without offset', ['run', '--name', 'j', '--window', 'w', '--scheduled-time', '2026-11-30T00:05:00', ...ok], 64, /--scheduled-time/],
     ['bad --window-offset', ['run', '--name', 'j', '--schedule', '@daily', '--window-from-schedule', '--window-offset', 'one day', ...ok], 64, /--window-offset/],
@@ -233,6 +235,16 @@ describe('bad input', () => {
     expect(r.stderr).not.toMatch(/DeprecationWarning/);
     expect(await db.rows(`SELECT 1 FROM ${db.schema}.windows WHERE job = 'pgpass' AND completed_at IS NOT NULL`)).toHaveLength(1);
     await db.rows(`DELETE FROM ${db.schema}.windows; DELETE FROM ${db.schema}.events; DELETE FROM ${db.schema}.event_counts; DELETE FROM ${db.schema}.leases; DELETE FROM ${db.schema}.jobs; DELETE FROM ${db.schema}.hosts`);
+  });
+
+  it('no password anywhere, on a server that asks for one: exit 69 saying where one is looked for', async (ctx) => {
+    const url = new URL(db.url);
+    url.password = '';
+    const env = { PGPASSFILE: path.join(tmp, 'no-such-pgpass'), PGPASSWORD: undefined };
+    const r = await runCli(['status', '--database-url', url.toString(), '--schema', db.schema], env);
+    if (r.exitCode === 0) ctx.skip(); // a server that trusts this host asks for none
+    expect(r.exitCode, r.all).toBe(69);
+    expect(r.stderr.trim()).toMatch(/^leasejob: database refused the connection to .*: empty password returned by client; no password was found for it: give one in the URL, PGPASSWORD, ~\/\.pgpass or PGPASSFILE/);
   });
 
   it('a schema that was never migrated: exit 69, the message says leasejob migrate', async () => {

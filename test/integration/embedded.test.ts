@@ -138,6 +138,14 @@ describe('embedded store (SQLite)', () => {
     expect(existsSync(marker)).toBe(false);
   });
 
+  it('a state file that is a directory: exit 64 saying so, for run and status alike', async () => {
+    for (const args of [['run', '--name', 'd', '--window', 'w', '--', 'true'], ['status']]) {
+      const r = await runCli([...args.slice(0, 1), '--state-file', dir, ...args.slice(1)], noDb);
+      expect(r.exitCode, r.all).toBe(64);
+      expect(r.stderr.trim()).toBe(`leasejob: the state file ${dir} is a directory; give a file path (--state-file or LEASEJOB_STATE_FILE), e.g. ${path.join(dir, 'leasejob.db')}.`);
+    }
+  });
+
   it('status, history, check, release and the exporter never create the store: a mistyped --state-file is exit 69, not an empty, healthy store', async () => {
     const typo = path.join(dir, 'typo', 'leasejob.db');
     const reads = [['status'], ['status', '--json'], ['check'], ['history', '--name', 'x'], ['release', '--name', 'x'], ['exporter', '--port', '0']];

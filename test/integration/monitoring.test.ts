@@ -226,7 +226,7 @@ describe('monitoring by absence', () => {
     await new Promise((r) => setTimeout(r, 1_200));
     const stuck = await runCli(['check', ...conn(), '--name', 'stuck', '--max-hold', '1s']);
     expect(stuck.exitCode, stuck.all).toBe(2);
-    expect(stuck.stdout).toMatch(/CRITICAL stuck: stuck-owner: owner \S+ has held generation 1 since \S+, longer than --max-hold/);
+    expect(stuck.stdout).toMatch(/CRITICAL stuck: stuck-owner: owner \S+ has held generation 1 since \S+, longer than --max-hold \(1s\)/);
     holder.kill('SIGTERM');
     expect((await holder).exitCode).toBe(143);
   });

@@ -26,6 +26,14 @@ describe('chooseStore', () => {
       .toThrow(/configured \(--database-url, DATABASE_URL\)/);
   });
 
+  it('a LEASEJOB_REQUIRE_SHARED that is neither on nor off is refused whichever store is chosen, a flag beside it included', () => {
+    const url = { ...home, LEASEJOB_DATABASE_URL: 'postgres://h/db' };
+    expect(() => chooseStore({}, { ...url, LEASEJOB_REQUIRE_SHARED: 'maybe' })).toThrow(/Expected LEASEJOB_REQUIRE_SHARED to be 1, true, yes or on .*got "maybe"/);
+    expect(() => chooseStore({ requireShared: true }, { ...url, LEASEJOB_REQUIRE_SHARED: 'maybe' })).toThrow(UsageError);
+    expect(chooseStore({}, { ...url, LEASEJOB_REQUIRE_SHARED: '1' }).kind).toBe('postgresql');
+    expect(chooseStore({}, { ...url, LEASEJOB_REQUIRE_SHARED: 'off' }).kind).toBe('postgresql');
+  });
+
   it('PGSERVICE without a URL is refused; with one it is not read', () => {
     expect(() => chooseStore({}, { ...home, PGSERVICE: 'prod' })).toThrow(/PGSERVICE is set \("prod"\), but leasejob does not read pg_service.conf/);
     expect(chooseStore({}, { ...home, PGSERVICE: 'prod', LEASEJOB_DATABASE_URL: 'postgres://u@db/app' }).kind).toBe('postgresql');
