@@ -42,7 +42,9 @@ export function buildProgram(): Command {
       .command('run')
       .description('acquire the lease, claim the window, run the command, renew while it runs, record the outcome')
       .usage('--name <job> [options] -- <command> [args...]')
-      .requiredOption('--name <job>', 'job name: the lease and the window ledger are keyed by it')
+      // Required, but checked by the command (validateName): commander checks required options
+      // before unknown ones, and would answer `--nmae x` with "--name not specified".
+      .option('--name <job>', 'job name (required): the lease and the window ledger are keyed by it')
       .option('--schedule <cron>', "5-field cron or @hourly/@daily/...: the job's schedule")
       .option('--tz <zone>', 'IANA time zone of the schedule', DEFAULTS.tz)
       .option('--window-from-schedule', 'derive the window from the scheduled occurrence (JOB_NAME, --scheduled-time, or the latest tick)')
@@ -116,7 +118,7 @@ Example:
     program
       .command('history')
       .description("the job's events in sequence order (the latest --limit)")
-      .requiredOption('--name <job>', 'job name')
+      .option('--name <job>', 'job name (required)')
       .option('--limit <n>', 'how many of the latest events', '50')
       .option('--json', 'JSON instead of a table'),
   ).action(lazy(async () => (await import('./commands/monitor.js')).historyCommand));
@@ -144,7 +146,7 @@ Example:
     program
       .command('release')
       .description('administratively release a lease now (the generation is kept)')
-      .requiredOption('--name <job>', 'job name'),
+      .option('--name <job>', 'job name (required)'),
   ).action(lazy(async () => (await import('./commands/admin.js')).releaseCommand));
 
   // cron-parser builds luxon dates without a locale, so luxon asks Intl for the system's, and
