@@ -283,8 +283,9 @@ describe('the plain manifests\' commands, run by the real CLI against PostgreSQL
 
     const cron = plainObject('CronJob', 'leasejob-example');
     const args = localArgs(podSpecOf(cron).containers[0], schemaName);
-    // The controller names the Job <cronjob>-<scheduled unix minutes>; the pod starts later.
-    const minutes = Math.floor(Date.now() / 60_000) - 3;
+    // The controller names the Job <cronjob>-<scheduled unix minutes>, a tick of the schedule
+    // (*/5 * * * *); the pod starts later.
+    const minutes = Math.floor((Math.floor(Date.now() / 60_000) - 3) / 5) * 5;
     const jobEnv = { ...env, JOB_NAME: `leasejob-example-${minutes}`, KUBERNETES_SERVICE_HOST: '10.0.0.1' };
     const first = await runCli(args, jobEnv);
     expect(first.exitCode, first.all).toBe(0);
