@@ -193,7 +193,8 @@ export async function main(argv: string[]): Promise<number> {
       noteReach(Reach.none);
       if (err.exitCode === 0) return 0;
       // A program reading `check --json` gets JSON whatever happened (src/commands/monitor.ts).
-      if (argv[2] === 'check' && argv.slice(3).includes('--json')) {
+      const dashes = argv.indexOf('--');
+      if (argv[2] === 'check' && argv.slice(3, dashes === -1 ? undefined : dashes).includes('--json')) {
         process.stdout.write(JSON.stringify({ error: { code: 'E_USAGE', exitCode: ExitCode.usage, message: commanderMessage(err.message) } }, null, 2) + '\n');
       }
       return ExitCode.usage;

@@ -56,6 +56,16 @@ const KNOWN_OPTIONS = new Set([
 ]);
 
 /**
+ * libpq keywords node-postgres does not act on, where ignoring them would connect elsewhere or
+ * less safely than psql does with the same string: refused (exit 64), saying why.
+ */
+const UNSUPPORTED_OPTIONS: Record<string, string> = {
+  service: 'leasejob (node-postgres) does not read pg_service.conf, so it would connect elsewhere than psql does; give host, port, dbname and user instead.',
+  sslcrl: 'node-postgres does not check certificate revocation lists, so a revoked server certificate would be accepted; leave it out only knowing that.',
+  sslcrldir: 'node-postgres does not check certificate revocation lists, so a revoked server certificate would be accepted; leave it out only knowing that.',
+};
+
+/**
  * A misspelt option is refused (exit 64), as psql refuses it: pg ignores what it does not know,
  * so `sslmod=verify-full` would connect without TLS. Refused: any unknown name starting with
  * `ssl`, and any within two edits of a libpq keyword (one for short names). Other names pass,
@@ -63,7 +73,10 @@ const KNOWN_OPTIONS = new Set([
  * `connection_limit`, `pgbouncer`), which pg ignores.
  */
 function checkOptionNames(names: Iterable<string>, source: string): void {
+  const shared = source === 'DATABASE_URL' ? ' (DATABASE_URL may be shared with a program that needs it: give leasejob its own LEASEJOB_DATABASE_URL.)' : '';
   for (const name of names) {
+    const unsupported = UNSUPPORTED_OPTIONS[name];
+    if (unsupported !== undefined) throw new UsageError(`connection option "${name}" in ${source} is not supported: ${unsupported} Nothing was connected.${shared}`);
     if (KNOWN_OPTIONS.has(name)) continue;
     const lower = name.toLowerCase();
     let near: string | undefined;
@@ -74,7 +87,7 @@ function checkOptionNames(names: Iterable<string>, source: string): void {
     }
     if (near === undefined && !lower.startsWith('ssl')) continue;
     const hint = near !== undefined ? `did you mean "${near}"?` : 'it is not one of libpq\'s TLS keywords (sslmode, sslrootcert, sslcert, sslkey, ...).';
-    throw new UsageError(`invalid connection option "${name}" in ${source}: ${hint} Nothing was connected. (A URL shared with another program that needs it: give leasejob its own LEASEJOB_DATABASE_URL.)`);
+    throw new UsageError(`invalid connection option "${name}" in ${source}: ${hint} Nothing was connected.${shared}`);
   }
 }
 
@@ -223,6 +236,8 @@ const UNAVAILABLE_CODES = new Set([
   '57P03', // cannot_connect_now (starting up, recovery)
   '53300', // too_many_connections
 ]);
+/** pg's own words when the server asks for a password (SCRAM, md5) and it has none. */
+const NO_PASSWORD = /client password must be a string|^Password must be a string/;
 /** Our credentials or database name were refused: fix configuration (exit 69). */
 const AUTH_CODES = new Set([
   '28000', // invalid_authorization_specification
@@ -272,12 +287,18 @@ export function classifyDbError(
   if (code === '42704' && /role/.test(raw)) {
     return new DatabaseError(`${raw}: create the role first, then \`leasejob migrate --grant-to\` it`, 'E_DB_ROLE', { cause: err });
   }
+  // The server asked for a password and none was found. Said by the server under `password`
+  // authentication; under scram-sha-256 (the default since PostgreSQL 14) pg says it itself,
+  // before answering, in a plain Error.
+  if ((AUTH_CODES.has(code) && /empty password returned by client/.test(raw)) || NO_PASSWORD.test(raw)) {
+    return new DatabaseError(
+      `database refused the connection to ${ctx.target}: it asks for a password and none was found (${raw}); give one in the URL, PGPASSWORD, ~/.pgpass or PGPASSFILE (a password file others may read is ignored: chmod 600 it)`,
+      'E_DB_AUTH',
+      { cause: err },
+    );
+  }
   if (AUTH_CODES.has(code)) {
-    // The server's words for a password we did not have: say where one is looked for.
-    const hint = /empty password returned by client/.test(raw)
-      ? '; no password was found for it: give one in the URL, PGPASSWORD, ~/.pgpass or PGPASSFILE (a password file others may read is ignored: chmod 600 it)'
-      : '';
-    return new DatabaseError(`database refused the connection to ${ctx.target}: ${raw}${hint}`, 'E_DB_AUTH', { cause: err });
+    return new DatabaseError(`database refused the connection to ${ctx.target}: ${raw}`, 'E_DB_AUTH', { cause: err });
   }
   if (isTlsFailure(err, raw)) {
     return new DatabaseError(`TLS to ${ctx.target} failed: ${raw || code}; check sslmode and sslrootcert in the connection settings`, 'E_DB_TLS', { cause: err });

@@ -176,7 +176,8 @@ function checkJobNameIsTick(schedule: Schedule, at: DateTime, jobName: string): 
   throw new UsageError(
     `the Kubernetes JOB_NAME ${jobName} names the scheduled minute ${iso(at)}, which is not an occurrence of \`--schedule\` ` +
       `${JSON.stringify(schedule.expression)} in ${schedule.tz} (the occurrences around it are ${around}). If the CronJob has a timeZone, ` +
-      'give the same one as `--tz`; a Job created by hand needs a name that does not end in digits (x-manual), or `--scheduled-time`.',
+      'give the same one as `--tz`; a Job created by hand needs a name that does not end in digits (x-manual), or `--scheduled-time`. ' +
+      `If \`--tz\` is the CronJob's timeZone already, the controller's time zone rules differ from this Node's (tzdata ${process.versions.tz ?? 'unknown'}): update one or the other.`,
   );
 }
 

@@ -2,7 +2,7 @@
 // process on the host through immediate transactions. Lease expiry is on the monotonic clock
 // plus the boot id, so no wall-clock step can expire or extend a lease, and a reboot expires
 // every lease. Same semantics as the PostgreSQL functions in sql/.
-import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { mkdirSync, readFileSync, statSync } from 'node:fs';
 import { hostname, uptime } from 'node:os';
 import path from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
@@ -18,11 +18,13 @@ import type {
  * steps: process.hrtime is CLOCK_MONOTONIC on Linux (since boot), mach_absolute_time on macOS,
  * QueryPerformanceCounter on Windows; all system-wide.
  */
-function isDirectory(file: string): boolean {
+/** What is at `file`: `hidden` when a directory on the way cannot be searched by this user. */
+function fileKind(file: string): 'file' | 'directory' | 'other' | 'missing' | 'hidden' {
   try {
-    return statSync(file).isDirectory();
-  } catch {
-    return false;
+    const st = statSync(file);
+    return st.isFile() ? 'file' : st.isDirectory() ? 'directory' : 'other';
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EACCES' ? 'hidden' : 'missing';
   }
 }
 
@@ -138,10 +140,20 @@ export class SqliteStore implements LeaseStore {
 
   static open(file: string, opts: { create?: boolean } = {}): SqliteStore {
     const dir = path.dirname(file);
-    if (isDirectory(file)) {
+    const kind = fileKind(file);
+    if (kind === 'directory') {
       throw new UsageError(`the state file ${file} is a directory; give a file path (--state-file or LEASEJOB_STATE_FILE), e.g. ${path.join(file, 'leasejob.db')}.`);
     }
-    if (opts.create === false && !existsSync(file)) {
+    if (kind === 'other') {
+      throw new UsageError(`the state file ${file} is not a regular file (a device, a FIFO or a socket); give the path of a file (--state-file or LEASEJOB_STATE_FILE).`);
+    }
+    if (kind === 'hidden') {
+      throw new DatabaseError(
+        `state file ${file}: this user cannot look into its directory (EACCES); every command, status and history included, needs to write the state file and its directory: run it as the user that runs the jobs`,
+        'E_STATE_FILE',
+      );
+    }
+    if (opts.create === false && kind === 'missing') {
       throw new DatabaseError(
         `no embedded store at ${file}: no job has run with it. If the jobs run as another user, or with another --state-file, LEASEJOB_STATE_FILE or XDG_STATE_HOME, give theirs (and run as their user); \`leasejob migrate\` creates an empty one`,
         'E_STATE_FILE',

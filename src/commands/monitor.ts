@@ -118,6 +118,7 @@ const LISTEN_ERRORS: Record<string, string> = {
   EACCES: 'not allowed for this user',
   EADDRNOTAVAIL: 'no such address on this host',
   ENOTFOUND: 'no such host name',
+  EINVAL: 'not an address to listen on (a link-local IPv6 address needs its %interface)',
 };
 
 const EXPORTER_READ_TIMEOUT_MS = 4_000;

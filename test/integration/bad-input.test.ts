@@ -1,9 +1,9 @@
 // Bad input: a documented exit code, a one-line reason that names the flag, and nothing written.
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, runCli } from '../helpers/cli.js';
+import { fixture, runCli, waitFor } from '../helpers/cli.js';
 import { newSchemaName, testDb, type TestDb } from '../helpers/db.js';
 import { tempDir } from '../helpers/temp.js';
 
@@ -93,6 +93,7 @@ describe('bad input', () => {
     ['check with a bad --max-hold', ['check', '--max-hold', 'forever'], 64, /--max-hold/],
     ['check with a bad --max-attempts', ['check', '--max-attempts', '0'], 64, /--max-attempts/],
     ['exporter on a bad port', ['exporter', '--port', '99999'], 64, /--port/],
+    ['exporter on a link-local address without its interface', ['exporter', '--host', 'fe80::1', '--port', '0'], 64, /^leasejob: cannot listen on fe80::1 port 0: not an address to listen on .*\(EINVAL\); choose another with --port or --host\.$/m],
     ['exporter on a host name that does not exist', ['exporter', '--host', 'no-such-host.invalid', '--port', '0'], 64, /^leasejob: cannot listen on no-such-host\.invalid port 0: no such host name \(ENOTFOUND\); choose another with --port or --host\.$/m],
     ['history of a job that never ran', ['history', '--name', 'never-ran'], 64, /^leasejob: no job named "never-ran" has run against .*schema /m],
     ['release of a job that never ran', ['release', '--name', 'never-ran'], 64, /^leasejob: no job named "never-ran" has run against .*schema /m],
@@ -246,7 +247,41 @@ describe('bad input', () => {
     const r = await runCli(['status', '--database-url', url.toString(), '--schema', db.schema], env);
     if (r.exitCode === 0) ctx.skip(); // a server that trusts this host asks for none
     expect(r.exitCode, r.all).toBe(69);
-    expect(r.stderr.trim()).toMatch(/^leasejob: database refused the connection to .*: empty password returned by client; no password was found for it: give one in the URL, PGPASSWORD, ~\/\.pgpass or PGPASSFILE/);
+    expect(r.stderr.trim()).toMatch(/^leasejob: database refused the connection to .*: it asks for a password and none was found \(empty password returned by client\); give one in the URL, PGPASSWORD, ~\/\.pgpass or PGPASSFILE/);
+  });
+
+  it('no password, on a server asking for SCRAM (the default since PostgreSQL 14): exit 69 with the same advice, no stack trace', async (ctx) => {
+    // pg_hba.conf gets a line for one new role; skipped where this suite cannot write it (a server elsewhere).
+    const hba = await db.rows<{ hba_file: string }>('SHOW hba_file').then((r) => r[0]!.hba_file, () => undefined);
+    let original: string | undefined;
+    try {
+      if (hba !== undefined) original = readFileSync(hba, 'utf8');
+    } catch {
+      original = undefined;
+    }
+    if (hba === undefined || original === undefined) ctx.skip();
+    const role = `lj_scram_${process.pid}`;
+    await db.rows(`SET password_encryption = 'scram-sha-256'; CREATE ROLE ${role} LOGIN PASSWORD 'not-given'`);
+    writeFileSync(hba!, `host all ${role} 127.0.0.1/32 scram-sha-256\nhost all ${role} ::1/128 scram-sha-256\n${original}`);
+    try {
+      await db.rows('SELECT pg_reload_conf()');
+      const url = new URL(db.url);
+      url.username = role;
+      url.password = '';
+      const env = { PGPASSFILE: path.join(tmp, 'no-such-pgpass'), PGPASSWORD: undefined };
+      // The reload takes a moment: until then the server asks for a plain password.
+      const r = await waitFor('the server to ask for SCRAM', async () => {
+        const attempt = await runCli(['status', '--database-url', url.toString(), '--schema', db.schema], env);
+        return /SCRAM/.test(attempt.stderr) ? attempt : undefined;
+      });
+      expect(r.exitCode, r.all).toBe(69);
+      expect(r.stderr.trim()).toMatch(/^leasejob: database refused the connection to .*: it asks for a password and none was found \(SASL: SCRAM-SERVER-FIRST-MESSAGE: client password must be a string\); give one in the URL, PGPASSWORD/);
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    } finally {
+      writeFileSync(hba!, original!);
+      await db.rows('SELECT pg_reload_conf()');
+      await db.rows(`DROP ROLE IF EXISTS ${role}`);
+    }
   });
 
   it('a schema that was never migrated: exit 69, the message says leasejob migrate', async () => {

@@ -1,5 +1,5 @@
 // The embedded one-host store: no database server, several processes sharing one SQLite file.
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
 import { beforeEach, describe, expect, it } from 'vitest';
@@ -144,6 +144,17 @@ describe('embedded store (SQLite)', () => {
       expect(r.exitCode, r.all).toBe(64);
       expect(r.stderr.trim()).toBe(`leasejob: the state file ${dir} is a directory; give a file path (--state-file or LEASEJOB_STATE_FILE), e.g. ${path.join(dir, 'leasejob.db')}.`);
     }
+  });
+
+  it('a state file that is a FIFO: exit 64 saying so, nothing created beside it', async () => {
+    const fifo = path.join(dir, 'fifo');
+    await execa('mkfifo', [fifo]);
+    for (const args of [['run', '--name', 'f', '--window', 'w', '--', 'true'], ['status']]) {
+      const r = await runCli([...args.slice(0, 1), '--state-file', fifo, ...args.slice(1)], noDb);
+      expect(r.exitCode, r.all).toBe(64);
+      expect(r.stderr.trim()).toBe(`leasejob: the state file ${fifo} is not a regular file (a device, a FIFO or a socket); give the path of a file (--state-file or LEASEJOB_STATE_FILE).`);
+    }
+    expect(readdirSync(dir).filter((f) => f.startsWith('fifo'))).toEqual(['fifo']);
   });
 
   it('status, history, check, release and the exporter never create the store: a mistyped --state-file is exit 69, not an empty, healthy store', async () => {

@@ -39,7 +39,16 @@ describe('connection option names', () => {
   });
 
   it('refuses an unknown ssl* option (another client\'s TLS setting means nothing to pg)', () => {
-    expect(() => resolveConnection('postgres://u@h/db?sslaccept=strict', {})).toThrow(/"sslaccept" .*not one of libpq's TLS keywords.*LEASEJOB_DATABASE_URL/);
+    expect(() => resolveConnection('postgres://u@h/db?sslaccept=strict', {})).toThrow(/"sslaccept" in `--database-url`: it is not one of libpq's TLS keywords .*Nothing was connected\.$/);
+    // Prisma's own TLS option in a DATABASE_URL shared with the application: said how to separate them.
+    expect(() => resolveConnection(undefined, { DATABASE_URL: 'postgres://u@h/db?schema=public&sslaccept=strict' })).toThrow(
+      /"sslaccept" in DATABASE_URL: .*\(DATABASE_URL may be shared with a program that needs it: give leasejob its own LEASEJOB_DATABASE_URL\.\)$/,
+    );
+  });
+
+  it('refuses libpq options node-postgres would ignore to a worse connection: service, sslcrl', () => {
+    expect(() => resolveConnection('service=prod', {})).toThrow(/connection option "service" in `--database-url` is not supported: .*pg_service\.conf/);
+    expect(() => resolveConnection('postgres://u@h/db?sslmode=verify-full&sslcrl=/crl.pem', {})).toThrow(/"sslcrl" .* not supported: .*revocation/);
   });
 
   it('takes libpq\'s keywords, pg\'s ssl, and options other programs put in a shared DATABASE_URL', () => {

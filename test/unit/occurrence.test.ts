@@ -78,7 +78,8 @@ describe('deriveOccurrence', () => {
     expect(() => deriveOccurrence({ jobName: utcFired, schedule: nightly, now })).toThrow(
       `the Kubernetes JOB_NAME ${utcFired} names the scheduled minute 2026-11-29T21:05:00-03:00, which is not an occurrence of \`--schedule\` "5 0 * * *" ` +
         'in America/Sao_Paulo (the occurrences around it are 2026-11-29T00:05:00-03:00 and 2026-11-30T00:05:00-03:00). If the CronJob has a timeZone, ' +
-        'give the same one as `--tz`; a Job created by hand needs a name that does not end in digits (x-manual), or `--scheduled-time`.',
+        'give the same one as `--tz`; a Job created by hand needs a name that does not end in digits (x-manual), or `--scheduled-time`. ' +
+        `If \`--tz\` is the CronJob's timeZone already, the controller's time zone rules differ from this Node's (tzdata ${process.versions.tz}): update one or the other.`,
     );
     // `kubectl create job --from=cronjob/nightly-close nightly-close-20261130`: 20261130 unix minutes is 2008.
     expect(() => deriveOccurrence({ jobName: 'nightly-close-20261130', schedule: nightly, now })).toThrow(/names the scheduled minute 2008-07-\d\dT/);
