@@ -11,7 +11,7 @@ export { reach } from './start-reach.js';
 function dbOptions(cmd: Command): Command {
   return cmd
     .option('--database-url <url>', 'PostgreSQL URL (else LEASEJOB_DATABASE_URL, DATABASE_URL, or PGHOST/PGUSER/...); without any, the embedded one-host store')
-    .option('--schema <name>', 'schema holding leasejob tables', DEFAULTS.schema)
+    .option('--schema <name>', `PostgreSQL schema holding leasejob tables (default: "${DEFAULTS.schema}")`)
     .option('--state-file <path>', 'embedded store file (else LEASEJOB_STATE_FILE, $XDG_STATE_HOME/leasejob/leasejob.db, ~/.local/state/leasejob/leasejob.db)')
     .option('--require-shared', 'refuse to run without a shared PostgreSQL (or LEASEJOB_REQUIRE_SHARED=1; implied inside Kubernetes)')
     .addOption(new Option('--log-level <level>', 'log level (JSON logs on stderr; default info, or LEASEJOB_LOG_LEVEL)').choices(LOG_LEVELS));

@@ -93,6 +93,10 @@ export function chooseStore(flags: StoreFlags, env: NodeJS.ProcessEnv = process.
     throw new UsageError(`no shared database configured and ${why}; set LEASEJOB_DATABASE_URL (or --database-url) to a PostgreSQL that every runner reaches${nested}.`);
   }
   if (flags.stateFile !== undefined && flags.stateFile.trim() === '') throw new UsageError('Expected `--state-file` to be a file path, got an empty string.');
+  // A schema would separate nothing here: jobs meant to be kept apart would share one file.
+  if (flags.schema !== undefined) {
+    throw new UsageError('`--schema` names a PostgreSQL schema, but no PostgreSQL is configured and the embedded store has none; leave it out, give each group of jobs its own --state-file, or set LEASEJOB_DATABASE_URL.');
+  }
   // An empty variable is unset, as a chart's `value: ""` means.
   const file = path.resolve(flags.stateFile ?? (env.LEASEJOB_STATE_FILE || undefined) ?? defaultStateFile(env));
   return { kind: 'sqlite', file, secrets: [], location: file };

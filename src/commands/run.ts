@@ -43,7 +43,7 @@ export async function runCommand(
   try {
     config = normalizeRunOptions(flags, command);
     checkWorkingDirectory();
-    choice = early?.choice ?? chooseStore({ databaseUrl: config.databaseUrl, schema: config.schema, stateFile: flags.stateFile, requireShared: flags.requireShared });
+    choice = early?.choice ?? chooseStore({ databaseUrl: config.databaseUrl, schema: flags.schema, stateFile: flags.stateFile, requireShared: flags.requireShared });
   } catch (err) {
     // Not awaited: a connection still being opened (a black-holed database) must not delay
     // the usage error; the process exits right after and the server sees the socket close.

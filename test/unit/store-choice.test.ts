@@ -34,6 +34,13 @@ describe('chooseStore', () => {
     expect(chooseStore({}, { ...url, LEASEJOB_REQUIRE_SHARED: 'off' }).kind).toBe('postgresql');
   });
 
+  it('--schema with the embedded store is refused (it would separate nothing); the default schema is PostgreSQL\'s alone', () => {
+    expect(() => chooseStore({ schema: 'billing' }, home)).toThrow(/`--schema` names a PostgreSQL schema, but no PostgreSQL is configured/);
+    expect(chooseStore({}, home).kind).toBe('sqlite');
+    expect(chooseStore({ schema: 'billing' }, { ...home, LEASEJOB_DATABASE_URL: 'postgres://h/db' })).toMatchObject({ kind: 'postgresql', schema: 'billing' });
+    expect(chooseStore({}, { ...home, LEASEJOB_DATABASE_URL: 'postgres://h/db' })).toMatchObject({ schema: 'leasejob' });
+  });
+
   it('PGSERVICE without a URL is refused; with one it is not read', () => {
     expect(() => chooseStore({}, { ...home, PGSERVICE: 'prod' })).toThrow(/PGSERVICE is set \("prod"\), but leasejob does not read pg_service.conf/);
     expect(chooseStore({}, { ...home, PGSERVICE: 'prod', LEASEJOB_DATABASE_URL: 'postgres://u@db/app' }).kind).toBe('postgresql');
