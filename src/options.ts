@@ -9,7 +9,7 @@ import { resolveLogLevel } from './log-level.js';
 import { validateFormattedWindowKey, validateName, validateSchema, validateWindowKey } from './names.js';
 import { deriveOccurrence, validateWindowFormat, windowKey, type OccurrenceSource } from './occurrence.js';
 import type { OnBusy } from './runner.js';
-import { parseSchedule, validateZone, type Schedule } from './schedule.js';
+import { canonicalZone, parseSchedule, validateZone, type Schedule } from './schedule.js';
 
 /** Raw flags as commander hands them over. */
 export interface RawRunFlags {
@@ -93,7 +93,7 @@ export function normalizeRunOptions(flags: RawRunFlags, command: string[], env: 
   const maxDelayMs = flags.maxDelay !== undefined ? parseDuration(flags.maxDelay, '--max-delay') : undefined;
   const alertAfterMs = flags.alertAfter !== undefined ? parseDuration(flags.alertAfter, '--alert-after') : undefined;
 
-  const tz = flags.tz ?? DEFAULTS.tz;
+  const tz = canonicalZone(flags.tz ?? DEFAULTS.tz);
   validateZone(tz);
   const schedule = flags.schedule !== undefined ? parseSchedule(flags.schedule, tz) : undefined;
 

@@ -48,10 +48,26 @@ const MACROS: Readonly<Record<string, string>> = {
  * runners of one job on different Node versions must agree on what its zone is.
  */
 function zoneOf(tz: string): Zone | undefined {
-  if (tz === 'UTC') return FixedOffsetZone.utcInstance;
+  if (canonicalZone(tz) === 'UTC') return FixedOffsetZone.utcInstance;
   if (!/^[A-Za-z]/.test(tz)) return undefined;
   const zone = IANAZone.create(tz);
   return zone.isValid ? zone : undefined;
+}
+
+/**
+ * The names of UTC and of GMT (IANA's aliases of both, any case): one zone for window keys.
+ * Luxon writes UTC's instants with `Z` and an IANA zone's with `+00:00`, so `--tz UTC` on one
+ * host and `--tz Etc/UTC` (the chart's default) on another would give one occurrence two keys,
+ * and run it twice.
+ */
+const UTC_NAMES = new Set([
+  'utc', 'etc/utc', 'uct', 'etc/uct', 'universal', 'etc/universal', 'zulu', 'etc/zulu',
+  'gmt', 'etc/gmt', 'gmt0', 'etc/gmt0', 'gmt+0', 'etc/gmt+0', 'gmt-0', 'etc/gmt-0', 'greenwich', 'etc/greenwich',
+]);
+
+/** `UTC` for every name of UTC or GMT; any other zone name as given. */
+export function canonicalZone(tz: string): string {
+  return UTC_NAMES.has(tz.toLowerCase()) ? 'UTC' : tz;
 }
 
 export function validateZone(tz: string): void {
@@ -71,7 +87,7 @@ export function parseSchedule(expression: string, tz: string): Schedule {
       { cause: problem.cause },
     );
   }
-  return { expression: normalized, tz };
+  return { expression: normalized, tz: canonicalZone(tz) };
 }
 
 /** The latest tick at or before `at` (a tick exactly at `at` counts), in the schedule's zone. */

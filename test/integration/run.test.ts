@@ -151,6 +151,20 @@ describe('leasejob run', () => {
     expect(logLines(current.stderr).filter((l) => l.level === 'warn')).toEqual([]);
   });
 
+  it('one occurrence is one window whatever the name of UTC: a crontab with the default --tz, a CronJob with Etc/UTC', async () => {
+    const minute = Math.floor(Date.now() / 60_000) - 1;
+    const at = new Date(minute * 60_000).toISOString();
+    const args = (tz: string[]) => ['run', ...base('utc-names'), '--schedule', '* * * * *', ...tz, '--window-from-schedule', '--scheduled-time', at, '--', 'sh', '-c', 'echo "ran $IDEMPOTENCY_KEY"'];
+    const crontab = await runCli(args([]));
+    expect(crontab.exitCode, crontab.all).toBe(0);
+    const k8s = await runCli(args(['--tz', 'Etc/UTC']), { JOB_NAME: `utc-names-${minute}`, KUBERNETES_SERVICE_HOST: '10.0.0.1' });
+    expect(k8s.exitCode, k8s.all).toBe(0);
+    expect(crontab.stdout.trim()).toBe(`ran utc-names:${at.replace('.000Z', 'Z')}`);
+    expect(k8s.stdout).toBe('');
+    expect(logLines(k8s.stderr).some((l) => l.msg === 'window already completed')).toBe(true);
+    expect(await db.rows(`SELECT window_key FROM ${db.schema}.windows WHERE job = 'utc-names'`)).toHaveLength(1);
+  });
+
   it('a short --ttl alone works: the default kill grace shrinks to fit it', async () => {
     const r = await runCli(['run', ...base('short-ttl'), '--window', 'w', '--ttl', '5s', '--log-level', 'debug', '--', process.execPath, fixture('exit-with.mjs'), '0']);
     expect(r.exitCode, r.all).toBe(0);

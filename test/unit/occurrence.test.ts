@@ -40,6 +40,20 @@ describe('parseKubernetesJobName', () => {
   });
 });
 
+describe('names of UTC', () => {
+  it('give one key per occurrence whatever the spelling: UTC, Etc/UTC (the chart\'s), GMT, Zulu, any case', () => {
+    const now = new Date('2026-11-30T03:05:07Z');
+    const keys = ['UTC', 'Etc/UTC', 'etc/utc', 'GMT', 'Etc/GMT', 'Etc/GMT+0', 'Zulu', 'Universal', 'Etc/Greenwich'].map((tz) => {
+      const occ = deriveOccurrence({ schedule: parseSchedule('5 0 * * *', tz), now })!;
+      return [windowKey(occ.scheduledAt, {}), windowKey(occ.scheduledAt, { format: 'yyyy-MM-dd HH:mm ZZ' })];
+    });
+    for (const k of keys) expect(k).toEqual(['2026-11-30T00:05:00Z', '2026-11-30 00:05 +00:00']);
+    // A zone at offset 0 that is not UTC keeps its own spelling (its summer instants differ anyway).
+    expect(windowKey(deriveOccurrence({ schedule: parseSchedule('5 0 * * *', 'Europe/London'), now })!.scheduledAt, {})).toBe('2026-11-30T00:05:00+00:00');
+    expect(parseSchedule('5 0 * * *', 'Etc/UTC').tz).toBe('UTC');
+  });
+});
+
 describe('deriveOccurrence', () => {
   const nightly = parseSchedule('5 0 * * *', SP);
   const now = new Date('2026-11-30T03:05:07Z');
