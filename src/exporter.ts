@@ -124,7 +124,7 @@ export class Exporter {
         m.expiresIn.add(job, (j.expiresInMs ?? 0) / 1000);
         m.heldFor.add(job, (j.heldForMs ?? 0) / 1000);
       }
-      m.open.add(job, j.openWindows.length);
+      m.open.add(job, j.openCount);
       if (j.lastDurationMs !== null) {
         m.lastDuration.add(job, j.lastDurationMs / 1000);
         if (j.intervalMs) m.ratio.add(job, j.lastDurationMs / j.intervalMs);

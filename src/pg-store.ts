@@ -279,7 +279,8 @@ export class PgStore implements LeaseStore {
     const s = this.s;
     // Instants and spans as float8 milliseconds (date_part, not numeric extract): parsing
     // three timestamps per job was a tenth of a 10,000-job read. Open windows are few, so they
-    // are gathered in one pass rather than looked up job by job (measured by `npm run bench`).
+    // are gathered in one pass rather than looked up job by job (measured by `npm run bench`):
+    // the newest 10, and the one with the most failed attempts when it is older (for `check`).
     const { rows } = await this.query(
       `SELECT j.name, j.schedule, j.tz, j.window_mode, j.window_format, j.window_offset, j.alert_after_ms,
               ${epochMs('j.created_at')} AS created_ms,
@@ -288,7 +289,7 @@ export class PgStore implements LeaseStore {
               round(date_part('epoch', now() - l.acquired_at) * 1000) AS held_for_ms,
               lc.window_key AS last_window, ${epochMs('lc.completed_at')} AS last_completed_ms,
               round(date_part('epoch', lc.completed_at - lc.started_at) * 1000) AS duration_ms,
-              ow.open AS open_windows, ${epochMs('now()')} AS db_now_ms
+              ow.open AS open_windows, coalesce(ow.n, 0)::int AS open_count, ${epochMs('now()')} AS db_now_ms
          FROM ${s}.jobs j
          LEFT JOIN ${s}.leases l ON l.name = j.name
          LEFT JOIN LATERAL (
@@ -296,11 +297,14 @@ export class PgStore implements LeaseStore {
              FROM ${s}.windows w WHERE w.job = j.name AND w.completed_at IS NOT NULL
             ORDER BY w.completed_at DESC, w.generation DESC LIMIT 1) lc ON true
          LEFT JOIN (
-           SELECT o.job, jsonb_agg(jsonb_build_object('window', o.window_key, 'attempts', o.attempts, 'outcome', o.outcome, 'generation', o.generation) ORDER BY o.started_at) AS open
+           SELECT o.job, jsonb_agg(jsonb_build_object('window', o.window_key, 'attempts', o.attempts, 'outcome', o.outcome, 'generation', o.generation) ORDER BY o.started_at) AS open,
+                  max(o.n) AS n
              FROM (SELECT w.job, w.window_key, w.attempts, w.outcome, w.generation, w.started_at,
-                          row_number() OVER (PARTITION BY w.job ORDER BY w.started_at DESC) AS rn
+                          row_number() OVER (PARTITION BY w.job ORDER BY w.started_at DESC) AS rn,
+                          row_number() OVER (PARTITION BY w.job ORDER BY w.outcome NOT IN ('running', 'missed') DESC, w.attempts DESC, w.started_at DESC) AS worst,
+                          count(*) OVER (PARTITION BY w.job) AS n
                      FROM ${s}.windows w WHERE w.completed_at IS NULL AND ($1::text IS NULL OR w.job = $1)) o
-            WHERE o.rn <= 10 GROUP BY o.job) ow ON ow.job = j.name
+            WHERE o.rn <= 10 OR o.worst = 1 GROUP BY o.job) ow ON ow.job = j.name
         WHERE $1::text IS NULL OR j.name = $1
         ORDER BY j.name`,
       [name ?? null],
@@ -326,6 +330,7 @@ export class PgStore implements LeaseStore {
         lastCompletedAt: r.last_completed_ms === null ? null : new Date(r.last_completed_ms),
         lastDurationMs: r.duration_ms,
         openWindows: r.open_windows ?? [],
+        openCount: r.open_count,
       })),
     };
   }

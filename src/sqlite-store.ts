@@ -113,6 +113,13 @@ function pidAlive(pid: number): boolean {
   }
 }
 
+/** The newest open windows (oldest first), with the one of most failed attempts first when it is older. */
+function withWorst(newest: JobRow['openWindows'], worst: string | null): JobRow['openWindows'] {
+  if (worst === null) return newest;
+  const w = JSON.parse(worst) as JobRow['openWindows'][number];
+  return newest.some((n) => n.window === w.window) ? newest : [w, ...newest];
+}
+
 /**
  * Every job with its lease, last completed window and newest open windows (`?` twice: a job
  * name, or NULL for all). Exported for the test that checks its plan uses the indexes.
@@ -123,7 +130,11 @@ export const JOB_ROWS_SQL = `
             FROM windows w WHERE w.job = j.name AND w.completed_at IS NOT NULL ORDER BY w.completed_at DESC, w.generation DESC LIMIT 1) AS last,
          (SELECT json_group_array(json_object('window', o.window_key, 'attempts', o.attempts, 'outcome', o.outcome, 'generation', o.generation))
             FROM (SELECT window_key, attempts, outcome, generation FROM windows w WHERE w.job = j.name AND w.completed_at IS NULL
-                   ORDER BY started_at DESC LIMIT 10) o) AS open
+                   ORDER BY started_at DESC LIMIT 10) o) AS open,
+         (SELECT json_object('window', w.window_key, 'attempts', w.attempts, 'outcome', w.outcome, 'generation', w.generation)
+            FROM windows w WHERE w.job = j.name AND w.completed_at IS NULL
+           ORDER BY w.outcome NOT IN ('running', 'missed') DESC, w.attempts DESC, w.started_at DESC LIMIT 1) AS worst,
+         (SELECT count(*) FROM windows w WHERE w.job = j.name AND w.completed_at IS NULL) AS open_count
     FROM jobs j LEFT JOIN leases l ON l.name = j.name
    WHERE ? IS NULL OR j.name = ?
    ORDER BY j.name`;
@@ -423,7 +434,8 @@ export class SqliteStore implements LeaseStore {
           lastCompletedAt: last ? new Date(last.completed_at) : null,
           lastDurationMs: last ? last.completed_at - last.started_at : null,
           // Oldest first, as PostgreSQL's jsonb_agg(... ORDER BY started_at).
-          openWindows: (JSON.parse((r.open as string | null) ?? '[]') as JobRow['openWindows']).reverse(),
+          openWindows: withWorst((JSON.parse((r.open as string | null) ?? '[]') as JobRow['openWindows']).reverse(), r.worst as string | null),
+          openCount: Number(r.open_count ?? 0),
         };
       }),
     };

@@ -93,10 +93,14 @@ export interface JobRow {
   lastCompletedAt: Date | null;
   lastDurationMs: number | null;
   /**
-   * The newest 10, oldest first. `outcome` as recorded, except that monitor.ts reads a `running`
-   * window whose generation no longer holds the lease as `abandoned`.
+   * The newest 10, oldest first, and before them the one with the most failed attempts when it is
+   * older (so that `check` sees a window that keeps failing behind newer ones). `outcome` as
+   * recorded, except that monitor.ts reads a `running` window whose generation no longer holds
+   * the lease as `abandoned`.
    */
   openWindows: Array<{ window: string; attempts: number; outcome: string; generation: number }>;
+  /** Every open window of the job, listed or not. */
+  openCount: number;
 }
 
 export interface HistoryEvent {

@@ -17,7 +17,8 @@ const out = (text: string): void => {
 };
 
 function statusRow(j: JobState): string[] {
-  const open = j.openWindows.map((w) => `${w.window}(${w.outcome}, attempt ${w.attempts})`).join(' ');
+  const more = j.openCount - j.openWindows.length;
+  const open = j.openWindows.map((w) => `${w.window}(${w.outcome}, attempt ${w.attempts})`).join(' ') + (more > 0 ? ` (+${more} more)` : '');
   return [
     j.name,
     j.holder ?? '-',

@@ -146,6 +146,19 @@ describe('embedded store (SQLite)', () => {
     }
   });
 
+  it('a window that keeps failing behind ten newer open ones is still seen by check; status counts them all', async () => {
+    const state = ['--state-file', path.join(dir, 'fail.db')];
+    const fail = (window: string) => runCli(['run', ...state, '--name', 'flaky', '--window', window, '--', 'false'], noDb);
+    for (let i = 0; i < 3; i++) expect((await fail('w')).exitCode).toBe(1);
+    for (let i = 1; i <= 10; i++) expect((await fail(`newer${i}`)).exitCode).toBe(1);
+    const check = await runCli(['check', ...state, '--name', 'flaky'], noDb);
+    expect(check.exitCode, check.all).toBe(1);
+    expect(check.stdout).toMatch(/WARNING flaky: failing: window w failed 3 attempts/);
+    const status = JSON.parse((await runCli(['status', ...state, '--name', 'flaky', '--json'], noDb)).stdout);
+    expect(status.jobs[0].openCount).toBe(11);
+    expect(status.jobs[0].openWindows.map((w: { window: string }) => w.window)).toEqual(['w', ...Array.from({ length: 10 }, (_, i) => `newer${i + 1}`)]);
+  });
+
   it('a state file that is a FIFO: exit 64 saying so, nothing created beside it', async () => {
     const fifo = path.join(dir, 'fifo');
     await execa('mkfifo', [fifo]);

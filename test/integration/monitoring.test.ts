@@ -220,6 +220,30 @@ describe('monitoring by absence', () => {
     expect(warn.exitCode, warn.all).toBe(1);
     expect(warn.stdout).toMatch(/WARNING flaky: failing: window w failed 3 attempts/);
 
+    // Behind ten newer open windows, it is still seen; status and the exporter count all eleven.
+    for (let i = 1; i <= 10; i++) {
+      const r = await runCli(['run', ...conn(), '--name', 'flaky', '--window', `newer${i}`, '--', process.execPath, fixture('exit-with.mjs'), '4']);
+      expect(r.exitCode).toBe(4);
+    }
+    const behind = await runCli(['check', ...conn(), '--name', 'flaky']);
+    expect(behind.exitCode, behind.all).toBe(1);
+    expect(behind.stdout).toMatch(/WARNING flaky: failing: window w failed 3 attempts/);
+    const status = JSON.parse((await runCli(['status', ...conn(), '--name', 'flaky', '--json'])).stdout);
+    expect(status.jobs[0].openCount).toBe(11);
+    expect(status.jobs[0].openWindows.map((w: { window: string }) => w.window)).toEqual(['w', ...Array.from({ length: 10 }, (_, i) => `newer${i + 1}`)]);
+    expect((await runCli(['status', ...conn(), '--name', 'flaky'])).stdout).not.toContain('more)');
+    const exporter = await startExporter();
+    try {
+      expect(metric(await exporter.scrape(), 'leasejob_open_windows', 'job="flaky"')).toBe(11);
+    } finally {
+      await exporter.stop();
+    }
+    // A twelfth: the oldest plain failure drops off the list, and the table says how many more.
+    expect((await runCli(['run', ...conn(), '--name', 'flaky', '--window', 'newer11', '--', process.execPath, fixture('exit-with.mjs'), '4'])).exitCode).toBe(4);
+    const table = (await runCli(['status', ...conn(), '--name', 'flaky'])).stdout;
+    expect(table).toContain('w(failed, attempt 3) newer2(failed, attempt 1)');
+    expect(table).toContain('(+1 more)');
+
     const pidFile = path.join(tmp, 'stuck.pid');
     const holder = startCli(['run', ...conn(), '--name', 'stuck', '--ttl', '3s', '--kill-grace', '500ms', '--', process.execPath, fixture('forever.mjs'), pidFile]);
     await waitFor('holder running', () => existsSync(pidFile));
