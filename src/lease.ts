@@ -110,6 +110,11 @@ export class LeaseKeeper {
     clearTimeout(this.deadlineTimer);
   }
 
+  /** Renewals failed since the last that succeeded, and the last error (for a renew-failed event). */
+  renewFailures(): { count: number; lastError: string } {
+    return { count: this.failureStreak, lastError: this.lastError };
+  }
+
   /** Time left on the monotonic clock before the lease may expire (conservative). */
   remainingMs(): number {
     return this.lastSent.mono + this.timing.ttlMs - performance.now();

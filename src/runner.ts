@@ -362,8 +362,10 @@ async function runHeld<T>(
   let value: T | undefined;
   let error: unknown;
   let ok = false;
+  let taskStarted = false;
   try {
     if (aborted) throw new LeaseUnavailableError('lease acquired too late to start the task safely', 'E_LEASE_LATE');
+    taskStarted = true;
     value = await task({ signal: controller.signal, fenceToken: generation, idempotencyKey, owner, window: win?.key, attempt, scheduledAt: win?.scheduledAt });
     // Only an uninterrupted task counts: one stopped early (even if it then returned
     // normally) may have done part of the work, and the window stays open for a retry.
@@ -392,6 +394,7 @@ async function runHeld<T>(
     } else {
       log.warn({ generation }, 'lease was no longer held at finish; outcome not recorded');
     }
+    if (leaseDoubtful && taskStarted) await recordLoss(store, { job: opts.name, window: win?.key, owner, generation }, aborted!, keeper.renewFailures(), eventTimeoutMs);
     if (!r.held && !leaseDoubtful) {
       // The lease was gone when we came to record the outcome (taken over, released by an
       // admin): whatever the task said, this run lost its lease.
@@ -412,6 +415,28 @@ async function runHeld<T>(
 
   if (ok) return { status: 'completed', value: value as T, generation, attempt };
   return { status: 'failed', error: error ?? new Error('task aborted'), generation, attempt, ...(aborted ? { aborted } : {}), released };
+}
+
+/**
+ * A task stopped because the lease could not be kept counts as a lost lease, even when the
+ * database answered again before the lease expired (the finish then found it still held, and
+ * recorded no loss): the events, and so leasejob_leases_lost_total and the LeasejobLeaseLost
+ * alert, say that a child was stopped. One `lease-lost` per generation (record_event keeps the
+ * first, whoever records it); the renewals that failed meanwhile, which could not be recorded
+ * while the database was away, are recorded with it. Best effort, bounded: the outcome is
+ * recorded already.
+ */
+async function recordLoss(
+  store: Store, lease: { job: string; window: string | undefined; owner: string; generation: string },
+  aborted: AbortReason, failures: { count: number; lastError: string }, answerTimeoutMs: number,
+): Promise<void> {
+  const events = [
+    store.recordEvent({ ...lease, kind: 'lease-lost', hostTime: new Date(), detail: { reason: aborted.kind, ...('detail' in aborted ? { detail: aborted.detail } : {}) }, answerTimeoutMs }),
+  ];
+  if (failures.count > 0) {
+    events.push(store.recordEvent({ ...lease, kind: 'renew-failed', hostTime: new Date(), detail: { failures: failures.count, last_error: failures.lastError }, answerTimeoutMs }));
+  }
+  await Promise.allSettled(events);
 }
 
 /** How long recording the outcome may still take once leasejob was told to stop. */

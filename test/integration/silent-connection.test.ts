@@ -112,6 +112,22 @@ describe('a connection that goes silent', () => {
     expect(w).toEqual([{ completed: true }]);
   });
 
+  it('renewals answered too late: the child is stopped (exit 75) and the lease counts as lost, though the finish found it held', async () => {
+    // TTL 6 s: the stop point is 4.4 s after the acquire was sent; every renewal runs, but its
+    // answer comes 8 s later. The finish is answered at once and finds the lease still held.
+    proxy.slowAnswers('.renew(', 8_000);
+    const r = await runCli(['run', ...via('slow-renewals'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s',
+      '--', process.execPath, fixture('sleep-then.mjs'), '20000', '0'], {}, { timeoutMs: 40_000 });
+    expect(r.exitCode, r.all).toBe(75);
+    const msgs = logLines(r.stderr).map((l) => l.msg);
+    expect(msgs).toContain('lease lost');
+    expect(msgs).toContain('lease released');
+    const events = await db.rows<{ kind: string; reason: string | null }>(
+      `SELECT kind, detail->>'reason' AS reason FROM ${db.schema}.events WHERE job = 'slow-renewals' ORDER BY seq`);
+    expect(events.filter((e) => e.kind === 'lease-lost')).toEqual([{ kind: 'lease-lost', reason: 'deadline' }]);
+    expect(events.map((e) => e.kind)).toContain('renew-failed');
+  });
+
   it('reset while a statement is waiting: the statement fails, the runner does not crash', async () => {
     // The renewal at 2 s goes silent, then its connection is reset: the driver both fails the
     // statement and emits an error on the checked-out connection, which must not be uncaught.
