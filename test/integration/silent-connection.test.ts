@@ -118,6 +118,8 @@ describe('a connection that goes silent', () => {
     proxy.slowAnswers('.renew(', 8_000);
     const r = await runCli(['run', ...via('slow-renewals'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s',
       '--', process.execPath, fixture('sleep-then.mjs'), '20000', '0'], {}, { timeoutMs: 40_000 });
+    // Disarmed: the next test's renewals (on new connections) must not be slowed.
+    proxy.slowAnswers('\u0000none', 0);
     expect(r.exitCode, r.all).toBe(75);
     const msgs = logLines(r.stderr).map((l) => l.msg);
     expect(msgs).toContain('lease lost');
