@@ -4,7 +4,7 @@ import type { DateTime } from 'luxon';
 import { parseIsoOffset } from './duration.js';
 import { windowKey } from './occurrence.js';
 import { humanMs } from './table.js';
-import { parseSchedule, previousTick, typicalInterval, type Schedule } from './schedule.js';
+import { canonicalZone, parseSchedule, previousTick, typicalInterval, type Schedule } from './schedule.js';
 import type { DueProbe, JobRow, LeaseStore, ScheduleKey } from './store.js';
 
 /** A registered job as stored, plus the judgement: who holds it now and what is due. */
@@ -65,9 +65,21 @@ async function readDue(store: LeaseStore, name?: string): Promise<{ byKey: Map<s
   for (const k of keys) {
     const d = dueWindowOf(k, dbNow);
     byKey.set(keyOf(k), d);
-    if (d.due) probes.push({ ...k, window: d.due.window });
+    if (d.due) {
+      probes.push({ ...k, window: d.due.window });
+      // A job registered with another name of UTC (Etc/UTC) by a leasejob before 0.1.0's last
+      // change completed its windows as ...+00:00; they are the same occurrences.
+      const legacy = legacyUtcKey(k, d.due.window);
+      if (legacy !== undefined) probes.push({ ...k, window: legacy });
+    }
   }
   return { byKey, done: await store.readCompletedDue(probes, name) };
+}
+
+/** The `+00:00` spelling of an ISO window key of a job whose zone is an alias of UTC, else undefined. */
+function legacyUtcKey(k: ScheduleKey, window: string): string | undefined {
+  if (k.tz === null || k.tz === 'UTC' || canonicalZone(k.tz) !== 'UTC' || k.windowFormat !== null || !window.endsWith('Z')) return undefined;
+  return `${window.slice(0, -1)}+00:00`;
 }
 
 const keyOf = (k: ScheduleKey): string =>

@@ -394,7 +394,10 @@ async function runHeld<T>(
     } else {
       log.warn({ generation }, 'lease was no longer held at finish; outcome not recorded');
     }
-    if (leaseDoubtful && taskStarted) await recordLoss(store, { job: opts.name, window: win?.key, owner, generation }, aborted!, keeper.renewFailures(), eventTimeoutMs);
+    if (leaseDoubtful && taskStarted) {
+      // Not held: the finish recorded the loss itself (on every schema version).
+      await unlessAborted(recordLoss(store, { job: opts.name, window: win?.key, owner, generation }, r.held ? aborted : undefined, keeper.renewFailures(), eventTimeoutMs), opts.signal);
+    }
     if (!r.held && !leaseDoubtful) {
       // The lease was gone when we came to record the outcome (taken over, released by an
       // admin): whatever the task said, this run lost its lease.
@@ -421,22 +424,27 @@ async function runHeld<T>(
  * A task stopped because the lease could not be kept counts as a lost lease, even when the
  * database answered again before the lease expired (the finish then found it still held, and
  * recorded no loss): the events, and so leasejob_leases_lost_total and the LeasejobLeaseLost
- * alert, say that a child was stopped. One `lease-lost` per generation (record_event keeps the
- * first, whoever records it); the renewals that failed meanwhile, which could not be recorded
- * while the database was away, are recorded with it. Best effort, bounded: the outcome is
+ * alert, say that a child was stopped. Recorded here only when the finish found the lease held
+ * (else the finish recorded it, on every schema version: counted once), in the finish's shape;
+ * the renewals that failed meanwhile, which could not be recorded while the database was away,
+ * are recorded either way. Best effort, bounded, and cut short by a signal: the outcome is
  * recorded already.
  */
 async function recordLoss(
   store: Store, lease: { job: string; window: string | undefined; owner: string; generation: string },
-  aborted: AbortReason, failures: { count: number; lastError: string }, answerTimeoutMs: number,
+  lostWhileHeld: AbortReason | undefined, failures: { count: number; lastError: string }, answerTimeoutMs: number,
 ): Promise<void> {
-  const events = [
-    store.recordEvent({ ...lease, kind: 'lease-lost', hostTime: new Date(), detail: { reason: aborted.kind, ...('detail' in aborted ? { detail: aborted.detail } : {}) }, answerTimeoutMs }),
-  ];
-  if (failures.count > 0) {
-    events.push(store.recordEvent({ ...lease, kind: 'renew-failed', hostTime: new Date(), detail: { failures: failures.count, last_error: failures.lastError }, answerTimeoutMs }));
+  // One after the other, on the runner's one connection; the renewals' failures first, as they came.
+  try {
+    if (failures.count > 0) {
+      await store.recordEvent({ ...lease, kind: 'renew-failed', hostTime: new Date(), detail: { failures: failures.count, last_error: failures.lastError }, answerTimeoutMs });
+    }
+    if (lostWhileHeld !== undefined) {
+      await store.recordEvent({ ...lease, kind: 'lease-lost', hostTime: new Date(), detail: { outcome: 'failed', aborted: lostWhileHeld.kind }, answerTimeoutMs });
+    }
+  } catch {
+    // Evidence only: the outcome is recorded already.
   }
-  await Promise.allSettled(events);
 }
 
 /** How long recording the outcome may still take once leasejob was told to stop. */

@@ -211,6 +211,22 @@ describe('monitoring by absence', () => {
     }
   });
 
+  it('a job registered with Etc/UTC by an earlier leasejob, its window completed as ...+00:00: not overdue', async () => {
+    const job = 'legacy-utc';
+    const run = (at: string) => runCli(['run', ...conn(), '--name', job, '--schedule', '0 * * * *', '--tz', 'Etc/UTC', '--window-from-schedule', '--scheduled-time', at, '--', 'true']);
+    expect((await run(new Date(Math.floor(Date.now() / 3_600_000) * 3_600_000 - 2 * 3_600_000).toISOString())).exitCode).toBe(0);
+    await db.rows(`UPDATE ${db.schema}.jobs SET created_at = now() - interval '1 day' WHERE name = $1`, [job]);
+    const due = JSON.parse((await runCli(['status', ...conn(), '--name', job, '--json'])).stdout).jobs[0].due;
+    expect(due.window).toMatch(/T\d\d:00:00Z$/);
+    expect(due.completed).toBe(false);
+    expect((await run(due.scheduledAt)).exitCode).toBe(0);
+    // As an earlier leasejob left it: the zone registered as given, the window's key with +00:00.
+    await db.rows(`UPDATE ${db.schema}.jobs SET tz = 'Etc/UTC' WHERE name = $1`, [job]);
+    await db.rows(`UPDATE ${db.schema}.windows SET window_key = $2 WHERE job = $1 AND window_key = $3`, [job, due.window.replace(/Z$/, '+00:00'), due.window]);
+    const check = await runCli(['check', ...conn(), '--name', job]);
+    expect(check.exitCode, check.all).toBe(0);
+  });
+
   it('a window that keeps failing is a warning; a stuck owner is critical', async () => {
     for (let i = 0; i < 3; i++) {
       const r = await runCli(['run', ...conn(), '--name', 'flaky', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '4']);
