@@ -60,14 +60,25 @@ class PasswordFileClient extends pg.Client {
   constructor(config?: pg.ClientConfig) {
     super(config);
     const self = this as unknown as { password: unknown };
-    if (self.password == null) {
-      // Loaded then, not at start: most connections carry their password.
-      self.password = async (params: pgpass.ConnectionInfo) => {
-        const { default: read } = await import('pgpass');
-        return new Promise<string | undefined>((resolve) => read(params, resolve));
-      };
-    }
+    if (self.password == null) self.password = passwordFromFile;
   }
+}
+
+/**
+ * One reading of the password file serves the connections opened within PASSWORD_FILE_REUSE_MS
+ * (status and check open two at once): its warning about a file others may read is said once,
+ * and a password changed in the file is still picked up by a long-running exporter.
+ */
+const PASSWORD_FILE_REUSE_MS = 10_000;
+const passwordReadings = new Map<string, { at: number; password: Promise<string | undefined> }>();
+function passwordFromFile(params: pgpass.ConnectionInfo): Promise<string | undefined> {
+  const key = JSON.stringify([params.host, params.port, params.database, params.user]);
+  const recent = passwordReadings.get(key);
+  if (recent !== undefined && performance.now() - recent.at < PASSWORD_FILE_REUSE_MS) return recent.password;
+  // Loaded then, not at start: most connections carry their password.
+  const password = import('pgpass').then(({ default: read }) => new Promise<string | undefined>((resolve) => read(params, resolve)));
+  passwordReadings.set(key, { at: performance.now(), password });
+  return password;
 }
 
 /**

@@ -284,6 +284,18 @@ describe('bad input', () => {
     }
   });
 
+  it('a password file others may read is ignored with one warning, though status opens two connections', async (ctx) => {
+    const url = new URL(db.url);
+    const file = path.join(tmp, 'pgpass-open');
+    const esc = (v: string) => v.replace(/[\\:]/g, '\\$&');
+    writeFileSync(file, `${url.hostname}:${url.port}:*:${esc(decodeURIComponent(url.username))}:${esc(decodeURIComponent(url.password))}\n`, { mode: 0o644 });
+    url.password = '';
+    const r = await runCli(['status', '--database-url', url.toString(), '--schema', db.schema], { PGPASSFILE: file, PGPASSWORD: undefined });
+    if (r.exitCode === 0) ctx.skip(); // a server that trusts this host asks for no password
+    expect(r.exitCode, r.all).toBe(69);
+    expect(r.stderr.split('\n').filter((l) => l.startsWith('WARNING: password file')).map((l) => l.trimEnd())).toEqual([`WARNING: password file "${file}" has group or world access; permissions should be u=rw (0600) or less`]);
+  });
+
   it('a schema that was never migrated: exit 69, the message says leasejob migrate', async () => {
     for (const cmd of ['run', 'status', 'check']) {
       const [command, ...rest] = reading(cmd);
