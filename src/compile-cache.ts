@@ -88,6 +88,7 @@ export function loadCli(bundle: string, command: string | undefined, env: NodeJS
     },
     saveCache(exitCode) {
       if (file === undefined) return;
+      // Reach.whole / Reach.none (src/start-reach.ts), not imported: this file loads before the bundle, unbundled.
       const reached = mod.exports.reach?.(exitCode) ?? (exitCode === 0 ? 2 : 0);
       if (state === 'used' && reached <= writtenReach) return;
       const tmp = `${file}.${process.pid}.tmp`;

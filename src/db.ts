@@ -59,10 +59,11 @@ const KNOWN_OPTIONS = new Set([
  * libpq keywords node-postgres does not act on, where ignoring them would connect elsewhere or
  * less safely than psql does with the same string: refused (exit 64), saying why.
  */
+const NO_REVOCATION = 'node-postgres does not check certificate revocation lists, so a revoked server certificate would be accepted; leave it out only knowing that.';
 const UNSUPPORTED_OPTIONS: Record<string, string> = {
   service: 'leasejob (node-postgres) does not read pg_service.conf, so it would connect elsewhere than psql does; give host, port, dbname and user instead.',
-  sslcrl: 'node-postgres does not check certificate revocation lists, so a revoked server certificate would be accepted; leave it out only knowing that.',
-  sslcrldir: 'node-postgres does not check certificate revocation lists, so a revoked server certificate would be accepted; leave it out only knowing that.',
+  sslcrl: NO_REVOCATION,
+  sslcrldir: NO_REVOCATION,
 };
 
 /**

@@ -178,9 +178,10 @@ function warnIfLateWallClock(config: RunConfig, log: ReturnType<typeof createLog
   if (w?.source !== 'wall-clock' || w.scheduledAt === undefined) return;
   const lateMs = Date.now() - w.scheduledAt.getTime();
   if (lateMs < LATE_WALL_CLOCK_MS) return;
+  const lateMinutes = Math.round(lateMs / 60_000);
   log.warn(
-    { window: w.key, scheduledAt: w.scheduledAt.toISOString(), lateMinutes: Math.round(lateMs / 60_000), tz: config.tz },
-    `the latest occurrence of --schedule in ${config.tz} is ${Math.round(lateMs / 60_000)} min old: if cron fires this job in another time zone (the host's, or CRON_TZ), give that zone as --tz`,
+    { window: w.key, scheduledAt: w.scheduledAt.toISOString(), lateMinutes, tz: config.tz },
+    `the latest occurrence of --schedule in ${config.tz} is ${lateMinutes} min old: if cron fires this job in another time zone (the host's, or CRON_TZ), give that zone as --tz`,
   );
 }
 

@@ -1,6 +1,7 @@
 // Contenders and faults: many runs on one window, a crashed holder, a stolen lease, a lost database.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, isAlive, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
@@ -28,6 +29,20 @@ function untilLogged(p: ReturnType<typeof startCli>, msg: string): Promise<unkno
   let log = '';
   p.stderr?.on('data', (d: Buffer) => (log += d.toString()));
   return waitFor(`'${msg}' in the log`, () => log.includes(msg));
+}
+
+/** Two plain connections to the test database, for calling the schema's functions directly; closed after `fn`. */
+async function withTwoClients(fn: (a: pg.Client, b: pg.Client) => Promise<void>): Promise<void> {
+  const { default: driver } = await import('pg');
+  const [a, b] = [new driver.Client({ connectionString: db.url }), new driver.Client({ connectionString: db.url })];
+  await a.connect();
+  await b.connect();
+  try {
+    await fn(a, b);
+  } finally {
+    await a.end();
+    await b.end();
+  }
 }
 
 describe('contention and faults', () => {
@@ -350,14 +365,10 @@ describe('contention and faults', () => {
   });
 
   it('a finish that commits while a contender queues for the lease row reads as released, not lost (and its window as done)', async () => {
-    const { default: pg } = await import('pg');
-    const [a, b] = [new pg.Client({ connectionString: db.url }), new pg.Client({ connectionString: db.url })];
-    await a.connect();
-    await b.connect();
-    try {
-      const acq = (c: InstanceType<typeof pg.Client>, owner: string) =>
+    await withTwoClients(async (a, b) => {
+      const acq = (c: pg.Client, owner: string) =>
         c.query(`SELECT * FROM ${db.schema}.acquire('finish-race', $1, 1500, 500, NULL, NULL, false, NULL, now(), NULL, 2000)`, [owner]);
-      const c3 = (c: InstanceType<typeof pg.Client>, owner: string) =>
+      const c3 = (c: pg.Client, owner: string) =>
         c.query(`SELECT * FROM ${db.schema}.acquire('finish-race-w', $1, 1500, 500, 'w', NULL, false, NULL, now(), NULL, 2000)`, [owner]);
       const first = await acq(a, 'race-a:1:a');
       expect(first.rows[0].outcome).toBe('acquired');
@@ -388,18 +399,11 @@ describe('contention and faults', () => {
       expect(wkinds.map((k) => k.kind)).toEqual(['acquired', 'window-claimed', 'window-completed', 'released']);
       const lease = await db.rows<{ generation: string }>(`SELECT generation FROM ${db.schema}.leases WHERE name = 'finish-race-w'`);
       expect(lease).toEqual([{ generation: '1' }]);
-    } finally {
-      await a.end();
-      await b.end();
-    }
+    });
   });
 
   it('a renewal whose transaction began before the owner\'s finish never makes the released lease live again', async () => {
-    const { default: pg } = await import('pg');
-    const [a, b] = [new pg.Client({ connectionString: db.url }), new pg.Client({ connectionString: db.url })];
-    await a.connect();
-    await b.connect();
-    try {
+    await withTwoClients(async (a, b) => {
       const { rows: [acq] } = await a.query(`SELECT * FROM ${db.schema}.acquire('renew-race', 'rr:1:a', 30000, 10000, NULL, NULL, false, NULL, now(), NULL, 500)`);
       expect(acq.outcome).toBe('acquired');
       // The renewal's transaction (its now()) begins first; the finish commits meanwhile.
@@ -414,10 +418,7 @@ describe('contention and faults', () => {
       // Released it stays: the next owner takes it at once.
       const { rows: [next] } = await a.query(`SELECT * FROM ${db.schema}.acquire('renew-race', 'rr:2:b', 30000, 10000, NULL, NULL, false, NULL, now(), NULL, 500)`);
       expect(next).toMatchObject({ outcome: 'acquired', generation: '2' });
-    } finally {
-      await a.end();
-      await b.end();
-    }
+    });
   });
 
   it('acquire and finish of one job never deadlock, whatever the runners\' registry settings', async () => {
