@@ -140,6 +140,15 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     });
   };
 
+  /** Another owner holds `job`: our first acquire finds it busy while it finishes, our second is answered into the void. */
+  const lostAfterHolderFinishes = async (s: LeaseStore, job: string): Promise<LeaseStore> => {
+    const holder = 'host-b:2:bbbb';
+    const held = await s.acquire({ ...base, owner: holder, job, ttlMs: 30_000 });
+    return answerLost(s, 2, async (call) => {
+      if (call === 1) await s.finish({ job, owner: holder, generation: held.generation!, outcome: 'none', hostTime: new Date() });
+    });
+  };
+
   it('a run that gives up on an acquire whose answer was lost gives the lease back: the next owner takes it at once, no loss', async () => {
     const s = await make();
     const task = async (): Promise<number> => 1;
@@ -170,13 +179,9 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
 
   it('the lease of an unanswered acquire is given back however the run leaves (here: its window missed meanwhile); nothing is asked when nothing was sent', async () => {
     const s = await make();
-    const holder = 'host-b:2:bbbb';
-    const held = await s.acquire({ ...base, owner: holder, job: 'late-miss', ttlMs: 30_000 });
     // 1: busy, the holder finishes meanwhile; 2: ours (window claimed), answer lost; 3: past
     // --max-delay by then, answered missed.
-    const lossy = answerLost(s, 2, async (call) => {
-      if (call === 1) await s.finish({ job: 'late-miss', owner: holder, generation: held.generation!, outcome: 'none', hostTime: new Date() });
-    });
+    const lossy = await lostAfterHolderFinishes(s, 'late-miss');
     const scheduledAt = new Date(Date.now() - 1_000);
     const r = await runWithLease(lossy, { name: 'late-miss', ttlMs: 30_000, killGraceMs: 500, onBusy: 'wait',
       window: { key: 'm', scheduledAt, maxDelayMs: 2_500 } }, async () => 0, silentLogger);
@@ -201,12 +206,8 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
 
   it('a run that waits and finds its own unanswered acquisition holding the lease takes it up: same generation and attempt', async () => {
     const s = await make();
-    const holder = 'host-b:2:bbbb';
-    const held = await s.acquire({ ...base, owner: holder, job: 'adopt', ttlMs: 30_000 });
     // 1: busy, and the holder finishes meanwhile; 2: ours, answer lost; 3: held by ourselves.
-    const lossy = answerLost(s, 2, async (call) => {
-      if (call === 1) await s.finish({ job: 'adopt', owner: holder, generation: held.generation!, outcome: 'none', hostTime: new Date() });
-    });
+    const lossy = await lostAfterHolderFinishes(s, 'adopt');
     const seen: string[] = [];
     const r = await runWithLease(lossy, { name: 'adopt', ttlMs: 30_000, killGraceMs: 500, window: { key: 'd' }, onBusy: 'wait' }, async (ctx) => {
       seen.push(`${ctx.fenceToken}/${ctx.attempt}`);
