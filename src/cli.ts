@@ -8,6 +8,9 @@ import { Reach, noteReach } from './start-reach.js';
 
 export { reach } from './start-reach.js';
 
+/** The commands, as buildProgram defines them (src/compile-cache.ts keeps the same list). */
+export const COMMAND_NAMES: ReadonlySet<string> = new Set(['run', 'migrate', 'status', 'history', 'check', 'exporter', 'release']);
+
 function dbOptions(cmd: Command): Command {
   return cmd
     .option('--database-url <url>', 'PostgreSQL URL (else LEASEJOB_DATABASE_URL, DATABASE_URL, or PGHOST/PGUSER/...); without any, the embedded one-host store')
@@ -27,7 +30,13 @@ const lazy = (load: () => Promise<CommandFn>) => async (flags: Record<string, un
   exitWith(await (await load())(flags));
 };
 
-export function buildProgram(): Command {
+/**
+ * The program, with every command, or with `only` that one: a start defines just the command it
+ * runs (each definition builds its options and help text; all seven cost about 2% of a run's
+ * instructions). `leasejob --help`, an unknown command and `help` get all of them.
+ */
+export function buildProgram(only?: string): Command {
+  const want = (name: string): boolean => only === undefined || only === name;
   const program = new Command('leasejob')
     .description('Run a scheduled command once per scheduled occurrence, guarded by a PostgreSQL lease.')
     .version(packageVersion(), '-V, --version')
@@ -37,7 +46,7 @@ export function buildProgram(): Command {
       outputError: (str, write) => write(`leasejob: ${commanderMessage(str)}\n`),
     });
 
-  dbOptions(
+  if (want('run')) dbOptions(
     program
       .command('run')
       .description('acquire the lease, claim the window, run the command, renew while it runs, record the outcome')
@@ -98,7 +107,7 @@ Example:
       }),
   );
 
-  dbOptions(
+  if (want('migrate')) dbOptions(
     program
       .command('migrate')
       .description('create or upgrade the schema (idempotent, safe to run concurrently)')
@@ -106,7 +115,7 @@ Example:
   )
     .action(lazy(async () => (await import('./commands/admin.js')).migrateCommand));
 
-  dbOptions(
+  if (want('status')) dbOptions(
     program
       .command('status')
       .description('one line per job: holder, generation, expiry, last completed window, open windows, overdue')
@@ -114,7 +123,7 @@ Example:
       .option('--json', 'JSON instead of a table'),
   ).action(lazy(async () => (await import('./commands/monitor.js')).statusCommand));
 
-  dbOptions(
+  if (want('history')) dbOptions(
     program
       .command('history')
       .description("the job's events in sequence order (the latest --limit)")
@@ -123,7 +132,7 @@ Example:
       .option('--json', 'JSON instead of a table'),
   ).action(lazy(async () => (await import('./commands/monitor.js')).historyCommand));
 
-  dbOptions(
+  if (want('check')) dbOptions(
     program
       .command('check')
       .description('exit 2 when an expected window is overdue or an owner is stuck, 1 when a window keeps failing, 0 when healthy')
@@ -134,7 +143,7 @@ Example:
       .option('--json', 'JSON instead of one line per problem'),
   ).action(lazy(async () => (await import('./commands/monitor.js')).checkCommand));
 
-  dbOptions(
+  if (want('exporter')) dbOptions(
     program
       .command('exporter')
       .description('serve Prometheus /metrics and /healthz, computed from the database on each scrape')
@@ -142,7 +151,7 @@ Example:
       .option('--host <address>', 'address to listen on', '0.0.0.0'),
   ).action(lazy(async () => (await import('./commands/monitor.js')).exporterCommand));
 
-  dbOptions(
+  if (want('release')) dbOptions(
     program
       .command('release')
       .description('administratively release a lease now (the generation is kept)')
@@ -180,7 +189,7 @@ function commanderMessage(str: string): string {
 
 /** Parse argv, run the command, and return the exit code (bin/leasejob.js exits with it). */
 export async function main(argv: string[]): Promise<number> {
-  const program = buildProgram();
+  const program = buildProgram(COMMAND_NAMES.has(argv[2] ?? '') ? argv[2] : undefined);
   program.exitOverride();
   for (const c of program.commands) c.exitOverride();
   try {

@@ -1,12 +1,18 @@
 // The code cache keeps one file per command, named from a list of its own (it runs before the
 // bundle, so it cannot ask commander). A command missing there would share the catch-all file.
 import { describe, expect, it } from 'vitest';
-import { buildProgram } from '../../src/cli.js';
+import { buildProgram, COMMAND_NAMES } from '../../src/cli.js';
 import { cacheFileTag, COMMANDS, isCacheFileOf } from '../../src/compile-cache.js';
 
 describe('compile cache command names', () => {
   it('are exactly the CLI commands', () => {
     expect([...COMMANDS].sort()).toEqual(buildProgram().commands.map((c) => c.name()).sort());
+    expect([...COMMAND_NAMES].sort()).toEqual([...COMMANDS].sort());
+  });
+
+  it('a start defines only the command it runs; help and unknown commands get them all', () => {
+    for (const name of COMMAND_NAMES) expect(buildProgram(name).commands.map((c) => c.name())).toEqual([name]);
+    expect(buildProgram().commands).toHaveLength(COMMAND_NAMES.size);
   });
 
   it('cleanup recognises only its own file names, never an operator file that looks alike', () => {
