@@ -19,7 +19,7 @@ process.stdout.on('error', (err) => {
 });
 process.stderr.on('error', () => {});
 
-const cli = loadCli(path.join(__dirname, '..', 'dist', 'leasejob.cjs'), process.argv[2]);
+const cli = loadCli(path.join(__dirname, '..', 'dist', 'leasejob.cjs'), process.argv[2], require);
 cli.main(process.argv).then(async (code) => {
   cli.saveCache(code);
   // A slow reader on a pipe (`leasejob status | jq`) may not have taken all of stdout yet:

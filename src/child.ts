@@ -2,9 +2,8 @@
 import { accessSync, constants as fsConstants, readdirSync, readFileSync, statSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import path from 'node:path';
-import { performance } from 'node:perf_hooks';
-import { setTimeout as delay } from 'node:timers/promises';
 import { spawn } from 'node:child_process';
+import { monoNow, sleep } from './clock.js';
 import { LeasejobError } from './errors.js';
 
 export interface ChildResult {
@@ -134,17 +133,17 @@ export async function startChild(
     for (;;) {
       // Done when the leader and everything it left in its group are gone, not just the leader.
       if (leaderExited && !groupHasLiveMember(pid)) return exited;
-      const remaining = stopDeadline - performance.now();
+      const remaining = stopDeadline - monoNow();
       if (remaining <= 0) break;
-      const pause = delay(Math.min(STOP_POLL_MS, remaining));
+      const pause = sleep(Math.min(STOP_POLL_MS, remaining));
       await (leaderExited ? pause : Promise.race([exited, pause]));
     }
     signalGroup(pid, 'SIGKILL');
     // A process takes SIGKILL when it next leaves the kernel: one in uninterruptible I/O (D
     // state) lingers. Waited for within the margin kept before expiry, never longer.
-    const settleBy = performance.now() + settleMs;
+    const settleBy = monoNow() + settleMs;
     await exited;
-    while (groupHasLiveMember(pid) && performance.now() < settleBy) await delay(Math.min(STOP_POLL_MS, settleBy - performance.now()));
+    while (groupHasLiveMember(pid) && monoNow() < settleBy) await sleep(Math.min(STOP_POLL_MS, settleBy - monoNow()));
     return exited;
   };
 
@@ -161,7 +160,7 @@ export async function startChild(
       // NaN or negative grace means none; Infinity means wait for the child however long it takes.
       const grace = graceMs > 0 ? graceMs : 0;
       if (settle !== undefined) settleMs = Math.min(settleMs, Math.max(0, settle));
-      stopDeadline = Math.min(stopDeadline, performance.now() + grace);
+      stopDeadline = Math.min(stopDeadline, monoNow() + grace);
       stopping ??= stopGroup(first);
       return stopping;
     },

@@ -15,7 +15,6 @@
 // system, a full disk) only means an uncached start.
 import { isAscii } from 'node:buffer';
 import { chmodSync, closeSync, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Script } from 'node:vm';
@@ -34,7 +33,13 @@ export interface LoadedCli {
 /** The CLI's commands (src/cli.ts); kept here because this runs before the bundle loads. */
 export const COMMANDS = new Set(['run', 'migrate', 'status', 'history', 'check', 'exporter', 'release']);
 
-export function loadCli(bundle: string, command: string | undefined, env: NodeJS.ProcessEnv = process.env): LoadedCli {
+/**
+ * `load` is the bundle's `require`, for what it leaves out (better-sqlite3, pg-native, Node's
+ * built-ins): the entry's own, since bin/ and dist/ resolve packages from the same node_modules.
+ * Passed in rather than made with node:module's createRequire, whose loading costs every start
+ * about 4 M instructions (src/bundle.mjs).
+ */
+export function loadCli(bundle: string, command: string | undefined, load: NodeJS.Require, env: NodeJS.ProcessEnv = process.env): LoadedCli {
   const fd = openSync(bundle, 'r');
   let source: string;
   let file: string | undefined;
@@ -77,7 +82,7 @@ export function loadCli(bundle: string, command: string | undefined, env: NodeJS
   if (cachedData) state = script.cachedDataRejected ? 'rejected' : 'used';
   const mod = { exports: {} as { main?: LoadedCli['main']; reach?: (exitCode: number) => number } };
   (script.runInThisContext() as (...args: unknown[]) => void)
-    .call(mod.exports, mod.exports, createRequire(bundle), mod, bundle, path.dirname(bundle));
+    .call(mod.exports, mod.exports, load, mod, bundle, path.dirname(bundle));
   const main = mod.exports.main;
   if (typeof main !== 'function') throw new Error(`leasejob: ${bundle} does not export main()`);
 

@@ -2,6 +2,7 @@
 // exposes absence (overdue windows), lease health, run outcomes and clock signals.
 import http from 'node:http';
 import { Counter, Gauge, Registry } from 'prom-client';
+import { monoNow } from './clock.js';
 import type { Logger } from './log.js';
 import { labelText, MetricRows } from './metric-rows.js';
 import { readJobStates } from './monitor.js';
@@ -71,7 +72,7 @@ export class Exporter {
   }
 
   private async collect(): Promise<string> {
-    const started = performance.now();
+    const started = monoNow();
     for (const metric of Object.values(this.m)) metric.reset();
     let up = true;
     try {
@@ -81,7 +82,7 @@ export class Exporter {
       up = false;
     }
     this.m.up.set(up ? 1 : 0);
-    this.m.scrape.set((performance.now() - started) / 1000);
+    this.m.scrape.set((monoNow() - started) / 1000);
     if (!up) {
       // Only what is known: `leasejob_jobs 0` beside `leasejob_up 0` would read as "no jobs".
       const known = await Promise.all(['leasejob_up', 'leasejob_scrape_duration_seconds'].map((name) => this.registry.getSingleMetricAsString(name)));

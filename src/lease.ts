@@ -1,7 +1,7 @@
 // The lease keeper: renews every interval and keeps a local deadline on the monotonic clock,
 // measured from when the last successful renewal was *sent*, so the task is told to stop
 // early enough to be gone before the lease can expire.
-import { CLOCK_JUMP_THRESHOLD_MS, measureOffset, offsetIsLarge, stamp, wallJumpMs, type OffsetMeasurement, type Stamp } from './clock.js';
+import { CLOCK_JUMP_THRESHOLD_MS, measureOffset, monoNow, offsetIsLarge, stamp, wallJumpMs, type OffsetMeasurement, type Stamp } from './clock.js';
 import type { Logger } from './log.js';
 import type { LeaseStore as Store } from './store.js';
 
@@ -84,7 +84,7 @@ export class LeaseKeeper {
     // Counted, as the deadline is, from when the acquire was sent: an acquire answered late
     // leaves less than an interval, and a renewal put off a whole interval from now could
     // come after the deadline (the child stopped with the lease still held).
-    this.scheduleRenewal(this.timing.renewIntervalMs - (performance.now() - this.lastSent.mono));
+    this.scheduleRenewal(this.timing.renewIntervalMs - (monoNow() - this.lastSent.mono));
   }
 
   /** A measurement of the host's clock against the database's (the acquire's, each renewal's). */
@@ -117,12 +117,12 @@ export class LeaseKeeper {
 
   /** Time left on the monotonic clock before the lease may expire (conservative). */
   remainingMs(): number {
-    return this.lastSent.mono + this.timing.ttlMs - performance.now();
+    return this.lastSent.mono + this.timing.ttlMs - monoNow();
   }
 
   private armDeadline(): void {
     clearTimeout(this.deadlineTimer);
-    const due = this.lastSent.mono + stopAfterMs(this.timing) - performance.now();
+    const due = this.lastSent.mono + stopAfterMs(this.timing) - monoNow();
     this.deadlineTimer = setTimeout(() => this.lose({ kind: 'deadline', detail: 'renewal did not succeed in time' }), Math.max(0, due));
   }
 
@@ -161,7 +161,7 @@ export class LeaseKeeper {
         this.log.warn({ jumpMs: jump }, 'wall clock jump detected');
         this.onClockJump(jump);
       }
-      this.scheduleRenewal(this.timing.renewIntervalMs - (performance.now() - sent.mono));
+      this.scheduleRenewal(this.timing.renewIntervalMs - (monoNow() - sent.mono));
     } catch (err) {
       if (this.stopped) return;
       this.failureStreak += 1;

@@ -3,6 +3,7 @@
 // set-based reads behind status, check and the exporter.
 import pg from 'pg';
 import type pgpass from 'pgpass';
+import { monoNow } from './clock.js';
 import type { ConnectionSource } from './db.js';
 import { quoteIdent } from './names.js';
 import { driverTls } from './tls.js';
@@ -74,10 +75,10 @@ const passwordReadings = new Map<string, { at: number; password: Promise<string 
 function passwordFromFile(params: pgpass.ConnectionInfo): Promise<string | undefined> {
   const key = JSON.stringify([params.host, params.port, params.database, params.user]);
   const recent = passwordReadings.get(key);
-  if (recent !== undefined && performance.now() - recent.at < PASSWORD_FILE_REUSE_MS) return recent.password;
+  if (recent !== undefined && monoNow() - recent.at < PASSWORD_FILE_REUSE_MS) return recent.password;
   // Loaded then, not at start: most connections carry their password.
   const password = import('pgpass').then(({ default: read }) => new Promise<string | undefined>((resolve) => read(params, resolve)));
-  passwordReadings.set(key, { at: performance.now(), password });
+  passwordReadings.set(key, { at: monoNow(), password });
   return password;
 }
 
@@ -130,11 +131,11 @@ export class PgStore implements LeaseStore {
    */
   private async query(text: string, values: unknown[], timeoutMs = this.readTimeoutMs): Promise<pg.QueryResult> {
     if (!(timeoutMs > 0)) return this.pool.query(text, values);
-    const started = performance.now();
+    const started = monoNow();
     const client = await this.connectWithin(timeoutMs).catch((err: unknown) => {
       throw notSent(err);
     });
-    const left = Math.max(1, Math.ceil(timeoutMs - (performance.now() - started)));
+    const left = Math.max(1, Math.ceil(timeoutMs - (monoNow() - started)));
     // As pool.query does. A checked-out client is not watched by the pool: an error it emits
     // (its server restarting) would be thrown at the top of the process. It fails the
     // statement instead; and a connection that failed a statement is not reused.

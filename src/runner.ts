@@ -1,8 +1,7 @@
 // runWithLease: acquire the lease and claim the window, run a task while the keeper renews,
 // stop the task when the lease is in doubt, record the outcome and release.
-import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { measureOffset, offsetIsLarge, sleep, stamp, type OffsetMeasurement } from './clock.js';
+import { measureOffset, monoNow, offsetIsLarge, sleep, stamp, type OffsetMeasurement } from './clock.js';
 import { isTransientDbError } from './db.js';
 import { LeasejobError, LeaseUnavailableError } from './errors.js';
 import { LeaseKeeper, safetyMarginMs, stopAfterMs, type LossReason } from './lease.js';
@@ -114,7 +113,7 @@ const SIGNALLED_ABANDON_MS = 600;
  * attempt its window was claimed with, instead of being waited out as a stale owner's.
  */
 async function acquireOrAdopt(store: Store, i: AcquireInput, mayBeOurs: boolean): Promise<AcquireRow & { adopted?: true }> {
-  const started = performance.now();
+  const started = monoNow();
   const row = await store.acquire(i);
   if (!mayBeOurs || !store.adopt || (row.outcome !== 'busy' && row.outcome !== 'stale') || row.holder !== i.owner || row.holderGeneration === null) return row;
   let took;
@@ -122,7 +121,7 @@ async function acquireOrAdopt(store: Store, i: AcquireInput, mayBeOurs: boolean)
     took = await store.adopt({
       job: i.job, owner: i.owner, generation: row.holderGeneration, window: i.window, ttlMs: i.ttlMs,
       lockTimeoutMs: ACQUIRE_LOCK_TIMEOUT_MS,
-      answerTimeoutMs: Math.max(250, (i.answerTimeoutMs ?? ACQUIRE_ANSWER_LIMIT_MS) - (performance.now() - started)),
+      answerTimeoutMs: Math.max(250, (i.answerTimeoutMs ?? ACQUIRE_ANSWER_LIMIT_MS) - (monoNow() - started)),
     });
   } catch (err) {
     // The lease row locked (a fenced transaction of ours still open): answered as busy, polled again.
@@ -149,8 +148,15 @@ async function abandonUnanswered(store: Store, job: string, owner: string, log: 
   }
 }
 
+/**
+ * host:pid:nonce. The nonce tells apart two processes with one host name and pid (a container's
+ * pid 1 after a restart). It identifies, it grants nothing (the fence is the generation), so
+ * Math.random, which V8 seeds from the OS at every start, rather than node:crypto, whose loading
+ * costs every start about 7 M instructions (src/bundle.mjs).
+ */
 export function newOwnerId(): string {
-  return `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+  const nonce = Math.floor(Math.random() * 0x1_0000_0000).toString(16).padStart(8, '0');
+  return `${hostname()}:${process.pid}:${nonce}`;
 }
 
 export async function runWithLease<T>(
@@ -168,16 +174,16 @@ export async function runWithLease<T>(
   const timing = { ttlMs: opts.ttlMs, renewIntervalMs, killGraceMs: opts.killGraceMs };
   const win = opts.window;
   const jlog = log.child({ job: opts.name, ...(win ? { window: win.key } : {}), owner });
-  const waitStart = performance.now();
+  const waitStart = monoNow();
 
   /** Set once the run waits (a stale owner's expiry, --on-busy wait); when the database first failed meanwhile. */
   let waiting = false;
   let saidWaiting = false;
   let failingSince: number | undefined;
   /** What --wait-timeout leaves at `now` (with --on-busy wait; else no bound). */
-  const waitLeftMs = (now = performance.now()): number =>
+  const waitLeftMs = (now = monoNow()): number =>
     opts.onBusy === 'wait' && opts.waitTimeoutMs !== undefined ? opts.waitTimeoutMs - (now - waitStart) : Infinity;
-  const waitedMs = (): number => Math.round(performance.now() - waitStart);
+  const waitedMs = (): number => Math.round(monoNow() - waitStart);
   /** Set as the lease is taken (from then on, runHeld records and releases). */
   let taken = false;
   let signalled = false;
@@ -201,7 +207,7 @@ export async function runWithLease<T>(
       // Once waiting, a database that restarts or drops the connection is waited out too: for
       // up to one TTL (a running child tolerates about as much) and within --wait-timeout. The
       // outage is counted from when the failed attempt was sent, its wait included.
-      const now = performance.now();
+      const now = monoNow();
       failingSince ??= sent.mono;
       const waitLeft = waitLeftMs(now);
       const left = Math.min(opts.ttlMs - (now - failingSince), waitLeft);
@@ -335,7 +341,7 @@ async function runHeld<T>(
       void store.recordEvent({ job: opts.name, kind: 'renew-failed', window: win?.key, owner, generation, hostTime: new Date(), detail: { failures, last_error: lastError }, answerTimeoutMs: eventTimeoutMs }).catch(() => {});
     },
   );
-  const startedMono = performance.now();
+  const startedMono = monoNow();
   keeper.noteOffset(held.offset);
   keeper.start();
 
@@ -353,7 +359,7 @@ async function runHeld<T>(
   // An acquisition answered late (a slow network, a starved CPU) may leave no time to run
   // safely: past the stop point the task would have to be stopped at once, or might even
   // start after the lease could have expired. Never start it then.
-  if (performance.now() >= held.sent.mono + stopAfterMs(held.timing)) {
+  if (monoNow() >= held.sent.mono + stopAfterMs(held.timing)) {
     log.warn({ generation, remainingMs: Math.round(keeper.remainingMs()) }, 'lease acquired too late to start safely');
     abort({ kind: 'deadline', detail: 'the acquisition was answered after the stop point', graceMs: 0 });
   }
@@ -385,7 +391,7 @@ async function runHeld<T>(
     const r = await finishWithRetry(store, {
       job: opts.name, owner, generation, window: win?.key, outcome, hostTime: new Date(),
       exitCode: ok ? 0 : exitCodeOf(error),
-      detail: finishDetail(attempt, performance.now() - startedMono, aborted?.kind, keeper.offsetToRecord()),
+      detail: finishDetail(attempt, monoNow() - startedMono, aborted?.kind, keeper.offsetToRecord()),
     }, () => keeper.remainingMs(), log, opts.signal);
     released = r.held;
     if (r.held) {

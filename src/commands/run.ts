@@ -1,5 +1,6 @@
 // `leasejob run`: the child process under runWithLease, signals forwarded, exit code mapped.
 import { constants } from 'node:os';
+import { monoNow } from '../clock.js';
 import { startChild, parentDeathSignalSupport, SpawnError, type ChildHandle, type ChildResult } from '../child.js';
 import { MAX_TIMER_MS } from '../duration.js';
 import { ExitCode, LeasejobError, UsageError } from '../errors.js';
@@ -126,7 +127,7 @@ async function superviseChild(
     if (err instanceof SpawnError) log.error({ command: config.command, exitCode: err.exitCode }, err.message);
     throw err;
   }
-  const started = performance.now();
+  const started = monoNow();
   supervised.childRunning = true;
   supervised.childStarted = true;
   // After SIGKILL, the group's last members are waited for within the margin kept before expiry.
@@ -148,7 +149,7 @@ async function superviseChild(
     : undefined;
   const result = await child.exited;
   clearTimeout(overlapTimer);
-  log.info({ childPid: child.pid, exitCode: result.exitCode, signal: result.signal, durationMs: Math.round(performance.now() - started) }, 'child exited');
+  log.info({ childPid: child.pid, exitCode: result.exitCode, signal: result.signal, durationMs: Math.round(monoNow() - started) }, 'child exited');
   // What the child started in its group is part of the run: nothing of it may work on past the
   // lease. Left behind after a normal exit, it is stopped like the child (SIGTERM, the grace,
   // SIGKILL); after a stop, stop() resolves only once the whole group is gone. The abort listener

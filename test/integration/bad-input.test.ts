@@ -1,10 +1,11 @@
 // Bad input: a documented exit code, a one-line reason that names the flag, and nothing written.
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, runCli, waitFor } from '../helpers/cli.js';
 import { newSchemaName, testDb, type TestDb } from '../helpers/db.js';
+import { withHbaLines } from '../helpers/hba.js';
 import { tempDir } from '../helpers/temp.js';
 
 const tmp = tempDir('leasejob-bad-input-');
@@ -252,34 +253,25 @@ describe('bad input', () => {
 
   it('no password, on a server asking for SCRAM (the default since PostgreSQL 14): exit 69 with the same advice, no stack trace', async (ctx) => {
     // pg_hba.conf gets a line for one new role; skipped where this suite cannot write it (a server elsewhere).
-    const hba = await db.rows<{ hba_file: string }>('SHOW hba_file').then((r) => r[0]!.hba_file, () => undefined);
-    let original: string | undefined;
-    try {
-      if (hba !== undefined) original = readFileSync(hba, 'utf8');
-    } catch {
-      original = undefined;
-    }
-    if (hba === undefined || original === undefined) ctx.skip();
     const role = `lj_scram_${process.pid}`;
     await db.rows(`SET password_encryption = 'scram-sha-256'; CREATE ROLE ${role} LOGIN PASSWORD 'not-given'`);
-    writeFileSync(hba!, `host all ${role} 127.0.0.1/32 scram-sha-256\nhost all ${role} ::1/128 scram-sha-256\n${original}`);
     try {
-      await db.rows('SELECT pg_reload_conf()');
-      const url = new URL(db.url);
-      url.username = role;
-      url.password = '';
-      const env = { PGPASSFILE: path.join(tmp, 'no-such-pgpass'), PGPASSWORD: undefined };
-      // The reload takes a moment: until then the server asks for a plain password.
-      const r = await waitFor('the server to ask for SCRAM', async () => {
-        const attempt = await runCli(['status', '--database-url', url.toString(), '--schema', db.schema], env);
-        return /SCRAM/.test(attempt.stderr) ? attempt : undefined;
+      const r = await withHbaLines(db, [`host all ${role} 127.0.0.1/32 scram-sha-256`, `host all ${role} ::1/128 scram-sha-256`], async () => {
+        const url = new URL(db.url);
+        url.username = role;
+        url.password = '';
+        const env = { PGPASSFILE: path.join(tmp, 'no-such-pgpass'), PGPASSWORD: undefined };
+        // The reload takes a moment: until then the server asks for a plain password.
+        return await waitFor('the server to ask for SCRAM', async () => {
+          const attempt = await runCli(['status', '--database-url', url.toString(), '--schema', db.schema], env);
+          return /SCRAM/.test(attempt.stderr) ? attempt : undefined;
+        });
       });
-      expect(r.exitCode, r.all).toBe(69);
-      expect(r.stderr.trim()).toMatch(/^leasejob: database refused the connection to .*: it asks for a password and none was found \(SASL: SCRAM-SERVER-FIRST-MESSAGE: client password must be a string\); give one in the URL, PGPASSWORD/);
-      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      if (r === undefined) ctx.skip();
+      expect(r!.exitCode, r!.all).toBe(69);
+      expect(r!.stderr.trim()).toMatch(/^leasejob: database refused the connection to .*: it asks for a password and none was found \(SASL: SCRAM-SERVER-FIRST-MESSAGE: client password must be a string\); give one in the URL, PGPASSWORD/);
+      expect(r!.stderr.trim().split('\n')).toHaveLength(1);
     } finally {
-      writeFileSync(hba!, original!);
-      await db.rows('SELECT pg_reload_conf()');
       await db.rows(`DROP ROLE IF EXISTS ${role}`);
     }
   });
