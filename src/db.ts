@@ -18,6 +18,7 @@ export function resolveConnection(flag: string | undefined, env: NodeJS.ProcessE
     : env.LEASEJOB_DATABASE_URL ? checked({ connectionString: env.LEASEJOB_DATABASE_URL, from: 'LEASEJOB_DATABASE_URL' })
     : env.DATABASE_URL ? checked({ connectionString: env.DATABASE_URL, from: 'DATABASE_URL' })
     : { connectionString: undefined, from: 'PG environment' };
+  checkEnvOptions(source, env);
   return { ...source, driver: driverTls(source.connectionString, env) };
 }
 
@@ -32,12 +33,12 @@ function checked(source: ConnectionSource): ConnectionSource {
     } catch {
       throw new UsageError(`Expected ${name} to be a valid postgres:// URL, got one that does not parse (special characters in the password must be percent-encoded).`);
     }
-    checkOptionNames(url.searchParams.keys(), name);
+    checkOptionNames(url.searchParams.entries(), name);
     return source;
   }
   if (/^\s*\w+\s*=/.test(value)) {
     const keywords = parseKeywords(value, name);
-    checkOptionNames(keywords.keys(), name);
+    checkOptionNames(keywords.entries(), name);
     return { ...source, connectionString: keywordsToUrl(keywords) };
   }
   throw new UsageError(`Expected ${name} to be a URL like postgres://user:password@host:5432/db, got ${value.trim() === '' ? 'an empty string' : /^[a-z][a-z0-9+.-]*:\/\//i.test(value) ? `a ${value.slice(0, value.indexOf(':'))}:// URL` : 'something else'}.`);
@@ -64,7 +65,18 @@ const UNSUPPORTED_OPTIONS: Record<string, string> = {
   service: 'leasejob (node-postgres) does not read pg_service.conf, so it would connect elsewhere than psql does; give host, port, dbname and user instead.',
   sslcrl: NO_REVOCATION,
   sslcrldir: NO_REVOCATION,
+  require_auth: 'node-postgres answers whichever authentication the server asks for, so a server asking for a plain password would get it; leave it out, with sslmode=verify-full so that only the real server can ask.',
+  requirepeer: 'node-postgres does not check which user runs the server on a Unix socket; leave it out only knowing that.',
 };
+
+/** Values of libpq keywords node-postgres cannot honour, refused as above; other values pass. */
+const UNSUPPORTED_VALUES: Record<string, { value: string; why: string }> = {
+  channel_binding: { value: 'require', why: 'node-postgres falls back to SCRAM without channel binding when the server does not offer it, so it cannot require it; use sslmode=verify-full.' },
+  gssencmode: { value: 'require', why: 'node-postgres has no GSSAPI encryption and would connect unencrypted; use sslmode=verify-full.' },
+};
+
+/** The environment variables libpq reads for those keywords when the connection string leaves them out. */
+const UNSUPPORTED_ENV: Record<string, string> = { require_auth: 'PGREQUIREAUTH', requirepeer: 'PGREQUIREPEER', channel_binding: 'PGCHANNELBINDING', gssencmode: 'PGGSSENCMODE' };
 
 /**
  * A misspelt option is refused (exit 64), as psql refuses it: pg ignores what it does not know,
@@ -73,11 +85,14 @@ const UNSUPPORTED_OPTIONS: Record<string, string> = {
  * as before: a DATABASE_URL shared with an application may carry its own (Prisma's `schema`,
  * `connection_limit`, `pgbouncer`), which pg ignores.
  */
-function checkOptionNames(names: Iterable<string>, source: string): void {
+function checkOptionNames(options: Iterable<[string, string]>, source: string): void {
   const shared = source === 'DATABASE_URL' ? ' (DATABASE_URL may be shared with a program that needs it: give leasejob its own LEASEJOB_DATABASE_URL.)' : '';
-  for (const name of names) {
+  for (const [name, value] of options) {
     const unsupported = UNSUPPORTED_OPTIONS[name];
-    if (unsupported !== undefined) throw new UsageError(`connection option "${name}" in ${source} is not supported: ${unsupported} Nothing was connected.${shared}`);
+    // An empty require_auth or requirepeer asks libpq for nothing.
+    if (unsupported !== undefined && (value !== '' || !UNSUPPORTED_ENV[name])) throw new UsageError(`connection option "${name}" in ${source} is not supported: ${unsupported} Nothing was connected.${shared}`);
+    const refused = UNSUPPORTED_VALUES[name];
+    if (refused !== undefined && value === refused.value) throw new UsageError(`connection option ${name}=${value} in ${source} is not supported: ${refused.why} Nothing was connected.${shared}`);
     if (KNOWN_OPTIONS.has(name)) continue;
     const lower = name.toLowerCase();
     let near: string | undefined;
@@ -89,6 +104,25 @@ function checkOptionNames(names: Iterable<string>, source: string): void {
     if (near === undefined && !lower.startsWith('ssl')) continue;
     const hint = near !== undefined ? `did you mean "${near}"?` : 'it is not one of libpq\'s TLS keywords (sslmode, sslrootcert, sslcert, sslkey, ...).';
     throw new UsageError(`invalid connection option "${name}" in ${source}: ${hint} Nothing was connected.${shared}`);
+  }
+}
+
+/**
+ * libpq reads require_auth, requirepeer, channel_binding and gssencmode from the environment
+ * when the connection string leaves them out; node-postgres does not: refused as in a string.
+ */
+function checkEnvOptions(source: ConnectionSource, env: NodeJS.ProcessEnv): void {
+  let given: Set<string>;
+  try {
+    given = new Set(source.connectionString === undefined ? [] : new URL(source.connectionString).searchParams.keys());
+  } catch {
+    given = new Set();
+  }
+  for (const [name, variable] of Object.entries(UNSUPPORTED_ENV)) {
+    const value = env[variable];
+    if (!value || given.has(name)) continue;
+    const why = UNSUPPORTED_OPTIONS[name] ?? (UNSUPPORTED_VALUES[name]?.value === value ? UNSUPPORTED_VALUES[name]!.why : undefined);
+    if (why !== undefined) throw new UsageError(`${variable}=${value} is set, and is not supported: ${why} Unset it to connect. Nothing was connected.`);
   }
 }
 

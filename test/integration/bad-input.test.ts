@@ -85,6 +85,7 @@ describe('bad input', () => {
     ['uppercase schema name', ['status', '--schema', 'LeaseJob'], 64, /--schema/],
     ['not a database URL', ['run', '--name', 'j', '--database-url', 'not a url', ...ok], 64, /--database-url/],
     ['a misspelt connection option (pg would connect without TLS)', ['run', '--name', 'j', '--database-url', 'postgres://u@127.0.0.1:1/x?sslmod=verify-full', ...ok], 64, /invalid connection option "sslmod" in `--database-url`: did you mean "sslmode"\?/],
+    ['require_auth, which pg cannot enforce (it would send a plain password when asked)', ['run', '--name', 'j', '--database-url', 'postgres://u@127.0.0.1:1/x?require_auth=scram-sha-256', ...ok], 64, /connection option "require_auth" in `--database-url` is not supported/],
     ['unknown command', ['frobnicate'], 64, /unknown command/],
     ['mistyped command', ['statsu'], 64, /unknown command 'statsu' \(did you mean status\?\); see --help$/m],
     ['mistyped flag', ['run', '--name', 'j', '--windwo', 'w', ...ok], 64, /unknown option '--windwo' \(did you mean --window\?\); see --help$/m],

@@ -51,6 +51,23 @@ describe('connection option names', () => {
     expect(() => resolveConnection('postgres://u@h/db?sslmode=verify-full&sslcrl=/crl.pem', {})).toThrow(/"sslcrl" .* not supported: .*revocation/);
   });
 
+  it('refuses libpq options node-postgres cannot honour: require_auth, requirepeer, channel_binding=require, gssencmode=require', () => {
+    expect(() => resolveConnection('postgres://u@h/db?require_auth=scram-sha-256', {})).toThrow(/connection option "require_auth" in `--database-url` is not supported: .*plain password would get it.*Nothing was connected\.$/);
+    expect(() => resolveConnection('host=/run/postgresql requirepeer=postgres', {})).toThrow(/"requirepeer" .* not supported: .*Unix socket/);
+    expect(() => resolveConnection('postgres://u@h/db?sslmode=verify-full&channel_binding=require', {})).toThrow(/channel_binding=require in `--database-url` is not supported: .*cannot require it/);
+    expect(() => resolveConnection(undefined, { DATABASE_URL: 'postgres://u@h/db?gssencmode=require' })).toThrow(/gssencmode=require in DATABASE_URL is not supported: .*unencrypted.*give leasejob its own LEASEJOB_DATABASE_URL/);
+    // What libpq would read from the environment when the string leaves it out.
+    expect(() => resolveConnection('postgres://u@h/db', { PGREQUIREAUTH: 'scram-sha-256' })).toThrow(/^PGREQUIREAUTH=scram-sha-256 is set, and is not supported: .*Unset it to connect\. Nothing was connected\.$/);
+    expect(() => resolveConnection(undefined, { PGHOST: 'h', PGCHANNELBINDING: 'require' })).toThrow(/^PGCHANNELBINDING=require is set/);
+    // Values libpq also takes as asking for nothing more pass, in the string or the environment.
+    for (const ok of ['channel_binding=prefer', 'channel_binding=disable', 'gssencmode=prefer', 'gssencmode=disable', 'require_auth=', 'requirepeer=']) {
+      expect(() => resolveConnection(`postgres://u@h/db?${ok}`, {}), ok).not.toThrow();
+    }
+    expect(() => resolveConnection('postgres://u@h/db', { PGCHANNELBINDING: 'prefer', PGGSSENCMODE: 'disable', PGREQUIREAUTH: '' })).not.toThrow();
+    // The string's own value wins over the environment's, as in libpq.
+    expect(() => resolveConnection('postgres://u@h/db?channel_binding=prefer', { PGCHANNELBINDING: 'require' })).not.toThrow();
+  });
+
   it('takes libpq\'s keywords, pg\'s ssl, and options other programs put in a shared DATABASE_URL', () => {
     const ok = [
       'postgres://u@h/db?sslmode=require&sslkeylogfile=/k.log&application_name=a&connect_timeout=5&target_session_attrs=read-write&options=-c%20x%3D1',
