@@ -310,8 +310,11 @@ const helm = findTool('helm', 'LEASEJOB_HELM');
 if (!helm) console.log('skipping `helm lint` and `helm template` comparisons: no helm on PATH (set LEASEJOB_HELM to use one)');
 
 describe.skipIf(!helm)('with a helm binary', () => {
+  // `helm template` assumes the Kubernetes version its client library was built for (1.25 for
+  // Helm 3.10), which can be older than the chart's kubeVersion: render for the oldest it allows.
+  const KUBE_VERSION = ['--kube-version', '1.27.0'];
   const render = (args: string[]): K8sObject[] => {
-    const r = spawnSync(helm!, ['template', ...args], { encoding: 'utf8', timeout: 60_000 });
+    const r = spawnSync(helm!, ['template', ...args, ...KUBE_VERSION], { encoding: 'utf8', timeout: 60_000 });
     expect(r.status, r.stderr).toBe(0);
     return parseDocuments(r.stdout, 'helm template') as K8sObject[];
   };
@@ -363,9 +366,15 @@ describe.skipIf(!helm)('with a helm binary', () => {
     }
   });
 
-  it('refuses a grace period that does not cover --kill-grace, and a duplicate job name', () => {
-    const fail = (set: string): string => spawnSync(helm!, ['template', 'x', CHART_DIR, '--set', set], { encoding: 'utf8', timeout: 60_000 }).stderr;
+  it('refuses a grace period that does not cover --kill-grace, a kill grace the ttl has no room for, and a duplicate job name', () => {
+    const fail = (set: string): string => spawnSync(helm!, ['template', 'x', CHART_DIR, '--set', set, ...KUBE_VERSION], { encoding: 'utf8', timeout: 60_000 }).stderr;
     expect(fail('jobDefaults.killGrace=45s')).toContain('terminationGracePeriodSeconds 45, not more than killGrace 45s + 5s');
+    // leasejob run's own rule, at render time rather than as exit 64 on every run: 16s is too
+    // short for the default killGrace 10s, 17s is long enough.
+    expect(fail('jobDefaults.ttl=10s')).toContain('jobs: "example" has killGrace 10s, not below 5667ms for ttl 10s');
+    expect(fail('jobDefaults.ttl=16s')).toContain('not below 9667ms for ttl 16s');
+    expect(fail('jobDefaults.ttl=17s')).toBe('');
+    expect(fail('jobDefaults.ttl=20s,jobDefaults.killGrace=12s')).toBe('');
     expect(fail('jobs[0].name=a,jobs[0].schedule=@daily,jobs[0].command[0]=echo,jobs[1].name=a,jobs[1].schedule=@daily,jobs[1].command[0]=echo')).toContain('the name "a" appears twice');
   });
 });

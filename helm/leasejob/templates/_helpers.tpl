@@ -103,10 +103,10 @@ tolerations:
 {{- end }}
 
 {{/*
-Whole seconds in a leasejob duration written in units (500ms, 90s, 2m, 1h30m, 1d), rounded up;
-empty for ISO-8601 (PT90S) or anything else, which the caller then does not check.
+Milliseconds in a leasejob duration written in units (500ms, 90s, 2m, 1h30m, 1d); empty for
+ISO-8601 (PT90S) or anything else, which the caller then does not check.
 */}}
-{{- define "leasejob.durationSeconds" -}}
+{{- define "leasejob.durationMs" -}}
 {{- $d := toString . }}
 {{- if regexMatch "^([0-9]+(ms|s|m|h|d))+$" $d }}
 {{- $ms := 0 }}
@@ -116,6 +116,16 @@ empty for ISO-8601 (PT90S) or anything else, which the caller then does not chec
 {{- $factor := get (dict "ms" 1 "s" 1000 "m" 60000 "h" 3600000 "d" 86400000) $unit }}
 {{- $ms = add $ms (mul $n $factor) }}
 {{- end }}
-{{- div (add $ms 999) 1000 }}
+{{- $ms }}
+{{- end }}
+{{- end }}
+
+{{/*
+Whole seconds in such a duration, rounded up; empty where leasejob.durationMs is.
+*/}}
+{{- define "leasejob.durationSeconds" -}}
+{{- $ms := include "leasejob.durationMs" . }}
+{{- if $ms }}
+{{- div (add (atoi $ms) 999) 1000 }}
 {{- end }}
 {{- end }}
