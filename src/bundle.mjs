@@ -8,9 +8,9 @@
 // about 19 M more instructions (9%) before its child started. Each change below is an exact
 // text replacement in one pinned dependency's file; if a dependency's text changes on upgrade,
 // the build fails naming the file, rather than quietly loading the module again.
-// test/startup-modules.test.ts checks that `run` loads none of them.
+// test/integration/startup-modules.test.ts checks that `run` loads none of them.
 import { build } from 'esbuild';
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 
 const PINO_TRANSPORT_STUB = JSON.stringify(fileURLToPath(new URL('./bundle-stubs/pino-transport.cjs', import.meta.url)));
@@ -49,15 +49,15 @@ const PATCHES = [
     to: 'let loaded; const nodeCrypto = new Proxy({}, { get: (_, key) => (loaded ??= require(\'crypto\'))[key] })',
   },
   {
-    // Also read by Web Crypto at import time; now at first use.
+    // Also read at import time: Web Crypto and its SubtleCrypto, now each member at first use.
     file: 'node_modules/pg/lib/crypto/utils.js',
     from: 'const webCrypto = nodeCrypto.webcrypto || globalThis.crypto',
-    to: 'const webCrypto = { getRandomValues: (bytes) => (nodeCrypto.webcrypto || globalThis.crypto).getRandomValues(bytes) }',
+    to: `const lazily = (get) => new Proxy({}, { get: (_, key) => { const o = get(); const v = o[key]; return typeof v === 'function' ? v.bind(o) : v } }); const webCrypto = lazily(() => nodeCrypto.webcrypto || globalThis.crypto)`,
   },
   {
     file: 'node_modules/pg/lib/crypto/utils.js',
     from: 'const subtleCrypto = webCrypto.subtle',
-    to: 'const subtleCrypto = new Proxy({}, { get: (_, key) => { const subtle = (nodeCrypto.webcrypto || globalThis.crypto).subtle; const v = subtle[key]; return typeof v === \'function\' ? v.bind(subtle) : v } })',
+    to: 'const subtleCrypto = lazily(() => (nodeCrypto.webcrypto || globalThis.crypto).subtle)',
   },
   {
     // Used only for pg-native's libpq configuration; net looks names up by itself.
@@ -88,7 +88,9 @@ const patchPlugin = {
   },
 };
 
-await build({
+// Built in memory, and written only once every replacement has applied.
+const bundled = await build({
+  write: false,
   entryPoints: ['dist/cli.js'],
   bundle: true,
   format: 'cjs',
@@ -113,6 +115,7 @@ if (missed.length > 0) {
   for (const p of missed) process.stderr.write(`bundle: ${p.file} no longer contains ${JSON.stringify(p.from)}; update src/bundle.mjs for this version\n`);
   process.exit(1);
 }
+for (const file of bundled.outputFiles) await writeFile(file.path, file.contents);
 
 await build({
   entryPoints: ['dist/compile-cache.js'],

@@ -23,7 +23,7 @@ afterAll(async () => {
 
 /** The env that makes the CLI write its loaded built-ins to `file` (test/fixtures/module-list.cjs). */
 const listing = (file: string): Record<string, string> => ({
-  NODE_OPTIONS: `--require=${fixture('module-list.cjs')}`,
+  NODE_OPTIONS: `--require=${JSON.stringify(fixture('module-list.cjs'))}`, // quoted: a checkout path may hold spaces
   LEASEJOB_TEST_MODULE_LIST: file,
 });
 const loaded = (file: string): string[] => readFileSync(file, 'utf8').split('\n');
