@@ -1,5 +1,6 @@
 // CLI wiring: commander definitions, and the only place that turns errors into exit codes.
 import { Command, CommanderError, Option } from 'commander';
+import { maskPasswords } from './db.js';
 import { DEFAULTS } from './defaults.js';
 import { ExitCode, LeasejobError, UsageError } from './errors.js';
 import { LOG_LEVELS } from './log-level.js';
@@ -184,7 +185,7 @@ function exitWith(code: number): void {
  * Commander puts its suggestion for a near miss on a line of its own: joined into the one.
  */
 function commanderMessage(str: string): string {
-  return `${str.replace(/^error: /, '').trim().replace(/\s*\n\s*/g, ' ').replace('(Did you mean', '(did you mean').replace(/\.$/, '')}; see --help`;
+  return `${maskPasswords(str).replace(/^error: /, '').trim().replace(/\s*\n\s*/g, ' ').replace('(Did you mean', '(did you mean').replace(/\.$/, '')}; see --help`;
 }
 
 /** Parse argv, run the command, and return the exit code (bin/leasejob.js exits with it). */
@@ -209,10 +210,10 @@ export async function main(argv: string[]): Promise<number> {
       return ExitCode.usage;
     }
     if (err instanceof LeasejobError) {
-      process.stderr.write(`leasejob: ${err.message}\n`);
+      process.stderr.write(`leasejob: ${maskPasswords(err.message)}\n`);
       return err.exitCode;
     }
-    process.stderr.write(`leasejob: internal error: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+    process.stderr.write(`leasejob: internal error: ${maskPasswords(err instanceof Error ? err.stack ?? err.message : String(err))}\n`);
     return ExitCode.internal;
   }
 }

@@ -251,6 +251,18 @@ export function redact(text: string, secrets: readonly string[]): string {
   return out;
 }
 
+/**
+ * Text with every password written as a connection string may write one masked: the password
+ * of a URL's user info (`postgres://u:***@h`) and a libpq `password=` value. For what leasejob
+ * echoes before it knows which argument is a connection string: the argument parser's errors
+ * (`--databaseurl=postgres://u:secret@h` is an unknown option) and usage errors.
+ */
+export function maskPasswords(text: string): string {
+  return text
+    .replace(/([a-z][a-z0-9+.-]*:\/\/[^\s:/@]*):[^\s@/]*@/gi, '$1:***@')
+    .replace(/(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s'"`]+)/gi, '$1***');
+}
+
 /** A URL safe to log: user, host, port, database; never the password. */
 export function describeConnection(source: ConnectionSource): string {
   if (!source.connectionString) return `${process.env.PGHOST ?? 'localhost'} (${source.from})`;

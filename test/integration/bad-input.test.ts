@@ -217,6 +217,19 @@ describe('bad input', () => {
     await db.rows(`DELETE FROM ${db.schema}.windows; DELETE FROM ${db.schema}.events; DELETE FROM ${db.schema}.event_counts; DELETE FROM ${db.schema}.leases; DELETE FROM ${db.schema}.jobs; DELETE FROM ${db.schema}.hosts`);
   });
 
+  it('a connection string the parser does not take as one (a misspelt flag, before `--`): exit 64, its password masked', async () => {
+    for (const args of [
+      ['run', '--name', 'x', '--window', 'w', '--databaseurl=postgres://u:Zx9secretQ@127.0.0.1:1/db', '--', 'true'],
+      ['run', '--name', 'x', '--window', 'w', 'postgres://u:Zx9secretQ@127.0.0.1:1/db'],
+      ['check', '--json', '--dburl=host=h password=Zx9secretQ'],
+    ]) {
+      const r = await runCli(args);
+      expect(r.exitCode, r.all).toBe(64);
+      expect(r.all).not.toContain('Zx9secretQ');
+      expect(r.all).toContain('***');
+    }
+  });
+
   it('a wrong password: exit 69, and the password is never printed', async () => {
     const url = new URL(db.url);
     url.password = 'sentinel-wrong-pw';

@@ -1,6 +1,6 @@
 // What the redaction list holds: every form of the password a message could carry.
 import { describe, expect, it } from 'vitest';
-import { redact, secretsOf } from '../../src/db.js';
+import { maskPasswords, redact, secretsOf } from '../../src/db.js';
 
 describe('secretsOf', () => {
   it('holds the URL password raw and decoded', () => {
@@ -51,3 +51,17 @@ describe('redact', () => {
   });
 });
 
+describe('maskPasswords', () => {
+  it('masks a URL user info password and a libpq password= value, wherever they stand', () => {
+    expect(maskPasswords("unknown option '--databaseurl=postgres://u:Zx9secretQ@h/db'")).toBe("unknown option '--databaseurl=postgres://u:***@h/db'");
+    expect(maskPasswords('got `postgresql://app:p%40ss:w0rd@db:5432/jobs` before it')).toBe('got `postgresql://app:***@db:5432/jobs` before it');
+    expect(maskPasswords("unknown option '--dburl=host=h password=Zx9secretQ'")).toBe("unknown option '--dburl=host=h password=***'");
+    expect(maskPasswords("host=h PASSWORD = 'a b\\'c' user=u")).toBe('host=h PASSWORD = *** user=u');
+  });
+
+  it('leaves what is no password alone: a port, a path with @, a URL without user info', () => {
+    for (const text of ['postgres://db.example:5432/jobs?application_name=a@b', 'postgres://u@h/db', 'https://example.com/x', 'passwords are never logged']) {
+      expect(maskPasswords(text)).toBe(text);
+    }
+  });
+});
