@@ -283,6 +283,18 @@ const UNAVAILABLE_CODES = new Set([
   '57P03', // cannot_connect_now (starting up, recovery)
   '53300', // too_many_connections
 ]);
+/**
+ * The server would not do it, for reasons of its own state rather than ours (exit 69): a
+ * read-only server (a standby, also after a failover), a statement cancelled or timed out by
+ * its settings, no disk or memory, an I/O error.
+ */
+function serverRefusal(code: string): string | undefined {
+  if (code === '25006') return 'the server is read-only (a standby?): point leasejob at the primary';
+  if (code === '57014') return 'the server cancelled the statement (statement_timeout, or pg_cancel_backend)';
+  if (code.startsWith('53')) return 'the server is out of a resource (disk, memory, connections)';
+  if (code.startsWith('57') || code.startsWith('58')) return 'the server stopped the statement';
+  return undefined;
+}
 /** pg's own words when the server asks for a password (SCRAM, md5) and it has none. */
 const NO_PASSWORD = /client password must be a string|^Password must be a string/;
 /** Our credentials or database name were refused: fix configuration (exit 69). */
@@ -352,6 +364,10 @@ export function classifyDbError(
   }
   if (isTransientDbError(err)) {
     return new DatabaseError(`database unreachable at ${ctx.target}: ${raw || code}`, 'E_DB_UNREACHABLE', { cause: err });
+  }
+  const refusal = serverRefusal(code);
+  if (refusal !== undefined) {
+    return new DatabaseError(`database at ${ctx.target} refused: ${raw} (SQLSTATE ${code}); ${refusal}`, 'E_DB_REFUSED', { cause: err });
   }
   return undefined;
 }

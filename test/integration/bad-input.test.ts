@@ -230,6 +230,15 @@ describe('bad input', () => {
     }
   });
 
+  it('a read-only server (a standby): exit 69, one line saying so, no stack trace, nothing written', async () => {
+    const url = new URL(db.url);
+    url.searchParams.set('options', '-c default_transaction_read_only=on');
+    const ro = await runCli(['run', '--database-url', url.toString(), '--schema', db.schema, '--name', 'ro', '--window', 'w1', '--', 'true']);
+    expect(ro.exitCode, ro.all).toBe(69);
+    expect(ro.stderr.trim().split('\n').filter((l) => !l.startsWith('{'))).toEqual([expect.stringMatching(/^leasejob: database at .* refused: cannot execute .* in a read-only transaction \(SQLSTATE 25006\); the server is read-only \(a standby\?\): point leasejob at the primary$/)]);
+    expect(await db.rows(`SELECT 1 FROM ${db.schema}.windows WHERE job = 'ro'`)).toEqual([]);
+  });
+
   it('a wrong password: exit 69, and the password is never printed', async () => {
     const url = new URL(db.url);
     url.password = 'sentinel-wrong-pw';
