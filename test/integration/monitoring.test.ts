@@ -65,6 +65,22 @@ describe('monitoring by absence', () => {
     }
   });
 
+  it('a registered job has leasejob_leases_lost_total 0 before its first loss, so increase() counts that loss', async () => {
+    const seeded = await runCli(['run', ...conn(), '--name', 'zero-loss', '--window', 'w1', ...ok]);
+    expect(seeded.exitCode, seeded.all).toBe(0);
+    const exporter = await startExporter();
+    try {
+      expect(metric(await exporter.scrape(), 'leasejob_leases_lost_total', 'job="zero-loss"')).toBe(0);
+      await db.rows(`INSERT INTO ${db.schema}.event_counts (job, kind, host, n) VALUES ('zero-loss', 'lease-lost', 'h1', 1)`);
+      const text = await exporter.scrape();
+      expect(metric(text, 'leasejob_leases_lost_total', 'job="zero-loss"')).toBe(1);
+      expect(text.split('\n').filter((l) => l.startsWith('leasejob_leases_lost_total{job="zero-loss"'))).toHaveLength(1);
+    } finally {
+      await exporter.stop();
+      await db.rows(`DELETE FROM ${db.schema}.event_counts WHERE job = 'zero-loss'`);
+    }
+  });
+
   it('with the database cut off, a scrape says leasejob_up 0 and nothing it cannot know; it recovers', async () => {
     const seeded = await runCli(['run', ...conn(), '--name', 'cut-job', '--window', 'w1', ...ok]);
     expect(seeded.exitCode, seeded.all).toBe(0);
