@@ -11,6 +11,13 @@ export function monoNow(): number {
   return s * 1000 + ns / 1e6;
 }
 
+/**
+ * How far an occurrence may lie ahead of the clock judging it and still be run: the clock that
+ * fired the run (a crontab's host, the CronJob controller) a little ahead of this host's or the
+ * database's. Further, its window would be completed before its time.
+ */
+export const MAX_AHEAD_MS = 60_000;
+
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal?.aborted) return resolve();

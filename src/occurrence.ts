@@ -1,5 +1,6 @@
 // Which scheduled occurrence a run is, from the clock that fired it, and the window key derived from it.
 import { DateTime, type Duration } from 'luxon';
+import { MAX_AHEAD_MS } from './clock.js';
 import { UsageError } from './errors.js';
 import { nextTick, previousTick, typicalInterval, type Schedule } from './schedule.js';
 
@@ -54,7 +55,8 @@ export function deriveOccurrence(input: {
   if (fromName !== undefined) {
     const scheduledAt = DateTime.fromJSDate(fromName, { zone });
     if (input.schedule !== undefined) checkJobNameIsTick(input.schedule, scheduledAt, input.jobName!);
-    checkNotAhead(scheduledAt, input.now, `the Kubernetes JOB_NAME ${input.jobName}`, false);
+    // Not checked against this host's clock: the controller's named it, and a node's clock
+    // behind by minutes would fail every Job. The runner checks it against the database's.
     return { scheduledAt, source: 'job-name' };
   }
   if (input.schedule === undefined) return undefined;
@@ -188,8 +190,6 @@ function offTick(schedule: Schedule, at: DateTime): string | undefined {
   return `${iso(previous)} and ${iso(nextTick(schedule, at.toJSDate()))}`;
 }
 
-/** How far ahead of the host clock an occurrence may be: a node's clock a little behind the controller's. */
-const MAX_AHEAD_MS = 60_000;
 
 /**
  * An occurrence that has not come yet would be claimed, and completed, before its time: when it

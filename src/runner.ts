@@ -1,7 +1,7 @@
 // runWithLease: acquire the lease and claim the window, run a task while the keeper renews,
 // stop the task when the lease is in doubt, record the outcome and release.
 import { hostname } from 'node:os';
-import { measureOffset, monoNow, offsetIsLarge, sleep, stamp, type OffsetMeasurement } from './clock.js';
+import { MAX_AHEAD_MS, measureOffset, monoNow, offsetIsLarge, sleep, stamp, type OffsetMeasurement } from './clock.js';
 import { isTransientDbError } from './db.js';
 import { LeasejobError, LeaseUnavailableError } from './errors.js';
 import { LeaseKeeper, safetyMarginMs, stopAfterMs, type LossReason } from './lease.js';
@@ -44,7 +44,9 @@ export interface RunOptions {
 export type AbortReason =
   | (LossReason & { graceMs: number })
   | { kind: 'max-runtime'; graceMs: number }
-  | { kind: 'cancelled'; reason: unknown; graceMs: number };
+  | { kind: 'cancelled'; reason: unknown; graceMs: number }
+  | { kind: 'not-due'; detail: string; graceMs: number };
+
 
 export interface TaskContext {
   signal: AbortSignal;
@@ -254,7 +256,7 @@ export async function runWithLease<T>(
       if (offset && offsetIsLarge(offset)) jlog.warn(offset, 'clock offset to database is large');
       if (win) jlog.info({ generation: row.generation, attempt: row.attempt, scheduledAt: win.scheduledAt }, 'window claimed');
       taken = true;
-      return runHeld(store, opts, task, jlog, { owner, generation: row.generation, attempt: row.attempt ?? 1, sent, timing, offset });
+      return runHeld(store, opts, task, jlog, { owner, generation: row.generation, attempt: row.attempt ?? 1, sent, timing, offset, dbNow: row.dbNow ?? undefined });
     }
 
     // Busy. A stale holder (stopped renewing, or its database session is gone) is waited out
@@ -310,7 +312,7 @@ async function runHeld<T>(
   opts: RunOptions,
   task: (ctx: TaskContext) => Promise<T>,
   log: Logger,
-  held: { owner: string; generation: string; attempt: number; sent: ReturnType<typeof stamp>; timing: { ttlMs: number; renewIntervalMs: number; killGraceMs: number }; offset: OffsetMeasurement | undefined },
+  held: { owner: string; generation: string; attempt: number; sent: ReturnType<typeof stamp>; timing: { ttlMs: number; renewIntervalMs: number; killGraceMs: number }; offset: OffsetMeasurement | undefined; dbNow?: Date | undefined },
 ): Promise<RunResult<T>> {
   const { owner, generation, attempt } = held;
   const win = opts.window;
@@ -364,12 +366,23 @@ async function runHeld<T>(
     abort({ kind: 'deadline', detail: 'the acquisition was answered after the stop point', graceMs: 0 });
   }
 
+  // An occurrence the database clock says has not come yet: the clock that named it runs ahead
+  // (a crontab host's, or a Job named by hand). Run now, its window would be done before its
+  // time and the run that comes at that time would find it done. The window is left open for it.
+  const aheadMs = win?.scheduledAt !== undefined && held.dbNow !== undefined ? win.scheduledAt.getTime() - held.dbNow.getTime() : 0;
+  if (!aborted && aheadMs > MAX_AHEAD_MS) {
+    const detail = `occurrence ${win!.scheduledAt!.toISOString()} is ${Math.round(aheadMs / 1000)} s ahead of the database clock (${held.dbNow!.toISOString()})`;
+    log.error({ generation, scheduledAt: win!.scheduledAt, dbNow: held.dbNow, aheadMs: Math.round(aheadMs) }, 'occurrence not due by the database clock: not started, window left open');
+    abort({ kind: 'not-due', detail, graceMs: 0 });
+  }
+
   const idempotencyKey = win ? `${opts.name}:${win.key}` : `${opts.name}:${generation}`;
   let value: T | undefined;
   let error: unknown;
   let ok = false;
   let taskStarted = false;
   try {
+    if (aborted?.kind === 'not-due') throw new LeaseUnavailableError(`not started: ${aborted.detail}; check this host's clock (NTP)`, 'E_NOT_DUE');
     if (aborted) throw new LeaseUnavailableError('lease acquired too late to start the task safely', 'E_LEASE_LATE');
     taskStarted = true;
     value = await task({ signal: controller.signal, fenceToken: generation, idempotencyKey, owner, window: win?.key, attempt, scheduledAt: win?.scheduledAt });

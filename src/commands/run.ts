@@ -195,7 +195,7 @@ function exitCodeFor(result: RunResult<ChildResult>, cancel: AbortSignal): numbe
       return ExitCode.ok;
     case 'failed': {
       const kind = result.aborted?.kind;
-      if (kind === 'lease-lost' || kind === 'deadline') return ExitCode.leaseLost;
+      if (kind === 'lease-lost' || kind === 'deadline' || kind === 'not-due') return ExitCode.leaseLost;
       if (kind === 'max-runtime') return ExitCode.timeout;
       // Interrupted by our own SIGTERM/SIGINT/SIGHUP: 128+N, even if the child chose to exit 0.
       if (kind === 'cancelled') return 128 + (constants.signals[cancel.reason as NodeJS.Signals] ?? 15);

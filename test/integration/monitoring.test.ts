@@ -356,6 +356,29 @@ describe.skipIf(!FAKETIME_LIB)('clock signals (faketime)', () => {
     expect(ev).toHaveLength(1);
   });
 
+  it('a crontab host 5 minutes ahead: the occurrence it names is not due by the database clock; not run, exit 75, window left open', async () => {
+    const file = path.join(tmp, 'ahead-5m');
+    writeFileSync(file, '+300s\n');
+    const r = await runCli(['run', ...conn(), '--name', 'fast-host', '--schedule', '*/2 * * * *', '--window-from-schedule', '--', process.execPath, fixture('exit-with.mjs'), '0'], skewed(file));
+    expect(r.exitCode, r.all).toBe(75);
+    expect(logLines(r.stderr).map((l) => l.msg)).toEqual(expect.arrayContaining([expect.stringMatching(/^occurrence not due by the database clock/), 'window left open', 'lease released']));
+    expect(logLines(r.stderr).some((l) => l.msg === 'child exited')).toBe(false);
+    const w = await db.rows<{ completed: boolean; outcome: string; ahead: boolean }>(
+      `SELECT completed_at IS NOT NULL AS completed, outcome, scheduled_at > now() + interval '60 seconds' AS ahead FROM ${db.schema}.windows WHERE job = 'fast-host'`);
+    expect(w).toEqual([{ completed: false, outcome: 'failed', ahead: true }]);
+  });
+
+  it('a Kubernetes node 3 minutes behind: the Job named for this minute runs (the database clock says it is due)', async () => {
+    const file = path.join(tmp, 'behind-3m');
+    writeFileSync(file, '-180s\n');
+    const minute = Math.floor(Date.now() / 60_000);
+    const r = await runCli(['run', ...conn(), '--name', 'slow-node', '--schedule', '* * * * *', '--window-from-schedule', '--', process.execPath, fixture('exit-with.mjs'), '0'],
+      { ...skewed(file), JOB_NAME: `slow-node-${minute}`, KUBERNETES_SERVICE_HOST: '10.0.0.1' });
+    expect(r.exitCode, r.all).toBe(0);
+    const w = await db.rows<{ window_key: string; completed: boolean }>(`SELECT window_key, completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'slow-node'`);
+    expect(w).toEqual([{ window_key: new Date(minute * 60_000).toISOString().replace('.000Z', 'Z'), completed: true }]);
+  });
+
   it('a wall clock 30 days behind (past a 32-bit millisecond count): the window still completes', async () => {
     const file = path.join(tmp, 'skew-30d');
     writeFileSync(file, '-30d\n');
