@@ -190,7 +190,6 @@ function offTick(schedule: Schedule, at: DateTime): string | undefined {
   return `${iso(previous)} and ${iso(nextTick(schedule, at.toJSDate()))}`;
 }
 
-
 /**
  * An occurrence that has not come yet would be claimed, and completed, before its time: when it
  * does come, its run finds the window done and does nothing. Refused rather than guessed at.

@@ -47,7 +47,6 @@ export type AbortReason =
   | { kind: 'cancelled'; reason: unknown; graceMs: number }
   | { kind: 'not-due'; detail: string; graceMs: number };
 
-
 export interface TaskContext {
   signal: AbortSignal;
   /** The lease generation as a decimal string: the fencing token. */
