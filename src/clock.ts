@@ -18,6 +18,15 @@ export function monoNow(): number {
  */
 export const MAX_AHEAD_MS = 60_000;
 
+/**
+ * How far ahead of this host's clock an occurrence named by `--scheduled-time` or JOB_NAME may
+ * be and still go to the database to be judged (by MAX_AHEAD_MS, on its clock). The host clock
+ * may only be behind the scheduler's; more than an hour is no clock error but a wrong time (a
+ * typo, a hand-made Job name): refused before connecting, with nothing written, rather than
+ * claimed and left open until that time comes.
+ */
+export const MAX_AHEAD_OF_HOST_MS = 3_600_000;
+
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal?.aborted) return resolve();

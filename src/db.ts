@@ -41,7 +41,7 @@ function checked(source: ConnectionSource): ConnectionSource {
     checkOptionNames(keywords.entries(), name);
     return { ...source, connectionString: keywordsToUrl(keywords) };
   }
-  throw new UsageError(`Expected ${name} to be a URL like postgres://user:password@host:5432/db, got ${value.trim() === '' ? 'an empty string' : /^[a-z][a-z0-9+.-]*:\/\//i.test(value) ? `a ${value.slice(0, value.indexOf(':'))}:// URL` : 'something else'}.`);
+  throw new UsageError(`Expected ${name} to be a URL like postgres://user@host:5432/db (the password in it or in PGPASSWORD), got ${value.trim() === '' ? 'an empty string' : /^[a-z][a-z0-9+.-]*:\/\//i.test(value) ? `a ${value.slice(0, value.indexOf(':'))}:// URL` : 'something else'}.`);
 }
 
 /** libpq's connection keywords (PostgreSQL 18), and node-postgres's own `ssl` and `uselibpqcompat`. */
@@ -92,7 +92,7 @@ function checkOptionNames(options: Iterable<[string, string]>, source: string): 
     // An empty require_auth or requirepeer asks libpq for nothing.
     if (unsupported !== undefined && (value !== '' || !UNSUPPORTED_ENV[name])) throw new UsageError(`connection option "${name}" in ${source} is not supported: ${unsupported} Nothing was connected.${shared}`);
     const refused = UNSUPPORTED_VALUES[name];
-    if (refused !== undefined && value === refused.value) throw new UsageError(`connection option ${name}=${value} in ${source} is not supported: ${refused.why} Nothing was connected.${shared}`);
+    if (refused !== undefined && value.toLowerCase() === refused.value) throw new UsageError(`connection option ${name}=${value} in ${source} is not supported: ${refused.why} Nothing was connected.${shared}`);
     if (KNOWN_OPTIONS.has(name)) continue;
     const lower = name.toLowerCase();
     let near: string | undefined;
@@ -121,7 +121,7 @@ function checkEnvOptions(source: ConnectionSource, env: NodeJS.ProcessEnv): void
   for (const [name, variable] of Object.entries(UNSUPPORTED_ENV)) {
     const value = env[variable];
     if (!value || given.has(name)) continue;
-    const why = UNSUPPORTED_OPTIONS[name] ?? (UNSUPPORTED_VALUES[name]?.value === value ? UNSUPPORTED_VALUES[name]!.why : undefined);
+    const why = UNSUPPORTED_OPTIONS[name] ?? (UNSUPPORTED_VALUES[name]?.value === value.toLowerCase() ? UNSUPPORTED_VALUES[name]!.why : undefined);
     if (why !== undefined) throw new UsageError(`${variable}=${value} is set, and is not supported: ${why} Unset it to connect. Nothing was connected.`);
   }
 }
@@ -259,8 +259,11 @@ export function redact(text: string, secrets: readonly string[]): string {
  */
 export function maskPasswords(text: string): string {
   return text
-    .replace(/([a-z][a-z0-9+.-]*:\/\/[^\s:/@]*):[^\s@/]*@/gi, '$1:***@')
-    .replace(/(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s'"`]+)/gi, '$1***');
+    // To the last @ before the host: pg takes `postgres://u:p@ss@h/db` as password p@ss.
+    .replace(/([a-z][a-z0-9+.-]*:\/\/[^\s:/@]*):[^\s/]*@/gi, '$1:***@')
+    // libpq's secret keywords (password, sslpassword, oauth_client_secret, scram_client_key,
+    // ...), their value quoted or up to the next unescaped space, as libpq reads it.
+    .replace(/(\b\w*(?:password|secret|_key)\s*=\s*)('(?:[^'\\]|\\.)*'?|(?:\\.|[^\s\\])+)/gi, '$1***');
 }
 
 /** A URL safe to log: user, host, port, database; never the password. */

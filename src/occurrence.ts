@@ -1,6 +1,6 @@
 // Which scheduled occurrence a run is, from the clock that fired it, and the window key derived from it.
 import { DateTime, type Duration } from 'luxon';
-import { MAX_AHEAD_MS } from './clock.js';
+import { MAX_AHEAD_OF_HOST_MS } from './clock.js';
 import { UsageError } from './errors.js';
 import { nextTick, previousTick, typicalInterval, type Schedule } from './schedule.js';
 
@@ -55,8 +55,7 @@ export function deriveOccurrence(input: {
   if (fromName !== undefined) {
     const scheduledAt = DateTime.fromJSDate(fromName, { zone });
     if (input.schedule !== undefined) checkJobNameIsTick(input.schedule, scheduledAt, input.jobName!);
-    // Not checked against this host's clock: the controller's named it, and a node's clock
-    // behind by minutes would fail every Job. The runner checks it against the database's.
+    checkNotAhead(scheduledAt, input.now, `the Kubernetes JOB_NAME ${input.jobName}`, false);
     return { scheduledAt, source: 'job-name' };
   }
   if (input.schedule === undefined) return undefined;
@@ -195,7 +194,9 @@ function offTick(schedule: Schedule, at: DateTime): string | undefined {
  * does come, its run finds the window done and does nothing. Refused rather than guessed at.
  */
 function checkNotAhead(at: DateTime, now: Date, what: string, literalWindow: boolean): void {
-  if (at.toMillis() <= now.getTime() + MAX_AHEAD_MS) return;
+  // Within the hour, the runner judges it by the database clock once connected: a node's clock
+  // behind the controller's must not fail every Job.
+  if (at.toMillis() <= now.getTime() + MAX_AHEAD_OF_HOST_MS) return;
   const advice = literalWindow
     ? 'With a literal `--window`, leave `--scheduled-time` out to run it now (it only feeds `--max-delay` and LEASEJOB_SCHEDULED_AT), or check this host\'s clock.'
     : 'Use a literal `--window` to run something ahead on purpose, or check this host\'s clock.';

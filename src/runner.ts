@@ -12,6 +12,7 @@ export type OnBusy = 'skip' | 'wait' | 'fail';
 
 export interface WindowClaim {
   key: string;
+  /** More than MAX_AHEAD_MS ahead of the database clock: not run (aborted 'not-due', window left open). */
   scheduledAt?: Date | undefined;
   rerun?: boolean;
   maxDelayMs?: number | undefined;

@@ -1,4 +1,5 @@
 // `leasejob status`, `history` and `check`: what the database says about each job.
+import { maskPasswords } from '../db.js';
 import { parseDuration } from '../duration.js';
 import { ExitCode, LeasejobError, UsageError } from '../errors.js';
 import { findProblems, readJobStates, statesToJson, type JobState } from '../monitor.js';
@@ -90,7 +91,7 @@ export async function checkCommand(flags: DbFlags & { name?: string; all?: boole
   } catch (err) {
     // A program reading `check --json` gets JSON whatever happened, saying why it has no
     // answer (the one-line message on stderr and the exit code stay as for every command).
-    if (flags.json && err instanceof LeasejobError) out(JSON.stringify({ error: { code: err.code, exitCode: err.exitCode, message: err.message } }, null, 2) + '\n');
+    if (flags.json && err instanceof LeasejobError) out(JSON.stringify({ error: { code: err.code, exitCode: err.exitCode, message: maskPasswords(err.message) } }, null, 2) + '\n');
     throw err;
   }
 }

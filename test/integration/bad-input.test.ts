@@ -222,6 +222,7 @@ describe('bad input', () => {
       ['run', '--name', 'x', '--window', 'w', '--databaseurl=postgres://u:Zx9secretQ@127.0.0.1:1/db', '--', 'true'],
       ['run', '--name', 'x', '--window', 'w', 'postgres://u:Zx9secretQ@127.0.0.1:1/db'],
       ['check', '--json', '--dburl=host=h password=Zx9secretQ'],
+      ['check', '--json', '--database-url', db.url, '--schema', db.schema, '--name', 'postgres://u:Zx9secretQ@h/db'], // no such job: its JSON on stdout too
     ]) {
       const r = await runCli(args);
       expect(r.exitCode, r.all).toBe(64);

@@ -190,7 +190,7 @@ describe('leasejob run', () => {
     expect(rows.map((x) => x.window_key)).not.toContain('2025-12-01T00:05:00Z');
   });
 
-  it('refuses an occurrence that has not come yet: --scheduled-time before connecting (nothing claimed), JOB_NAME by the database clock (not run, left open)', async () => {
+  it('refuses an occurrence that has not come yet: over an hour ahead of the host clock before connecting (nothing claimed), else by the database clock (not run, left open)', async () => {
     const ahead = new Date(Math.floor(Date.now() / 60_000) * 60_000 + 100 * 60_000);
     const viaFlag = await runCli(['run', ...base('ahead-job'), '--schedule', '* * * * *', '--window-from-schedule', '--scheduled-time', ahead.toISOString(),
       '--', process.execPath, fixture('exit-with.mjs'), '0']);
@@ -198,10 +198,17 @@ describe('leasejob run', () => {
     expect(viaFlag.stderr).toMatch(/^leasejob: `--scheduled-time` \S+ names an occurrence that has not come yet/m);
     const viaName = await runCli(['run', ...base('ahead-name'), '--schedule', '* * * * *', '--window-from-schedule', '--', process.execPath, fixture('exit-with.mjs'), '0'],
       { JOB_NAME: `ahead-name-${ahead.getTime() / 60_000}`, KUBERNETES_SERVICE_HOST: '10.0.0.1' });
-    // The controller's clock named it: this node's clock may only be behind. The database's decides.
-    expect(viaName.exitCode, viaName.all).toBe(75);
-    expect(logLines(viaName.stderr).find((l) => l.level === 'error')?.msg).toMatch(/^occurrence not due by the database clock/);
-    expect(await db.rows(`SELECT outcome FROM ${db.schema}.windows WHERE job = 'ahead-name' AND completed_at IS NULL`)).toEqual([{ outcome: 'failed' }]);
+    expect(viaName.exitCode, viaName.all).toBe(64);
+    expect(viaName.stderr).toMatch(/^leasejob: the Kubernetes JOB_NAME ahead-name-\d+ names an occurrence that has not come yet/m);
+    expect(viaName.stderr).toMatch(/Use a literal `--window` to run something ahead on purpose/);
+    expect(await db.rows(`SELECT 1 FROM ${db.schema}.windows WHERE job = 'ahead-name'`)).toHaveLength(0);
+    // Within the hour the host clock may just be behind the controller's: the database's decides.
+    const soon = new Date(Math.floor(Date.now() / 60_000) * 60_000 + 10 * 60_000);
+    const nameSoon = await runCli(['run', ...base('ahead-soon'), '--schedule', '* * * * *', '--window-from-schedule', '--', process.execPath, fixture('exit-with.mjs'), '0'],
+      { JOB_NAME: `ahead-soon-${soon.getTime() / 60_000}`, KUBERNETES_SERVICE_HOST: '10.0.0.1' });
+    expect(nameSoon.exitCode, nameSoon.all).toBe(75);
+    expect(logLines(nameSoon.stderr).find((l) => l.level === 'error')?.msg).toMatch(/^occurrence not due by the database clock/);
+    expect(await db.rows(`SELECT outcome FROM ${db.schema}.windows WHERE job = 'ahead-soon' AND completed_at IS NULL`)).toEqual([{ outcome: 'failed' }]);
     // Already a literal window: the advice is to leave the time out, not to use what was used.
     const literal = await runCli(['run', ...base('ahead-job'), '--window', 'early', '--scheduled-time', ahead.toISOString(), '--', 'true']);
     expect(literal.exitCode, literal.all).toBe(64);

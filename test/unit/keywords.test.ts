@@ -59,6 +59,9 @@ describe('connection option names', () => {
     // What libpq would read from the environment when the string leaves it out.
     expect(() => resolveConnection('postgres://u@h/db', { PGREQUIREAUTH: 'scram-sha-256' })).toThrow(/^PGREQUIREAUTH=scram-sha-256 is set, and is not supported: .*Unset it to connect\. Nothing was connected\.$/);
     expect(() => resolveConnection(undefined, { PGHOST: 'h', PGCHANNELBINDING: 'require' })).toThrow(/^PGCHANNELBINDING=require is set/);
+    // In any case: libpq would refuse `Require` as no value of its own, so it is not let through either.
+    expect(() => resolveConnection('postgres://u@h/db?channel_binding=Require', {})).toThrow(/channel_binding=Require in `--database-url` is not supported/);
+    expect(() => resolveConnection('postgres://u@h/db', { PGGSSENCMODE: 'REQUIRE' })).toThrow(/^PGGSSENCMODE=REQUIRE is set/);
     // Values libpq also takes as asking for nothing more pass, in the string or the environment.
     for (const ok of ['channel_binding=prefer', 'channel_binding=disable', 'gssencmode=prefer', 'gssencmode=disable', 'require_auth=', 'requirepeer=']) {
       expect(() => resolveConnection(`postgres://u@h/db?${ok}`, {}), ok).not.toThrow();

@@ -55,8 +55,15 @@ describe('maskPasswords', () => {
   it('masks a URL user info password and a libpq password= value, wherever they stand', () => {
     expect(maskPasswords("unknown option '--databaseurl=postgres://u:Zx9secretQ@h/db'")).toBe("unknown option '--databaseurl=postgres://u:***@h/db'");
     expect(maskPasswords('got `postgresql://app:p%40ss:w0rd@db:5432/jobs` before it')).toBe('got `postgresql://app:***@db:5432/jobs` before it');
-    expect(maskPasswords("unknown option '--dburl=host=h password=Zx9secretQ'")).toBe("unknown option '--dburl=host=h password=***'");
+    // libpq reads an unquoted value up to a space, quotes included: so is it masked.
+    expect(maskPasswords("unknown option '--dburl=host=h password=Zx9secretQ'")).toBe("unknown option '--dburl=host=h password=***");
     expect(maskPasswords("host=h PASSWORD = 'a b\\'c' user=u")).toBe('host=h PASSWORD = *** user=u');
+    // Found by review: what libpq and pg read as the password, all of it.
+    expect(maskPasswords('--databaseurl=postgres://u:p@ss@h/db')).toBe('--databaseurl=postgres://u:***@h/db');
+    expect(maskPasswords('password=abc\\ secretpart user=u')).toBe('password=*** user=u');
+    expect(maskPasswords("password=ab'cd user=u")).toBe('password=*** user=u');
+    expect(maskPasswords('password="topsecret" user=u')).toBe('password=*** user=u');
+    expect(maskPasswords('sslpassword=keysecret oauth_client_secret=s2 scram_client_key=k3')).toBe('sslpassword=*** oauth_client_secret=*** scram_client_key=***');
   });
 
   it('leaves what is no password alone: a port, a path with @, a URL without user info', () => {
