@@ -118,7 +118,10 @@ if (missed.length > 0) {
 for (const file of bundled.outputFiles) await writeFile(file.path, file.contents);
 
 await build({
+  // Bundled with what it imports of ours (the command names, the reach levels): it loads
+  // before the CLI bundle, and Node 20 cannot require tsc's ES modules.
   entryPoints: ['dist/compile-cache.js'],
+  bundle: true,
   format: 'cjs',
   platform: 'node',
   target: 'node20',

@@ -1,5 +1,6 @@
 // CLI wiring: commander definitions, and the only place that turns errors into exit codes.
 import { Command, CommanderError, Option } from 'commander';
+import { COMMANDS } from './command-names.js';
 import { maskPasswords } from './db.js';
 import { DEFAULTS } from './defaults.js';
 import { ExitCode, LeasejobError, UsageError } from './errors.js';
@@ -9,8 +10,8 @@ import { Reach, noteReach } from './start-reach.js';
 
 export { reach } from './start-reach.js';
 
-/** The commands, as buildProgram defines them (src/compile-cache.ts keeps the same list). */
-export const COMMAND_NAMES: ReadonlySet<string> = new Set(['run', 'migrate', 'status', 'history', 'check', 'exporter', 'release']);
+/** The commands, as buildProgram defines them. */
+export { COMMANDS as COMMAND_NAMES } from './command-names.js';
 
 function dbOptions(cmd: Command): Command {
   return cmd
@@ -191,7 +192,7 @@ function commanderMessage(str: string): string {
 
 /** Parse argv, run the command, and return the exit code (bin/leasejob.js exits with it). */
 export async function main(argv: string[]): Promise<number> {
-  const program = buildProgram(COMMAND_NAMES.has(argv[2] ?? '') ? argv[2] : undefined);
+  const program = buildProgram(COMMANDS.has(argv[2] ?? '') ? argv[2] : undefined);
   program.exitOverride();
   for (const c of program.commands) c.exitOverride();
   try {

@@ -18,6 +18,8 @@ import { chmodSync, closeSync, fstatSync, lstatSync, mkdirSync, openSync, readdi
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Script } from 'node:vm';
+import { COMMANDS } from './command-names.js';
+import { Reach } from './start-reach.js';
 
 export interface LoadedCli {
   main(argv: string[]): Promise<number>;
@@ -30,8 +32,7 @@ export interface LoadedCli {
   readonly cache: 'off' | 'unusable' | 'cold' | 'rejected' | 'used';
 }
 
-/** The CLI's commands (src/cli.ts); kept here because this runs before the bundle loads. */
-export const COMMANDS = new Set(['run', 'migrate', 'status', 'history', 'check', 'exporter', 'release']);
+export { COMMANDS };
 
 /**
  * `load` is the bundle's `require`, for what it leaves out (better-sqlite3, pg-native, Node's
@@ -93,8 +94,7 @@ export function loadCli(bundle: string, command: string | undefined, load: NodeJ
     },
     saveCache(exitCode) {
       if (file === undefined) return;
-      // Reach.whole / Reach.none (src/start-reach.ts), not imported: this file loads before the bundle, unbundled.
-      const reached = mod.exports.reach?.(exitCode) ?? (exitCode === 0 ? 2 : 0);
+      const reached = mod.exports.reach?.(exitCode) ?? (exitCode === 0 ? Reach.whole : Reach.none);
       if (state === 'used' && reached <= writtenReach) return;
       const tmp = `${file}.${process.pid}.tmp`;
       let fd: number | undefined;

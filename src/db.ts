@@ -14,16 +14,15 @@ export interface ConnectionSource {
 
 export function resolveConnection(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): ConnectionSource {
   const source: ConnectionSource =
-    flag !== undefined ? checked({ connectionString: flag, from: '--database-url' })
-    : env.LEASEJOB_DATABASE_URL ? checked({ connectionString: env.LEASEJOB_DATABASE_URL, from: 'LEASEJOB_DATABASE_URL' })
-    : env.DATABASE_URL ? checked({ connectionString: env.DATABASE_URL, from: 'DATABASE_URL' })
-    : { connectionString: undefined, from: 'PG environment' };
-  checkEnvOptions(source, env);
+    flag !== undefined ? checked({ connectionString: flag, from: '--database-url' }, env)
+    : env.LEASEJOB_DATABASE_URL ? checked({ connectionString: env.LEASEJOB_DATABASE_URL, from: 'LEASEJOB_DATABASE_URL' }, env)
+    : env.DATABASE_URL ? checked({ connectionString: env.DATABASE_URL, from: 'DATABASE_URL' }, env)
+    : checkedEnvironment(env);
   return { ...source, driver: driverTls(source.connectionString, env) };
 }
 
 // A postgres:// URL or a libpq key=value string; anything else is a typo, said before connecting.
-function checked(source: ConnectionSource): ConnectionSource {
+function checked(source: ConnectionSource, env: NodeJS.ProcessEnv): ConnectionSource {
   const value = source.connectionString ?? '';
   const name = source.from === '--database-url' ? '`--database-url`' : source.from;
   if (/^postgres(ql)?:\/\//i.test(value)) {
@@ -34,11 +33,13 @@ function checked(source: ConnectionSource): ConnectionSource {
       throw new UsageError(`Expected ${name} to be a valid postgres:// URL, got one that does not parse (special characters in the password must be percent-encoded).`);
     }
     checkOptionNames(url.searchParams.entries(), name);
+    checkEnvOptions(new Set(url.searchParams.keys()), env);
     return source;
   }
   if (/^\s*\w+\s*=/.test(value)) {
     const keywords = parseKeywords(value, name);
     checkOptionNames(keywords.entries(), name);
+    checkEnvOptions(new Set(keywords.keys()), env);
     return { ...source, connectionString: keywordsToUrl(keywords) };
   }
   throw new UsageError(`Expected ${name} to be a URL like postgres://user@host:5432/db (the password in it or in PGPASSWORD), got ${value.trim() === '' ? 'an empty string' : /^[a-z][a-z0-9+.-]*:\/\//i.test(value) ? `a ${value.slice(0, value.indexOf(':'))}:// URL` : 'something else'}.`);
@@ -75,6 +76,9 @@ const UNSUPPORTED_VALUES: Record<string, { value: string; why: string }> = {
   gssencmode: { value: 'require', why: 'node-postgres has no GSSAPI encryption and would connect unencrypted; use sslmode=verify-full.' },
 };
 
+/** Keywords whose empty value asks libpq for nothing: not refused then. */
+const EMPTY_ASKS_NOTHING = new Set(['require_auth', 'requirepeer']);
+
 /** The environment variables libpq reads for those keywords when the connection string leaves them out. */
 const UNSUPPORTED_ENV: Record<string, string> = { require_auth: 'PGREQUIREAUTH', requirepeer: 'PGREQUIREPEER', channel_binding: 'PGCHANNELBINDING', gssencmode: 'PGGSSENCMODE' };
 
@@ -89,8 +93,7 @@ function checkOptionNames(options: Iterable<[string, string]>, source: string): 
   const shared = source === 'DATABASE_URL' ? ' (DATABASE_URL may be shared with a program that needs it: give leasejob its own LEASEJOB_DATABASE_URL.)' : '';
   for (const [name, value] of options) {
     const unsupported = UNSUPPORTED_OPTIONS[name];
-    // An empty require_auth or requirepeer asks libpq for nothing.
-    if (unsupported !== undefined && (value !== '' || !UNSUPPORTED_ENV[name])) throw new UsageError(`connection option "${name}" in ${source} is not supported: ${unsupported} Nothing was connected.${shared}`);
+    if (unsupported !== undefined && !(value === '' && EMPTY_ASKS_NOTHING.has(name))) throw new UsageError(`connection option "${name}" in ${source} is not supported: ${unsupported} Nothing was connected.${shared}`);
     const refused = UNSUPPORTED_VALUES[name];
     if (refused !== undefined && value.toLowerCase() === refused.value) throw new UsageError(`connection option ${name}=${value} in ${source} is not supported: ${refused.why} Nothing was connected.${shared}`);
     if (KNOWN_OPTIONS.has(name)) continue;
@@ -107,17 +110,18 @@ function checkOptionNames(options: Iterable<[string, string]>, source: string): 
   }
 }
 
+/** No connection string: libpq's PG* variables say everything. */
+function checkedEnvironment(env: NodeJS.ProcessEnv): ConnectionSource {
+  checkEnvOptions(new Set(), env);
+  return { connectionString: undefined, from: 'PG environment' };
+}
+
 /**
  * libpq reads require_auth, requirepeer, channel_binding and gssencmode from the environment
- * when the connection string leaves them out; node-postgres does not: refused as in a string.
+ * when the connection string leaves them out (`given`: the string's keywords); node-postgres
+ * does not: refused as in a string.
  */
-function checkEnvOptions(source: ConnectionSource, env: NodeJS.ProcessEnv): void {
-  let given: Set<string>;
-  try {
-    given = new Set(source.connectionString === undefined ? [] : new URL(source.connectionString).searchParams.keys());
-  } catch {
-    given = new Set();
-  }
+function checkEnvOptions(given: ReadonlySet<string>, env: NodeJS.ProcessEnv): void {
   for (const [name, variable] of Object.entries(UNSUPPORTED_ENV)) {
     const value = env[variable];
     if (!value || given.has(name)) continue;

@@ -13,11 +13,6 @@ import type {
   ScheduleKey,
 } from './store.js';
 
-/**
- * Milliseconds on a clock shared by every process of this host and untouched by wall-clock
- * steps: process.hrtime is CLOCK_MONOTONIC on Linux (since boot), mach_absolute_time on macOS,
- * QueryPerformanceCounter on Windows; all system-wide.
- */
 /** What is at `file`: `hidden` when a directory on the way cannot be searched by this user. */
 function fileKind(file: string): 'file' | 'directory' | 'other' | 'missing' | 'hidden' {
   try {
@@ -28,6 +23,11 @@ function fileKind(file: string): 'file' | 'directory' | 'other' | 'missing' | 'h
   }
 }
 
+/**
+ * Milliseconds on a clock shared by every process of this host and untouched by wall-clock
+ * steps: process.hrtime is CLOCK_MONOTONIC on Linux (since boot), mach_absolute_time on macOS,
+ * QueryPerformanceCounter on Windows; all system-wide.
+ */
 export function hostMonotonicMs(): number {
   return Number(process.hrtime.bigint() / 1_000_000n);
 }
