@@ -80,10 +80,10 @@ LEASEJOB_SCHEDULED_AT, LEASEJOB_OWNER, LEASEJOB_SCHEMA, and LEASEJOB_REQUIRE_SHA
 run uses PostgreSQL (a leasejob inside the child then refuses the one-host store); not the
 database URL, unless --pass-database-url.
 Exit codes: 0 ok or nothing to do; the child's own code; 128+N child killed by signal N;
-64 usage; 69 database unreachable or not migrated; 70 internal; 75 lease lost, acquired too
-late to start safely, busy (--on-busy fail, wait timeout), or the occurrence not yet due by the
-database clock; 124 --max-runtime exceeded;
-126 the command is not executable, 127 not found (as a shell).
+64 usage; 69 database unreachable, refusing the statement (read-only standby, cancelled) or
+not migrated; 70 internal; 75 lease lost, acquired too late to start safely, busy (--on-busy
+fail, wait timeout), or the occurrence not yet due by the database clock; 124 --max-runtime
+exceeded; 126 the command is not executable, 127 not found (as a shell).
 
 Example:
   leasejob run --name nightly-close --schedule '5 0 * * *' --tz America/Sao_Paulo \\
