@@ -293,11 +293,16 @@ const UNAVAILABLE_CODES = new Set([
 /**
  * The server would not do it, for reasons of its own state rather than ours (exit 69): a
  * read-only server (a standby, also after a failover), a statement cancelled or timed out by
- * its settings, no disk or memory, an I/O error.
+ * its settings, one rolled back on every try (PgStore sends those again), a session ended by
+ * its timeouts, no disk or memory, an I/O error.
  */
 function serverRefusal(code: string): string | undefined {
   if (code === '25006') return 'the server is read-only (a standby?): point leasejob at the primary';
   if (code === '57014') return 'the server cancelled the statement (statement_timeout, or pg_cancel_backend)';
+  if (ROLLED_BACK_CODES.has(code)) {
+    return 'the server rolled the statement back each time it was tried (leasejob needs no more than read committed: is default_transaction_isolation set higher for this role or database?)';
+  }
+  if (code === '25P03' || code === '25P04') return 'the server ended the session (idle_in_transaction_session_timeout or transaction_timeout)';
   if (code.startsWith('53')) return 'the server is out of a resource (disk, memory, connections)';
   if (code.startsWith('57') || code.startsWith('58')) return 'the server stopped the statement';
   return undefined;
@@ -323,6 +328,17 @@ export function isTransientDbError(err: unknown): boolean {
   const code = codeOf(err);
   const raw = err instanceof Error ? err.message : String(err);
   return UNAVAILABLE_CODES.has(code) || code.startsWith('08') || NETWORK_ERRNOS.has(code) || (code === '' && /timeout|terminated/i.test(raw));
+}
+
+/**
+ * SQLSTATEs after which the server rolled the transaction back: a serialization failure
+ * (repeatable read and serializable isolation) and a deadlock. A statement that was its own
+ * transaction can be sent again.
+ */
+const ROLLED_BACK_CODES = new Set(['40001', '40P01']);
+
+export function wasRolledBack(err: unknown): boolean {
+  return ROLLED_BACK_CODES.has(codeOf(err));
 }
 
 function codeOf(err: unknown): string {

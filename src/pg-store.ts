@@ -3,8 +3,8 @@
 // set-based reads behind status, check and the exporter.
 import pg from 'pg';
 import type pgpass from 'pgpass';
-import { monoNow } from './clock.js';
-import type { ConnectionSource } from './db.js';
+import { monoNow, sleep } from './clock.js';
+import { wasRolledBack, type ConnectionSource } from './db.js';
 import { quoteIdent } from './names.js';
 import { driverTls } from './tls.js';
 import type {
@@ -101,6 +101,11 @@ function timedOut(timeoutMs: number, cause?: unknown): Error {
   return Object.assign(new Error(`the database did not answer within ${Math.ceil(timeoutMs)} ms`), { code: 'ETIMEDOUT', cause });
 }
 
+/** How often a statement the server rolled back (40001, 40P01) is sent in all, at most. */
+const ROLLBACK_TRIES = 8;
+/** The longest random pause before sending it again. */
+const ROLLBACK_PAUSE_MAX_MS = 250;
+
 /** How long closing the pool may take before the process exits regardless. */
 const CLOSE_LIMIT_MS = 2_000;
 
@@ -132,7 +137,24 @@ export class PgStore implements LeaseStore {
   private async query(text: string, values: unknown[], timeoutMs = this.readTimeoutMs): Promise<pg.QueryResult> {
     if (!(timeoutMs > 0)) return this.pool.query(text, values);
     const started = monoNow();
-    const client = await this.connectWithin(timeoutMs).catch((err: unknown) => {
+    for (let tries = 1; ; tries++) {
+      try {
+        return await this.queryOnce(text, values, timeoutMs, started);
+      } catch (err) {
+        // Rolled back whole (every statement here is its own transaction): nothing of it
+        // happened, so it is sent again, after a random pause that lets contenders spread out.
+        // Seen when the database's default isolation is repeatable read or serializable: a
+        // contender whose snapshot predates the winner's commit fails instead of seeing it.
+        const pauseMs = Math.random() * Math.min(ROLLBACK_PAUSE_MAX_MS, 10 * 2 ** tries);
+        if (!wasRolledBack(err) || tries >= ROLLBACK_TRIES || monoNow() - started + pauseMs >= timeoutMs) throw err;
+        await sleep(pauseMs);
+      }
+    }
+  }
+
+  /** One try of query(), within what is left of `timeoutMs` since `started`. */
+  private async queryOnce(text: string, values: unknown[], timeoutMs: number, started: number): Promise<pg.QueryResult> {
+    const client = await this.connectWithin(timeoutMs - (monoNow() - started), timeoutMs).catch((err: unknown) => {
       throw notSent(err);
     });
     const left = Math.max(1, Math.ceil(timeoutMs - (monoNow() - started)));
@@ -161,11 +183,12 @@ export class PgStore implements LeaseStore {
     });
   }
 
-  private async connectWithin(timeoutMs: number): Promise<pg.PoolClient> {
+  /** A connection within `waitMs`; `reportedMs` is the bound the error names. */
+  private async connectWithin(waitMs: number, reportedMs = waitMs): Promise<pg.PoolClient> {
     const pending = this.pool.connect();
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(timedOut(timeoutMs)), Math.ceil(timeoutMs));
+      timer = setTimeout(() => reject(timedOut(reportedMs)), Math.max(1, Math.ceil(waitMs)));
     });
     try {
       return await Promise.race([pending, late]);

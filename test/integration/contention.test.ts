@@ -61,6 +61,88 @@ describe('contention and faults', () => {
     expect(w).toEqual([{ attempts: 1, completed: true }]);
   });
 
+  it('a database whose default isolation is serializable: 12 concurrent runs, one child, every run exits 0', async () => {
+    // A contender whose snapshot predates the winner's commit gets 40001 rather than seeing the
+    // lease held; it sends its acquire again and then sees it. Before: some exited 70.
+    const url = new URL(db.url);
+    url.searchParams.set('options', '-c default_transaction_isolation=serializable');
+    const marks = path.join(tmp, 'serializable.txt');
+    const first = await runCli(['run', ...base('serial', url.toString()), '--window', 'w0', '--', 'true']);
+    expect(first.exitCode, first.all).toBe(0);
+    // A writer holds the (free) lease row, so that contenders queue behind it with their
+    // snapshots taken; it commits as soon as one waits. Left to chance, few collide.
+    const { default: driver } = await import('pg');
+    const writer = new driver.Client({ connectionString: db.url });
+    await writer.connect();
+    let runs: Array<ReturnType<typeof startCli>> = [];
+    try {
+      await writer.query('BEGIN');
+      await writer.query(`UPDATE ${db.schema}.leases SET owner = owner WHERE name = 'serial'`);
+      runs = Array.from({ length: 12 }, () =>
+        startCli(['run', ...base('serial', url.toString()), '--window', 'w1', '--ttl', '10s', '--kill-grace', '2s', '--', process.execPath, fixture('append-pid.mjs'), marks, '2000'], {}, { timeoutMs: 90_000 }),
+      );
+      await waitFor('a contender waiting on the lease row', async () => (await db.rows(
+        `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%.acquire(%'`,
+      )).length > 0, 60_000, 5);
+      await writer.query('COMMIT');
+    } finally {
+      await writer.end();
+    }
+    const results = await Promise.all(runs);
+    for (const r of results) expect(r.exitCode, r.all).toBe(0);
+    expect(readFileSync(marks, 'utf8').trim().split('\n')).toHaveLength(1);
+    const w = await db.rows<{ attempts: number; completed: boolean }>(`SELECT attempts, completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'serial' AND window_key = 'w1'`);
+    expect(w).toEqual([{ attempts: 1, completed: true }]);
+  });
+
+  it('a statement the server rolls back (40001, 40P01) is sent again; rolled back every time: exit 69 in one line', async () => {
+    // Injected where the acquire writes the lease row: the first `n` writes of job 'rolled'
+    // fail as a serialization failure or a deadlock would (a sequence counts them, untouched by
+    // the rollback).
+    await db.rows(`CREATE SEQUENCE ${db.schema}.rollback_count`);
+    await db.rows(`CREATE TABLE ${db.schema}.rollback_plan (fail_first int NOT NULL, code text NOT NULL)`);
+    await db.rows(`INSERT INTO ${db.schema}.rollback_plan VALUES (0, '40001')`);
+    await db.rows(`CREATE FUNCTION ${db.schema}.roll_back() RETURNS trigger LANGUAGE plpgsql AS $$
+      DECLARE plan record;
+      BEGIN
+        SELECT * INTO plan FROM ${db.schema}.rollback_plan;
+        IF NEW.name = 'rolled' AND nextval('${db.schema}.rollback_count') <= plan.fail_first THEN
+          RAISE EXCEPTION 'injected rollback' USING ERRCODE = plan.code;
+        END IF;
+        RETURN NEW;
+      END $$`);
+    await db.rows(`CREATE TRIGGER roll_back BEFORE INSERT OR UPDATE ON ${db.schema}.leases FOR EACH ROW EXECUTE FUNCTION ${db.schema}.roll_back()`);
+    const plan = async (failFirst: number, code: string): Promise<void> => {
+      await db.rows(`SELECT setval('${db.schema}.rollback_count', 1, false)`);
+      await db.rows(`UPDATE ${db.schema}.rollback_plan SET fail_first = $1, code = $2`, [failFirst, code]);
+    };
+    const marks = path.join(tmp, 'rolled.txt');
+    const child = ['--', process.execPath, fixture('append-pid.mjs'), marks];
+    try {
+      // Two serialization failures, then a deadlock: the run completes, its child ran once.
+      await plan(2, '40001');
+      const a = await runCli(['run', ...base('rolled'), '--window', 'w1', ...child]);
+      expect(a.exitCode, a.all).toBe(0);
+      await plan(1, '40P01');
+      const b = await runCli(['run', ...base('rolled'), '--window', 'w2', ...child]);
+      expect(b.exitCode, b.all).toBe(0);
+      expect(readFileSync(marks, 'utf8').trim().split('\n')).toHaveLength(2);
+      expect(Number((await db.rows<{ n: string }>(`SELECT last_value AS n FROM ${db.schema}.rollback_count`))[0]!.n)).toBeGreaterThanOrEqual(2);
+
+      // Rolled back on every try: a clear line and exit 69, the child never started.
+      await plan(1_000, '40001');
+      const c = await runCli(['run', ...base('rolled'), '--window', 'w3', ...child]);
+      expect(c.exitCode, c.all).toBe(69);
+      expect(c.stderr.trim().split('\n').filter((l) => !l.startsWith('{'))).toEqual([
+        expect.stringMatching(/^leasejob: database at .* refused: injected rollback \(SQLSTATE 40001\); the server rolled the statement back each time it was tried .*default_transaction_isolation/),
+      ]);
+      expect(readFileSync(marks, 'utf8').trim().split('\n')).toHaveLength(2);
+      expect(await db.rows(`SELECT 1 FROM ${db.schema}.windows WHERE job = 'rolled' AND window_key = 'w3'`)).toEqual([]);
+    } finally {
+      await db.rows(`DROP TRIGGER roll_back ON ${db.schema}.leases`);
+    }
+  });
+
   it('--on-busy fail exits 75 and --on-busy wait takes the lease once it is free', async () => {
     const pidFile = path.join(tmp, 'busy.pid');
     const release = path.join(tmp, 'busy.release');
