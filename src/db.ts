@@ -345,6 +345,13 @@ function codeOf(err: unknown): string {
   return typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : '';
 }
 
+/**
+ * Where the password-file reader's warning goes (a file others may read is ignored, as libpq
+ * does). Commands point it at their logger, so stderr stays JSON lines; unset (a program using
+ * the library), it is written to stderr as it is.
+ */
+export const passwordFileWarnings: { to?: ((message: string) => void) | undefined } = {};
+
 /** Turn a driver error into a DatabaseError with an actionable, redacted message. */
 export function classifyDbError(
   err: unknown,

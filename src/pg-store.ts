@@ -1,10 +1,11 @@
 // The PostgreSQL store: one parameterized statement per runner step (acquire+claim, renew,
 // finish+release, record an event), each a call to a function created by sql/, and the
 // set-based reads behind status, check and the exporter.
+import { Writable } from 'node:stream';
 import pg from 'pg';
 import type pgpass from 'pgpass';
 import { monoNow, sleep } from './clock.js';
-import { wasRolledBack, type ConnectionSource } from './db.js';
+import { passwordFileWarnings, wasRolledBack, type ConnectionSource } from './db.js';
 import { quoteIdent } from './names.js';
 import { driverTls } from './tls.js';
 import type {
@@ -77,10 +78,24 @@ function passwordFromFile(params: pgpass.ConnectionInfo): Promise<string | undef
   const recent = passwordReadings.get(key);
   if (recent !== undefined && monoNow() - recent.at < PASSWORD_FILE_REUSE_MS) return recent.password;
   // Loaded then, not at start: most connections carry their password.
-  const password = import('pgpass').then(({ default: read }) => new Promise<string | undefined>((resolve) => read(params, resolve)));
+  const password = import('pgpass').then(({ default: read }) => {
+    read.warnTo(passwordWarningSink());
+    return new Promise<string | undefined>((resolve) => read(params, resolve));
+  });
   passwordReadings.set(key, { at: monoNow(), password });
   return password;
 }
+
+/** Made on first use. pgpass writes each warning as one unterminated `WARNING: ...` string. */
+let warningSink: Writable | undefined;
+const passwordWarningSink = (): Writable => (warningSink ??= new Writable({
+  write(chunk: Buffer | string, _encoding, done): void {
+    const text = String(chunk).trim();
+    if (passwordFileWarnings.to) passwordFileWarnings.to(text.replace(/^WARNING: /, ''));
+    else process.stderr.write(`${text}\n`);
+    done();
+  },
+}));
 
 /**
  * An instant as float8 milliseconds since the epoch, truncated to the millisecond as a

@@ -1,5 +1,5 @@
 // `leasejob migrate` and `leasejob release`, and the store lifecycle every command shares.
-import { classifyDbError } from '../db.js';
+import { classifyDbError, passwordFileWarnings } from '../db.js';
 import { DatabaseError, UsageError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { createLogger } from '../log.js';
@@ -24,6 +24,7 @@ export async function withStore<T>(
   const level = resolveLogLevel(flags.logLevel);
   const choice = chooseStore(flags);
   const log = createLogger(level, choice.secrets);
+  passwordFileWarnings.to = (message) => log.warn(message);
   let store: LeaseStore | undefined;
   try {
     store = await openStore(choice, { ...flags, existingOnly: !opts.createStore });

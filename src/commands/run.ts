@@ -1,6 +1,7 @@
 // `leasejob run`: the child process under runWithLease, signals forwarded, exit code mapped.
 import { constants } from 'node:os';
 import { monoNow } from '../clock.js';
+import { passwordFileWarnings } from '../db.js';
 import { startChild, parentDeathSignalSupport, SpawnError, type ChildHandle, type ChildResult } from '../child.js';
 import { MAX_TIMER_MS } from '../duration.js';
 import { ExitCode, LeasejobError, UsageError } from '../errors.js';
@@ -52,6 +53,7 @@ export async function runCommand(
     throw err;
   }
   const log = createLogger(config.logLevel, choice.secrets);
+  passwordFileWarnings.to = (message) => log.warn(message);
   const databaseUrl = choice.kind === 'postgresql' ? choice.source.connectionString : undefined;
 
   const cancel = new AbortController();

@@ -3,7 +3,7 @@ import { writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, runCli, waitFor } from '../helpers/cli.js';
+import { fixture, logLines, runCli, waitFor } from '../helpers/cli.js';
 import { newSchemaName, testDb, type TestDb } from '../helpers/db.js';
 import { withHbaLines } from '../helpers/hba.js';
 import { tempDir } from '../helpers/temp.js';
@@ -300,7 +300,7 @@ describe('bad input', () => {
     }
   });
 
-  it('a password file others may read is ignored with one warning, though status opens two connections', async (ctx) => {
+  it('a password file others may read is ignored with one warning (a JSON log line), though status opens two connections', async (ctx) => {
     const url = new URL(db.url);
     const file = path.join(tmp, 'pgpass-open');
     const esc = (v: string) => v.replace(/[\\:]/g, '\\$&');
@@ -309,7 +309,16 @@ describe('bad input', () => {
     const r = await runCli(['status', '--database-url', url.toString(), '--schema', db.schema], { PGPASSFILE: file, PGPASSWORD: undefined });
     if (r.exitCode === 0) ctx.skip(); // a server that trusts this host asks for no password
     expect(r.exitCode, r.all).toBe(69);
-    expect(r.stderr.split('\n').filter((l) => l.startsWith('WARNING: password file')).map((l) => l.trimEnd())).toEqual([`WARNING: password file "${file}" has group or world access; permissions should be u=rw (0600) or less`]);
+    const warning = `password file "${file}" has group or world access; permissions should be u=rw (0600) or less`;
+    expect(logLines(r.stderr).filter((l) => String(l.msg).startsWith('password file'))).toEqual([expect.objectContaining({ level: 'warn', msg: warning })]);
+    // stderr: JSON log lines, then the one-line error.
+    const plain = r.stderr.trim().split('\n').filter((l) => !l.startsWith('{'));
+    expect(plain).toEqual([expect.stringMatching(/^leasejob: database refused the connection/)]);
+    // run too: its log stays JSON lines.
+    const run = await runCli(['run', '--database-url', url.toString(), '--schema', db.schema, '--name', 'pgpass-open', '--window', 'w', '--', 'true'], { PGPASSFILE: file, PGPASSWORD: undefined });
+    expect(run.exitCode, run.all).toBe(69);
+    expect(logLines(run.stderr).filter((l) => l.msg === warning)).toHaveLength(1);
+    expect(run.stderr.trim().split('\n').filter((l) => !l.startsWith('{'))).toEqual([expect.stringMatching(/^leasejob: database refused the connection/)]);
   });
 
   it('a schema that was never migrated: exit 69, the message says leasejob migrate', async () => {
