@@ -1,0 +1,46 @@
+// Driver errors as the operator sees them: which SQLSTATE or errno becomes which error code,
+// exit code and advice. The integration tests provoke some of these on a real server; the
+// others (a crashed server, a full disk) cannot be provoked there.
+import { describe, expect, it } from 'vitest';
+import { classifyDbError, isTransientDbError, wasRolledBack } from '../../src/db.js';
+
+const ctx = { schema: 'leasejob', secrets: ['s3cret'], target: 'postgres://u:***@db/app' };
+const pgError = (code: string, message = `error ${code} s3cret`): Error => Object.assign(new Error(message), { code });
+
+describe('classifyDbError', () => {
+  it.each([
+    ['25006', 'E_DB_REFUSED', /read-only \(a standby\?\)/],
+    ['57014', 'E_DB_REFUSED', /cancelled the statement/],
+    ['40001', 'E_DB_REFUSED', /rolled the statement back each time it was tried.*default_transaction_isolation/],
+    ['40P01', 'E_DB_REFUSED', /rolled the statement back each time/],
+    ['25P03', 'E_DB_REFUSED', /ended the session \(idle_in_transaction_session_timeout/],
+    ['25P04', 'E_DB_REFUSED', /ended the session/],
+    ['53100', 'E_DB_REFUSED', /out of a resource/],
+    ['58030', 'E_DB_REFUSED', /stopped the statement/],
+    ['57P01', 'E_DB_UNREACHABLE', /database unreachable/],
+    ['08006', 'E_DB_UNREACHABLE', /database unreachable/],
+    ['ECONNREFUSED', 'E_DB_UNREACHABLE', /database unreachable/],
+    ['42501', 'E_DB_PERMISSION', /permission denied.*migrate --grant-to/],
+    ['3F000', 'E_NOT_MIGRATED', /leasejob migrate/],
+    ['28P01', 'E_DB_AUTH', /refused the connection/],
+  ])('SQLSTATE/errno %s: %s, exit 69, the SQLSTATE named and the secret masked', (code, errorCode, advice) => {
+    const e = classifyDbError(pgError(code), ctx);
+    expect(e?.code).toBe(errorCode);
+    expect(e?.exitCode).toBe(69);
+    expect(e?.message).toMatch(advice);
+    expect(e?.message).not.toContain('s3cret');
+    if (errorCode === 'E_DB_REFUSED') expect(e?.message).toContain(`(SQLSTATE ${code})`);
+  });
+
+  it('anything else is not a database condition (the caller reports it as internal)', () => {
+    expect(classifyDbError(pgError('22P02'), ctx)).toBeUndefined();
+    expect(classifyDbError(new Error('boom'), ctx)).toBeUndefined();
+  });
+
+  it('only a serialization failure and a deadlock count as rolled back (sent again)', () => {
+    expect(wasRolledBack(pgError('40001'))).toBe(true);
+    expect(wasRolledBack(pgError('40P01'))).toBe(true);
+    for (const code of ['40002', '40003', '25P03', '57014', '08006']) expect(wasRolledBack(pgError(code)), code).toBe(false);
+    expect(isTransientDbError(pgError('40001'))).toBe(false);
+  });
+});
