@@ -103,12 +103,17 @@ function buildRecurrenceProbes(tz: string): readonly DateTime[] {
   // 2001-01-01 and 2001-12-31 are both Mondays of ISO week 1 (of 2001 and of 2002). 2004-01-01
   // and 2005-01-01 are both in ISO week-year 2004 (week 1 and week 53): kkkk-MM-dd, kkkk-ooo.
   const weekYearEdges = ['2001-01-01', '2001-12-30', '2001-12-31', '2002-06-30', '2002-12-02', '2004-01-01', '2004-07-01', '2005-01-01'];
-  return [...steps.map((step) => base.plus(step)), ...weekYearEdges.map(at)].sort((x, y) => x.toMillis() - y.toMillis());
+  // The calendar repeats every 28 years (2001, 2029, 2057: same weekdays, week numbers and
+  // ordinals): a key without the year (MM-dd EEE, cooo) recurs there, after a different key in
+  // between. Two cycles on, so that zone rules changed since 2001 (an offset in the key) are
+  // the same at both ends.
+  const cycles = ['2029-02-03', '2043-08-03', '2057-02-03'];
+  return [...steps.map((step) => base.plus(step)), ...weekYearEdges.map(at), ...cycles.map(at)].sort((x, y) => x.toMillis() - y.toMillis());
 }
 
 /**
  * Rejects a `--window-format` that would give every occurrence the same (or an empty) key, or
- * one whose keys recur (HH:mm, EEEE, yyyy-dd): a later occurrence would find its key already
+ * one whose keys recur (HH:mm, EEEE, yyyy-dd, MM-dd EEE): a later occurrence would find its key already
  * completed and the job would silently stop running. A format coarser than the schedule
  * (yyyy-MM-dd for an hourly job) is allowed: that is how "once a day, tried every hour" is said.
  */

@@ -216,6 +216,8 @@ describe('validateWindowFormat', () => {
     ['HH', '"04"'], ['HH:mm', '"04:05"'], ['a', '"AM"'], ['T', '"04:05"'], ['EEEE', '"Saturday"'], ['MM-dd', '"02-03"'], ['yyyy-dd', '"2001-03"'],
     ['yyyy-MM-dd hh:mm', '"2001-02-03 04:05"'], ["yyyy-MM-dd'T'mm", '"2001-02-03T05"'], ["yyyy-MM-dd'T'HH:mm:SSS", '"2001-02-03T04:05:007"'],
     ['yyyy-WW', '"2001-01"'], ['kkkk-MM', '"2002-12"'], ['kkkk-MM-dd', '"2004-01-01"'], ['kkkk-ooo', '"2004-001"'],
+    // No year, but a weekday or ordinal that tells nearby years apart: 28 years on they match.
+    ['MM-dd EEE', '"02-03 Sat"'], ['cooo', '"6034"'],
   ])('rejects %j, whose keys recur', (format, key) => {
     expect(() => validateWindowFormat(format)).toThrow(UsageError);
     expect(() => validateWindowFormat(format)).toThrow(`got \`${format}\`: its keys recur (`);
@@ -233,7 +235,7 @@ describe('validateWindowFormat', () => {
     'in %s too: every recurring format is rejected, every sound one accepted',
     (tz) => {
       for (const format of ['HH', 'HH:mm', 'a', 'T', 'EEEE', 'MM-dd', 'yyyy-dd', 'yyyy-MM-dd hh:mm', "yyyy-MM-dd'T'mm", "yyyy-MM-dd'T'HH:mm:SSS",
-        'yyyy-WW', "yyyy-'W'WW", 'kkkk-MM', 'kkkk-MM-dd', 'kkkk-ooo']) {
+        'yyyy-WW', "yyyy-'W'WW", 'kkkk-MM', 'kkkk-MM-dd', 'kkkk-ooo', 'MM-dd EEE', 'cooo', 'MM-dd ZZ']) {
         expect(() => validateWindowFormat(format, tz), format).toThrow('its keys recur');
       }
       for (const format of ['yyyy-MM-dd', "yyyy-MM-dd'T'HH:mm", "yyyy-MM-dd'T'HH:mm:ss.SSS", 'yyyy', 'yyyy-MM', "'week' kkkk-WW", 'yyyy-ooo', 'yyyy-MM-dd hh:mm a', 'yyyy-q', 'D', 'x']) {
