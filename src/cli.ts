@@ -114,7 +114,8 @@ Example:
     program
       .command('migrate')
       .description('create or upgrade the schema (idempotent, safe to run concurrently)')
-      .option('--grant-to <role>', 'grant a runner role what run, status, history, check, the exporter and a child\'s assert_lease need, and nothing more (repeatable)', (v: string, prev: string[] = []) => [...prev, v]),
+      .option('--grant-to <role>', 'grant a runner role what run, status, history, check, the exporter and a child\'s assert_lease need, and nothing more (repeatable)', (v: string, prev: string[] = []) => [...prev, v])
+      .option('--lock-timeout <duration>', 'how long to wait for a table lock another transaction holds; runs queue behind the wait (default 5s)'),
   )
     .action(lazy(async () => (await import('./commands/admin.js')).migrateCommand));
 

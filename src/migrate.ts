@@ -6,6 +6,7 @@ import type pg from 'pg';
 import { DatabaseError } from './errors.js';
 import { quoteIdent } from './names.js';
 import { packageRoot } from './package-root.js';
+import { reconcileSchema, type DriftReport } from './schema-drift.js';
 
 const sqlDir = (): string => path.join(packageRoot(), 'sql');
 
@@ -28,15 +29,26 @@ export async function latestMigrationVersion(): Promise<number> {
 export interface MigrateResult {
   applied: Migration[];
   current: number;
+  /** The schema against what the migrations make: functions mended, extra ones left. */
+  drift: DriftReport;
 }
 
 export interface MigrateOptions {
   /** Roles to grant what `run`, `status`, `check` and the exporter need, and nothing more. */
   grantTo?: string[];
+  /**
+   * How long a statement may wait for a table lock (default 5 s). Runs queue behind a
+   * migration that waits for one (a long transaction of a child's holding it): bounded, they
+   * wait at most this long, and the migration fails with E_MIGRATE_LOCKED, changing nothing.
+   */
+  lockTimeoutMs?: number;
 }
+
+export const MIGRATE_LOCK_TIMEOUT_MS = 5_000;
 
 export async function migrate(pool: pg.Pool, schema: string, opts: MigrateOptions = {}): Promise<MigrateResult> {
   const ident = quoteIdent(schema);
+  const lockTimeoutMs = opts.lockTimeoutMs ?? MIGRATE_LOCK_TIMEOUT_MS;
   const migrations = await listMigrations();
   const latest = migrations.at(-1)?.version ?? 0;
   const client = await pool.connect();
@@ -44,6 +56,8 @@ export async function migrate(pool: pg.Pool, schema: string, opts: MigrateOption
     await client.query('BEGIN');
     // Transaction-scoped, so it works through transaction-mode poolers and can never leak.
     await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`leasejob.migrate:${schema}`]);
+    // After the advisory lock: another migrate is waited for as long as it takes.
+    await client.query(`SELECT set_config('lock_timeout', $1, true)`, [`${Math.max(1, Math.round(lockTimeoutMs))}ms`]);
     await client.query(`CREATE SCHEMA IF NOT EXISTS ${ident}`);
     // Functions capture this with SET search_path FROM CURRENT: pg_temp last, so a caller's
     // temporary objects can never shadow ours inside SECURITY DEFINER functions.
@@ -61,18 +75,29 @@ export async function migrate(pool: pg.Pool, schema: string, opts: MigrateOption
         'E_SCHEMA_TOO_NEW',
       );
     }
+    const texts = await Promise.all(migrations.map((m) => readFile(path.join(sqlDir(), m.file), 'utf8')));
     const applied: Migration[] = [];
-    for (const m of migrations) {
+    for (const [i, m] of migrations.entries()) {
       if (done.has(m.version)) continue;
-      await client.query(await readFile(path.join(sqlDir(), m.file), 'utf8'));
+      await client.query(texts[i]!);
       await client.query(`INSERT INTO ${ident}.migrations (version, name) VALUES ($1, $2)`, [m.version, m.name]);
       applied.push(m);
     }
+    const drift = await reconcileSchema(client, schema, texts);
     for (const role of opts.grantTo ?? []) await grantRunnerRole(client, schema, role);
     await client.query('COMMIT');
-    return { applied, current: latest };
+    return { applied, current: latest, drift };
   } catch (err) {
     await client.query('ROLLBACK').catch(() => {});
+    if ((err as { code?: string }).code === '55P03') {
+      throw new DatabaseError(
+        `migrate could not take a lock on schema "${schema}" within ${lockTimeoutMs} ms (${(err as Error).message}): a transaction on its tables holds it, ` +
+          'most likely a child\'s long fenced transaction or a session left open (see pg_stat_activity). Nothing was changed, and runs waited no longer than that. ' +
+          'Try again when it ends, or give --lock-timeout more time.',
+        'E_MIGRATE_LOCKED',
+        { cause: err },
+      );
+    }
     throw err;
   } finally {
     client.release();

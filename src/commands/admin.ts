@@ -1,5 +1,6 @@
 // `leasejob migrate` and `leasejob release`, and the store lifecycle every command shares.
 import { classifyDbError, passwordFileWarnings } from '../db.js';
+import { MAX_TIMER_MS, parseDuration } from '../duration.js';
 import { DatabaseError, UsageError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { createLogger } from '../log.js';
@@ -52,8 +53,12 @@ export function classifySqliteError(err: unknown, file: string): Error | undefin
   return new DatabaseError(`state file ${file}: ${(err as Error).message} (${code})${hint}`, 'E_STATE_FILE', { cause: err });
 }
 
-export async function migrateCommand(flags: DbFlags & { grantTo?: string[] }): Promise<number> {
+export async function migrateCommand(flags: DbFlags & { grantTo?: string[]; lockTimeout?: string }): Promise<number> {
   const grantTo = (flags.grantTo ?? []).map((r) => validateRole(r));
+  const lockTimeoutMs = flags.lockTimeout !== undefined ? parseDuration(flags.lockTimeout, '--lock-timeout') : undefined;
+  if (lockTimeoutMs !== undefined && !(lockTimeoutMs >= 1 && lockTimeoutMs <= MAX_TIMER_MS)) {
+    throw new UsageError(`Expected \`--lock-timeout\` to be a duration from 1ms to 24d, got ${JSON.stringify(flags.lockTimeout)}.`);
+  }
   if (grantTo.length && chooseStore(flags).kind === 'sqlite') throw new UsageError('`--grant-to` needs a PostgreSQL database; the embedded store has no roles.');
   return withStore(flags, async (store, log, choice) => {
     if (choice.kind === 'sqlite') {
@@ -63,7 +68,10 @@ export async function migrateCommand(flags: DbFlags & { grantTo?: string[] }): P
     }
     const { migrate } = await import('../migrate.js');
     const { PgStore } = await import('../pg-store.js');
-    const r = await migrate((store as InstanceType<typeof PgStore>).pool, choice.schema, { grantTo });
+    const r = await migrate((store as InstanceType<typeof PgStore>).pool, choice.schema, { grantTo, lockTimeoutMs });
+    if (r.drift.skipped !== undefined) log.warn({ schema: choice.schema, reason: r.drift.skipped }, 'schema not compared with the migrations (this role may not create the reference schema)');
+    if (r.drift.repaired.length) log.warn({ schema: choice.schema, functions: r.drift.repaired }, 'schema functions differed from the migrations; replaced with this build\'s');
+    if (r.drift.extra.length) log.info({ schema: choice.schema, functions: r.drift.extra }, 'schema has functions the migrations do not make; left in place');
     log.info({ schema: choice.schema, applied: r.applied.map((m) => m.version), version: r.current }, r.applied.length ? 'migrations applied' : 'schema up to date');
     for (const role of grantTo) log.info({ schema: choice.schema, role }, 'runner role granted');
     return 0;

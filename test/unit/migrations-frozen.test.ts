@@ -1,0 +1,36 @@
+// A migration, once in main, is never edited: a schema that applied it keeps what it made, so an
+// edited file would leave that schema different from a new one for good (migrate then mends
+// functions, src/schema-drift.ts, but not tables). Change the schema in a new numbered file.
+// A new file is added here with its hash once it is merged.
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ROOT } from '../helpers/wait.js';
+
+const FROZEN: Array<[string, string]> = [
+  ['001_init.sql', '28d96643cc418cbc5c178ff904917a04fd377478fde304db35ecf08bc0454756'],
+  ['002_assert_lease.sql', 'cb7f3e6657a27fa752e2c653cd894544a45d1a63ea13087b930ccd90c2083213'],
+  ['003_least_privilege.sql', 'a42f43f53e72849860c0e2de7e53d973132740f3b32cbdd7f7d585571fac5cd1'],
+  ['004_finish_retry.sql', '3a5823a171303ce56844a4467ea92ba505dd4f0260a2d1bd065857066c0a4084'],
+  ['005_status_indexes.sql', '4c76fd0a1530df6fa0ba6972b19c4f113a24dee0ccace339ad9959aec6d00af7'],
+  ['006_session_lookup.sql', '3221849b3f16a543ae1404eaadc06b33e055c5dd1ecb081cd18ffc90aa9cba0c'],
+  ['007_lost_once.sql', '8bd2cd5a32bfa2984762f11ab46b7327419f1a23c6c84e2919e5ac7888503bd0'],
+  ['008_finish_after_takeover.sql', 'afafea9e00e063edb37fba6d3f6bcbf2c5993a1706c1755205abb2118727b873'],
+  ['009_renew_after_release.sql', 'ebe84923b05ef41a331a15778b6128c18765a2c3fe79578e1371e82e99091708'],
+];
+
+const sqlDir = path.join(ROOT, 'sql');
+const sha256 = (file: string): string =>
+  createHash('sha256').update(readFileSync(path.join(sqlDir, file), 'utf8').replace(/\r\n/g, '\n')).digest('hex');
+
+describe('released migrations', () => {
+  it.each(FROZEN)('%s is unchanged', (file, hash) => {
+    expect(sha256(file), `${file} was edited; put the change in a new migration instead`).toBe(hash);
+  });
+
+  it('none was removed or renumbered, and every other file is newer than the frozen ones', () => {
+    const files = readdirSync(sqlDir).filter((f) => f.endsWith('.sql')).sort();
+    expect(files.slice(0, FROZEN.length)).toEqual(FROZEN.map(([f]) => f));
+  });
+});
