@@ -299,9 +299,10 @@ const UNAVAILABLE_CODES = new Set([
 function serverRefusal(code: string): string | undefined {
   if (code === '25006') return 'the server is read-only (a standby?): point leasejob at the primary';
   if (code === '57014') return 'the server cancelled the statement (statement_timeout, or pg_cancel_backend)';
-  if (ROLLED_BACK_CODES.has(code)) {
-    return 'the server rolled the statement back each time it was tried (leasejob needs no more than read committed: is default_transaction_isolation set higher for this role or database?)';
+  if (code === '40001') {
+    return 'a serialization failure on every try: leasejob needs no more than read committed (is default_transaction_isolation set higher for this role or database?), and on a standby a recovery conflict cancels reads';
   }
+  if (code === '40P01') return 'a deadlock on every try, with another session holding locks leasejob needs (a child\'s transaction on leasejob\'s rows?)';
   if (code === '25P03' || code === '25P04') return 'the server ended the session (idle_in_transaction_session_timeout or transaction_timeout)';
   if (code.startsWith('53')) return 'the server is out of a resource (disk, memory, connections)';
   if (code.startsWith('57') || code.startsWith('58')) return 'the server stopped the statement';
@@ -350,7 +351,28 @@ function codeOf(err: unknown): string {
  * does). Commands point it at their logger, so stderr stays JSON lines; unset (a program using
  * the library), it is written to stderr as it is.
  */
-export const passwordFileWarnings: { to?: ((message: string) => void) | undefined } = {};
+export const passwordFileWarnings = {
+  /** Where warnings go; unset, to stderr as they are. */
+  to: undefined as ((message: string) => void) | undefined,
+  /** Warnings that came while held, for the next `sendTo`. */
+  held: undefined as string[] | undefined,
+  /** Keep warnings until sendTo() (a command whose logger is not made yet). */
+  hold(): void {
+    this.held ??= [];
+  },
+  /** Send warnings, those held included, to `fn`. */
+  sendTo(fn: (message: string) => void): void {
+    this.to = fn;
+    const held = this.held ?? [];
+    this.held = undefined;
+    for (const m of held) fn(m);
+  },
+  warn(message: string): void {
+    if (this.to) this.to(message);
+    else if (this.held) this.held.push(message);
+    else process.stderr.write(`WARNING: ${message}\n`);
+  },
+};
 
 /** Turn a driver error into a DatabaseError with an actionable, redacted message. */
 export function classifyDbError(

@@ -5,7 +5,7 @@ export { PgStore, PgStore as Store } from './pg-store.js';
 export type { LeaseStore } from './store.js';
 export { chooseStore, openStore } from './open-store.js';
 export { migrate } from './migrate.js';
-export { resolveConnection } from './db.js';
+export { passwordFileWarnings, resolveConnection } from './db.js';
 export { createPool } from './pg-store.js';
 export { parseSchedule, previousTick, nextTick } from './schedule.js';
 export { deriveOccurrence, windowKey, parseKubernetesJobName } from './occurrence.js';

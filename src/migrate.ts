@@ -53,7 +53,10 @@ export async function migrate(pool: pg.Pool, schema: string, opts: MigrateOption
   const latest = migrations.at(-1)?.version ?? 0;
   const client = await pool.connect();
   try {
-    await client.query('BEGIN');
+    // Read committed whatever the role's or database's default: under repeatable read or
+    // serializable the snapshot would predate the advisory lock's wait, and a migrate that
+    // waited for another would not see what that one created.
+    await client.query('BEGIN ISOLATION LEVEL READ COMMITTED');
     // Transaction-scoped, so it works through transaction-mode poolers and can never leak.
     await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`leasejob.migrate:${schema}`]);
     // After the advisory lock: another migrate is waited for as long as it takes.

@@ -93,8 +93,12 @@ function probes(tz: string): readonly DateTime[] {
   }
   return built;
 }
+const atProbe = (day: string, tz: string): DateTime => DateTime.fromISO(`${day}T04:05:06.007`, { zone: tz });
+/** The calendar repeats every 28 years: same weekdays, week numbers and ordinals. */
+const FAR_PROBE_DAYS = ['2029-02-03', '2043-08-03', '2057-02-03'];
+
 function buildRecurrenceProbes(tz: string): readonly DateTime[] {
-  const at = (day: string): DateTime => DateTime.fromISO(`${day}T04:05:06.007`, { zone: tz });
+  const at = (day: string): DateTime => atProbe(day, tz);
   const base = at('2001-02-03'); // a Saturday
   const steps = [
     {}, { milliseconds: 500 }, { seconds: 1 }, { seconds: 30 }, { minutes: 1 }, { minutes: 30 }, { hours: 1 }, { hours: 6 },
@@ -103,12 +107,9 @@ function buildRecurrenceProbes(tz: string): readonly DateTime[] {
   // 2001-01-01 and 2001-12-31 are both Mondays of ISO week 1 (of 2001 and of 2002). 2004-01-01
   // and 2005-01-01 are both in ISO week-year 2004 (week 1 and week 53): kkkk-MM-dd, kkkk-ooo.
   const weekYearEdges = ['2001-01-01', '2001-12-30', '2001-12-31', '2002-06-30', '2002-12-02', '2004-01-01', '2004-07-01', '2005-01-01'];
-  // The calendar repeats every 28 years (2001, 2029, 2057: same weekdays, week numbers and
-  // ordinals): a key without the year (MM-dd EEE, cooo) recurs there, after a different key in
-  // between. Two cycles on, so that zone rules changed since 2001 (an offset in the key) are
-  // the same at both ends.
-  const cycles = ['2029-02-03', '2043-08-03', '2057-02-03'];
-  return [...steps.map((step) => base.plus(step)), ...weekYearEdges.map(at), ...cycles.map(at)].sort((x, y) => x.toMillis() - y.toMillis());
+  // A key without the year (MM-dd EEE, cooo) recurs 28 years on, after a different key in
+  // between; validateWindowFormat also compares these three directly.
+  return [...steps.map((step) => base.plus(step)), ...weekYearEdges.map(at), ...FAR_PROBE_DAYS.map(at)].sort((x, y) => x.toMillis() - y.toMillis());
 }
 
 /**
@@ -149,6 +150,17 @@ export function validateWindowFormat(format: string, tz = 'UTC'): void {
   if (firstSeen.size === 1) {
     throw new UsageError(
       `${expected}, got \`${format}\`: in ${tz} it gives every occurrence the same window key (${JSON.stringify(previous)}), so the job would run once and never again.`,
+    );
+  }
+  // Years apart, in the calendar's cycle: a format naming the year gives three keys. One whose
+  // keys differ from 2001's only because the zone's rules changed since (ZZ in Pacific/Apia)
+  // gives the same key to every occurrence from now on.
+  const far = FAR_PROBE_DAYS.map((day) => windowKey(atProbe(day, tz), { format }));
+  for (const [i, j] of [[0, 1], [1, 2], [0, 2]] as const) {
+    if (far[i] !== far[j]) continue;
+    throw new UsageError(
+      `${expected}, got \`${format}\`: its keys recur (${FAR_PROBE_DAYS[i]} and ${FAR_PROBE_DAYS[j]} both give ${JSON.stringify(far[i])} in ${tz}), ` +
+        "so a later occurrence would find its window already completed and not run; include every larger field, from the year down, as yyyy-MM-dd'T'HH:mm does.",
     );
   }
 }

@@ -3,7 +3,7 @@
 import { homedir } from 'node:os';
 import path from 'node:path';
 import { DEFAULTS } from './defaults.js';
-import { describeConnection, resolveConnection, secretsOf, type ConnectionSource } from './db.js';
+import { describeConnection, passwordFileWarnings, resolveConnection, secretsOf, type ConnectionSource } from './db.js';
 import { UsageError } from './errors.js';
 import { validateSchema } from './names.js';
 import type { LeaseStore } from './store.js';
@@ -128,6 +128,8 @@ export function openStoreEarly(flags: StoreFlags): { choice: StoreChoice; store:
     return undefined;
   }
   if (choice.kind !== 'postgresql') return undefined;
+  // The password file may be read before the command has made its logger: its warning waits.
+  passwordFileWarnings.hold();
   const store = openStore(choice, flags, { connectEarly: true });
   store.catch(() => {}); // reported when the command awaits it
   return { choice, store };

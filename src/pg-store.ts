@@ -90,9 +90,7 @@ function passwordFromFile(params: pgpass.ConnectionInfo): Promise<string | undef
 let warningSink: Writable | undefined;
 const passwordWarningSink = (): Writable => (warningSink ??= new Writable({
   write(chunk: Buffer | string, _encoding, done): void {
-    const text = String(chunk).trim();
-    if (passwordFileWarnings.to) passwordFileWarnings.to(text.replace(/^WARNING: /, ''));
-    else process.stderr.write(`${text}\n`);
+    passwordFileWarnings.warn(String(chunk).trim().replace(/^WARNING: /, ''));
     done();
   },
 }));
@@ -120,6 +118,8 @@ function timedOut(timeoutMs: number, cause?: unknown): Error {
 const ROLLBACK_TRIES = 8;
 /** The longest random pause before sending it again. */
 const ROLLBACK_PAUSE_MAX_MS = 250;
+/** Sent again only with at least this much of its time limit left after the pause. */
+const ROLLBACK_MIN_LEFT_MS = 250;
 
 /** How long closing the pool may take before the process exits regardless. */
 const CLOSE_LIMIT_MS = 2_000;
@@ -149,20 +149,25 @@ export class PgStore implements LeaseStore {
    * connection came too late is never sent (that connection goes back to the pool). The error
    * says what did not answer. 0: no bound (migrations).
    */
-  private async query(text: string, values: unknown[], timeoutMs = this.readTimeoutMs): Promise<pg.QueryResult> {
-    if (!(timeoutMs > 0)) return this.pool.query(text, values);
+  private async query(text: string, values: unknown[] | ((leftMs: number) => unknown[]), timeoutMs = this.readTimeoutMs): Promise<pg.QueryResult> {
+    if (!(timeoutMs > 0)) return this.pool.query(text, typeof values === 'function' ? values(Infinity) : values);
     const started = monoNow();
     for (let tries = 1; ; tries++) {
       try {
-        return await this.queryOnce(text, values, timeoutMs, started);
+        const left = timeoutMs - (monoNow() - started);
+        return await this.queryOnce(text, typeof values === 'function' ? values(left) : values, timeoutMs, started);
       } catch (err) {
         // Rolled back whole (every statement here is its own transaction): nothing of it
         // happened, so it is sent again, after a random pause that lets contenders spread out.
         // Seen when the database's default isolation is repeatable read or serializable: a
         // contender whose snapshot predates the winner's commit fails instead of seeing it.
+        // Not once the store is closing (a signal: nothing more may start), nor with too little
+        // time left for an answer.
         const pauseMs = Math.random() * Math.min(ROLLBACK_PAUSE_MAX_MS, 10 * 2 ** tries);
-        if (!wasRolledBack(err) || tries >= ROLLBACK_TRIES || monoNow() - started + pauseMs >= timeoutMs) throw err;
+        const leftAfterPause = timeoutMs - (monoNow() - started) - pauseMs;
+        if (!wasRolledBack(err) || tries >= ROLLBACK_TRIES || leftAfterPause < ROLLBACK_MIN_LEFT_MS || this.closing) throw err;
         await sleep(pauseMs);
+        if (this.closing) throw err;
       }
     }
   }
@@ -175,7 +180,10 @@ export class PgStore implements LeaseStore {
     const left = Math.max(1, Math.ceil(timeoutMs - (monoNow() - started)));
     // As pool.query does. A checked-out client is not watched by the pool: an error it emits
     // (its server restarting) would be thrown at the top of the process. It fails the
-    // statement instead; and a connection that failed a statement is not reused.
+    // statement instead; and a connection that failed a statement (no answer in time, the
+    // connection itself failing) is not reused. One the server answered with an error is: it
+    // is healthy, and it is the session a lease records (renewals keep it, so contenders do
+    // not see the holder's session gone).
     return new Promise<pg.QueryResult>((resolve, reject) => {
       let done = false;
       const fail = (err: Error): void => {
@@ -193,6 +201,13 @@ export class PgStore implements LeaseStore {
         resolve(result);
       }, (err: Error) => {
         client.removeListener('error', fail);
+        if (err instanceof pg.DatabaseError && err.severity === 'ERROR') {
+          if (done) return;
+          done = true;
+          client.release();
+          reject(err);
+          return;
+        }
         fail(err);
       });
     });
@@ -260,7 +275,9 @@ export class PgStore implements LeaseStore {
   /** Undefined when the lease is no longer ours (taken, expired or released). */
   async renew(job: string, owner: string, generation: string, ttlMs: number, lockTimeoutMs: number, answerTimeoutMs: number): Promise<RenewRow | undefined> {
     // Client-side bound: a black-holed connection is dropped and the next renewal reconnects.
-    const { rows } = await this.query(`SELECT * FROM ${this.s}.renew($1, $2, $3, $4, $5)`, [job, owner, generation, ttlMs, lockTimeoutMs], answerTimeoutMs);
+    // Sent again (rolled back): its lock wait still ends 500 ms before the answer is given up on.
+    const { rows } = await this.query(`SELECT * FROM ${this.s}.renew($1, $2, $3, $4, $5)`,
+      (leftMs) => [job, owner, generation, ttlMs, Math.floor(Math.max(50, Math.min(lockTimeoutMs, leftMs - 500)))], answerTimeoutMs);
     const r = rows[0];
     return r ? { dbNow: r.db_now, expiresAt: r.expires_at } : undefined;
   }
@@ -468,7 +485,11 @@ export class PgStore implements LeaseStore {
   }
 
   /** Bounded: a query stuck on a black-holed connection must not hold the process at exit. */
+  /** Set by close(): a statement rolled back is not sent again. */
+  private closing = false;
+
   async close(limitMs = CLOSE_LIMIT_MS): Promise<void> {
+    this.closing = true;
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
       this.pool.end().catch(() => {}),

@@ -25,7 +25,7 @@ export async function withStore<T>(
   const level = resolveLogLevel(flags.logLevel);
   const choice = chooseStore(flags);
   const log = createLogger(level, choice.secrets);
-  passwordFileWarnings.to = (message) => log.warn(message);
+  passwordFileWarnings.sendTo((message) => log.warn(message));
   let store: LeaseStore | undefined;
   try {
     store = await openStore(choice, { ...flags, existingOnly: !opts.createStore });

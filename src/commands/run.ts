@@ -53,7 +53,7 @@ export async function runCommand(
     throw err;
   }
   const log = createLogger(config.logLevel, choice.secrets);
-  passwordFileWarnings.to = (message) => log.warn(message);
+  passwordFileWarnings.sendTo((message) => log.warn(message));
   const databaseUrl = choice.kind === 'postgresql' ? choice.source.connectionString : undefined;
 
   const cancel = new AbortController();

@@ -134,10 +134,30 @@ describe('contention and faults', () => {
       const c = await runCli(['run', ...base('rolled'), '--window', 'w3', ...child]);
       expect(c.exitCode, c.all).toBe(69);
       expect(c.stderr.trim().split('\n').filter((l) => !l.startsWith('{'))).toEqual([
-        expect.stringMatching(/^leasejob: database at .* refused: injected rollback \(SQLSTATE 40001\); the server rolled the statement back each time it was tried .*default_transaction_isolation/),
+        expect.stringMatching(/^leasejob: database at .* refused: injected rollback \(SQLSTATE 40001\); a serialization failure on every try: .*default_transaction_isolation/),
       ]);
       expect(readFileSync(marks, 'utf8').trim().split('\n')).toHaveLength(2);
       expect(await db.rows(`SELECT 1 FROM ${db.schema}.windows WHERE job = 'rolled' AND window_key = 'w3'`)).toEqual([]);
+
+      // The holder's renewals rolled back: it keeps its session (the one the lease records),
+      // so a contender sees a live holder and skips at once, rather than waiting out the lease
+      // of one whose session looks gone. Then renewals go through again and the run completes.
+      await plan(0, '40001');
+      const release = path.join(tmp, 'rolled.release');
+      const holder = startCli(['run', ...base('rolled'), '--window', 'w4', '--ttl', '20s', '--', process.execPath, fixture('wait-for-file.mjs'), release]);
+      await waitFor('the holder to take the lease', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'rolled' AND expires_at > now()`)).length > 0);
+      await plan(1_000, '40001');
+      await waitFor('a renewal to be rolled back', async () => Number((await db.rows<{ n: string }>(`SELECT last_value AS n FROM ${db.schema}.rollback_count`))[0]!.n) > 2, 30_000);
+      const sessions = await db.rows<{ alive: boolean }>(
+        `SELECT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = l.backend_pid) AS alive FROM ${db.schema}.leases l WHERE l.name = 'rolled'`);
+      expect(sessions).toEqual([{ alive: true }]);
+      const contender = await runCli(['run', ...base('rolled'), '--window', 'w4', '--', 'true']);
+      expect(contender.exitCode, contender.all).toBe(0);
+      expect(logLines(contender.stderr).map((l) => l.msg)).toContain('lease busy');
+      await plan(0, '40001');
+      writeFileSync(release, '');
+      const done = await holder;
+      expect(done.exitCode, done.all).toBe(0);
     } finally {
       await db.rows(`DROP TRIGGER roll_back ON ${db.schema}.leases`);
     }

@@ -27,6 +27,15 @@ describe('migrate against a schema that drifted from its migrations', () => {
     }
   });
 
+  it('4 migrates at once on a database whose default isolation is serializable: all exit 0', async () => {
+    const schema = newSchemaName('drift');
+    const url = new URL(admin.url);
+    url.searchParams.set('options', '-c default_transaction_isolation=serializable');
+    const all = await Promise.all(Array.from({ length: 4 }, () => runCli(['migrate', '--database-url', url.toString(), '--schema', schema])));
+    for (const m of all) expect(m.exitCode, m.all).toBe(0);
+    expect(all.map((m) => messages(m.stderr).at(-1)).sort()).toEqual(['migrations applied', 'schema up to date', 'schema up to date', 'schema up to date']);
+  });
+
   it('a function edited and one missing (run: "not migrated", migrate: "up to date", before): mended, grants kept', async () => {
     const schema = newSchemaName('drift');
     const role = `lj_drift_${randomBytes(4).toString('hex')}`;

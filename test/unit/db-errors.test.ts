@@ -11,8 +11,8 @@ describe('classifyDbError', () => {
   it.each([
     ['25006', 'E_DB_REFUSED', /read-only \(a standby\?\)/],
     ['57014', 'E_DB_REFUSED', /cancelled the statement/],
-    ['40001', 'E_DB_REFUSED', /rolled the statement back each time it was tried.*default_transaction_isolation/],
-    ['40P01', 'E_DB_REFUSED', /rolled the statement back each time/],
+    ['40001', 'E_DB_REFUSED', /a serialization failure on every try: .*default_transaction_isolation.*recovery conflict/],
+    ['40P01', 'E_DB_REFUSED', /a deadlock on every try/],
     ['25P03', 'E_DB_REFUSED', /ended the session \(idle_in_transaction_session_timeout/],
     ['25P04', 'E_DB_REFUSED', /ended the session/],
     ['53100', 'E_DB_REFUSED', /out of a resource/],

@@ -244,6 +244,13 @@ describe('validateWindowFormat', () => {
     },
   );
 
+  it.each([['ZZ', 'Pacific/Apia'], ['ZZZZ', 'Asia/Colombo'], ['ZZ', 'America/Montevideo'], ['z', 'Africa/Casablanca']])(
+    'rejects %j in %s, whose offset changed since 2001 but gives every occurrence from now on one key',
+    (format, tz) => {
+      expect(() => validateWindowFormat(format, tz)).toThrow(/its keys recur|the same window key/);
+    },
+  );
+
   it('rejects a zone offset alone in a zone with DST (it recurs), and checks keys in the job\'s zone', () => {
     expect(() => validateWindowFormat('ZZ', 'America/New_York')).toThrow('its keys recur');
     expect(() => validateWindowFormat('yyyy-MM-dd', 'Pacific/Kiritimati')).not.toThrow();
