@@ -415,6 +415,14 @@ export function classifyDbError(
     return new DatabaseError(`TLS to ${ctx.target} failed: ${raw || code}; check sslmode and sslrootcert in the connection settings`, 'E_DB_TLS', { cause: err });
   }
   if (isTransientDbError(err)) {
+    // Our own bound (src/pg-store.ts): no answer in time is not always no database.
+    if (raw.startsWith('the database did not answer within')) {
+      return new DatabaseError(
+        `database at ${ctx.target} did not answer in time: ${raw} (unreachable, overloaded, or the statement waiting for a lock: a migration, a long transaction)`,
+        'E_DB_UNREACHABLE',
+        { cause: err },
+      );
+    }
     return new DatabaseError(`database unreachable at ${ctx.target}: ${raw || code}`, 'E_DB_UNREACHABLE', { cause: err });
   }
   const refusal = serverRefusal(code);

@@ -32,6 +32,12 @@ describe('classifyDbError', () => {
     if (errorCode === 'E_DB_REFUSED') expect(e?.message).toContain(`(SQLSTATE ${code})`);
   });
 
+  it('no answer within our own bound: said as such, not as "unreachable"', () => {
+    const e = classifyDbError(Object.assign(new Error('the database did not answer within 5000 ms'), { code: 'ETIMEDOUT' }), ctx);
+    expect(e?.code).toBe('E_DB_UNREACHABLE');
+    expect(e?.message).toMatch(/^database at .* did not answer in time: the database did not answer within 5000 ms \(unreachable, overloaded, or the statement waiting for a lock/);
+  });
+
   it('anything else is not a database condition (the caller reports it as internal)', () => {
     expect(classifyDbError(pgError('22P02'), ctx)).toBeUndefined();
     expect(classifyDbError(new Error('boom'), ctx)).toBeUndefined();
