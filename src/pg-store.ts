@@ -484,10 +484,10 @@ export class PgStore implements LeaseStore {
     await this.query('SELECT 1', []);
   }
 
-  /** Bounded: a query stuck on a black-holed connection must not hold the process at exit. */
   /** Set by close(): a statement rolled back is not sent again. */
   private closing = false;
 
+  /** Bounded: a query stuck on a black-holed connection must not hold the process at exit. */
   async close(limitMs = CLOSE_LIMIT_MS): Promise<void> {
     this.closing = true;
     let timer: NodeJS.Timeout | undefined;
