@@ -3,6 +3,7 @@
 // injected at seeded random times, invariants checked after every round, figures reported.
 //
 //   npm run chaos -- --rounds N --seed S [--duration-s D] [--bounded] [--jobs J] [--keep] [--json FILE] [--sabotage no-fence]
+//                    [--isolation LEVEL]
 //
 // Plain Node (no TypeScript, no vitest) against the built CLI (`npm run build` first; the
 // `chaos` script does it). It starts its own PostgreSQL so that it can restart it. The seed
@@ -35,6 +36,9 @@ const { values: args } = parseArgs({
     // Checks the checker: `no-fence` makes every child skip assert_lease, and the run must
     // then report fencing violations (after a pause, a stale child's writes go through).
     sabotage: { type: 'string' },
+    // The chaos database's default_transaction_isolation, for every runner, child, PgBouncer
+    // and checker connection: leasejob must hold its invariants under a stricter default.
+    isolation: { type: 'string' },
   },
 });
 if (args.sabotage !== undefined && args.sabotage !== 'no-fence') {
@@ -42,6 +46,11 @@ if (args.sabotage !== undefined && args.sabotage !== 'no-fence') {
   process.exit(2);
 }
 if (args.sabotage) process.env.CHAOS_SABOTAGE = args.sabotage;
+const ISOLATIONS = ['read committed', 'repeatable read', 'serializable'];
+if (args.isolation !== undefined && !ISOLATIONS.includes(args.isolation)) {
+  process.stderr.write(`chaos: --isolation takes ${ISOLATIONS.map((l) => `\`${l}\``).join(', ')}\n`);
+  process.exit(2);
+}
 const ROUNDS = Number(args.rounds);
 const SEED = args.seed ?? String(randomInt(1, 2 ** 31));
 // A bounded round is the one `npm test` runs: about two minutes in all on 2 cores.
@@ -54,7 +63,7 @@ const DRAIN_LIMIT_MS = 60_000;
 const SETTLE_ATTEMPTS = 3;
 
 if (!Number.isInteger(ROUNDS) || ROUNDS < 1 || !(DURATION_S >= 20) || !Number.isInteger(JOBS) || JOBS < 1) {
-  process.stderr.write('usage: node test/chaos/run.mjs --rounds N --seed S [--duration-s D>=20] [--bounded] [--jobs J] [--keep] [--json FILE]\n');
+  process.stderr.write('usage: node test/chaos/run.mjs --rounds N --seed S [--duration-s D>=20] [--bounded] [--jobs J] [--keep] [--json FILE] [--isolation LEVEL]\n');
   process.exit(2);
 }
 try {
@@ -99,11 +108,11 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function main() {
   const started = Date.now();
-  say(`seed ${SEED} (reproduce: npm run chaos -- --rounds ${ROUNDS} --seed ${SEED}${args['duration-s'] ? ` --duration-s ${DURATION_S}` : ''}${args.bounded ? ' --bounded' : ''})`);
+  say(`seed ${SEED} (reproduce: npm run chaos -- --rounds ${ROUNDS} --seed ${SEED}${args['duration-s'] ? ` --duration-s ${DURATION_S}` : ''}${args.bounded ? ' --bounded' : ''}${args.isolation ? ` --isolation '${args.isolation}'` : ''})`);
   const workDir = mkdtempSync(path.join(tmpdir(), 'leasejob-chaos-'));
   chmodSync(workDir, 0o755);
   const notes = [];
-  const cluster = await startCluster({ schema: 'leasejob' });
+  const cluster = await startCluster({ schema: 'leasejob', isolation: args.isolation });
   live.stops.push(() => cluster.stop());
   let hostsCtl;
   const rounds = [];
@@ -111,7 +120,7 @@ async function main() {
   try {
     hostsCtl = await startHosts({ cluster, workDir, notes });
     live.stops.unshift(() => hostsCtl.stop());
-    say(`PostgreSQL on port ${cluster.server.port}; hosts: ${hostsCtl.hosts.map((h) => h.name).join(', ')}; work dir ${workDir}`);
+    say(`PostgreSQL on port ${cluster.server.port}${args.isolation ? ` (default isolation ${args.isolation})` : ''}; hosts: ${hostsCtl.hosts.map((h) => h.name).join(', ')}; work dir ${workDir}`);
     const parentDeathSignal = ['/usr/bin/setpriv', '/bin/setpriv'].some((p) => existsSync(p));
     if (!parentDeathSignal) notes.push('setpriv not found: a SIGKILLed runner leaves its child running; the kill-runner child rule is not checked');
     const available = new Set();
@@ -129,7 +138,7 @@ async function main() {
     await cluster.stop().catch(() => {});
   }
   const summary = summarize({
-    seed: SEED, bounded: args.bounded, durationS: DURATION_S, rounds, notes, skippedKinds,
+    seed: SEED, bounded: args.bounded, durationS: DURATION_S, isolation: args.isolation ?? 'read committed', rounds, notes, skippedKinds,
     clockOffsetMs: cluster.clockOffsetMs, elapsedMs: Date.now() - started,
   });
   if (args.bounded && summary.elapsedS > BOUNDED_BUDGET_S) {

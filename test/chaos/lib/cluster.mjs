@@ -33,22 +33,25 @@ async function cli(args) {
  *   for speed, and an immediate restart is a crash, which would then lose acknowledged
  *   commits (a lease acquisition among them, and a generation would be handed out twice).
  *   That is a broken database, not a fault leasejob is meant to survive.
+ * - `isolation` (run.mjs --isolation): the database's default_transaction_isolation, set before
+ *   migrating, so that every connection to it uses it (runners, children, PgBouncer, checks).
  */
-export async function startCluster({ schema }) {
+export async function startCluster({ schema, isolation }) {
   const server = await startEmbeddedPostgres({ postgresFlags: ['-c', 'track_commit_timestamp=on'] });
   try {
-    return await prepare(server, schema);
+    return await prepare(server, schema, isolation);
   } catch (err) {
     await server.stop().catch(() => {});
     throw err;
   }
 }
 
-async function prepare(server, schema) {
+async function prepare(server, schema, isolation = 'read committed') {
   const admin = new pg.Client({ connectionString: server.url });
   await admin.connect();
   await admin.query('CREATE DATABASE chaos');
   await admin.query('ALTER DATABASE chaos SET synchronous_commit = on');
+  await admin.query(`ALTER DATABASE chaos SET default_transaction_isolation = ${admin.escapeLiteral(isolation)}`);
   await admin.end();
 
   const url = new URL(server.url);
@@ -59,8 +62,10 @@ async function prepare(server, schema) {
   const pool = new pg.Pool({ connectionString: directUrl, max: 4, connectionTimeoutMillis: 3_000, idleTimeoutMillis: 1_000 });
   pool.on('error', () => {});
   const s = `"${schema}"`;
-  const check = await pool.query("SELECT current_setting('track_commit_timestamp') AS ts, current_setting('synchronous_commit') AS sc");
-  if (check.rows[0].ts !== 'on' || check.rows[0].sc !== 'on') throw new Error(`chaos database settings not applied: ${JSON.stringify(check.rows[0])}`);
+  const check = await pool.query(
+    "SELECT current_setting('track_commit_timestamp') AS ts, current_setting('synchronous_commit') AS sc, current_setting('default_transaction_isolation') AS iso",
+  );
+  if (check.rows[0].ts !== 'on' || check.rows[0].sc !== 'on' || check.rows[0].iso !== isolation) throw new Error(`chaos database settings not applied: ${JSON.stringify(check.rows[0])}`);
   // The protected table: one row per unit of a window, the generation that wrote it and when
   // (clock_timestamp() at insert; the exact commit time comes from pg_xact_commit_timestamp).
   await pool.query(`CREATE TABLE ${s}.chaos_units (

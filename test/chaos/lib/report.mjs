@@ -22,7 +22,7 @@ const INVARIANTS = [
   ['contenders', 'one winner per 50-contender window (another claim only after the winner logged a lease loss); contenders exit 0, or 75 after a loss'],
 ];
 
-export function summarize({ seed, bounded, durationS, rounds, notes, skippedKinds, clockOffsetMs, elapsedMs }) {
+export function summarize({ seed, bounded, durationS, isolation, rounds, notes, skippedKinds, clockOffsetMs, elapsedMs }) {
   const faults = {};
   const missed = {};
   for (const k of FAULT_KINDS) faults[k.kind] = 0;
@@ -63,7 +63,7 @@ export function summarize({ seed, bounded, durationS, rounds, notes, skippedKind
   }
   const violations = Object.values(invariants).reduce((n, i) => n + i.violations, 0);
   return {
-    seed, bounded, durationS, rounds: rounds.length, elapsedS: Math.round(elapsedMs / 1000),
+    seed, bounded, durationS, isolation, rounds: rounds.length, elapsedS: Math.round(elapsedMs / 1000),
     roundTimes: rounds.map((r) => r.times),
     notes, skippedKinds, clockOffsetMs, faults, missedFaults: missed, invariants, violations,
     figures: {
@@ -79,7 +79,7 @@ export function summarize({ seed, bounded, durationS, rounds, notes, skippedKind
 export function printReport(s, out = process.stdout) {
   const w = (line = '') => out.write(`${line}\n`);
   w();
-  w(`=== leasejob chaos report: seed ${s.seed}, ${s.rounds} round(s) of ${s.durationS} s faults${s.bounded ? ' (bounded)' : ''}, ${s.elapsedS} s in all ===`);
+  w(`=== leasejob chaos report: seed ${s.seed}, ${s.rounds} round(s) of ${s.durationS} s faults${s.bounded ? ' (bounded)' : ''}${s.isolation !== 'read committed' ? `, default isolation ${s.isolation}` : ''}, ${s.elapsedS} s in all ===`);
   for (const [i, t] of s.roundTimes.entries()) w(`round ${i + 1}: faults ${t.faultsS} s, drain ${t.drainS} s, settle ${t.settleS} s, checks ${t.checkS} s`);
   w(`runs ${s.runs}, windows ${s.windows}, units written ${s.units}; harness-vs-database clock offset ${Math.round(s.clockOffsetMs)} ms`);
   for (const n of s.notes) w(`note: ${n}`);
