@@ -342,6 +342,11 @@ export function wasRolledBack(err: unknown): boolean {
   return ROLLED_BACK_CODES.has(codeOf(err));
 }
 
+/** leasejob's own bound on a connection or an answer ran out (src/pg-store.ts). */
+export function noAnswerWithin(timeoutMs: number, cause?: unknown): Error {
+  return Object.assign(new Error(`the database did not answer within ${Math.ceil(timeoutMs)} ms`), { code: 'ETIMEDOUT', noAnswer: true, cause });
+}
+
 function codeOf(err: unknown): string {
   return typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : '';
 }
@@ -415,8 +420,8 @@ export function classifyDbError(
     return new DatabaseError(`TLS to ${ctx.target} failed: ${raw || code}; check sslmode and sslrootcert in the connection settings`, 'E_DB_TLS', { cause: err });
   }
   if (isTransientDbError(err)) {
-    // Our own bound (src/pg-store.ts): no answer in time is not always no database.
-    if (raw.startsWith('the database did not answer within')) {
+    // Our own bound: no answer in time is not always no database.
+    if ((err as { noAnswer?: unknown }).noAnswer === true) {
       return new DatabaseError(
         `database at ${ctx.target} did not answer in time: ${raw} (unreachable, overloaded, or the statement waiting for a lock: a migration, a long transaction)`,
         'E_DB_UNREACHABLE',

@@ -93,12 +93,13 @@ function probes(tz: string): readonly DateTime[] {
   }
   return built;
 }
-const atProbe = (day: string, tz: string): DateTime => DateTime.fromISO(`${day}T04:05:06.007`, { zone: tz });
 /** The calendar repeats every 28 years: same weekdays, week numbers and ordinals. */
 const FAR_PROBE_DAYS = ['2029-02-03', '2043-08-03', '2057-02-03'];
+/** The probes from FAR_PROBE_DAYS on (the others are 2001-2005). */
+const FAR_PROBE_YEAR = 2029;
 
 function buildRecurrenceProbes(tz: string): readonly DateTime[] {
-  const at = (day: string): DateTime => atProbe(day, tz);
+  const at = (day: string): DateTime => DateTime.fromISO(`${day}T04:05:06.007`, { zone: tz });
   const base = at('2001-02-03'); // a Saturday
   const steps = [
     {}, { milliseconds: 500 }, { seconds: 1 }, { seconds: 30 }, { minutes: 1 }, { minutes: 30 }, { hours: 1 }, { hours: 6 },
@@ -134,9 +135,11 @@ export function validateWindowFormat(format: string, tz = 'UTC'): void {
   // In the job's zone, as its keys will be: a zone name or offset alone (ZZ, z) is constant
   // there, or alternates with DST.
   const firstSeen = new Map<string, DateTime>();
+  const far: Array<{ at: DateTime; key: string }> = [];
   let previous: string | undefined;
   for (const at of probes(tz)) {
     const key = windowKey(at, { format });
+    if (at.year >= FAR_PROBE_YEAR) far.push({ at, key });
     const earlier = firstSeen.get(key);
     if (earlier !== undefined && key !== previous) {
       throw new UsageError(
@@ -155,11 +158,10 @@ export function validateWindowFormat(format: string, tz = 'UTC'): void {
   // Years apart, in the calendar's cycle: a format naming the year gives three keys. One whose
   // keys differ from 2001's only because the zone's rules changed since (ZZ in Pacific/Apia)
   // gives the same key to every occurrence from now on.
-  const far = FAR_PROBE_DAYS.map((day) => windowKey(atProbe(day, tz), { format }));
   for (const [i, j] of [[0, 1], [1, 2], [0, 2]] as const) {
-    if (far[i] !== far[j]) continue;
+    if (far[i]!.key !== far[j]!.key) continue;
     throw new UsageError(
-      `${expected}, got \`${format}\`: its keys recur (${FAR_PROBE_DAYS[i]} and ${FAR_PROBE_DAYS[j]} both give ${JSON.stringify(far[i])} in ${tz}), ` +
+      `${expected}, got \`${format}\`: its keys recur (${far[i]!.at.toISODate()} and ${far[j]!.at.toISODate()} both give ${JSON.stringify(far[i]!.key)} in ${tz}), ` +
         "so a later occurrence would find its window already completed and not run; include every larger field, from the year down, as yyyy-MM-dd'T'HH:mm does.",
     );
   }

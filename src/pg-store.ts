@@ -5,7 +5,7 @@ import { Writable } from 'node:stream';
 import pg from 'pg';
 import type pgpass from 'pgpass';
 import { monoNow, sleep } from './clock.js';
-import { passwordFileWarnings, wasRolledBack, type ConnectionSource } from './db.js';
+import { noAnswerWithin, passwordFileWarnings, wasRolledBack, type ConnectionSource } from './db.js';
 import { quoteIdent } from './names.js';
 import { driverTls } from './tls.js';
 import type {
@@ -110,9 +110,6 @@ function notSent(err: unknown): unknown {
   return err;
 }
 
-function timedOut(timeoutMs: number, cause?: unknown): Error {
-  return Object.assign(new Error(`the database did not answer within ${Math.ceil(timeoutMs)} ms`), { code: 'ETIMEDOUT', cause });
-}
 
 /** How often a statement the server rolled back (40001, 40P01) is sent in all, at most. */
 const ROLLBACK_TRIES = 8;
@@ -190,7 +187,7 @@ export class PgStore implements LeaseStore {
         if (done) return;
         done = true;
         client.release(err);
-        reject(err.message === 'Query read timeout' ? timedOut(timeoutMs, err) : err);
+        reject(err.message === 'Query read timeout' ? noAnswerWithin(timeoutMs, err) : err);
       };
       client.once('error', fail);
       client.query({ text, values, query_timeout: left } as pg.QueryConfig).then((result) => {
@@ -218,7 +215,7 @@ export class PgStore implements LeaseStore {
     const pending = this.pool.connect();
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(timedOut(reportedMs)), Math.max(1, Math.ceil(waitMs)));
+      timer = setTimeout(() => reject(noAnswerWithin(reportedMs)), Math.max(1, Math.ceil(waitMs)));
     });
     try {
       return await Promise.race([pending, late]);

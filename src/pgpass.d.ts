@@ -7,12 +7,10 @@ declare module 'pgpass' {
       database?: string;
       user?: string;
     }
-  }
-  /** Calls back with the password of the first matching line, or undefined (no file, no match, a file others may read). */
-  function pgpass(connInfo: pgpass.ConnectionInfo, cb: (password: string | undefined) => void): void;
-  namespace pgpass {
     /** Where its warnings go (process.stderr by default); returns the previous stream. */
     function warnTo(stream: NodeJS.WritableStream): NodeJS.WritableStream;
   }
+  /** Calls back with the password of the first matching line, or undefined (no file, no match, a file others may read). */
+  function pgpass(connInfo: pgpass.ConnectionInfo, cb: (password: string | undefined) => void): void;
   export = pgpass;
 }

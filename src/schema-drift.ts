@@ -104,13 +104,15 @@ export async function reconcileSchema(client: pg.PoolClient, schema: string, mig
   const have = await functionsOf(client, schema);
   const key = (f: FunctionRow): string => `${f.name}(${f.args})`;
   const haveByKey = new Map(have.map((f) => [key(f), f]));
-  // Roles given the existing functions (runner roles, by --grant-to) get a created one too.
-  const grantees = await client.query<{ role: string }>(
+  // Roles given the existing functions (runner roles, by --grant-to) get a created one too;
+  // read once, when a function is missing.
+  let grantees: string[] | undefined;
+  const granteesOf = async (): Promise<string[]> => (grantees ??= (await client.query<{ role: string }>(
     `SELECT DISTINCT a.grantee::regrole::text AS role
        FROM pg_proc p, aclexplode(p.proacl) a
       WHERE p.pronamespace = $1::regnamespace AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0 AND a.grantee <> p.proowner`,
     [schema],
-  );
+  )).rows.map((r) => r.role));
   const repaired: string[] = [];
   for (const f of want.functions) {
     const current = haveByKey.get(key(f));
@@ -125,7 +127,7 @@ export async function reconcileSchema(client: pg.PoolClient, schema: string, mig
                        WHERE p.pronamespace = $1::regnamespace AND p.proname = $2 AND pg_get_function_identity_arguments(p.oid) = $3)
            SELECT format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', fn) AS sql FROM f
            UNION ALL SELECT format('GRANT EXECUTE ON FUNCTION %s TO %s', fn, r) FROM f, unnest($4::text[]) AS r`,
-          [schema, f.name, f.args.split('$schema').join(schema), grantees.rows.map((g) => g.role)],
+          [schema, f.name, f.args.split('$schema').join(schema), await granteesOf()],
         );
         for (const r of rows) await client.query(r.sql);
       }

@@ -7,6 +7,7 @@ import { hostname, uptime } from 'node:os';
 import path from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import Database from 'better-sqlite3';
+import { monoNow } from './clock.js';
 import { DatabaseError, UsageError } from './errors.js';
 import type {
   AcquireInput, AcquireRow, AdoptInput, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
@@ -29,7 +30,7 @@ function fileKind(file: string): 'file' | 'directory' | 'other' | 'missing' | 'h
  * QueryPerformanceCounter on Windows; all system-wide.
  */
 export function hostMonotonicMs(): number {
-  return Number(process.hrtime.bigint() / 1_000_000n);
+  return Math.floor(monoNow());
 }
 
 /**

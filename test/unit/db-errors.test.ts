@@ -2,7 +2,7 @@
 // exit code and advice. The integration tests provoke some of these on a real server; the
 // others (a crashed server, a full disk) cannot be provoked there.
 import { describe, expect, it } from 'vitest';
-import { classifyDbError, isTransientDbError, wasRolledBack } from '../../src/db.js';
+import { classifyDbError, isTransientDbError, noAnswerWithin, wasRolledBack } from '../../src/db.js';
 
 const ctx = { schema: 'leasejob', secrets: ['s3cret'], target: 'postgres://u:***@db/app' };
 const pgError = (code: string, message = `error ${code} s3cret`): Error => Object.assign(new Error(message), { code });
@@ -33,7 +33,7 @@ describe('classifyDbError', () => {
   });
 
   it('no answer within our own bound: said as such, not as "unreachable"', () => {
-    const e = classifyDbError(Object.assign(new Error('the database did not answer within 5000 ms'), { code: 'ETIMEDOUT' }), ctx);
+    const e = classifyDbError(noAnswerWithin(5000), ctx);
     expect(e?.code).toBe('E_DB_UNREACHABLE');
     expect(e?.message).toMatch(/^database at .* did not answer in time: the database did not answer within 5000 ms \(unreachable, overloaded, or the statement waiting for a lock/);
   });
