@@ -80,8 +80,8 @@ LEASEJOB_SCHEDULED_AT, LEASEJOB_OWNER, LEASEJOB_SCHEMA, and LEASEJOB_REQUIRE_SHA
 run uses PostgreSQL (a leasejob inside the child then refuses the one-host store); not the
 database URL, unless --pass-database-url.
 Exit codes: 0 ok or nothing to do; the child's own code; 128+N child killed by signal N;
-64 usage; 69 database unreachable, refusing the statement (read-only standby, cancelled) or
-not migrated; 70 internal; 75 lease lost, acquired too late to start safely, busy (--on-busy
+64 usage; 69 database unreachable, refusing the statement (read-only standby, cancelled,
+rolled back on every try) or schema not migrated; 70 internal; 75 lease lost, acquired too late to start safely, busy (--on-busy
 fail, wait timeout), or the occurrence not yet due by the database clock; 124 --max-runtime
 exceeded; 126 the command is not executable, 127 not found (as a shell).
 
@@ -113,7 +113,7 @@ Example:
   if (want('migrate')) dbOptions(
     program
       .command('migrate')
-      .description('create or upgrade the schema (idempotent, safe to run concurrently)')
+      .description('apply sql/ migrations and mend functions that differ from what they make (idempotent, safe to run concurrently)')
       .option('--grant-to <role>', 'grant a runner role what run, status, history, check, the exporter and a child\'s assert_lease need, and nothing more (repeatable)', (v: string, prev: string[] = []) => [...prev, v])
       .option('--lock-timeout <duration>', 'how long to wait for a table lock another transaction holds; runs queue behind the wait (default 5s)'),
   )
