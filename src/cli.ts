@@ -81,9 +81,10 @@ run uses PostgreSQL (a leasejob inside the child then refuses the one-host store
 database URL, unless --pass-database-url.
 Exit codes: 0 ok or nothing to do; the child's own code; 128+N child killed by signal N;
 64 usage; 69 database unreachable, refusing the statement (read-only standby, cancelled,
-rolled back on every try) or schema not migrated; 70 internal; 75 lease lost, acquired too late to start safely, busy (--on-busy
-fail, wait timeout), or the occurrence not yet due by the database clock; 124 --max-runtime
-exceeded; 126 the command is not executable, 127 not found (as a shell).
+rolled back on every try) or schema not migrated; 70 internal; 75 lease lost, acquired too
+late to start safely, busy (--on-busy fail, wait timeout), or the occurrence not yet due by
+the database clock; 124 --max-runtime exceeded; 126 the command is not executable, 127 not
+found (as a shell).
 
 Example:
   leasejob run --name nightly-close --schedule '5 0 * * *' --tz America/Sao_Paulo \\
