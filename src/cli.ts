@@ -71,6 +71,9 @@ export function buildProgram(only?: string): Command {
       .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')
       .option('--alert-after <duration>', 'grace after a scheduled tick before `check` and the exporter call its window overdue (default: half the interval, at most 1h)')
       .option('--rerun', 'run an already completed window again')
+      .option('--ping-url <url>', 'healthchecks.io-style ping URL: /start as the child starts, the URL on success, /<exit status> on failure or a lost lease (or LEASEJOB_PING_URL; a secret, never logged)')
+      .option('--notify-url <url>', 'webhook: a JSON POST for a failed window, a lost lease and a missed occurrence (or LEASEJOB_NOTIFY_URL; a secret, never logged)')
+      .option('--record-output [size]', 'keep the last bytes of the child\'s stdout and stderr with the window (default 4KiB when given, at most 64KiB): shown by history, sent with pings and the webhook; may hold secrets the child prints')
       .option('--pass-database-url', 'give the child DATABASE_URL (when a URL configured the store; PG* variables pass anyway) and PGPASSWORD (not passed by default)')
       .argument('[command...]', 'the command to run, after --')
       .addHelpText('after', `

@@ -10,8 +10,8 @@ import Database from 'better-sqlite3';
 import { monoNow } from './clock.js';
 import { DatabaseError, UsageError } from './errors.js';
 import type {
-  AcquireInput, AcquireRow, AdoptInput, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
-  ScheduleKey,
+  AcquireInput, AcquireRow, AdoptInput, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RecordOutputInput, RenewRow,
+  ScheduleKey, WindowOutput,
 } from './store.js';
 
 /** What is at `file`: `hidden` when a directory on the way cannot be searched by this user. */
@@ -86,6 +86,13 @@ const INDEXES = `
 CREATE INDEX IF NOT EXISTS windows_last_completed ON windows (job, completed_at DESC, generation DESC) WHERE completed_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS events_released ON events (job, generation) WHERE kind = 'released';
 `;
+
+/**
+ * Added after version 1, on every open when missing (as INDEXES): the output a window's child
+ * wrote (--record-output, as sql/015_output_tail.sql). Only new columns, so the version stays 1
+ * and an older leasejob still opens the file.
+ */
+const OUTPUT_COLUMNS = ['output_tail BLOB', 'output_bytes INTEGER', 'output_generation INTEGER', 'output_attempt INTEGER', 'output_at INTEGER'];
 
 interface LeaseRecord {
   name: string;
@@ -199,6 +206,8 @@ export class SqliteStore implements LeaseStore {
       if (version > SCHEMA_VERSION) throw Object.assign(new Error(`state file schema is at version ${version}, newer than this leasejob knows (${SCHEMA_VERSION}); upgrade leasejob`), { code: 'SQLITE_SCHEMA_TOO_NEW' });
       if (version < 1) this.db.exec(SCHEMA);
       this.db.exec(INDEXES);
+      const have = new Set((this.db.prepare('PRAGMA table_info(windows)').all() as Array<{ name: string }>).map((c) => c.name));
+      for (const col of OUTPUT_COLUMNS) if (!have.has(col.split(' ')[0]!)) this.db.exec(`ALTER TABLE windows ADD COLUMN ${col}`);
       this.db.pragma(`user_version = ${SCHEMA_VERSION}`);
     }).immediate();
   }
@@ -394,6 +403,24 @@ export class SqliteStore implements LeaseStore {
 
   async recordEvent(e: RecordEventInput): Promise<string> {
     return String(this.db.transaction(() => this.recordEventSync(e, Date.now())).immediate());
+  }
+
+  async recordOutput(i: RecordOutputInput): Promise<boolean> {
+    return this.db.transaction(() => this.db.prepare(
+      `UPDATE windows SET output_tail = ?, output_bytes = ?, output_generation = generation, output_attempt = attempts, output_at = ?
+        WHERE job = ? AND window_key = ? AND generation = ?`,
+    ).run(i.tail, i.bytes, Date.now(), i.job, i.window, Number(i.generation)).changes === 1).immediate();
+  }
+
+  async readOutputs(job: string, limit: number): Promise<WindowOutput[]> {
+    const rows = this.db.prepare(
+      `SELECT window_key, output_generation, output_attempt, outcome, exit_code, output_at, output_bytes, output_tail
+         FROM windows WHERE job = ? AND output_at IS NOT NULL ORDER BY output_at DESC, window_key LIMIT ?`,
+    ).all(job, limit) as Array<Record<string, unknown>>;
+    return rows.map((r) => ({
+      window: r.window_key as string, generation: String(r.output_generation), attempt: r.output_attempt as number, outcome: r.outcome as string,
+      exitCode: (r.exit_code as number | null) ?? null, recordedAt: new Date(r.output_at as number), bytes: r.output_bytes as number, tail: r.output_tail as Buffer,
+    }));
   }
 
   async release(job: string, hostTime: Date): Promise<{ owner: string; generation: string } | undefined> {
