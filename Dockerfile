@@ -73,7 +73,7 @@ RUN chmod 0755 /app/bin/leasejob.js \
 # loads and compiles the start and the connection, then exits 69 (database unreachable); the
 # lease, the child and the outcome still compile at each start (about 6% of a run). Root-owned
 # and read-only at run time, so every pod starts warm (about 115 ms instead of 135 for
-# `run -- true`, README "Performance"), and nothing is written to the pod's /tmp (a run that
+# `run -- true`, docs/performance.md), and nothing is written to the pod's /tmp (a run that
 # went further than the priming one tries to rewrite it, fails to open the file, and moves on).
 ENV LEASEJOB_COMPILE_CACHE=/app/compile-cache
 RUN mkdir -m 0755 /app/compile-cache \

@@ -1,6 +1,6 @@
 // Error classes: every error carries a stable `code` and the exit code the CLI maps it to.
 
-/** Exit codes of `leasejob run` and the other commands (see README "Exit codes"). */
+/** Exit codes of `leasejob run` and the other commands (see docs/run.md, "Exit codes"). */
 export const ExitCode = {
   ok: 0,
   usage: 64,

@@ -1,4 +1,4 @@
-// Every fixed message `run` logs is listed in the README's Logs section, so operators can alert on them.
+// Every fixed message `run` logs is listed in docs/logs.md, so operators can alert on them.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -6,10 +6,9 @@ import { ROOT } from '../helpers/wait.js';
 
 const RUN_PATH = ['src/runner.ts', 'src/lease.ts', 'src/commands/run.ts', 'src/clock.ts'];
 
-describe('README Logs section', () => {
+describe('docs/logs.md', () => {
   it('names every fixed message the run path logs', () => {
-    const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
-    const logs = readme.slice(readme.indexOf('## Logs'), readme.indexOf('## Library'));
+    const logs = readFileSync(path.join(ROOT, 'docs', 'logs.md'), 'utf8');
     const messages = new Set<string>();
     for (const file of RUN_PATH) {
       const text = readFileSync(path.join(ROOT, file), 'utf8');
