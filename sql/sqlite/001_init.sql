@@ -1,7 +1,7 @@
 -- Embedded store (SQLite), version 1: the tables of one host's ledger, as the PostgreSQL schema's
 -- (sql/001_init.sql and later) but with times in epoch milliseconds and lease expiry on the
--- host's monotonic clock plus its boot id. Applied once, by PRAGMA user_version (src/sqlite-schema.ts);
--- frozen once released: change the schema in the next numbered file.
+-- host's monotonic clock plus its boot id. Applied once, by PRAGMA user_version, when a state file
+-- is opened; frozen once released: change the schema in the next numbered file.
 CREATE TABLE jobs (
   name TEXT PRIMARY KEY, schedule TEXT, tz TEXT, window_mode TEXT, window_format TEXT, window_offset TEXT,
   ttl_ms INTEGER, max_delay_ms INTEGER, alert_after_ms INTEGER, last_seq INTEGER NOT NULL DEFAULT 0,
