@@ -3,6 +3,9 @@
 -- status page show why a run failed. A new function, so `finish` is unchanged: the runner
 -- records the tail just before it finishes, while it still holds the lease. bytea: the child's
 -- output may be any bytes. Safe to apply again (IF NOT EXISTS, OR REPLACE).
+-- Functions: record_output, each its whole current definition from sql/functions/.
+-- CREATE OR REPLACE keeps the privileges granted on a function of the same signature;
+-- SECURITY DEFINER and the pinned search_path are restated, as CREATE OR REPLACE resets them.
 
 ALTER TABLE windows
   ADD COLUMN IF NOT EXISTS output_tail       bytea,
@@ -11,8 +14,7 @@ ALTER TABLE windows
   ADD COLUMN IF NOT EXISTS output_attempt    integer,
   ADD COLUMN IF NOT EXISTS output_at         timestamptz;
 
--- Only the claim of `p_generation` is written: a window claimed since by another generation
--- (a retry elsewhere) keeps that one's output. False when nothing was written.
+-- record_output: as in sql/functions/record_output.sql
 CREATE OR REPLACE FUNCTION record_output(
   p_job text, p_window text, p_generation bigint, p_tail bytea, p_bytes bigint
 ) RETURNS boolean
@@ -26,6 +28,15 @@ BEGIN
   RETURN FOUND;
 END $$;
 
--- Functions are executable by PUBLIC by default; only granted roles may call ours
--- (`leasejob migrate --grant-to <role>` grants it with the others).
-REVOKE ALL ON FUNCTION record_output(text, text, bigint, bytea, bigint) FROM PUBLIC;
+-- New: record_output. Not executable by PUBLIC; executable by every role already given the
+-- others (the runner roles of `migrate --grant-to`), as for every leasejob function.
+DO $$
+DECLARE r record;
+BEGIN
+  EXECUTE format('REVOKE ALL ON ALL FUNCTIONS IN SCHEMA %I FROM PUBLIC', current_schema());
+  FOR r IN SELECT DISTINCT a.grantee::regrole::text AS role FROM pg_proc p, aclexplode(p.proacl) a
+            WHERE p.pronamespace = current_schema()::regnamespace AND p.proname = 'acquire'
+              AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0 AND a.grantee <> p.proowner LOOP
+    EXECUTE format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA %I TO %s', current_schema(), r.role);
+  END LOOP;
+END $$;
