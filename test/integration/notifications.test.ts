@@ -6,7 +6,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { BIN, fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
+import { BIN, ROOT, fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 import { freePort } from '../helpers/embedded-pg.mjs';
 import { startReceiver, type Receiver } from '../helpers/http-receiver.js';
@@ -184,6 +184,24 @@ describe('--notify-url (PostgreSQL)', () => {
     const ok = await runCli(['run', ...pg('hook-fail'), '--window', 'w1', '--notify-url', `${rx.url}/hook`, '--', ...exitWith(0)]);
     expect(ok.exitCode, ok.all).toBe(0);
     expect(rx.requests).toHaveLength(1);
+  });
+
+  it('examples/notify-receiver.mjs prints what it receives', async () => {
+    const port = await freePort();
+    const rx = execa(process.execPath, [path.join(ROOT, 'examples', 'notify-receiver.mjs'), String(port), 'tok'], { reject: false, all: true });
+    try {
+      let out = '';
+      rx.all!.on('data', (c: Buffer) => (out += c.toString()));
+      await waitFor('the receiver to listen', () => out.includes('listening'));
+      const r = await runCli(['run', ...pg('hook-example'), '--window', 'w9', '--notify-url', `http://127.0.0.1:${port}/leasejob?token=tok`, '--record-output',
+        '--', 'sh', '-c', 'echo cannot reach the bank; exit 2']);
+      expect(r.exitCode, r.all).toBe(2);
+      await waitFor('the receiver to print it', () => out.includes('| cannot reach the bank'));
+      expect(out).toMatch(/ hook-example window w9 attempt 1 on \S+: failed, exit 2\n/);
+    } finally {
+      rx.kill();
+      await rx;
+    }
   });
 
   it('a missed occurrence: the webhook says missed; a ping URL gets nothing', async () => {
