@@ -87,7 +87,7 @@ export async function runCommand(
     } catch (err) {
       // A start was pinged: its end is too (healthchecks.io would otherwise wait for its timeout).
       if (supervised.hooks && supervised.childStarted) {
-        await supervised.hooks.finished(windowEnd(config, supervised, 'failed', err instanceof LeasejobError ? err.exitCode : ExitCode.internal), cancel.signal);
+        await supervised.hooks.finished(windowEnd(windowOf(config), supervised, 'failed', err instanceof LeasejobError ? err.exitCode : ExitCode.internal), cancel.signal);
       }
       throw err;
     }
@@ -99,7 +99,7 @@ export async function runCommand(
     } catch (err) {
       failure = err;
     }
-    if (supervised.hooks) await report(supervised.hooks, config, supervised, result, code, cancel.signal);
+    if (supervised.hooks) await report(supervised.hooks, windowOf(config), supervised, result, code, cancel.signal);
     if (failure !== undefined) throw failure;
     return code!;
   } catch (err) {
@@ -148,8 +148,8 @@ function childEnv(config: RunConfig, ctx: TaskContext, databaseUrl: string | und
   return env;
 }
 
-/** What the run path shares with the child's supervision. */
-interface Supervised {
+/** What the run path shares with the child's supervision (one window at a time). */
+export interface Supervised {
   childRunning: boolean;
   childStarted: boolean;
   sharedStore: boolean;
@@ -180,17 +180,30 @@ async function loadHooks(config: RunConfig, store: LeaseStore, log: ReturnType<t
   });
 }
 
-function windowEnd(config: RunConfig, s: Supervised, outcome: WindowEnd['outcome'], exitCode: number | undefined): WindowEnd {
+/** The window a report is about: the run's own, or (backfill, --catch-up) each window in turn. */
+export interface ReportedWindow {
+  job: string;
+  window?: string | undefined;
+  scheduledAt?: Date | undefined;
+}
+
+const windowOf = (config: RunConfig): ReportedWindow => ({ job: config.name, window: config.window?.key, scheduledAt: config.window?.scheduledAt });
+
+function windowEnd(w: ReportedWindow, s: Supervised, outcome: WindowEnd['outcome'], exitCode: number | undefined): WindowEnd {
   return {
-    job: config.name, window: config.window?.key, scheduledAt: config.window?.scheduledAt,
+    job: w.job, window: w.window, scheduledAt: w.scheduledAt,
     attempt: s.ctx?.attempt, generation: s.ctx?.fenceToken, owner: s.ctx?.owner,
     outcome, exitCode, childExitCode: s.result?.exitCode, signal: s.result?.signal,
     output: s.tail?.read(), startedAt: s.startedAt, finishedAt: new Date(),
   };
 }
 
-/** A window's end to the ping URL and the webhook; a skip (busy, done, cancelled before the child) says nothing. */
-async function report(hooks: RunHooks, config: RunConfig, s: Supervised, result: RunResult<ChildResult>, code: number | undefined, signal: AbortSignal): Promise<void> {
+/**
+ * A window's end to the ping URL and the webhook; a skip (busy, done, cancelled before the child)
+ * says nothing. `code`: what leasejob exits with for it (undefined: unknown, pinged as /fail).
+ * Called once per window that runWithLease handled (superviseChild has sent its start).
+ */
+export async function report(hooks: RunHooks, w: ReportedWindow, s: Supervised, result: RunResult<ChildResult>, code: number | undefined, signal: AbortSignal): Promise<void> {
   let outcome: WindowEnd['outcome'];
   if (result.status === 'completed') outcome = 'completed';
   else if (result.status === 'skipped') {
@@ -200,7 +213,8 @@ async function report(hooks: RunHooks, config: RunConfig, s: Supervised, result:
     const kind = result.aborted?.kind;
     outcome = kind === 'lease-lost' || kind === 'deadline' ? 'lost' : 'failed';
   }
-  await hooks.finished(windowEnd(config, s, outcome, code), signal);
+  // A missed window never reached superviseChild: nothing of the supervision is its.
+  await hooks.finished(windowEnd(w, outcome === 'missed' ? { childRunning: false, childStarted: false, sharedStore: s.sharedStore } : s, outcome, code), signal);
 }
 
 async function superviseChild(
@@ -209,7 +223,10 @@ async function superviseChild(
   // The lease may have been lost (or its stop point passed) while we got here: never start then.
   ctx.signal.throwIfAborted();
   let child: ChildHandle;
+  // This window's, from here: nothing of an earlier window's (backfill, --catch-up) is reported with it.
   supervised.ctx = ctx;
+  supervised.startedAt = undefined;
+  supervised.result = undefined;
   supervised.tail = config.recordOutputBytes !== undefined ? new TailBuffer(config.recordOutputBytes) : undefined;
   try {
     child = await startChild(config.command, config.args, { env: childEnv(config, ctx, databaseUrl, supervised.sharedStore), capture: supervised.tail });
