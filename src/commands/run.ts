@@ -99,7 +99,11 @@ export async function runCommand(
     } catch (err) {
       failure = err;
     }
-    if (supervised.hooks) await report(supervised.hooks, windowOf(config), supervised, result, code, cancel.signal);
+    if (supervised.hooks) {
+      const t = monoNow();
+      await report(supervised.hooks, windowOf(config), supervised, result, code, cancel.signal);
+      log.debug({ durationMs: Math.round(monoNow() - t) }, 'reports sent');
+    }
     if (failure !== undefined) throw failure;
     return code!;
   } catch (err) {
