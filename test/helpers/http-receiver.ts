@@ -25,7 +25,13 @@ export async function startReceiver(opts: { silent?: boolean } = {}): Promise<Re
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const u = new URL(req.url ?? '/', 'http://x');
-      requests.push({ method: req.method ?? '', path: u.pathname, query: u.searchParams, headers: req.headers, body: Buffer.concat(chunks) });
+      requests.push({
+        method: req.method ?? '',
+        path: u.pathname,
+        query: u.searchParams,
+        headers: req.headers,
+        body: Buffer.concat(chunks),
+      });
       if (!opts.silent) res.end('OK');
     });
   });
@@ -38,9 +44,10 @@ export async function startReceiver(opts: { silent?: boolean } = {}): Promise<Re
   return {
     url: `http://127.0.0.1:${port}`,
     requests,
-    close: () => new Promise<void>((resolve) => {
-      for (const s of sockets) s.destroy();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
   };
 }

@@ -1,8 +1,8 @@
 // --record-output's size and tail, and the ping URL's suffixes and run id.
 import { describe, expect, it } from 'vitest';
-import { hookSecrets } from '../../src/options.js';
-import { parseRecordOutputSize, TailBuffer } from '../../src/output-tail.js';
-import { pingTarget, runId } from '../../src/run-hooks.js';
+import { hookSecrets } from '../../src/cli/options.js';
+import { parseRecordOutputSize, TailBuffer } from '../../src/lease/output-tail.js';
+import { pingTarget, runId } from '../../src/lease/run-hooks.js';
 
 describe('--record-output', () => {
   it('reads sizes in bytes, k/KiB, kB, M/MiB; bare means 4KiB; off unless given', () => {
@@ -13,7 +13,8 @@ describe('--record-output', () => {
     expect(parseRecordOutputSize('16k')).toBe(16384);
     expect(parseRecordOutputSize('10 kB')).toBe(10_000);
     expect(parseRecordOutputSize('64KiB')).toBe(65536);
-    for (const bad of ['0', '65537', '1MiB', '4.5k', '4 kilobytes', '', 'k']) expect(() => parseRecordOutputSize(bad), bad).toThrow(/--record-output/);
+    for (const bad of ['0', '65537', '1MiB', '4.5k', '4 kilobytes', '', 'k'])
+      expect(() => parseRecordOutputSize(bad), bad).toThrow(/--record-output/);
   });
 
   it('keeps exactly the newest bytes, whatever the chunks', () => {
@@ -34,7 +35,9 @@ describe('ping URLs', () => {
     expect(pingTarget('https://hc-ping.com/abc', 'start', 'r1')).toBe('https://hc-ping.com/abc/start?rid=r1');
     expect(pingTarget('https://hc-ping.com/abc/', '', 'r1')).toBe('https://hc-ping.com/abc/?rid=r1'); // success: the URL as given
     expect(pingTarget('https://hc-ping.com/abc/', 'fail', 'r1')).toBe('https://hc-ping.com/abc/fail?rid=r1');
-    expect(pingTarget('https://hc-ping.com/key/slug?create=1', '3', undefined)).toBe('https://hc-ping.com/key/slug/3?create=1');
+    expect(pingTarget('https://hc-ping.com/key/slug?create=1', '3', undefined)).toBe(
+      'https://hc-ping.com/key/slug/3?create=1',
+    );
   });
 
   it('run ids are version 4 UUIDs, each new', () => {
@@ -45,7 +48,13 @@ describe('ping URLs', () => {
 
   it('the secrets to mask: the URL, its path, and a long key in it', () => {
     const s = hookSecrets(['https://hc-ping.com/0c6e4f8a-1b1e-4d84-9a36-6d1f0e2b7a11', undefined]);
-    expect(s).toEqual(expect.arrayContaining(['https://hc-ping.com/0c6e4f8a-1b1e-4d84-9a36-6d1f0e2b7a11', '/0c6e4f8a-1b1e-4d84-9a36-6d1f0e2b7a11', '0c6e4f8a-1b1e-4d84-9a36-6d1f0e2b7a11']));
+    expect(s).toEqual(
+      expect.arrayContaining([
+        'https://hc-ping.com/0c6e4f8a-1b1e-4d84-9a36-6d1f0e2b7a11',
+        '/0c6e4f8a-1b1e-4d84-9a36-6d1f0e2b7a11',
+        '0c6e4f8a-1b1e-4d84-9a36-6d1f0e2b7a11',
+      ]),
+    );
     expect(hookSecrets(['https://h.example/hook?token=abc'])).toEqual(expect.arrayContaining(['token=abc']));
   });
 });
