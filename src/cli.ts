@@ -71,6 +71,8 @@ export function buildProgram(only?: string): Command {
       .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')
       .option('--alert-after <duration>', 'grace after a scheduled tick before `check` and the exporter call its window overdue (default: half the interval, at most 1h)')
       .option('--rerun', 'run an already completed window again')
+      .option('--catch-up <duration>', 'first run the earlier occurrences of --schedule within this long before this one that never completed, oldest first, each its own window (needs --window-from-schedule)')
+      .option('--catch-up-limit <n>', 'with --catch-up: at most this many earlier windows per run (default 10); older ones beyond it are recorded as missed')
       .option('--pass-database-url', 'give the child DATABASE_URL (when a URL configured the store; PG* variables pass anyway) and PGPASSWORD (not passed by default)')
       .argument('[command...]', 'the command to run, after --')
       .addHelpText('after', `
