@@ -20,9 +20,17 @@ export interface CatchUpFindings {
 
 /**
  * The most occurrences --catch-up may span (a minutely schedule and --catch-up 7d is about
- * 10,000): walking the schedule costs tens of microseconds an occurrence, every run.
+ * 10,000): walking the schedule costs tens of microseconds an occurrence (up to 80 on a busy
+ * host), and a run with --catch-up walks it once.
  */
-export const MAX_CATCH_UP_TICKS = 50_000;
+export const MAX_CATCH_UP_TICKS = 20_000;
+
+/** The windows before this occurrence within the catch-up window, oldest first, this run's own left out. */
+export function earlierWindows(naming: WindowNaming, current: { key: string; scheduledAt: Date }, settings: CatchUpSettings): RangeWindow[] {
+  return windowsBetween(naming, {
+    fromMs: current.scheduledAt.getTime() - settings.windowMs, toMs: current.scheduledAt.getTime(), includeFrom: true, includeTo: false,
+  }, { max: MAX_CATCH_UP_TICKS, maxTicks: MAX_CATCH_UP_TICKS }).filter((w) => w.key !== current.key);
+}
 
 /**
  * The earlier windows inside the catch-up window that never completed: no row, failed, lost,
@@ -30,12 +38,8 @@ export const MAX_CATCH_UP_TICKS = 50_000;
  * the job was first registered (it was not expected to run them). `dbNow` judges --max-delay.
  */
 export async function findCatchUp(
-  store: Pick<LeaseStore, 'readWindows'>, job: string, naming: WindowNaming,
-  current: { key: string; scheduledAt: Date }, settings: CatchUpSettings, maxDelayMs: number | undefined, dbNow?: Date,
+  store: Pick<LeaseStore, 'readWindows'>, job: string, earlier: RangeWindow[], settings: CatchUpSettings, maxDelayMs: number | undefined, dbNow?: Date,
 ): Promise<CatchUpFindings> {
-  const earlier = windowsBetween(naming, {
-    fromMs: current.scheduledAt.getTime() - settings.windowMs, toMs: current.scheduledAt.getTime(), includeFrom: true, includeTo: false,
-  }, { max: MAX_CATCH_UP_TICKS, maxTicks: MAX_CATCH_UP_TICKS }).filter((w) => w.key !== current.key);
   const none: CatchUpFindings = { run: [], beyondLimit: [], tooOld: [] };
   if (earlier.length === 0) return none;
   const states = await store.readWindows!(job, earlier.map((w) => w.key));

@@ -9,7 +9,7 @@ import { createLogger } from '../log.js';
 import { safetyMarginMs } from '../lease.js';
 import { normalizeRunOptions, type RawRunFlags, type RunConfig } from '../options.js';
 import { runWithLease, type AbortReason, type RunResult, type TaskContext } from '../runner.js';
-import { catchUpPlan, findCatchUp, isEmpty } from '../catch-up.js';
+import { catchUpPlan, earlierWindows, findCatchUp, isEmpty } from '../catch-up.js';
 import type { SequenceOptions } from '../sequence.js';
 import { typicalInterval } from '../schedule.js';
 import { chooseStore, openStore, type StoreChoice } from '../open-store.js';
@@ -101,7 +101,9 @@ async function catchUpSequence(store: LeaseStore, config: RunConfig, log: Return
   const current = config.window;
   if (settings === undefined || current === undefined || current.scheduledAt === undefined) return undefined;
   if (!store.readWindows) throw new UsageError(`\`--catch-up\` is not supported by this store (${store.kind})`);
-  const find = (dbNow?: Date) => findCatchUp(store, config.name, settings.naming, { key: current.key, scheduledAt: current.scheduledAt! }, settings, current.maxDelayMs, dbNow);
+  // The schedule is walked once; the ledger is read before the lease and again under it.
+  const earlier = earlierWindows(settings.naming, { key: current.key, scheduledAt: current.scheduledAt }, settings);
+  const find = (dbNow?: Date) => findCatchUp(store, config.name, earlier, settings, current.maxDelayMs, dbNow);
   const first = await find();
   if (isEmpty(first)) {
     log.debug({ catchUpMs: settings.windowMs }, 'catch-up: no earlier window open');
