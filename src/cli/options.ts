@@ -1,0 +1,186 @@
+// `run` options: every default in one place, every flag validated next to its rule, messages
+// in one pattern ("Expected `--flag` to be ..., got `value`.").
+import type { DateTime } from 'luxon';
+import { DEFAULTS } from '../defaults.js';
+import { MAX_TIMER_MS, parseDuration, parseIsoOffset } from '../schedule/duration.js';
+import { UsageError } from '../errors.js';
+import { safetyMarginMs, stopAfterMs } from '../lease/keeper.js';
+import { resolveLogLevel } from './log-level.js';
+import { validateFormattedWindowKey, validateName, validateSchema, validateWindowKey } from '../names.js';
+import { deriveOccurrence, validateWindowFormat, windowKey, type OccurrenceSource } from '../schedule/occurrence.js';
+import type { OnBusy } from '../lease/runner.js';
+import { canonicalZone, parseSchedule, typicalInterval, validateZone, type Schedule } from '../schedule/cron.js';
+import { MAX_CATCH_UP_TICKS, type CatchUpSettings } from '../lease/catch-up.js';
+import type { WindowNaming } from '../schedule/window-range.js';
+
+/** Raw flags as commander hands them over. */
+export interface RawRunFlags {
+  name?: string;
+  schedule?: string;
+  tz?: string;
+  windowFromSchedule?: boolean;
+  window?: string;
+  scheduledTime?: string;
+  windowFormat?: string;
+  windowOffset?: string;
+  ttl?: string;
+  killGrace?: string;
+  onBusy?: string;
+  waitTimeout?: string;
+  maxRuntime?: string;
+  maxDelay?: string;
+  alertAfter?: string;
+  rerun?: boolean;
+  databaseUrl?: string;
+  schema?: string;
+  logLevel?: string;
+  passDatabaseUrl?: boolean;
+  catchUp?: string;
+  catchUpLimit?: string;
+}
+
+export interface RunConfig {
+  name: string;
+  command: string;
+  args: string[];
+  ttlMs: number;
+  renewIntervalMs: number;
+  killGraceMs: number;
+  onBusy: OnBusy;
+  waitTimeoutMs?: number | undefined;
+  maxRuntimeMs?: number | undefined;
+  schedule?: Schedule | undefined;
+  tz: string;
+  window?: { key: string; scheduledAt?: Date | undefined; source: OccurrenceSource | 'literal'; rerun: boolean; maxDelayMs?: number | undefined } | undefined;
+  spec: Record<string, string | number | null>;
+  databaseUrl?: string | undefined;
+  schema: string;
+  logLevel: string;
+  passDatabaseUrl: boolean;
+  /** --catch-up: the earlier occurrences to look for, and how the job names its windows. */
+  catchUp?: (CatchUpSettings & { naming: WindowNaming }) | undefined;
+}
+
+const ON_BUSY: readonly OnBusy[] = ['skip', 'wait', 'fail'];
+
+export function normalizeRunOptions(flags: RawRunFlags, command: string[], env: NodeJS.ProcessEnv = process.env, now: Date = new Date()): RunConfig {
+  const name = validateName(flags.name);
+  const [cmd, ...args] = command;
+  if (cmd === undefined || cmd === '') {
+    throw new UsageError('Expected a command after `--`, as in `leasejob run --name job -- node job.js`, got none.');
+  }
+  const schema = validateSchema(flags.schema ?? DEFAULTS.schema);
+  const logLevel = resolveLogLevel(flags.logLevel, env);
+
+  const ttlMs = parseDuration(flags.ttl ?? DEFAULTS.ttl, '--ttl');
+  const renewIntervalMs = Math.floor(ttlMs / 3);
+  if (ttlMs < 1_500) throw new UsageError(`Expected \`--ttl\` to be at least 1.5s (renewals every TTL/3 need room), got \`${flags.ttl}\`.`);
+  if (ttlMs > 24 * 3600_000) throw new UsageError(`Expected \`--ttl\` to be at most 24h (a dead owner would block the job that long), got \`${flags.ttl}\`.`);
+  // Unset, the grace fits the TTL: 10s, or half of what is left after a renewal and the margin.
+  const killGraceMs = flags.killGrace !== undefined
+    ? parseDuration(flags.killGrace, '--kill-grace')
+    : Math.min(parseDuration(DEFAULTS.killGrace, '--kill-grace'), Math.floor((ttlMs - renewIntervalMs - safetyMarginMs(ttlMs)) / 2));
+  if (stopAfterMs({ ttlMs, renewIntervalMs, killGraceMs }) <= renewIntervalMs) {
+    const max = ttlMs - renewIntervalMs - safetyMarginMs(ttlMs);
+    throw new UsageError(
+      `Expected \`--kill-grace\` to be below ${max}ms so that a failed renewal at TTL/3 still leaves time to stop the child before \`--ttl\` ${flags.ttl ?? DEFAULTS.ttl} expires, got \`${flags.killGrace ?? DEFAULTS.killGrace}\`; raise --ttl or lower --kill-grace.`,
+    );
+  }
+
+  const onBusy = (flags.onBusy ?? DEFAULTS.onBusy) as OnBusy;
+  if (!ON_BUSY.includes(onBusy)) throw new UsageError(`Expected \`--on-busy\` to be one of skip, wait, fail, got \`${flags.onBusy}\`.`);
+  const waitTimeoutMs = flags.waitTimeout !== undefined ? parseDuration(flags.waitTimeout, '--wait-timeout') : undefined;
+  if (waitTimeoutMs !== undefined && onBusy !== 'wait') throw new UsageError('`--wait-timeout` only applies with `--on-busy wait`.');
+  const maxRuntimeMs = flags.maxRuntime !== undefined ? parseDuration(flags.maxRuntime, '--max-runtime') : undefined;
+  // A timer past Node's limit fires at once: 30d would kill the child as it starts.
+  if (maxRuntimeMs !== undefined && maxRuntimeMs > MAX_TIMER_MS) {
+    throw new UsageError(`\`--max-runtime\` is at most 24 days (Node's timer limit), got \`${flags.maxRuntime}\`; leave it out for no limit.`);
+  }
+  const maxDelayMs = flags.maxDelay !== undefined ? parseDuration(flags.maxDelay, '--max-delay') : undefined;
+  const alertAfterMs = flags.alertAfter !== undefined ? parseDuration(flags.alertAfter, '--alert-after') : undefined;
+
+  const tz = canonicalZone(flags.tz ?? DEFAULTS.tz);
+  validateZone(tz);
+  const schedule = flags.schedule !== undefined ? parseSchedule(flags.schedule, tz) : undefined;
+
+  if (flags.window !== undefined && flags.windowFromSchedule) throw new UsageError('Use either `--window` or `--window-from-schedule`, not both.');
+  if (!flags.windowFromSchedule && (flags.windowFormat !== undefined || flags.windowOffset !== undefined)) {
+    throw new UsageError('`--window-format` and `--window-offset` need `--window-from-schedule`.');
+  }
+  if (flags.window === undefined && !flags.windowFromSchedule && (flags.rerun || maxDelayMs !== undefined)) {
+    throw new UsageError('`--rerun` and `--max-delay` need a window: `--window-from-schedule` or `--window`.');
+  }
+
+  const catchUp = catchUpSettings(flags, schedule, now);
+
+  let window: RunConfig['window'];
+  if (flags.window !== undefined) {
+    const scheduledAt = flags.scheduledTime !== undefined ? deriveOccurrence({ scheduledTime: flags.scheduledTime, schedule, tz, now, literalWindow: true })?.scheduledAt.toJSDate() : undefined;
+    if (maxDelayMs !== undefined && scheduledAt === undefined) throw new UsageError('`--max-delay` with a literal `--window` needs `--scheduled-time`.');
+    window = { key: validateWindowKey(flags.window), scheduledAt, source: 'literal', rerun: !!flags.rerun, maxDelayMs };
+  } else if (flags.windowFromSchedule) {
+    if (flags.windowFormat !== undefined) validateWindowFormat(flags.windowFormat, tz);
+    const offset = flags.windowOffset !== undefined ? parseIsoOffset(flags.windowOffset, '--window-offset') : undefined;
+    // JOB_NAME only inside Kubernetes: CI systems (Jenkins) set it too, to names that may end in digits.
+    const jobName = env.KUBERNETES_SERVICE_HOST ? env.JOB_NAME : undefined;
+    const occ = deriveOccurrence({ scheduledTime: flags.scheduledTime, jobName, schedule, tz, now });
+    if (!occ) {
+      throw new UsageError('`--window-from-schedule` needs `--schedule` (or `--scheduled-time`, or a Kubernetes JOB_NAME ending in the scheduled minute).');
+    }
+    const at: DateTime = occ.scheduledAt.setZone(tz);
+    const key = windowKey(at, { format: flags.windowFormat, offset });
+    window = { key: validateFormattedWindowKey(key, flags.windowFormat ?? 'ISO-8601'), scheduledAt: at.toJSDate(), source: occ.source, rerun: !!flags.rerun, maxDelayMs };
+  } else if (flags.scheduledTime !== undefined) {
+    throw new UsageError('`--scheduled-time` needs `--window-from-schedule` or `--window`.');
+  }
+
+  const spec: Record<string, string | number | null> = {
+    schedule: flags.schedule ?? null,
+    tz,
+    window_mode: flags.window !== undefined ? 'literal' : flags.windowFromSchedule ? 'schedule' : 'none',
+    window_format: flags.windowFormat ?? null,
+    window_offset: flags.windowOffset ?? null,
+    max_delay_ms: maxDelayMs ?? null,
+    alert_after_ms: alertAfterMs ?? null,
+  };
+
+  return {
+    name, command: cmd, args, ttlMs, renewIntervalMs, killGraceMs, onBusy, waitTimeoutMs, maxRuntimeMs,
+    schedule, tz, window, spec, databaseUrl: flags.databaseUrl, schema, logLevel, passDatabaseUrl: !!flags.passDatabaseUrl,
+    catchUp: catchUp && schedule ? {
+      ...catchUp, naming: { schedule, format: flags.windowFormat, offset: flags.windowOffset !== undefined ? parseIsoOffset(flags.windowOffset, '--window-offset') : undefined },
+    } : undefined,
+  };
+}
+
+/** The most earlier windows one run may catch up (each is a run of the command). */
+export const MAX_CATCH_UP_LIMIT = 1_000;
+export const DEFAULT_CATCH_UP_LIMIT = 10;
+
+/** A positive whole number of at most `max`, for `flag`. */
+export function parseCount(text: string, flag: string, max: number): number {
+  const n = /^\s*\d+\s*$/.test(text) ? Number(text) : NaN;
+  if (!Number.isSafeInteger(n) || n < 1 || n > max) throw new UsageError(`Expected \`${flag}\` to be a whole number from 1 to ${max}, got \`${text}\`.`);
+  return n;
+}
+
+function catchUpSettings(flags: RawRunFlags, schedule: Schedule | undefined, now: Date): CatchUpSettings | undefined {
+  if (flags.catchUp === undefined) {
+    if (flags.catchUpLimit !== undefined) throw new UsageError('`--catch-up-limit` needs `--catch-up <duration>`.');
+    return undefined;
+  }
+  if (schedule === undefined || !flags.windowFromSchedule) {
+    throw new UsageError('`--catch-up` needs `--schedule` and `--window-from-schedule`: the earlier occurrences come from the schedule, and each is its own window.');
+  }
+  const windowMs = parseDuration(flags.catchUp, '--catch-up');
+  if (windowMs <= 0) throw new UsageError(`Expected \`--catch-up\` to be a positive duration like 3h or 2d, got \`${flags.catchUp}\`.`);
+  const spans = Math.ceil(windowMs / typicalInterval(schedule, now));
+  if (spans > MAX_CATCH_UP_TICKS) {
+    throw new UsageError(
+      `Expected \`--catch-up\` to span at most ${MAX_CATCH_UP_TICKS} occurrences of \`--schedule\`, got \`${flags.catchUp}\` (about ${spans}); ` +
+        'shorten it, or use `leasejob backfill` for a long range.',
+    );
+  }
+  const limit = flags.catchUpLimit !== undefined ? parseCount(flags.catchUpLimit, '--catch-up-limit', MAX_CATCH_UP_LIMIT) : DEFAULT_CATCH_UP_LIMIT;
+  return { windowMs, limit };
+}
