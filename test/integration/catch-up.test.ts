@@ -111,6 +111,18 @@ describe.each(stores)('run --catch-up: %s', (kind, store) => {
     expect(envLines(out).slice(4).map((l) => l.LEASEJOB_WINDOW)).toEqual([T(4)]);
   });
 
+  it('occurrences older than --max-delay are recorded as missed, not run, and said so', async () => {
+    const out = await downSinceT0('delayed');
+    // T(1) is older than the max delay; T(2), T(3) and T(4) are not (2.5 minutes either side).
+    const maxDelayMs = Date.now() - Date.parse(T(2)) + 150_000;
+    const r = await run('delayed', 4, ['--catch-up', '1h', '--max-delay', `${Math.round(maxDelayMs / 1000)}s`], out);
+    expect(r.exitCode, r.all).toBe(0);
+    expect(envLines(out).slice(1).map((l) => l.LEASEJOB_WINDOW)).toEqual([T(2), T(3), T(4)]);
+    const said = logLines(r.stderr).find((l) => l.msg === 'occurrences older than --max-delay recorded as missed');
+    expect(said, r.stderr).toMatchObject({ count: 1, reason: 'max-delay', oldest: T(1), newest: T(1) });
+    expect((await store.windows('delayed')).find((w) => w.key === T(1))).toMatchObject({ outcome: 'missed', attempts: 0 });
+  });
+
   it('a failing catch-up stops the sequence with the child\'s exit code; the later windows stay open for the next run', async () => {
     const out = await downSinceT0('failing');
     const r = await run('failing', 4, ['--catch-up', '1h'], out, `fail=7=${T(2)}`);
