@@ -1,10 +1,11 @@
 // `leasejob backfill` end to end on both stores: real CLI, a real child that appends its
 // environment to a file.
+import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
+import { BIN, fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 import { tempDir } from '../helpers/temp.js';
 
@@ -152,5 +153,21 @@ describe.each(stores)('leasejob backfill: %s', (kind, store) => {
     const noCommand = await runCli(['backfill', ...store.args(), '--name', 'bad-bf', ...RANGE]);
     expect(noCommand.exitCode, noCommand.all).toBe(64);
     expect(await store.events('bad-bf')).toBe(0);
+  });
+});
+
+// util-linux `script` gives the backfill a terminal (bsdutils, essential on Debian).
+const hasScript = spawnSync('script', ['--version']).status === 0;
+describe('leasejob backfill on a terminal', () => {
+  it.skipIf(!hasScript)('shows one progress line rewritten in place: done/total, the window, elapsed, an estimate', () => {
+    const state = path.join(tmp, 'tty.db');
+    const cmd = [process.execPath, BIN, 'backfill', '--state-file', state, '--name', 'tty', ...RANGE, '--log-level', 'warn', '--', 'true']
+      .map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(' ');
+    const r = spawnSync('script', ['-qec', cmd, '/dev/null'], { encoding: 'utf8', env: { ...process.env, XDG_STATE_HOME: tmp }, timeout: 60_000 });
+    expect(r.status, r.stdout + r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/\r\x1b\[Kbackfill 0\/4 {2}running \S+ {2}elapsed \d+s/);
+    expect(r.stdout).toMatch(new RegExp(`\\r\\x1b\\[Kbackfill 4/4 {2}completed ${W(3)} {2}elapsed \\d+s {2}about 0s left`));
+    expect(r.stdout).not.toContain('backfill progress');
+    expect(r.stdout).toContain('backfill tty: 4 completed, 0 failed, 0 left open.');
   });
 });
