@@ -130,6 +130,7 @@ export async function runSequenceHeld<T>(
   let lastCompleted: RunResult<T> | undefined;
   /** The lease is known to be gone (a claim or a finish said so): nothing to release. */
   let gone = false;
+  let thrown: { err: unknown } | undefined;
   const lostResult = (detail: string): RunResult<T> => ({
     status: 'failed', error: new LeaseUnavailableError(`lease lost: ${detail}`), generation, attempt: 1,
     aborted: { kind: 'lease-lost', detail, graceMs: 0 }, released: false,
@@ -249,6 +250,10 @@ export async function runSequenceHeld<T>(
         break;
       }
     }
+  } catch (err) {
+    // A statement of the sequence failed (the database went away): the lease is still given
+    // back below if it can be, and the error is the run's.
+    thrown = { err };
   } finally {
     keeper.stop();
     opts.signal?.removeEventListener('abort', onCancel);
@@ -272,6 +277,7 @@ export async function runSequenceHeld<T>(
     }
   }
 
+  if (thrown) throw thrown.err;
   if (firstFailure) return firstFailure.status === 'failed' ? { ...firstFailure, released } : firstFailure;
   if (stopped?.kind === 'cancelled') return { status: 'skipped', reason: 'cancelled' };
   if (stopped) return { status: 'failed', error: new LeaseUnavailableError(`lease lost: ${'detail' in stopped ? stopped.detail : stopped.kind}`), generation, attempt: 1, aborted: stopped, released };

@@ -1,10 +1,10 @@
 // `run --catch-up` end to end on both stores: real CLI, a real child that appends its
 // environment to a file, "now" placed with --scheduled-time.
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, logLines, runCli } from '../helpers/cli.js';
+import { fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 import { tempDir } from '../helpers/temp.js';
 
@@ -138,6 +138,22 @@ describe.each(stores)('run --catch-up: %s', (kind, store) => {
     const after = envLines(out).slice(3);
     expect(after.map((l) => [l.LEASEJOB_WINDOW, l.LEASEJOB_ATTEMPT])).toEqual([[T(2), '2'], [T(3), '1'], [T(4), '1']]);
     expect((await store.windows('failing')).every((w) => w.done)).toBe(true);
+  });
+
+  it('SIGTERM during a catch-up stops the current child as run does: exit 143, the rest stay open, the lease released', async () => {
+    const out = await downSinceT0('term');
+    const p = startCli(['run', ...store.args(), '--name', 'term', ...SCHEDULE, '--scheduled-time', T(4), '--catch-up', '1h', '--kill-grace', '2s',
+      '--', process.execPath, fixture('append-env.mjs'), out, `block=${T(2)}`]);
+    await waitFor('the second catch-up child', () => existsSync(`${out}.blocked`));
+    p.kill('SIGTERM');
+    const r = await p;
+    expect(r.exitCode, r.all).toBe(143);
+    expect((await store.windows('term')).map((w) => [w.key, w.outcome])).toEqual([[T(0), 'completed'], [T(1), 'completed'], [T(2), 'failed']]);
+    // The next run takes over at once (released, not left to expire) and resumes.
+    const next = await run('term', 4, ['--catch-up', '1h'], out);
+    expect(next.exitCode, next.all).toBe(0);
+    expect(envLines(out).slice(3).map((l) => l.LEASEJOB_WINDOW)).toEqual([T(2), T(3), T(4)]);
+    expect(logLines(next.stderr).some((l) => l.msg === 'lease held by a stale owner, waiting for expiry')).toBe(false);
   });
 
   it('a --window-format coarser than the schedule counts distinct windows: one run for an hour of five-minute ticks', async () => {
