@@ -165,6 +165,8 @@ describe('leasejob backfill on a terminal', () => {
       .map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(' ');
     const r = spawnSync('script', ['-qec', cmd, '/dev/null'], { encoding: 'utf8', env: { ...process.env, XDG_STATE_HOME: tmp }, timeout: 60_000 });
     expect(r.status, r.stdout + r.stderr).toBe(0);
+    // The terminal's erase-line sequence is what is being checked.
+    // eslint-disable-next-line no-control-regex
     expect(r.stdout).toMatch(/\r\x1b\[Kbackfill 0\/4 {2}running \S+ {2}elapsed \d+s/);
     expect(r.stdout).toMatch(new RegExp(`\\r\\x1b\\[Kbackfill 4/4 {2}completed ${W(3)} {2}elapsed \\d+s {2}about 0s left`));
     expect(r.stdout).not.toContain('backfill progress');
