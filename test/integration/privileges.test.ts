@@ -112,7 +112,7 @@ describe('least privilege', () => {
     expect(r.all).not.toContain(password);
     expect(await admin.rows(`SELECT 1 FROM ${schema}.leases WHERE name = 'priv-held' AND expires_at > now()`)).toHaveLength(1);
     // The owner can.
-    const owner = await runCli(['release', '--database-url', admin.url, '--schema', schema, '--name', 'priv-held']);
+    const owner = await runCli(['release', '--database-url', admin.url, '--schema', schema, '--name', 'priv-held', '--force']);
     expect(owner.exitCode, owner.all).toBe(0);
     await hold;
   });
