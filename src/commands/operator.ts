@@ -155,9 +155,13 @@ export function scheduleWindowProblem(job: Pick<JobRow, 'schedule' | 'tz' | 'win
   }
   const format = job.windowFormat ?? undefined;
   const offset = job.windowOffset ? parseIsoOffset(job.windowOffset, '--window-offset') : undefined;
-  const parsed = format === undefined ? DateTime.fromISO(window, { setZone: true }) : DateTime.fromFormat(window, format, { zone: tz, locale: 'en-US' });
-  const expected = `a window of its schedule (\`${job.schedule}\`${job.tz ? ` in ${job.tz}` : ''}, keys like ${windowKey(nextTick(schedule, new Date()), { format, offset })})`;
-  if (!parsed.isValid) return format === undefined ? `job's windows are ${expected}` : undefined;
+  const read = (key: string): DateTime => (format === undefined ? DateTime.fromISO(key, { setZone: true }) : DateTime.fromFormat(key, format, { zone: tz, locale: 'en-US' }));
+  const sample = windowKey(nextTick(schedule, new Date()), { format, offset });
+  // Some formats do not read back (week numbers, ordinals luxon cannot parse): not judged.
+  if (!read(sample).isValid) return undefined;
+  const parsed = read(window);
+  const expected = `a window of its schedule (\`${job.schedule}\`${job.tz ? ` in ${job.tz}` : ''}, keys like ${sample})`;
+  if (!parsed.isValid) return `job's windows are ${expected}`;
   const start = offset ? parsed.setZone(tz).minus(offset) : parsed.setZone(tz);
   const tick = nextTick(schedule, new Date(start.toMillis() - 1));
   const key = windowKey(tick, { format, offset });
