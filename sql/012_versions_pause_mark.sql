@@ -79,7 +79,7 @@ END $$;
 
 -- A paused job's occurrence: recorded as skipped (final, so monitoring does not call it
 -- overdue) when it has no window yet; a window already open (a failed attempt) stays open.
-CREATE FUNCTION skip_paused(p_job text, p_owner text, p_window text, p_scheduled_at timestamptz, p_host_time timestamptz)
+CREATE OR REPLACE FUNCTION skip_paused(p_job text, p_owner text, p_window text, p_scheduled_at timestamptz, p_host_time timestamptz)
 RETURNS void
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 #variable_conflict use_column
@@ -282,7 +282,7 @@ END $$;
 --   bad-until the pause would end at or before now() on this clock
 --   done      written: version bumped, one event recorded
 
-CREATE FUNCTION pause_job(p_job text, p_expect bigint, p_reason text, p_until timestamptz, p_until_ms bigint,
+CREATE OR REPLACE FUNCTION pause_job(p_job text, p_expect bigint, p_reason text, p_until timestamptz, p_until_ms bigint,
                           p_by text, p_host_time timestamptz)
 RETURNS TABLE (status text, version bigint, seq bigint, paused_until timestamptz, db_now timestamptz)
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
@@ -310,7 +310,7 @@ BEGIN
   RETURN NEXT;
 END $$;
 
-CREATE FUNCTION resume_job(p_job text, p_expect bigint, p_by text, p_host_time timestamptz)
+CREATE OR REPLACE FUNCTION resume_job(p_job text, p_expect bigint, p_by text, p_host_time timestamptz)
 RETURNS TABLE (status text, version bigint, seq bigint, db_now timestamptz)
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 #variable_conflict use_column
@@ -336,7 +336,7 @@ END $$;
 
 -- p_outcome: completed (done by hand) | skipped. Lock order as acquire: the lease row, the job's,
 -- then the window's.
-CREATE FUNCTION mark_window(p_job text, p_window text, p_outcome text, p_reason text, p_expect bigint,
+CREATE OR REPLACE FUNCTION mark_window(p_job text, p_window text, p_outcome text, p_reason text, p_expect bigint,
                             p_by text, p_host_time timestamptz)
 RETURNS TABLE (status text, version bigint, seq bigint, holder text, holder_generation bigint, previous_outcome text, db_now timestamptz)
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
@@ -372,7 +372,7 @@ END $$;
 
 -- A lease whose owner still renews (and whose session is there) is live: released only with
 -- p_force. Its child is stopped at its owner's next renewal; its outcome is not recorded.
-CREATE FUNCTION release_lease(p_job text, p_expect bigint, p_force boolean, p_by text, p_host_time timestamptz)
+CREATE OR REPLACE FUNCTION release_lease(p_job text, p_expect bigint, p_force boolean, p_by text, p_host_time timestamptz)
 RETURNS TABLE (status text, version bigint, seq bigint, holder text, holder_generation bigint, holder_window text, live boolean, db_now timestamptz)
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 #variable_conflict use_column

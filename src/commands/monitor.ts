@@ -29,7 +29,6 @@ function statusRow(j: JobState): string[] {
     j.lastCompletedAt ? j.lastCompletedAt.toISOString() : '-',
     open || '-',
     j.paused ? `paused${j.pause?.until ? ` until ${j.pause.until.toISOString()}` : ''}` : j.overdue ? `OVERDUE ${j.due?.window}` : j.due ? 'ok' : '-',
-    String(j.version),
   ];
 }
 
@@ -60,7 +59,7 @@ export async function statusCommand(flags: DbFlags & { name?: string; json?: boo
       out(statesToJson({ store: store.kind, location: store.location, dbNow, jobs }) + '\n');
     } else {
       out(`store: ${store.kind}, ${store.location}, time ${dbNow.toISOString()}\n`);
-      out(renderTable(['JOB', 'HOLDER', 'GEN', 'EXPIRES IN', 'LAST COMPLETED WINDOW', 'COMPLETED AT', 'OPEN WINDOWS', 'DUE', 'VER'], jobs.map(statusRow)));
+      out(renderTable(['JOB', 'HOLDER', 'GEN', 'EXPIRES IN', 'LAST COMPLETED WINDOW', 'COMPLETED AT', 'OPEN WINDOWS', 'DUE'], jobs.map(statusRow)));
     }
     return 0;
   });
