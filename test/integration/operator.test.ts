@@ -247,6 +247,39 @@ describe.each(stores)('operator writes: %s', (kind, store) => {
   });
 });
 
+describe('two operators racing, for real (PostgreSQL)', () => {
+  it('pause and resume that both read the same version: one is written, the other is a conflict (65) naming the winner\'s state', async () => {
+    const conn = ['--database-url', db.url, '--schema', db.schema];
+    expect((await runCli(['run', '--name', 'real-race', '--window', 'w', ...conn, ...ok])).exitCode).toBe(0);
+    expect((await runCli(['pause', '--name', 'real-race', '--reason', 'before', ...conn])).exitCode).toBe(0);
+    const events = (await db.rows(`SELECT 1 FROM ${db.schema}.events WHERE job = 'real-race'`)).length;
+    // Hold the job's row: both commands read its version (a plain read is not held up), then
+    // queue for the row in their write. Let go once both wait: one writes, the other finds the
+    // version it read gone.
+    const holder = await db.pool.connect();
+    let a, b;
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`SELECT 1 FROM ${db.schema}.jobs WHERE name = 'real-race' FOR UPDATE`);
+      const resume = startCli(['resume', '--name', 'real-race', ...conn]);
+      const pause = startCli(['pause', '--name', 'real-race', '--reason', 'after', ...conn]);
+      await waitFor('both writes to wait for the row', async () => (await db.rows(
+        `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND (query LIKE '%resume_job(%' OR query LIKE '%pause_job(%')`)).length === 2);
+      await holder.query('COMMIT');
+      [a, b] = await Promise.all([resume, pause]);
+    } finally {
+      holder.release();
+    }
+    expect([a.exitCode, b.exitCode].sort(), `${a.all}\n${b.all}`).toEqual([0, 65]);
+    const loser = a.exitCode === 65 ? a : b;
+    const winner = a.exitCode === 65 ? 'pause' : 'resume';
+    expect(loser.stderr).toMatch(/changed since version 2 was read; nothing written\. It is now at version 3, /);
+    expect(loser.stderr).toMatch(winner === 'resume' ? /version 3, not paused/ : /version 3, paused since .* \(after\)/);
+    const written = await db.rows<{ kind: string }>(`SELECT kind FROM ${db.schema}.events WHERE job = 'real-race' ORDER BY seq OFFSET $1`, [events]);
+    expect(written.map((e) => e.kind)).toEqual([winner === 'resume' ? 'resumed' : 'paused']);
+  });
+});
+
 describe('operator state in the exporter', () => {
   it('shows paused, since, until, reason and who; and the version', async () => {
     const conn = ['--database-url', db.url, '--schema', db.schema];
