@@ -3,7 +3,7 @@
 // path opens and runs as before, a newer step upgrades a file in one transaction (or not at all),
 // and a file from a newer leasejob is refused, changing nothing.
 import { createHash } from 'node:crypto';
-import { cpSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
@@ -53,29 +53,19 @@ describe('sql/sqlite: the embedded store schema as numbered files', () => {
     expect(sha, 'sql/sqlite/001_init.sql was edited; put the change in the next numbered file').toBe('6b399fccbe9f8e3bdb8b06c3f8d5c4692d633f71543c52dcb4c6677d8d055a6d');
   });
 
-  it('version 1 is exactly the schema the built-in string made; a new state file gets the latest version', () => {
+  it('a new state file gets exactly the schema the built-in string made, upgraded by the numbered files after 001', () => {
     const dir = newDir();
-    // Only 001 (and the every-open indexes): what a new file was at version 1.
-    const v1Dir = path.join(dir, 'v1');
-    cpSync(sqliteSchemaDir(), v1Dir, { recursive: true });
-    for (const f of readdirSync(v1Dir)) if (f !== '001_init.sql' && f !== 'indexes.sql') rmSync(path.join(v1Dir, f));
-    const v1 = new Database(path.join(dir, 'v1.db'));
-    migrateSqlite(v1, v1Dir);
-    v1.close();
-    oldCodePathFile(path.join(dir, 'old.db'));
-    expect(schemaOf(path.join(dir, 'v1.db'))).toEqual(schemaOf(path.join(dir, 'old.db')));
-    expect(schemaOf(path.join(dir, 'v1.db')).version).toBe(1);
     const store = SqliteStore.open(path.join(dir, 'new.db'));
     void store.close();
+    oldCodePathFile(path.join(dir, 'old.db'));
+    void SqliteStore.open(path.join(dir, 'old.db')).close();
+    expect(schemaOf(path.join(dir, 'new.db'))).toEqual(schemaOf(path.join(dir, 'old.db')));
     expect(schemaOf(path.join(dir, 'new.db')).version).toBe(listSqliteSchema().at(-1)!.version);
   });
 
-  it('a version-1 file made by the old code path opens, keeps its windows, runs, and is brought to the latest version', async () => {
+  it('a version-1 file made by the old code path opens, keeps its windows, runs, and is upgraded once', async () => {
     const file = path.join(newDir(), 'v1.db');
     oldCodePathFile(file);
-    const fresh = path.join(newDir(), 'fresh.db');
-    void SqliteStore.open(fresh).close();
-    const before = schemaOf(fresh);
     const store = SqliteStore.open(file);
     expect(await runOnce(store, 'a')).toBe('completed');
     await store.close();
@@ -84,7 +74,9 @@ describe('sql/sqlite: the embedded store schema as numbered files', () => {
     expect(await runOnce(again, 'b')).toBe('completed');
     expect((await again.readJobRows('j')).rows[0]).toMatchObject({ name: 'j', lastWindow: 'b' });
     await again.close();
-    expect(schemaOf(file)).toEqual(before);
+    const fresh = path.join(newDir(), 'fresh.db');
+    void SqliteStore.open(fresh).close();
+    expect(schemaOf(file)).toEqual(schemaOf(fresh));
   });
 
   it('a newer numbered file upgrades a file on a host in order, in one transaction; a failing step changes nothing', async () => {
@@ -96,20 +88,20 @@ describe('sql/sqlite: the embedded store schema as numbered files', () => {
     expect(await runOnce(store, 'a')).toBe('completed');
     await store.close();
 
-    // The next two numbers after this leasejob's own files.
-    const latest = listSqliteSchema().at(-1)!.version;
+    // The two files after the newest shipped one.
+    const at = listSqliteSchema().at(-1)!.version;
     const num = (n: number): string => String(n).padStart(3, '0');
-    writeFileSync(path.join(schemaDir, `${num(latest + 1)}_note.sql`), 'ALTER TABLE jobs ADD COLUMN note TEXT;\n');
-    writeFileSync(path.join(schemaDir, `${num(latest + 2)}_broken.sql`), "UPDATE jobs SET note = 'set by the second';\nCREATE TABLE jobs (x INTEGER);\n");
+    writeFileSync(path.join(schemaDir, `${num(at + 1)}_note.sql`), 'ALTER TABLE jobs ADD COLUMN note TEXT;\n');
+    writeFileSync(path.join(schemaDir, `${num(at + 2)}_broken.sql`), "UPDATE jobs SET note = 'set by 003';\nCREATE TABLE jobs (x INTEGER);\n");
     const db = new Database(file);
     expect(() => migrateSqlite(db, schemaDir)).toThrow(/already exists/);
-    expect(db.pragma('user_version', { simple: true })).toBe(latest);
+    expect(db.pragma('user_version', { simple: true })).toBe(at);
     expect((db.prepare('SELECT * FROM jobs').all() as Array<Record<string, unknown>>)[0]).not.toHaveProperty('note');
 
-    writeFileSync(path.join(schemaDir, `${num(latest + 2)}_broken.sql`), "UPDATE jobs SET note = 'set by the second';\n");
+    writeFileSync(path.join(schemaDir, `${num(at + 2)}_broken.sql`), "UPDATE jobs SET note = 'set by 003';\n");
     migrateSqlite(db, schemaDir);
-    expect(db.pragma('user_version', { simple: true })).toBe(latest + 2);
-    expect(db.prepare('SELECT name, note FROM jobs').all()).toEqual([{ name: 'j', note: 'set by the second' }]);
+    expect(db.pragma('user_version', { simple: true })).toBe(at + 2);
+    expect(db.prepare('SELECT name, note FROM jobs').all()).toEqual([{ name: 'j', note: 'set by 003' }]);
     migrateSqlite(db, schemaDir); // at the newest: nothing applied again
     expect(db.prepare('SELECT count(*) AS n FROM windows').get()).toEqual({ n: 1 });
     db.close();
