@@ -495,7 +495,7 @@ export async function recordLoss(
 }
 
 /** The task's output kept with its window; a failure to is said, and changes nothing else. */
-async function recordOutput(store: Store, opts: RunOptions, window: string, generation: string, answerTimeoutMs: number, log: Logger): Promise<void> {
+export async function recordOutput(store: Store, opts: RunOptions, window: string, generation: string, answerTimeoutMs: number, log: Logger): Promise<void> {
   const output = opts.output?.();
   if (output === undefined || !store.recordOutput) return;
   try {
