@@ -100,7 +100,16 @@ describe('--ping-url (PostgreSQL)', () => {
       path.join(tmp, 'never'),
     ]);
     await waitFor('the start ping', () => rx.requests.some((q) => q.path.endsWith('/start')));
-    const released = await runCli(['release', '--database-url', db.url, '--schema', db.schema, '--name', 'ping-lost', '--force']);
+    const released = await runCli([
+      'release',
+      '--database-url',
+      db.url,
+      '--schema',
+      db.schema,
+      '--name',
+      'ping-lost',
+      '--force',
+    ]);
     expect(released.exitCode, released.all).toBe(0);
     const r = await p;
     expect(r.exitCode, r.all).toBe(75);
