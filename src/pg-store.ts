@@ -7,6 +7,7 @@ import type pgpass from 'pgpass';
 import { monoNow, sleep } from './clock.js';
 import { noAnswerWithin, passwordFileWarnings, wasRolledBack, type ConnectionSource } from './db.js';
 import { quoteIdent } from './names.js';
+import { PgRetention } from './pg-retention.js';
 import { driverTls } from './tls.js';
 import type {
   AcquireInput, AcquireRow, AdoptInput, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
@@ -127,6 +128,7 @@ export class PgStore implements LeaseStore {
   readonly location: string;
 
   private readonly s: string;
+  readonly retention: PgRetention;
 
   constructor(
     readonly pool: pg.Pool,
@@ -137,6 +139,7 @@ export class PgStore implements LeaseStore {
   ) {
     this.s = quoteIdent(schema);
     this.location = location;
+    this.retention = new PgRetention((text, values) => this.query(text, values), this.s);
   }
 
   /**

@@ -9,6 +9,7 @@ import type BetterSqlite3 from 'better-sqlite3';
 import Database from 'better-sqlite3';
 import { monoNow } from './clock.js';
 import { DatabaseError, UsageError } from './errors.js';
+import { SqliteRetention } from './sqlite-retention.js';
 import type {
   AcquireInput, AcquireRow, AdoptInput, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
   ScheduleKey,
@@ -78,13 +79,18 @@ CREATE TABLE hosts (host TEXT PRIMARY KEY, offset_ms INTEGER NOT NULL, uncertain
 
 /**
  * Added after version 1, on every open when missing: the last completed window of a job
- * straight from an index; a finish retry's probe for its own earlier release (events_released). Without it, status read and sorted every window a job ever had (an
+ * straight from an index; a finish retry's probe for its own earlier release (events_released);
+ * retention (`leasejob prune`: the horizon, what was pruned) and its index on scheduled_at. Without it, status read and sorted every window a job ever had (an
  * every-minute job adds 525,600 a year). Only an index, so the version stays 1 and a file
  * opened by this leasejob still opens with an older one (a rollback keeps working).
  */
 const INDEXES = `
 CREATE INDEX IF NOT EXISTS windows_last_completed ON windows (job, completed_at DESC, generation DESC) WHERE completed_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS events_released ON events (job, generation) WHERE kind = 'released';
+CREATE TABLE IF NOT EXISTS retention (
+  job TEXT PRIMARY KEY, retained_from INTEGER, pruned_through_seq INTEGER NOT NULL DEFAULT 0,
+  pruned_windows INTEGER NOT NULL DEFAULT 0, pruned_at INTEGER);
+CREATE INDEX IF NOT EXISTS windows_scheduled ON windows (job, scheduled_at);
 `;
 
 interface LeaseRecord {
@@ -145,10 +151,14 @@ export class SqliteStore implements LeaseStore {
   private readonly boot = bootId();
   private readonly host = hostname();
 
+  readonly retention: SqliteRetention;
+
   private constructor(
     private readonly db: BetterSqlite3.Database,
     readonly location: string,
-  ) {}
+  ) {
+    this.retention = new SqliteRetention(db);
+  }
 
   static open(file: string, opts: { create?: boolean } = {}): SqliteStore {
     const dir = path.dirname(file);
@@ -183,6 +193,10 @@ export class SqliteStore implements LeaseStore {
       );
     }
     const db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
+    // A new file gives the pages `leasejob prune` frees back in steps (sqlite-retention.ts).
+    // Only takes effect before the first table exists; an older file keeps its mode until a
+    // VACUUM (`prune --vacuum`).
+    db.pragma('auto_vacuum = INCREMENTAL');
     // WAL: readers never block the writer; NORMAL is durable across process crashes, which is
     // what one host's ledger needs (a power loss may drop the last transaction).
     db.pragma('journal_mode = WAL');
@@ -242,6 +256,18 @@ export class SqliteStore implements LeaseStore {
       if (i.window !== undefined && !i.rerun) {
         const w = this.db.prepare('SELECT completed_at FROM windows WHERE job = ? AND window_key = ?').get(i.job, i.window) as { completed_at: number | null } | undefined;
         if (w?.completed_at != null) return { ...none, outcome: 'done', completedAt: new Date(w.completed_at) };
+      }
+      // As sql/014_retention.sql: before the job's horizon the window may have been pruned; missed, never run.
+      if (i.window !== undefined && !i.rerun && i.scheduledAt) {
+        const horizon = this.db.prepare('SELECT retained_from FROM retention WHERE job = ?').pluck().get(i.job) as number | null | undefined;
+        if (horizon != null && i.scheduledAt.getTime() < horizon) {
+          this.db.prepare(
+            `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, outcome)
+             VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?, 'missed') ON CONFLICT (job, window_key) DO NOTHING`,
+          ).run(i.job, i.window, i.scheduledAt.getTime(), i.owner, now, now, now);
+          this.recordEventSync({ job: i.job, kind: 'window-missed', window: i.window, owner: i.owner, hostTime: i.hostTime, detail: { scheduled_at: i.scheduledAt.toISOString(), retained_from: new Date(horizon).toISOString() } }, now);
+          return { ...none, outcome: 'missed' };
+        }
       }
       if (i.window !== undefined && i.maxDelayMs !== undefined && i.scheduledAt && now - i.scheduledAt.getTime() > i.maxDelayMs) {
         this.db.prepare(
