@@ -85,7 +85,9 @@ async function sqliteTarget(): Promise<Target> {
   };
 }
 
-const iso = (daysAgo: number, minute = 0): string => new Date(Math.floor((Date.now() - daysAgo * DAY) / 60_000) * 60_000 + minute * 60_000).toISOString();
+/** The test file's start: every occurrence is named from it, so a test crossing a minute still names the same ones. */
+const NOW = Date.now();
+const iso = (daysAgo: number, minute = 0): string => new Date(Math.floor((NOW - daysAgo * DAY) / 60_000) * 60_000 + minute * 60_000).toISOString();
 const marker = (name: string): string => path.join(tmp, `${name}-${Math.random().toString(16).slice(2)}.ran`);
 
 describe.each([
