@@ -5,7 +5,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
+import { logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 import { tempDir } from '../helpers/temp.js';
 

@@ -142,10 +142,10 @@ async function cycleLoop(ctx, schema, prefix, clients, stop, durationMs = Infini
 
 /** The exporter's scrape in-process over a PgStore per schema, as the exporter command opens it. */
 async function storeApi(ctx) {
-  const { Exporter } = await import(dist('exporter.js'));
+  const { Exporter } = await import(dist('monitor/exporter.js'));
   const { silentLogger } = await import(dist('log.js'));
-  const { resolveConnection } = await import(dist('db.js'));
-  const { PgStore, createPool } = await import(dist('pg-store.js'));
+  const { resolveConnection } = await import(dist('store/postgres/connection.js'));
+  const { PgStore, createPool } = await import(dist('store/postgres/store.js'));
   const pools = [];
   const stores = new Map();
   const storeOf = (schema) => {
