@@ -57,7 +57,7 @@ describe('deploy/kubernetes manifests', () => {
       .flatMap(({ object }) => (podSpecOf(object).containers as any[]).flatMap((c) => (c.env ?? []) as any[]))
       .map((e) => e.valueFrom?.secretKeyRef)
       .filter(Boolean);
-    expect(refs.length).toBe(3);
+    expect(refs.length).toBe(4); // migration, example job, exporter, prune
     for (const ref of refs) expect(secrets.get(ref.name)?.has(ref.key), `${ref.name}/${ref.key}`).toBe(true);
   });
 
