@@ -12,6 +12,9 @@ import type { LeaseStore, RetentionRow, RetentionStore } from '../store/contract
  */
 export const PRUNE_BATCH_ROWS = 2_000;
 
+/** Jobs whose horizon one statement raises (a few milliseconds of retention rows, which runs do not lock). */
+const HORIZON_CHUNK = 1_000;
+
 export interface PruneOptions {
   olderThanMs: number;
   name?: string | undefined;
@@ -74,6 +77,11 @@ export async function pruneJobs(store: LeaseStore, jobs: RetentionRow[], dbNow: 
     p.elapsedMs = monoNow() - started;
     opts.onProgress?.({ ...p });
   };
+  // Every job's horizon first, HORIZON_CHUNK at a time: before any window of it goes, so a
+  // late duplicate of one is refused. One statement per chunk instead of one per job.
+  if (!opts.dryRun) {
+    for (let i = 0; i < jobs.length; i += HORIZON_CHUNK) await r.raiseHorizon(jobs.slice(i, i + HORIZON_CHUNK).map((j) => j.name), horizon);
+  }
   for (const job of jobs) {
     // The events of the lease's current generation stay: its owner's finish (and its retry)
     // and a takeover's lost-lease record look for them.
@@ -85,8 +93,6 @@ export async function pruneJobs(store: LeaseStore, jobs: RetentionRow[], dbNow: 
       p.batches += 1;
       if (n.events + n.windows > 0) jobsPruned += 1;
     } else {
-      // Before any window goes: a late duplicate of one is then refused by the horizon.
-      await r.raiseHorizon(job.name, horizon);
       let windows = 0;
       let events = 0;
       let throughSeq = job.prunedThroughSeq;

@@ -147,8 +147,8 @@ export interface RetentionRow {
 export interface RetentionStore {
   /** Every registered job (or the one named), on the store's clock. */
   read(name?: string): Promise<{ dbNow: Date; jobs: RetentionRow[] }>;
-  /** Raise the job's horizon to `horizon` (never lowers it); done before any of its windows is deleted. */
-  raiseHorizon(job: string, horizon: Date): Promise<void>;
+  /** Raise these jobs' horizon to `horizon` (never lowers it), in one statement; done before any of their windows is deleted. */
+  raiseHorizon(jobs: readonly string[], horizon: Date): Promise<void>;
   /**
    * Up to `limit` of the job's final windows (completed, skipped, missed) scheduled before
    * `horizon`, never its latest completed one, never an open one (running, failed, lost).

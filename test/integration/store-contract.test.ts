@@ -310,8 +310,8 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     expect(jobs).toMatchObject([{ name: 'r', retainedFrom: null, prunedThroughSeq: 0, prunedWindows: 0 }]);
     const horizon = new Date(dbNow.getTime() - 60_000);
     expect(await r.countPrunable('r', horizon, new Date(dbNow.getTime() + 60_000))).toEqual({ events: 16, windows: 2 });
-    await r.raiseHorizon('r', horizon);
-    await r.raiseHorizon('r', new Date(horizon.getTime() - 3_600_000)); // never moves back
+    await r.raiseHorizon(['r'], horizon);
+    await r.raiseHorizon(['r'], new Date(horizon.getTime() - 3_600_000)); // never moves back
     expect((await r.read('r')).jobs[0]!.retainedFrom).toEqual(horizon);
     expect(await r.pruneWindows('r', horizon, 1)).toEqual({ deleted: 1, more: true });
     expect(await r.pruneWindows('r', horizon, 10)).toEqual({ deleted: 1, more: false });

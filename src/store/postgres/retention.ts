@@ -35,11 +35,12 @@ export class PgRetention implements RetentionStore {
     };
   }
 
-  async raiseHorizon(job: string, horizon: Date): Promise<void> {
+  async raiseHorizon(jobs: readonly string[], horizon: Date): Promise<void> {
+    // Only retention rows are locked, which acquire() reads without a lock.
     await this.query(
-      `INSERT INTO ${this.s}.retention AS t (job, retained_from, pruned_at) VALUES ($1, $2, now())
+      `INSERT INTO ${this.s}.retention AS t (job, retained_from, pruned_at) SELECT unnest($1::text[]), $2, now()
        ON CONFLICT (job) DO UPDATE SET retained_from = greatest(t.retained_from, EXCLUDED.retained_from), pruned_at = now()`,
-      [job, horizon],
+      [jobs, horizon],
     );
   }
 

@@ -37,11 +37,15 @@ export class SqliteRetention implements RetentionStore {
     };
   }
 
-  async raiseHorizon(job: string, horizon: Date): Promise<void> {
-    this.db.prepare(
+  async raiseHorizon(jobs: readonly string[], horizon: Date): Promise<void> {
+    const raise = this.db.prepare(
       `INSERT INTO retention (job, retained_from, pruned_at) VALUES (?, ?, ?)
        ON CONFLICT (job) DO UPDATE SET retained_from = max(coalesce(retained_from, excluded.retained_from), excluded.retained_from), pruned_at = excluded.pruned_at`,
-    ).run(job, horizon.getTime(), Date.now());
+    );
+    const now = Date.now();
+    this.db.transaction(() => {
+      for (const job of jobs) raise.run(job, horizon.getTime(), now);
+    }).immediate();
   }
 
   async pruneWindows(job: string, horizon: Date, limit: number): Promise<{ deleted: number; more: boolean }> {
