@@ -7,7 +7,7 @@
 -- - windows_scheduled: prune finds a job's windows older than the horizon without reading its
 --   whole ledger. A plain CREATE INDEX (migrations run in one transaction): writes to windows
 --   wait while it builds (about a second per million windows).
--- - acquire(): the horizon check (marked "014"), after the done check; otherwise as in 007.
+-- - acquire(): the horizon check (marked "014"), after the done check; otherwise as in 012.
 --   Same signature, so the privileges granted on it are kept; SECURITY DEFINER and the pinned
 --   search_path are restated, as CREATE OR REPLACE resets them.
 
@@ -76,6 +76,16 @@ BEGIN
     END IF;
   END IF;
   -- end 014
+
+  -- 012 (h23b): a paused job (until its paused_until, on this clock) takes no lease and runs
+  -- nothing; its occurrence is recorded as skipped. A run already holding the lease goes on.
+  IF EXISTS (SELECT 1 FROM jobs j WHERE j.name = p_job AND j.paused_at IS NOT NULL
+              AND (j.paused_until IS NULL OR j.paused_until > now())) THEN
+    PERFORM register_job(p_job, p_ttl_ms, p_spec);
+    PERFORM skip_paused(p_job, p_owner, p_window, p_scheduled_at, p_host_time);
+    outcome := 'paused';
+    RETURN NEXT; RETURN;
+  END IF;
 
   IF p_window IS NOT NULL AND p_max_delay_ms IS NOT NULL AND p_scheduled_at IS NOT NULL
      AND now() - p_scheduled_at > make_interval(secs => p_max_delay_ms / 1000.0) THEN
