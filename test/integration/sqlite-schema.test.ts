@@ -6,14 +6,14 @@ import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/log.js';
 import { runWithLease } from '../../src/lease/runner.js';
-import { listSqliteSchema } from '../../src/store/sqlite/schema.js';
 import { JOB_ROWS_SQL, SqliteStore } from '../../src/store/sqlite/store.js';
+import { listSqliteSchema } from '../../src/store/sqlite/schema.js';
 import { tempDir } from '../helpers/temp.js';
 
 const dir = tempDir('leasejob-sqlite-schema-');
 
 describe('embedded store schema', () => {
-  it('adds the last-completed index to an older state file when opened, keeping its windows (and bringing it to the latest version)', async () => {
+  it('adds the last-completed index to a state file without it when opened, keeping its windows and version', async () => {
     const file = path.join(dir, 'v1.db');
     const store = SqliteStore.open(file);
     for (const key of ['a', 'b']) {

@@ -79,6 +79,11 @@ export async function historyCommand(flags: DbFlags & { name?: string; limit?: s
         return o ? { ...e, output: { tail: o.tail.toString('utf8'), bytes: o.bytes, kept: o.tail.length, attempt: o.attempt } } : e;
       }), null, 2) + '\n');
     } else {
+      // The gap before the first kept event is said, not silent (`leasejob prune`).
+      const pruned = (await store.retention?.read(name))?.jobs[0];
+      if (pruned && pruned.prunedThroughSeq > 0) {
+        out(`events 1-${pruned.prunedThroughSeq} pruned (leasejob prune, horizon ${pruned.retainedFrom?.toISOString() ?? '-'}); kept from seq ${pruned.prunedThroughSeq + 1}\n`);
+      }
       out(renderTable(
         ['SEQ', 'DB TIME', 'KIND', 'WINDOW', 'GEN', 'OWNER', 'DETAIL'],
         events.map((e) => [e.seq, e.dbTime.toISOString(), e.kind, e.window ?? '-', e.generation ?? '-', e.owner ?? '-', Object.keys(e.detail).length ? JSON.stringify(e.detail) : '']),
