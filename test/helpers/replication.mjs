@@ -68,7 +68,8 @@ export async function startReplicaSet(opts = {}) {
   // The standby streams through a proxy: stallWal() black-holes it (WAL shipping lags).
   const walProxy = await startProxy(url(primaryPort));
   await run('pg_basebackup', ['-h', '127.0.0.1', '-p', String(walProxy.port), '-U', 'postgres', '-D', sdata, '-R', '-X', 'stream', '-c', 'fast'], user, parent);
-  appendFileSync(path.join(sdata, 'postgresql.conf'), `port = ${standbyPort}\n`);
+  // Promoted, it has no standby of its own to wait for (the primary's setting came with the copy).
+  appendFileSync(path.join(sdata, 'postgresql.conf'), `port = ${standbyPort}\nsynchronous_standby_names = ''\n`);
   // Later lines win: the conninfo pg_basebackup wrote, with a name for synchronous_standby_names.
   appendFileSync(path.join(sdata, 'postgresql.auto.conf'),
     `primary_conninfo = 'host=127.0.0.1 port=${walProxy.port} user=postgres application_name=standby1'\n`);
