@@ -25,9 +25,10 @@
 -- assert_lease compares the whole token, so a token of the lost branch is refused on the new
 -- primary even where its n matches; the message names both epochs.
 -- renew() and finish() compare the generation as before (it is the token): unchanged.
+-- Safe to run again (IF NOT EXISTS, CREATE OR REPLACE, ON CONFLICT DO NOTHING).
 
 -- One row: the epoch of this history, and what it was read on.
-CREATE TABLE fence_epoch (
+CREATE TABLE IF NOT EXISTS fence_epoch (
   id           boolean PRIMARY KEY DEFAULT true CHECK (id),
   epoch        bigint NOT NULL CHECK (epoch BETWEEN 0 AND 9223371),
   timeline     bigint,
@@ -42,7 +43,7 @@ CREATE TABLE fence_epoch (
 -- The server's timeline: the first 8 hex digits of the current WAL file's name (readable
 -- without superuser; pg_control_checkpoint() lags a promotion until its next checkpoint).
 -- NULL where it cannot be read: a standby (acquire fails there anyway), a managed service.
-CREATE FUNCTION server_timeline() RETURNS bigint
+CREATE OR REPLACE FUNCTION server_timeline() RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 BEGIN
   RETURN ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint;
@@ -51,7 +52,7 @@ EXCEPTION WHEN OTHERS THEN
 END $$;
 
 -- The cluster's system identifier (initdb makes it; a base backup and its standbys share it).
-CREATE FUNCTION server_system_id() RETURNS text
+CREATE OR REPLACE FUNCTION server_system_id() RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 BEGIN
   RETURN (pg_control_system()).system_identifier::text;
@@ -60,11 +61,12 @@ EXCEPTION WHEN OTHERS THEN
 END $$;
 
 INSERT INTO fence_epoch (epoch, timeline, system_id)
-VALUES (greatest(coalesce(server_timeline(), 1) - 1, 0), server_timeline(), server_system_id());
+VALUES (greatest(coalesce(server_timeline(), 1) - 1, 0), server_timeline(), server_system_id())
+ON CONFLICT (id) DO NOTHING;
 
 -- The next token after `prev` (NULL: the job's first) in `epoch`: n goes on counting; a token
 -- of an earlier epoch (or of the schema before 011) moves up into this one.
-CREATE FUNCTION next_token(prev bigint, epoch bigint) RETURNS bigint
+CREATE OR REPLACE FUNCTION next_token(prev bigint, epoch bigint) RETURNS bigint
 LANGUAGE sql IMMUTABLE SECURITY DEFINER SET search_path FROM CURRENT AS $$
   SELECT CASE WHEN prev IS NULL THEN epoch * 1000000000000 + 1
               WHEN prev / 1000000000000 < epoch THEN epoch * 1000000000000 + prev % 1000000000000 + 1
@@ -75,7 +77,7 @@ $$;
 -- row was read on (see the top of this file). Advancing is rare (once per promotion, restore
 -- or new cluster) and races only with itself: the UPDATE names the epoch it read, and a loser
 -- reads the winner's.
-CREATE FUNCTION fence_epoch() RETURNS bigint
+CREATE OR REPLACE FUNCTION fence_epoch() RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 #variable_conflict use_column
 DECLARE
@@ -111,7 +113,7 @@ BEGIN
 END $$;
 
 -- What `check` and the exporter report about the history tokens are issued in.
-CREATE FUNCTION fence_status() RETURNS TABLE (
+CREATE OR REPLACE FUNCTION fence_status() RETURNS TABLE (
   epoch bigint, timeline bigint, server_timeline bigint, system_id text, server_system_id text,
   changed_at timestamptz, prev_epoch bigint, prev_timeline bigint
 )

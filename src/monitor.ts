@@ -157,7 +157,7 @@ export function statesToJson(doc: { store: string; location: string; dbNow: Date
 export interface Problem {
   job: string;
   severity: 'critical' | 'warning';
-  kind: 'overdue' | 'stuck-owner' | 'failing';
+  kind: 'overdue' | 'stuck-owner' | 'failing' | 'replication';
   message: string;
   since?: Date | undefined;
 }
