@@ -39,6 +39,40 @@ function run(tool, args, user, cwd) {
 }
 
 /**
+ * A lone server, a cluster of its own (its own system identifier, timeline 1): where a dump is
+ * restored. `restore(file)` feeds a plain-SQL dump to psql.
+ */
+export async function startServer() {
+  const user = serverUser();
+  const parent = mkdtempSync(path.join(tmpdir(), 'leasejob-repl-'));
+  chmodSync(parent, 0o755);
+  if (user.uid !== undefined) chownSync(parent, user.uid, user.gid);
+  const port = await freePort();
+  const data = path.join(parent, 'data');
+  await run('initdb', ['-D', data, '--auth=trust', '--username=postgres', '--locale=C', '--encoding=UTF8'], user, parent);
+  appendFileSync(path.join(data, 'postgresql.conf'), ["listen_addresses = '127.0.0.1'", `unix_socket_directories = '${parent}'`, `port = ${port}`, 'fsync = off'].join('\n') + '\n');
+  await run('pg_ctl', ['-D', data, '-l', path.join(parent, 'server.log'), '-w', '-t', '60', 'start'], user, parent);
+  return {
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    port,
+    stop: async () => {
+      await run('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop'], user, parent).catch(() => {});
+      rmSync(parent, { recursive: true, force: true });
+    },
+  };
+}
+
+/** pg_dump of `schema` from `fromUrl`, restored with psql into `toUrl` (ON_ERROR_STOP). */
+export async function dumpRestore(fromUrl, toUrl, schema) {
+  const dump = await run('pg_dump', ['--dbname', fromUrl, '--schema', schema, '--no-owner'], {}, tmpdir());
+  await new Promise((resolve, reject) => {
+    const p = execFile(path.join(PG_BIN, 'psql'), ['--dbname', toUrl, '-v', 'ON_ERROR_STOP=1', '-q'], { timeout: 120_000 },
+      (err, stdout, stderr) => (err ? reject(new Error(`psql restore: ${err.message}\n${stderr}`)) : resolve(stdout)));
+    p.stdin.end(dump);
+  });
+}
+
+/**
  * @param {{ synchronous?: boolean, serverFlags?: string[] }} [opts]
  *   synchronous: the primary waits for the standby's flush on every commit
  *   (synchronous_standby_names = 'FIRST 1 (standby1)'), so a promotion loses nothing committed.

@@ -14,7 +14,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { ROOT, fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
 import { procStat } from '../helpers/proc.mjs';
 import { startProxy, type Proxy } from '../helpers/proxy.mjs';
-import { replicationMissing, startReplicaSet } from '../helpers/replication.mjs';
+import { dumpRestore, replicationMissing, startReplicaSet, startServer } from '../helpers/replication.mjs';
 
 const missing = replicationMissing();
 if (missing) console.info(`failover tests skipped: ${missing}`);
@@ -246,6 +246,30 @@ describe.skipIf(missing !== undefined)('fencing across a PostgreSQL failover (re
     const r = await runCli(runArgs(c.url, job, 'w2', ['--units', '1', '--delay-ms', '0', '--log', next]));
     expect(r.exitCode, r.all).toBe(0);
     expect(readEvents(next)[0]!.generation).toBe(String(EPOCH + 3n));
+  }, 180_000);
+
+  it('pg_dump and restore into a new cluster after a failover: tokens go on increasing there', async () => {
+    const c = await cluster();
+    const job = 'dump';
+    await firstRun(c, job);
+    await failover(c);
+    const logB = path.join(dir, 'dump.b.jsonl');
+    expect((await runCli(runArgs(c.url, job, 'w1', ['--units', '1', '--delay-ms', '0', '--log', logB]))).exitCode).toBe(0);
+    const tokenB = BigInt(readEvents(logB)[0]!.generation);
+    expect(tokenB).toBe(EPOCH + 2n);
+
+    // A new cluster: its own system identifier, back on timeline 1.
+    const target = await startServer();
+    cleanups.push(() => target.stop());
+    await dumpRestore(c.url, target.url, SCHEMA);
+    const logC = path.join(dir, 'dump.c.jsonl');
+    const rc = await runCli(runArgs(target.url, job, 'w2', ['--units', '1', '--delay-ms', '0', '--log', logC]));
+    expect(rc.exitCode, rc.all).toBe(0);
+    const tokenC = BigInt(readEvents(logC)[0]!.generation);
+    expect(tokenC).toBe(2n * EPOCH + 3n);
+    // A token of the old cluster is refused in the new one.
+    const err = await query(target.url, `SELECT ${SCHEMA}.assert_lease($1, $2)`, [job, String(tokenB)]).then(() => undefined, (e: pg.DatabaseError) => e);
+    expect(err?.code).toBe('LJ001');
   }, 180_000);
 
   it('upgrade from the schema before 011 with a live lease: its token is still accepted; after a failover new tokens are greater than every old one', async () => {
