@@ -24,7 +24,10 @@
 -- token, accepted until it ends. Migrating on timeline T starts at epoch T - 1.
 -- assert_lease compares the whole token, so a token of the lost branch is refused on the new
 -- primary even where its n matches; the message names both epochs.
--- renew() and finish() compare the generation as before (it is the token): unchanged.
+-- A lease does not outlive a change of history: renew(), finish() and assert_lease() refuse a
+-- token of an earlier epoch than the server's current one (token_current()), so the runner stops
+-- its child and the next run redoes the window (the new primary cannot tell what the owner
+-- wrote after the standby's last replicated point).
 -- Safe to run again (IF NOT EXISTS, CREATE OR REPLACE, ON CONFLICT DO NOTHING).
 
 -- One row: the epoch of this history, and what it was read on.
@@ -34,6 +37,8 @@ CREATE TABLE IF NOT EXISTS fence_epoch (
   timeline     bigint,
   system_id    text,
   changed_at   timestamptz NOT NULL DEFAULT now(),
+  -- The epoch when 011 was applied: the epoch of the tokens issued before it (below 10^12).
+  base_epoch    bigint NOT NULL DEFAULT 0,
   -- What it was before its last change, for `check`: the failover it followed.
   prev_epoch    bigint,
   prev_timeline bigint,
@@ -60,8 +65,8 @@ EXCEPTION WHEN OTHERS THEN
   RETURN NULL;
 END $$;
 
-INSERT INTO fence_epoch (epoch, timeline, system_id)
-VALUES (greatest(coalesce(server_timeline(), 1) - 1, 0), server_timeline(), server_system_id())
+INSERT INTO fence_epoch (epoch, base_epoch, timeline, system_id)
+VALUES (greatest(coalesce(server_timeline(), 1) - 1, 0), greatest(coalesce(server_timeline(), 1) - 1, 0), server_timeline(), server_system_id())
 ON CONFLICT (id) DO NOTHING;
 
 -- The next token after `prev` (NULL: the job's first) in `epoch`: n goes on counting; a token
@@ -72,6 +77,35 @@ LANGUAGE sql IMMUTABLE SECURITY DEFINER SET search_path FROM CURRENT AS $$
               WHEN prev / 1000000000000 < epoch THEN epoch * 1000000000000 + prev % 1000000000000 + 1
               ELSE prev + 1 END
 $$;
+
+-- How far the epoch advances from a row read on (timeline, system_id) to a server now on
+-- (p_tl, p_sys): 0 on the same history (or a hidden timeline), the timeline's step on a later
+-- branch of the same cluster, else 1.
+CREATE OR REPLACE FUNCTION fence_epoch_step(p_timeline bigint, p_system_id text, p_tl bigint, p_sys text) RETURNS bigint
+LANGUAGE sql IMMUTABLE SECURITY DEFINER SET search_path FROM CURRENT AS $$
+  SELECT CASE WHEN p_tl IS NULL THEN 0
+              WHEN p_timeline = p_tl AND (p_sys IS NULL OR p_system_id IS NULL OR p_system_id = p_sys) THEN 0
+              WHEN p_timeline IS NOT NULL AND p_tl > p_timeline AND (p_sys IS NULL OR p_system_id IS NULL OR p_system_id = p_sys)
+                THEN p_tl - p_timeline
+              ELSE 1 END
+$$;
+
+-- Whether a token was issued in the server's current history: a lease does not outlive a
+-- failover or a restore. The new primary cannot tell what its owner committed on the old one
+-- after the standby's last replicated point (its last writes may be gone while its
+-- acquisition and renewals are not), so renew(), finish() and assert_lease() treat such a lease
+-- as lost: its child is stopped and the next run redoes the window, skipping what was kept.
+-- Read only (nothing is advanced here: a child's transaction must not lock fence_epoch).
+CREATE OR REPLACE FUNCTION token_current(p_token bigint) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+DECLARE
+  v_row fence_epoch%ROWTYPE;
+BEGIN
+  SELECT * INTO v_row FROM fence_epoch f;
+  IF NOT FOUND THEN RETURN true; END IF;
+  RETURN CASE WHEN p_token < 1000000000000 THEN v_row.base_epoch ELSE p_token / 1000000000000 END
+         >= v_row.epoch + fence_epoch_step(v_row.timeline, v_row.system_id, server_timeline(), server_system_id());
+END $$;
 
 -- The epoch to issue tokens in, advanced first when this server's history is not the one the
 -- row was read on (see the top of this file). Advancing is rare (once per promotion, restore
@@ -93,14 +127,9 @@ BEGIN
       ON CONFLICT (id) DO NOTHING;
       CONTINUE;
     END IF;
-    -- Nothing to compare with: the timeline is hidden, so is any failover.
-    IF v_tl IS NULL THEN RETURN v_row.epoch; END IF;
-    IF v_row.timeline = v_tl AND (v_sys IS NULL OR v_row.system_id IS NULL OR v_row.system_id = v_sys) THEN
-      RETURN v_row.epoch;
-    END IF;
-    v_step := CASE WHEN v_row.timeline IS NOT NULL AND v_tl > v_row.timeline
-                        AND (v_sys IS NULL OR v_row.system_id IS NULL OR v_row.system_id = v_sys)
-                   THEN v_tl - v_row.timeline ELSE 1 END;
+    -- 0: the same history, or nothing to compare with (a hidden timeline hides any failover).
+    v_step := fence_epoch_step(v_row.timeline, v_row.system_id, v_tl, v_sys);
+    IF v_step = 0 THEN RETURN v_row.epoch; END IF;
     IF v_row.epoch + v_step > 9223371 THEN
       RAISE EXCEPTION USING ERRCODE = 'numeric_value_out_of_range',
         MESSAGE = format('leasejob: fence epoch %s cannot advance by %s: tokens would not fit a bigint', v_row.epoch, v_step);
@@ -290,7 +319,99 @@ BEGIN
   outcome := 'acquired';
   RETURN NEXT;
 END $$;
--- As in 002, and the reason names the epochs when they differ (marked "011").
+-- As in 009: a lease of an earlier history is not renewed (marked "011").
+CREATE OR REPLACE FUNCTION renew(
+  p_job text, p_owner text, p_generation bigint, p_ttl_ms integer, p_lock_timeout_ms integer
+) RETURNS TABLE (db_now timestamptz, expires_at timestamptz)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+#variable_conflict use_column
+BEGIN
+  PERFORM set_config('lock_timeout', p_lock_timeout_ms || 'ms', true);
+  RETURN QUERY
+  UPDATE leases l
+     SET expires_at = now() + make_interval(secs => p_ttl_ms / 1000.0),
+         renewed_at = now(),
+         backend_pid = pg_backend_pid(),
+         backend_start = (SELECT a.backend_start FROM pg_stat_get_activity(pg_backend_pid()) a)
+   WHERE l.name = p_job AND l.owner = p_owner AND l.generation = p_generation AND l.expires_at > now()
+     AND l.released_at IS NULL
+     -- 011: a lease of an earlier history (before a failover or restore) is not renewed.
+     AND token_current(l.generation)
+  RETURNING now(), l.expires_at;
+END $$;
+
+-- As in 008: a lease of an earlier history records no outcome; its window is left for the
+-- next run, as a lost lease's is (marked "011").
+CREATE OR REPLACE FUNCTION finish(
+  p_job text, p_owner text, p_generation bigint, p_window text, p_outcome text,
+  p_exit_code integer, p_host_time timestamptz, p_detail jsonb
+) RETURNS TABLE (held boolean, db_now timestamptz)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+#variable_conflict use_column
+DECLARE
+  v_lease leases%ROWTYPE;
+BEGIN
+  db_now := now();
+  -- Lock the lease row whoever holds it, first, as acquire() does: a finish that lost its
+  -- lease and the new owner's acquire then serialize here instead of deadlocking later on
+  -- the window and job rows.
+  SELECT * INTO v_lease FROM leases l WHERE l.name = p_job FOR UPDATE;
+  held := FOUND AND v_lease.owner = p_owner AND v_lease.generation = p_generation AND v_lease.expires_at > now()
+    -- 011: a lease of an earlier history (before a failover or restore) records no outcome.
+    AND token_current(p_generation);
+
+  -- A retry after an attempt whose reply was lost: if this generation already released the
+  -- lease itself, that attempt committed, whoever has taken the lease since (008). Answer as
+  -- it did and change nothing. One probe of events_released, on this path only.
+  IF NOT held
+     AND EXISTS (SELECT 1 FROM events e WHERE e.job = p_job AND e.generation = p_generation
+                  AND e.kind = 'released' AND e.owner = p_owner
+                  AND e.detail->>'by' IS NULL) THEN -- not `leasejob release` (by admin)
+    held := true;
+    RETURN NEXT;
+    RETURN;
+  END IF;
+
+  IF held AND p_window IS NOT NULL AND p_outcome IN ('completed', 'failed') THEN
+    UPDATE windows w SET
+      outcome = p_outcome, exit_code = p_exit_code, finished_at = now(),
+      completed_at = CASE WHEN p_outcome = 'completed' THEN now() ELSE NULL END
+     WHERE w.job = p_job AND w.window_key = p_window AND w.generation = p_generation;
+    PERFORM record_event(p_job, 'window-' || p_outcome, p_window, p_owner, p_generation,
+      p_host_time, jsonb_strip_nulls(jsonb_build_object('exit_code', p_exit_code, 'attempt', p_detail->'attempt',
+        'duration_ms', p_detail->'duration_ms', 'aborted', p_detail->'aborted')));
+  END IF;
+
+  IF p_detail ? 'offset_ms' THEN
+    INSERT INTO hosts AS h (host, offset_ms, uncertainty_ms)
+    VALUES (coalesce(nullif(split_part(p_owner, ':', 1), ''), 'unknown'),
+            (p_detail->>'offset_ms')::integer, (p_detail->>'uncertainty_ms')::integer)
+    ON CONFLICT (host) DO UPDATE SET offset_ms = EXCLUDED.offset_ms,
+      uncertainty_ms = EXCLUDED.uncertainty_ms, measured_at = now();
+    IF (p_detail->>'offset_large')::boolean THEN
+      PERFORM record_event(p_job, 'clock-offset', p_window, p_owner, p_generation, p_host_time,
+        jsonb_build_object('offset_ms', p_detail->'offset_ms', 'uncertainty_ms', p_detail->'uncertainty_ms'));
+    END IF;
+  END IF;
+
+  IF held THEN
+    UPDATE leases l SET expires_at = now(), released_at = now()
+     WHERE l.name = p_job AND l.generation = p_generation;
+    PERFORM record_event(p_job, 'released', p_window, p_owner, p_generation, p_host_time,
+      jsonb_strip_nulls(jsonb_build_object('offset_ms', p_detail->'offset_ms', 'uncertainty_ms', p_detail->'uncertainty_ms')));
+  ELSE
+    -- Lost before we could finish: the window stays open for whoever holds the lease now.
+    UPDATE windows w SET outcome = 'lost', finished_at = now()
+     WHERE w.job = p_job AND w.window_key = p_window AND w.generation = p_generation
+       AND w.completed_at IS NULL;
+    PERFORM record_event(p_job, 'lease-lost', p_window, p_owner, p_generation, p_host_time,
+      jsonb_strip_nulls(jsonb_build_object('outcome', p_outcome, 'aborted', p_detail->'aborted')));
+  END IF;
+  RETURN NEXT;
+END $$;
+
+-- As in 002, and a token of an earlier history is refused; the reason names the epochs when
+-- they differ (marked "011").
 CREATE OR REPLACE FUNCTION assert_lease(p_job text, p_token bigint) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 #variable_conflict use_column
@@ -331,6 +452,12 @@ BEGIN
       to_char(coalesce(v_lease.released_at, v_lease.expires_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
       p_token);
     v_hint := 'The lease is no longer held (the runner is stopping this child, or it already finished): stop writing and exit.';
+  ELSIF NOT token_current(p_token) THEN
+    -- 011: the lease is of an earlier history of the database (before a failover or restore).
+    v_state := 'other-history';
+    v_reason := format('token %s was issued before the database failed over or was restored (fence epoch %s): the lease does not outlive it',
+      p_token, CASE WHEN p_token < 1000000000000 THEN (SELECT f.base_epoch FROM fence_epoch f) ELSE p_token / 1000000000000 END);
+    v_hint := 'What this run wrote just before the failover may be lost: stop and exit; the next run redoes the window, skipping what was kept.';
   ELSE
     RETURN;
   END IF;

@@ -85,6 +85,12 @@ BEGIN
       to_char(coalesce(v_lease.released_at, v_lease.expires_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
       p_token);
     v_hint := 'The lease is no longer held (the runner is stopping this child, or it already finished): stop writing and exit.';
+  ELSIF NOT token_current(p_token) THEN
+    -- 011: the lease is of an earlier history of the database (before a failover or restore).
+    v_state := 'other-history';
+    v_reason := format('token %s was issued before the database failed over or was restored (fence epoch %s): the lease does not outlive it',
+      p_token, CASE WHEN p_token < 1000000000000 THEN (SELECT f.base_epoch FROM fence_epoch f) ELSE p_token / 1000000000000 END);
+    v_hint := 'What this run wrote just before the failover may be lost: stop and exit; the next run redoes the window, skipping what was kept.';
   ELSE
     RETURN;
   END IF;

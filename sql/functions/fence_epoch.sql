@@ -17,14 +17,9 @@ BEGIN
       ON CONFLICT (id) DO NOTHING;
       CONTINUE;
     END IF;
-    -- Nothing to compare with: the timeline is hidden, so is any failover.
-    IF v_tl IS NULL THEN RETURN v_row.epoch; END IF;
-    IF v_row.timeline = v_tl AND (v_sys IS NULL OR v_row.system_id IS NULL OR v_row.system_id = v_sys) THEN
-      RETURN v_row.epoch;
-    END IF;
-    v_step := CASE WHEN v_row.timeline IS NOT NULL AND v_tl > v_row.timeline
-                        AND (v_sys IS NULL OR v_row.system_id IS NULL OR v_row.system_id = v_sys)
-                   THEN v_tl - v_row.timeline ELSE 1 END;
+    -- 0: the same history, or nothing to compare with (a hidden timeline hides any failover).
+    v_step := fence_epoch_step(v_row.timeline, v_row.system_id, v_tl, v_sys);
+    IF v_step = 0 THEN RETURN v_row.epoch; END IF;
     IF v_row.epoch + v_step > 9223371 THEN
       RAISE EXCEPTION USING ERRCODE = 'numeric_value_out_of_range',
         MESSAGE = format('leasejob: fence epoch %s cannot advance by %s: tokens would not fit a bigint', v_row.epoch, v_step);

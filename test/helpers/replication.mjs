@@ -73,7 +73,8 @@ export async function dumpRestore(fromUrl, toUrl, schema) {
 }
 
 /**
- * @param {{ synchronous?: boolean, serverFlags?: string[] }} [opts]
+ * @param {{ synchronous?: boolean, conf?: string[] }} [opts]
+ *   conf: extra postgresql.conf lines (the standby gets them with its copy);
  *   synchronous: the primary waits for the standby's flush on every commit
  *   (synchronous_standby_names = 'FIRST 1 (standby1)'), so a promotion loses nothing committed.
  */
@@ -94,7 +95,7 @@ export async function startReplicaSet(opts = {}) {
     'fsync = off', 'full_page_writes = off', 'wal_level = replica', 'max_wal_senders = 5', 'hot_standby = on',
     'wal_sender_timeout = 0', 'wal_receiver_timeout = 0', "log_min_messages = 'warning'",
   ];
-  appendFileSync(path.join(pdata, 'postgresql.conf'), [...common, `port = ${primaryPort}`,
+  appendFileSync(path.join(pdata, 'postgresql.conf'), [...common, ...(opts.conf ?? []), `port = ${primaryPort}`,
     ...(opts.synchronous ? ["synchronous_standby_names = 'FIRST 1 (standby1)'"] : [])].join('\n') + '\n');
   const start = async (data, name) => run('pg_ctl', ['-D', data, '-l', path.join(parent, `${name}.log`), '-w', '-t', '60', 'start'], user, parent);
   await start(pdata, 'primary');
@@ -137,6 +138,80 @@ export async function startReplicaSet(opts = {}) {
       }
       await walProxy.close();
       rmSync(parent, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * For the chaos harness: a replica set behind one address that moves (a TCP proxy), that can
+ * fail over again and again: failover() stalls WAL shipping for `stallMs` while the clients
+ * work, kills the primary, promotes the standby, moves the address, and makes a new standby
+ * from the new primary for the next time. restart() crashes and restarts the current primary.
+ * `url` is the moving address; the shape is embedded-pg's server (url, port, restart, stop).
+ */
+export async function startFailoverCluster(opts = {}) {
+  const user = serverUser();
+  let rs = await startReplicaSet(opts);
+  const front = await startProxy(rs.primary.url);
+  const url = front.url(rs.primary.url);
+  /** Standbys made after a failover: their data dirs and WAL proxies, for stop(). */
+  const extra = [];
+  let primary = { data: rs.primary.data, url: rs.primary.url };
+  let standby = { data: rs.standby.data, url: rs.standby.url, walProxy: rs.walProxy };
+  const parent = path.dirname(rs.primary.data);
+  let generation = 0;
+
+  async function newStandby() {
+    generation += 1;
+    const data = path.join(parent, `standby-${generation}`);
+    const port = await freePort();
+    const walProxy = await startProxy(primary.url);
+    await run('pg_basebackup', ['-h', '127.0.0.1', '-p', String(walProxy.port), '-U', 'postgres', '-D', data, '-R', '-X', 'stream', '-c', 'fast'], user, parent);
+    appendFileSync(path.join(data, 'postgresql.conf'), `port = ${port}\nsynchronous_standby_names = ''\n`);
+    appendFileSync(path.join(data, 'postgresql.auto.conf'),
+      `primary_conninfo = 'host=127.0.0.1 port=${walProxy.port} user=postgres application_name=standby1'\n`);
+    await run('pg_ctl', ['-D', data, '-l', path.join(parent, `standby-${generation}.log`), '-w', '-t', '60', 'start'], user, parent);
+    const s = { data, url: `postgres://postgres@127.0.0.1:${port}/postgres`, walProxy };
+    extra.push(s);
+    return s;
+  }
+
+  return {
+    url,
+    get port() {
+      return front.port;
+    },
+    get primaryUrl() {
+      return primary.url;
+    },
+    async restart(mode = 'immediate') {
+      await run('pg_ctl', ['-D', primary.data, '-m', mode === 'fast' ? 'fast' : 'immediate', '-w', 'stop'], user, parent);
+      await run('pg_ctl', ['-D', primary.data, '-l', path.join(parent, 'restarted.log'), '-w', '-t', '60', 'start'], user, parent);
+    },
+    /** Returns when the promoted standby takes writes at the address: { stalledAt, downAt, upAt }. */
+    async failover({ stallMs = 1_000 } = {}) {
+      const stalledAt = Date.now();
+      standby.walProxy.cut('blackhole');
+      await new Promise((r) => setTimeout(r, stallMs));
+      const downAt = Date.now();
+      await run('pg_ctl', ['-D', primary.data, '-m', 'immediate', '-w', 'stop'], user, parent);
+      await run('pg_ctl', ['-D', standby.data, '-w', '-t', '60', 'promote'], user, parent);
+      front.retarget(standby.url);
+      const upAt = Date.now();
+      const old = primary;
+      primary = { data: standby.data, url: standby.url };
+      rmSync(old.data, { recursive: true, force: true });
+      standby = await newStandby();
+      return { stalledAt, downAt, upAt, readyAt: Date.now() };
+    },
+    async stop() {
+      await front.close();
+      for (const s of extra) {
+        if (existsSync(path.join(s.data, 'postmaster.pid'))) await run('pg_ctl', ['-D', s.data, '-m', 'immediate', '-w', 'stop'], user, parent).catch(() => {});
+        await s.walProxy.close();
+      }
+      await rs.stop();
+      rs = undefined;
     },
   };
 }
