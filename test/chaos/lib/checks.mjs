@@ -400,6 +400,10 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
       // Or after a claimant whose acquisition was answered too late to start its child safely
       // (a starved CPU): it released without starting anything, so nobody worked twice.
       if (loser && !loser.child && tooLate(loser) && J(cw.job).released.has(before) && acq?.kind === 'acquired') continue;
+      // Or after a claimant that logged the loss of its lease, stopped its child and then still
+      // released it itself (its renewals starved, the database answering again): the next
+      // claim then finds the lease released, not stale, and nobody worked at the same time.
+      if (loser && loser.lostAt !== undefined && J(cw.job).released.has(before) && acq?.kind === 'acquired') continue;
       if (acq?.kind !== 'stale-takeover' || !loser || loser.lostAt === undefined) {
         violate('contenders', `${cw.job} ${cw.window}: claimed by generation ${c.generation} (${acq?.kind}) after generation ${before} claimed it, whose runner ${loser ? 'logged no lease loss' : 'is unknown'}`);
       }
