@@ -7,8 +7,25 @@ import { execFile, spawnSync } from 'node:child_process';
 import { appendFileSync, chmodSync, chownSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import pg from 'pg';
 import { freePort } from './embedded-pg.mjs';
 import { startProxy } from './proxy.mjs';
+
+/** Until `primaryUrl` has a standby streaming from it (a synchronous one is then in sync). */
+async function streaming(primaryUrl, limitMs = 60_000) {
+  const until = Date.now() + limitMs;
+  for (;;) {
+    const c = new pg.Client({ connectionString: primaryUrl });
+    c.on('error', () => {});
+    const n = await c.connect()
+      .then(() => c.query("SELECT count(*)::int AS n FROM pg_stat_replication WHERE state = 'streaming'"))
+      .then((r) => r.rows[0].n, () => 0)
+      .finally(() => c.end().catch(() => {}));
+    if (n > 0) return;
+    if (Date.now() > until) throw new Error(`no standby streaming from ${primaryUrl} after ${limitMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
 
 export const PG_BIN = process.env.LEASEJOB_PG_BIN ?? '/usr/lib/postgresql/15/bin';
 
@@ -109,6 +126,7 @@ export async function startReplicaSet(opts = {}) {
   appendFileSync(path.join(sdata, 'postgresql.auto.conf'),
     `primary_conninfo = 'host=127.0.0.1 port=${walProxy.port} user=postgres application_name=standby1'\n`);
   await start(sdata, 'standby');
+  await streaming(url(primaryPort));
 
   const logs = () => ['primary', 'standby'].map((n) => {
     const f = path.join(parent, `${n}.log`);
@@ -171,6 +189,7 @@ export async function startFailoverCluster(opts = {}) {
     appendFileSync(path.join(data, 'postgresql.auto.conf'),
       `primary_conninfo = 'host=127.0.0.1 port=${walProxy.port} user=postgres application_name=standby1'\n`);
     await run('pg_ctl', ['-D', data, '-l', path.join(parent, `standby-${generation}.log`), '-w', '-t', '60', 'start'], user, parent);
+    await streaming(primary.url);
     const s = { data, url: `postgres://postgres@127.0.0.1:${port}/postgres`, walProxy };
     extra.push(s);
     return s;
