@@ -71,6 +71,8 @@ export function buildProgram(only?: string): Command {
       .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')
       .option('--alert-after <duration>', 'grace after a scheduled tick before `check` and the exporter call its window overdue (default: half the interval, at most 1h)')
       .option('--rerun', 'run an already completed window again')
+      .option('--catch-up <duration>', 'first run the earlier occurrences of --schedule within this long before this one that never completed, oldest first, each its own window (needs --window-from-schedule)')
+      .option('--catch-up-limit <n>', 'with --catch-up: at most this many earlier windows per run (default 10); older ones beyond it are recorded as missed')
       .option('--pass-database-url', 'give the child DATABASE_URL (when a URL configured the store; PG* variables pass anyway) and PGPASSWORD (not passed by default)')
       .argument('[command...]', 'the command to run, after --')
       .addHelpText('after', `
@@ -108,6 +110,50 @@ Example:
         }
         const { runCommand } = await import('./commands/run.js');
         exitWith(await runCommand(flags, command, early));
+      }),
+  );
+
+  if (want('backfill')) dbOptions(
+    program
+      .command('backfill')
+      .description('run every occurrence of --schedule from --from to --to, in order, under one lease; completed windows are skipped')
+      .usage('--name <job> --schedule <cron> --from <iso> --to <iso> [options] -- <command> [args...]')
+      .option('--name <job>', 'job name (required): the same as its `run`, so that the windows are the same')
+      .option('--schedule <cron>', "the job's schedule (required), with the same --tz, --window-format and --window-offset as its `run`")
+      .option('--tz <zone>', 'IANA time zone of the schedule', DEFAULTS.tz)
+      .option('--window-format <luxon>', 'as `run`: format the occurrence as the window key')
+      .option('--window-offset <iso-duration>', 'as `run`: shift the occurrence before formatting')
+      .option('--from <iso>', 'the first occurrence time of the range, ISO-8601 with an offset (included)')
+      .option('--to <iso>', 'the last occurrence time of the range (included), or `now`; never later than now')
+      .option('--dry-run', 'list the windows of the range, their state and what a backfill would do; run and write nothing')
+      .option('--rerun', 'run completed windows again too')
+      .option('--keep-going', 'after a failed window, go on with the next (default: stop; the rest stay open)')
+      .option('--max-windows <n>', `refuse a range of more windows than this (default ${1000}, at most 100000)`)
+      .option('--ttl <duration>', 'lease time to live, renewed every TTL/3', DEFAULTS.ttl)
+      .option('--kill-grace <duration>', `SIGTERM-to-SIGKILL grace when the child must stop (default: ${DEFAULTS.killGrace})`)
+      .addOption(new Option('--on-busy <policy>', 'when a live owner holds the lease (a scheduled run)').choices(['skip', 'wait', 'fail']).default('wait'))
+      .option('--wait-timeout <duration>', 'with --on-busy wait: give up (exit 75) after this long')
+      .option('--max-runtime <duration>', 'stop a window\'s child after this long (exit 124)')
+      .option('--pass-database-url', 'as `run`: give the child DATABASE_URL and PGPASSWORD')
+      .argument('[command...]', 'the command to run for each window, after -- (not needed with --dry-run)')
+      .addHelpText('after', `
+Each window runs as \`run\` would run it: its own IDEMPOTENCY_KEY, LEASEJOB_WINDOW,
+LEASEJOB_SCHEDULED_AT and LEASEJOB_ATTEMPT, one FENCE_TOKEN for the whole backfill.
+Run the same command again after a failure or a stop to resume: completed windows are skipped.
+Progress: a line on a terminal, else one log line per window. SIGTERM stops the current child
+(as \`run\`) and leaves the rest open.
+Exit codes: 0 every window completed or nothing to do; the first failed child's code; 128+N
+stopped by signal N; 64 usage (a range backwards, in the future, of no or too many windows);
+69 database; 75 lease lost or busy (--on-busy fail, wait timeout); 124 --max-runtime.
+
+Example:
+  leasejob backfill --name nightly-close --schedule '5 0 * * *' --tz America/Sao_Paulo \\
+    --window-offset -P1D --window-format yyyy-MM-dd --from 2026-11-01T00:05:00-03:00 --to now \\
+    -- node close-day.js`)
+      .action(async (command: string[], flags: Record<string, unknown>, cmd: Command) => {
+        requireDashDash(command, cmd);
+        const { backfillCommand } = await import('./commands/backfill.js');
+        exitWith(await backfillCommand(flags, command));
       }),
   );
 
@@ -156,12 +202,76 @@ Example:
       .option('--host <address>', 'address to listen on', '0.0.0.0'),
   ).action(lazy(async () => (await import('./commands/status.js')).exporterCommand));
 
-  if (want('release')) dbOptions(
+  const operatorExits = `
+Every operator write (pause, resume, mark, release) is a compare-and-set on the job's version
+(\`leasejob status --json\` shows it): without --expect-version it compares with the version
+it has just read, so two operators racing get one write and one conflict, never a silent
+overwrite. Each write is an event in \`leasejob history\`. Run as the schema owner.
+Exit codes: 0 written, or nothing to change; 64 usage (bad flag, unknown job, a window not of
+the job's schedule, --until not in the future: nothing written); 65 conflict: the job changed
+since it was read (its state is printed; nothing written); 69 database unreachable or refused;
+75 a live owner holds the lease (release without --force; mark of the window it runs).`;
+  const expectVersion = (cmd: Command): Command => cmd
+    .option('--expect-version <n>', 'write only if the job is still at this version (else exit 65); default: the version just read')
+    .option('--json', 'the result as JSON on stdout');
+
+  if (want('release')) dbOptions(expectVersion(
     program
       .command('release')
-      .description('administratively release a lease now (the generation is kept)')
+      .description('administratively release a lease now (the generation is kept); a live holder only with --force')
+      .option('--name <job>', 'job name (required)')
+      .option('--force', 'release a holder that still renews: its child is stopped at its next renewal, its outcome is not recorded (the runner exits 75) and the window is redone by the next run'),
+  )).addHelpText('after', operatorExits)
+    .action(lazy(async () => (await import('./commands/operator.js')).releaseCommand));
+
+  if (want('pause')) dbOptions(expectVersion(
+    program
+      .command('pause')
+      .description('pause a job: its runs exit 0 without starting the command and record the occurrence as skipped (paused)')
+      .option('--name <job>', 'job name (required)')
+      .option('--reason <text>', 'why, shown by status, check --json and the exporter')
+      .option('--until <iso|duration>', 'end the pause by itself then, on the database clock: an ISO-8601 instant with offset, or a duration (2h, 1d); default: until resumed'),
+  )).addHelpText('after', `
+A pause does not stop a run already holding the lease: \`leasejob release --force\` does.
+Pausing a paused job changes its reason and end (its start is kept).${operatorExits}`)
+    .action(lazy(async () => (await import('./commands/operator.js')).pauseCommand));
+
+  if (want('resume')) dbOptions(expectVersion(
+    program
+      .command('resume')
+      .description('end a job\'s pause now (a job not paused: nothing to do, exit 0)')
       .option('--name <job>', 'job name (required)'),
-  ).action(lazy(async () => (await import('./commands/admin.js')).releaseCommand));
+  )).addHelpText('after', operatorExits)
+    .action(lazy(async () => (await import('./commands/operator.js')).resumeCommand));
+
+  if (want('mark')) dbOptions(expectVersion(
+    program
+      .command('mark')
+      .description('record a window handled by hand as final: later runs skip it, as a completed window')
+      .option('--name <job>', 'job name (required)')
+      .option('--window <key>', 'the window key (for a --window-from-schedule job, one of its schedule\'s windows)')
+      .option('--done', 'the work was done by hand (outcome completed)')
+      .option('--skipped', 'the work is not to be done (outcome skipped)')
+      .option('--reason <text>', 'why, recorded in the event'),
+  )).addHelpText('after', `
+Refused (exit 75) while a live owner runs that window.${operatorExits}`)
+    .action(lazy(async () => (await import('./commands/operator.js')).markCommand));
+
+  if (want('prune')) dbOptions(
+    program
+      .command('prune')
+      .description("retention: delete events and finished windows older than --older-than, in small batches (never leases, the registry, open windows or a job's latest completion)")
+      .option('--older-than <duration>', 'required: the horizon, e.g. 90d; at least the longest --max-delay of the jobs pruned')
+      .option('--name <job>', 'only this job')
+      .option('--dry-run', 'count what would be deleted; write nothing')
+      .option('--batch-size <n>', 'rows deleted per transaction (default 2000)')
+      .option('--vacuum', 'embedded store: rewrite the state file once (VACUUM) so that later prunes give space back; holds runs meanwhile')
+      .addHelpText('after', `
+An occurrence scheduled before the horizon is recorded as missed and never run again: its
+window may be gone. Event sequence numbers are never reused; \`history\` says how many were
+pruned. Schedule it daily, e.g. in a crontab:
+  17 3 * * *  leasejob prune --older-than 90d`),
+  ).action(lazy(async () => (await import('./commands/prune.js')).pruneCommand));
 
   // cron-parser builds luxon dates without a locale, so luxon asks Intl for the system's, and
   // that loads ICU's data (a noticeable part of a start) even for a UTC schedule. Nothing the CLI prints

@@ -3,7 +3,8 @@
 // semantics: generation never restarts, completed windows are final, events are gap-free.
 import type { ReplicationReport } from '../replication.js';
 
-export type AcquireOutcome = 'acquired' | 'busy' | 'stale' | 'done' | 'missed';
+/** `paused`: the job is paused (leasejob pause); its occurrence was recorded as skipped, no lease taken. */
+export type AcquireOutcome = 'acquired' | 'busy' | 'stale' | 'done' | 'missed' | 'paused';
 
 export interface AcquireInput {
   job: string;
@@ -30,6 +31,20 @@ export interface AcquireRow {
   holderWindow: string | null;
   expiresAt: Date | null;
   completedAt: Date | null;
+  /**
+   * Set when this run's settings differed from a registered schedule's: the registry now holds
+   * `new` (adopted, version bumped) and a `job-changed` event says so. The runner warns.
+   */
+  jobChanged?: JobChange | undefined;
+}
+
+/** Registry settings as a run sends them (`spec`) and the registry holds them. */
+export type JobSettings = Record<string, string | number | null>;
+
+export interface JobChange {
+  old: JobSettings;
+  new: JobSettings;
+  version: number;
 }
 
 export interface RenewRow {
@@ -61,6 +76,49 @@ export interface FinishInput {
   detail?: Record<string, unknown>;
   /** How long to wait for the answer (the store's default for reads when unset). */
   answerTimeoutMs?: number;
+}
+
+/** Claiming one more window under a lease already held (catch-up, backfill: see LeaseStore.claimWindow). */
+export interface ClaimWindowInput {
+  job: string;
+  owner: string;
+  generation: string;
+  window: string;
+  scheduledAt?: Date | undefined;
+  rerun: boolean;
+  maxDelayMs?: number | undefined;
+  hostTime: Date;
+  /** Added to the window-claimed event (e.g. what the claim is part of). */
+  detail?: Record<string, unknown>;
+  answerTimeoutMs?: number | undefined;
+}
+
+/** claimed: run it; done: completed already; missed: older than the max delay, recorded so; not-held: the lease is gone. */
+export interface ClaimWindowRow {
+  outcome: 'claimed' | 'done' | 'missed' | 'not-held';
+  attempt: number | null;
+  completedAt: Date | null;
+  dbNow: Date;
+}
+
+/** Occurrences that will not be run, recorded as missed under the lease held (see LeaseStore.recordMissed). */
+export interface RecordMissedInput {
+  job: string;
+  owner: string;
+  generation: string;
+  windows: Array<{ key: string; scheduledAt?: Date | undefined }>;
+  /** Why (the events' detail): `catch-up-limit`, `max-delay`. */
+  reason: string;
+  hostTime: Date;
+  answerTimeoutMs?: number | undefined;
+}
+
+/** What the ledger holds for some windows of a job, and when the job was first registered. */
+export interface WindowStates {
+  dbNow: Date;
+  /** Undefined when the job was never registered. */
+  registeredAt: Date | undefined;
+  windows: Map<string, { outcome: string; completedAt: Date | null; attempts: number }>;
 }
 
 export interface RecordEventInput {
@@ -102,6 +160,14 @@ export interface JobRow {
   openWindows: Array<{ window: string; attempts: number; outcome: string; generation: number }>;
   /** Every open window of the job, listed or not. */
   openCount: number;
+  /** The job record's version: bumped by every registry change, pause, resume, mark and administrative release. */
+  version: number;
+  /** Paused now, on the store's clock (a pause whose `until` has passed is over). */
+  paused: boolean;
+  /** The latest pause, current or over ([since, until); until null: until resumed). */
+  pause: { since: Date; until: Date | null; reason: string | null; by: string | null } | null;
+  /** job-changed events within the last JOB_CHANGES_WINDOW_MS: hosts disagreeing on the settings. */
+  recentJobChanges: number;
 }
 
 export interface HistoryEvent {
@@ -129,8 +195,98 @@ export interface HostClock {
   uncertaintyMs: number;
 }
 
+/** What `leasejob prune` needs to know of one job. */
+export interface RetentionRow {
+  name: string;
+  /** Its --max-delay: a horizon must be older, or an occurrence still due would be missed. */
+  maxDelayMs: number | null;
+  /** Windows scheduled before this may have been pruned: such an occurrence is missed, never run. */
+  retainedFrom: Date | null;
+  /** Events 1..N of the job were pruned (0: none). */
+  prunedThroughSeq: number;
+  /** Windows pruned in all. */
+  prunedWindows: number;
+  /** When the lease's current generation was acquired: its events are kept (a late finish or a takeover reads them). */
+  leaseAcquiredAt: Date | null;
+}
+
+/** Retention (`leasejob prune`): small batches, each its own transaction. */
+export interface RetentionStore {
+  /** Every registered job (or the one named), on the store's clock. */
+  read(name?: string): Promise<{ dbNow: Date; jobs: RetentionRow[] }>;
+  /** Raise these jobs' horizon to `horizon` (never lowers it), in one statement; done before any of their windows is deleted. */
+  raiseHorizon(jobs: readonly string[], horizon: Date): Promise<void>;
+  /**
+   * Up to `limit` of the job's final windows (completed, skipped, missed) scheduled before
+   * `horizon`, never its latest completed one, never an open one (running, failed, lost).
+   */
+  pruneWindows(job: string, horizon: Date, limit: number): Promise<{ deleted: number; more: boolean }>;
+  /** Up to `limit` of the job's oldest events, stopping at the first one written at or after `before`. */
+  pruneEvents(job: string, before: Date, limit: number): Promise<{ deleted: number; throughSeq: number; more: boolean }>;
+  /** What pruneWindows and pruneEvents would delete of the job in all; nothing written. */
+  countPrunable(job: string, horizon: Date, eventsBefore: Date): Promise<{ events: number; windows: number }>;
+  /**
+   * Give the space freed back to the file system (the embedded store; PostgreSQL's autovacuum
+   * makes it reusable). `full`: rewrite the file (VACUUM), which an older file needs once.
+   */
+  reclaimSpace?(opts: { full: boolean }): Promise<{ mode: 'incremental' | 'full' | 'none'; freedBytes: number }>;
+}
+
+/** Who made an operator write and the version it read (compare-and-set; undefined: the current one, read in the same statement). */
+export interface OperatorWrite {
+  job: string;
+  expectVersion?: number | undefined;
+  /** user@host of the operator. */
+  by: string;
+  hostTime: Date;
+}
+
+/**
+ * What an operator write did. `unknown`: no such job; `conflict`: the version was not the one
+ * expected; `busy`: a live owner holds the lease (of that window, for mark); `noop`: nothing to
+ * change; `bad-until`: the pause would already be over on the store's clock; `done`: written,
+ * `version` is the new one and `seq` the event recording it. Nothing is written but on `done`.
+ */
+export interface OperatorResult {
+  status: 'unknown' | 'conflict' | 'busy' | 'noop' | 'bad-until' | 'done';
+  version: number | null;
+  seq: string | null;
+  dbNow: Date;
+  holder?: string | null;
+  holderGeneration?: string | null;
+  holderWindow?: string | null;
+  /** release: the holder still renews (a live owner, not a stale one). */
+  live?: boolean;
+  pausedUntil?: Date | null;
+  previousOutcome?: string | null;
+}
+
+export interface PauseInput extends OperatorWrite {
+  reason?: string | undefined;
+  /** An instant, or a span from now on the store's clock; neither: until resumed. */
+  until?: Date | undefined;
+  untilMs?: number | undefined;
+}
+
+export interface MarkInput extends OperatorWrite {
+  window: string;
+  outcome: 'completed' | 'skipped';
+  reason?: string | undefined;
+}
+
+export interface ReleaseInput extends OperatorWrite {
+  /** Release a live holder too (its child is stopped at its next renewal). */
+  force: boolean;
+}
+
+/** The span within which job-changed events count as hosts disagreeing (check warns at JOB_CHANGES_WARN). */
+export const JOB_CHANGES_WINDOW_MS = 3_600_000;
+export const JOB_CHANGES_WARN = 3;
+
 export interface LeaseStore {
   readonly kind: 'postgresql' | 'sqlite';
+  /** Retention (`leasejob prune`); a store of your own may leave it out (prune then refuses it). */
+  readonly retention?: RetentionStore;
   /** Where the state lives, for logs and status (never a password). */
   readonly location: string;
   acquire(i: AcquireInput): Promise<AcquireRow>;
@@ -153,8 +309,28 @@ export interface LeaseStore {
   /** Record the window outcome (if still held) and release. held=false: the lease was not ours. */
   finish(i: FinishInput): Promise<{ held: boolean; dbNow: Date }>;
   recordEvent(e: RecordEventInput): Promise<string>;
+  /**
+   * Sequences of windows under one lease (run --catch-up, backfill); optional for a store of
+   * your own, which then cannot run them. claimWindow: one more window for the generation
+   * holding the lease, checked as acquire checks its own. finishWindow: finish() without the
+   * release (safe to repeat). recordMissed: how many were recorded, undefined when the lease
+   * is not held. readWindows: the ledger's rows for these keys.
+   */
+  claimWindow?(i: ClaimWindowInput): Promise<ClaimWindowRow>;
+  finishWindow?(i: FinishInput): Promise<{ held: boolean; dbNow: Date }>;
+  recordMissed?(i: RecordMissedInput): Promise<number | undefined>;
+  readWindows?(job: string, keys: readonly string[]): Promise<WindowStates>;
+
   /** Administrative release: expire now, keep the generation. */
   release(job: string, hostTime: Date): Promise<{ owner: string; generation: string } | undefined>;
+  /** Pause the job (or change its pause's reason and end): compare-and-set on its version. */
+  pause(i: PauseInput): Promise<OperatorResult>;
+  /** End the job's pause now: compare-and-set on its version. */
+  resume(i: OperatorWrite): Promise<OperatorResult>;
+  /** A window handled by hand: final from now on (a run skips it); refused while a live owner holds it. */
+  mark(i: MarkInput): Promise<OperatorResult>;
+  /** Administrative release with compare-and-set; a live holder only with `force`. */
+  releaseLease(i: ReleaseInput): Promise<OperatorResult>;
   /** Every registered job (or one), on the store's clock. */
   readJobRows(name?: string): Promise<{ dbNow: Date; rows: JobRow[] }>;
   /** The distinct schedule keys of window-from-schedule jobs (or of the one named), on the store's clock. */

@@ -11,6 +11,7 @@ import { SqliteStore } from '../../src/store/sqlite/store.js';
 import type { AcquireInput, AcquireRow, LeaseStore } from '../../src/store/contract.js';
 import { testDb } from '../helpers/db.js';
 import { tempDirs } from '../helpers/temp.js';
+import { waitFor } from '../helpers/wait.js';
 
 // Registered first, so the directories are removed after the stores are closed.
 const freshDir = tempDirs('leasejob-contract-');
@@ -294,6 +295,46 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     expect(r.unchecked).toEqual([]);
   });
 
+  it('a sequence under one lease: windows claimed, finished without releasing, missed recorded, then one release', async () => {
+    const s = await make();
+    const lease = { job: 'seq', owner: base.owner, generation: '1' };
+    expect(await s.acquire({ ...base, job: 'seq', spec: { schedule: '* * * * *', tz: 'UTC', window_mode: 'schedule' } })).toMatchObject({ outcome: 'acquired', generation: '1' });
+    const claim = (window: string, more: Partial<Parameters<NonNullable<LeaseStore['claimWindow']>>[0]> = {}) =>
+      s.claimWindow!({ ...lease, window, rerun: false, hostTime: new Date(), detail: { catch_up: true }, ...more });
+    expect(await claim('a', { scheduledAt: new Date(Date.now() - 60_000) })).toMatchObject({ outcome: 'claimed', attempt: 1 });
+    const done = { ...lease, window: 'a', outcome: 'completed' as const, exitCode: 0, hostTime: new Date(), detail: { attempt: 1 } };
+    expect(await s.finishWindow!(done)).toMatchObject({ held: true });
+    // Safe to repeat: the retry of an attempt that committed changes nothing.
+    expect(await s.finishWindow!(done)).toMatchObject({ held: true });
+    expect(await claim('a')).toMatchObject({ outcome: 'done' });
+    expect((await claim('a', { rerun: true }))).toMatchObject({ outcome: 'claimed', attempt: 2 });
+    expect(await s.finishWindow!({ ...done, detail: { attempt: 2 } })).toMatchObject({ held: true });
+    expect(await claim('b')).toMatchObject({ outcome: 'claimed', attempt: 1 });
+    expect(await s.finishWindow!({ ...done, window: 'b', outcome: 'failed', exitCode: 3 })).toMatchObject({ held: true });
+    expect(await claim('old', { scheduledAt: new Date(Date.now() - 3_600_000), maxDelayMs: 60_000 })).toMatchObject({ outcome: 'missed' });
+    // A final window is left alone; an open one (b, failed) and a new one (c) are recorded missed.
+    expect(await s.recordMissed!({ ...lease, windows: [{ key: 'a' }, { key: 'b' }, { key: 'c', scheduledAt: new Date() }], reason: 'catch-up-limit', hostTime: new Date() })).toBe(2);
+    expect(await s.recordMissed!({ ...lease, windows: [{ key: 'c' }], reason: 'catch-up-limit', hostTime: new Date() })).toBe(0);
+    const states = await s.readWindows!('seq', ['a', 'b', 'c', 'old', 'none']);
+    expect(states.registeredAt).toBeInstanceOf(Date);
+    expect(Object.fromEntries([...states.windows].map(([k, v]) => [k, [v.outcome, v.completedAt !== null, v.attempts]]))).toEqual({
+      a: ['completed', true, 2], b: ['missed', false, 1], c: ['missed', false, 0], old: ['missed', false, 0],
+    });
+    expect((await s.readWindows!('never-registered', ['a'])).registeredAt).toBeUndefined();
+    // Another owner holds nothing: it can claim, finish and record nothing.
+    const other = { job: 'seq', owner: 'host-b:2:bbbb', generation: '1' };
+    expect(await s.claimWindow!({ ...other, window: 'd', rerun: false, hostTime: new Date() })).toMatchObject({ outcome: 'not-held' });
+    expect(await s.recordMissed!({ ...other, windows: [{ key: 'd' }], reason: 'catch-up-limit', hostTime: new Date() })).toBeUndefined();
+    expect(await s.finish({ ...lease, outcome: 'none', hostTime: new Date() })).toMatchObject({ held: true });
+    expect(await claim('e')).toMatchObject({ outcome: 'not-held' });
+    const kinds = (await s.readHistory('seq', 100)).map((e) => e.kind);
+    expect(kinds).toEqual(['acquired', 'window-claimed', 'window-completed', 'window-claimed', 'window-completed', 'window-claimed', 'window-failed',
+      'window-missed', 'window-missed', 'window-missed', 'released']);
+    const claimed = (await s.readHistory('seq', 100)).find((e) => e.kind === 'window-claimed');
+    expect(claimed?.detail).toMatchObject({ catch_up: true, attempt: 1 });
+    expect((await s.readJobRows('seq')).rows[0]).toMatchObject({ held: false, openCount: 3 });
+  });
+
   it('records a missed window past max delay without taking the lease', async () => {
     const s = await make();
     const r = await s.acquire({ ...base, job: 'm', window: 'old', scheduledAt: new Date(Date.now() - 3_600_000), maxDelayMs: 60_000 });
@@ -316,5 +357,134 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     const { jobs } = await readJobStates(s, 'e');
     expect(jobs[0]).toMatchObject({ name: 'e', schedule: '0 * * * *', generation: '3', held: false, lastWindow: 'c', openWindows: [] });
     expect(jobs[0]!.lastDurationMs).toBeGreaterThanOrEqual(0);
+  });
+
+  it('retention: the horizon refuses an older occurrence, final windows before it go (never the latest completed, never an open one), events go as a prefix', async () => {
+    const s = await make();
+    const r = s.retention!;
+    const at = (minutes: number): Date => new Date(Date.now() - minutes * 60_000);
+    // w1, w2 completed, w3 failed (open), w4 completed (the latest), all scheduled long ago.
+    for (const [key, ok] of [['w1', true], ['w2', true], ['w3', false], ['w4', true]] as const) {
+      const a = await s.acquire({ ...base, job: 'r', window: key, scheduledAt: at(600) });
+      expect(a.outcome).toBe('acquired');
+      await s.finish({ job: 'r', owner: base.owner, generation: a.generation!, window: key, outcome: ok ? 'completed' : 'failed', exitCode: ok ? 0 : 1, hostTime: new Date() });
+    }
+    const { dbNow, jobs } = await r.read('r');
+    expect(jobs).toMatchObject([{ name: 'r', retainedFrom: null, prunedThroughSeq: 0, prunedWindows: 0 }]);
+    const horizon = new Date(dbNow.getTime() - 60_000);
+    expect(await r.countPrunable('r', horizon, new Date(dbNow.getTime() + 60_000))).toEqual({ events: 16, windows: 2 });
+    await r.raiseHorizon(['r'], horizon);
+    await r.raiseHorizon(['r'], new Date(horizon.getTime() - 3_600_000)); // never moves back
+    expect((await r.read('r')).jobs[0]!.retainedFrom).toEqual(horizon);
+    expect(await r.pruneWindows('r', horizon, 1)).toEqual({ deleted: 1, more: true });
+    expect(await r.pruneWindows('r', horizon, 10)).toEqual({ deleted: 1, more: false });
+    const open = (await s.readJobRows('r')).rows[0]!;
+    expect(open).toMatchObject({ lastWindow: 'w4', openWindows: [{ window: 'w3', outcome: 'failed' }] });
+    // Events: a prefix, stopping at the first one written at or after `before`.
+    expect(await r.pruneEvents('r', new Date(dbNow.getTime() + 60_000), 10)).toEqual({ deleted: 10, throughSeq: 10, more: true });
+    expect(await r.pruneEvents('r', new Date(dbNow.getTime() + 60_000), 10)).toEqual({ deleted: 6, throughSeq: 16, more: false });
+    expect(await s.readHistory('r', 100)).toEqual([]);
+    expect((await r.read('r')).jobs[0]).toMatchObject({ prunedThroughSeq: 16, prunedWindows: 2 });
+    // A late duplicate of an occurrence before the horizon: missed, no lease taken; --rerun runs it.
+    expect((await s.acquire({ ...base, job: 'r', window: 'w1', scheduledAt: at(600) })).outcome).toBe('missed');
+    expect((await s.acquire({ ...base, job: 'r', window: 'w5', scheduledAt: at(0.5) })).outcome).toBe('acquired');
+    expect((await s.readHistory('r', 100)).map((e) => [Number(e.seq), e.kind])).toEqual([[17, 'window-missed'], [18, 'acquired'], [19, 'window-claimed']]);
+  });
+
+  // Versions, not last-write-wins (seed 003; sql/012_versions_pause_mark.sql).
+  const scheduled = { schedule: '* * * * *', tz: 'UTC', window_mode: 'schedule', window_format: null, window_offset: null, max_delay_ms: null, alert_after_ms: null };
+  const manual = { schedule: null, tz: 'UTC', window_mode: 'literal', window_format: null, window_offset: null, max_delay_ms: null, alert_after_ms: null };
+  const op = { by: 'ops@console', hostTime: new Date() };
+  const job = async (s: LeaseStore, name: string) => (await s.readJobRows(name)).rows[0]!;
+
+  it('registry: a manual run never erases a registered schedule; a differing schedule is adopted, bumps the version and is a job-changed event', async () => {
+    const s = await make();
+    const first = await s.acquire({ ...base, job: 'reg', window: 'w1', spec: scheduled });
+    expect(first.jobChanged).toBeUndefined();
+    await s.finish({ job: 'reg', owner: base.owner, generation: first.generation!, window: 'w1', outcome: 'completed', hostTime: new Date() });
+    expect(await job(s, 'reg')).toMatchObject({ schedule: '* * * * *', windowMode: 'schedule', version: 1 });
+    const m = await s.acquire({ ...base, job: 'reg', window: 'manual-test', spec: manual });
+    expect(m.jobChanged).toBeUndefined();
+    await s.finish({ job: 'reg', owner: base.owner, generation: m.generation!, window: 'manual-test', outcome: 'completed', hostTime: new Date() });
+    expect(await job(s, 'reg')).toMatchObject({ schedule: '* * * * *', windowMode: 'schedule', version: 1 });
+    const other = await s.acquire({ ...base, owner: 'host-b:2:bbbb', job: 'reg', window: 'w2', spec: { ...scheduled, schedule: '*/5 * * * *' } });
+    expect(other.jobChanged).toMatchObject({ old: { schedule: '* * * * *' }, new: { schedule: '*/5 * * * *' }, version: 2 });
+    expect(await job(s, 'reg')).toMatchObject({ schedule: '*/5 * * * *', version: 2, recentJobChanges: 1 });
+    const changed = (await s.readHistory('reg', 100)).filter((e) => e.kind === 'job-changed');
+    expect(changed).toHaveLength(1);
+    expect(changed[0]).toMatchObject({ host: 'host-b', owner: 'host-b:2:bbbb', detail: { old: { schedule: '* * * * *' }, new: { schedule: '*/5 * * * *' }, version: 2 } });
+  });
+
+  it('pause and resume: compare-and-set on the version, each an event; a paused job records its occurrence skipped (final) and takes no lease', async () => {
+    const s = await make();
+    await runWithLease(s, { name: 'p', ttlMs: 3_000, killGraceMs: 500, window: { key: 'k0' }, spec: scheduled }, async () => 0, silentLogger);
+    const v = (await job(s, 'p')).version;
+    expect(await s.pause({ ...op, job: 'p', expectVersion: v + 1, reason: 'stale' })).toMatchObject({ status: 'conflict', version: v, seq: null });
+    expect(await job(s, 'p')).toMatchObject({ paused: false, version: v });
+    expect(await s.pause({ ...op, job: 'nope', reason: 'x' })).toMatchObject({ status: 'unknown' });
+    expect(await s.pause({ ...op, job: 'p', expectVersion: v, until: new Date(Date.now() - 60_000) })).toMatchObject({ status: 'bad-until', version: v });
+    const paused = await s.pause({ ...op, job: 'p', expectVersion: v, reason: 'db maintenance' });
+    expect(paused).toMatchObject({ status: 'done', version: v + 1, pausedUntil: null });
+    expect(await job(s, 'p')).toMatchObject({ paused: true, version: v + 1, pause: { reason: 'db maintenance', by: 'ops@console', until: null } });
+    const history = await s.readHistory('p', 100);
+    expect(history.at(-1)).toMatchObject({ seq: paused.seq, kind: 'paused', detail: { reason: 'db maintenance', by: 'ops@console', version: v + 1 } });
+
+    const skipped = await s.acquire({ ...base, job: 'p', window: 'k1', spec: scheduled });
+    expect(skipped).toMatchObject({ outcome: 'paused', generation: null });
+    expect(await job(s, 'p')).toMatchObject({ held: false, generation: '1', openWindows: [], lastWindow: 'k1' });
+    expect((await s.readHistory('p', 1))[0]).toMatchObject({ kind: 'paused-skip', window: 'k1', detail: { reason: 'db maintenance' } });
+    // Final: a run of that occurrence after the pause skips it as done.
+    expect(await s.resume({ ...op, job: 'p', expectVersion: v })).toMatchObject({ status: 'conflict', version: v + 1 });
+    const resumed = await s.resume({ ...op, job: 'p' });
+    expect(resumed).toMatchObject({ status: 'done', version: v + 2 });
+    expect(await s.resume({ ...op, job: 'p' })).toMatchObject({ status: 'noop', version: v + 2 });
+    expect(await job(s, 'p')).toMatchObject({ paused: false, pause: { reason: 'db maintenance' } });
+    expect(await s.acquire({ ...base, job: 'p', window: 'k1', spec: scheduled })).toMatchObject({ outcome: 'done' });
+    expect(await s.acquire({ ...base, job: 'p', window: 'k2', spec: scheduled })).toMatchObject({ outcome: 'acquired' });
+  });
+
+  it('a pause with an end is over by itself on the store clock', async () => {
+    const s = await make();
+    await s.acquire({ ...base, job: 'pu', spec: scheduled });
+    await s.release('pu', new Date());
+    expect(await s.pause({ ...op, job: 'pu', untilMs: 1_000 })).toMatchObject({ status: 'done' });
+    expect(await job(s, 'pu')).toMatchObject({ paused: true });
+    expect(await s.acquire({ ...base, job: 'pu', window: 'a', spec: scheduled })).toMatchObject({ outcome: 'paused' });
+    await waitFor('the pause to end on the store clock', async () => !(await job(s, 'pu')).paused);
+    expect(await s.acquire({ ...base, job: 'pu', window: 'b', spec: scheduled })).toMatchObject({ outcome: 'acquired' });
+  });
+
+  it('mark: refused while a live owner runs that window; otherwise final (a run skips it), an event, a version', async () => {
+    const s = await make();
+    const held = await s.acquire({ ...base, job: 'mk', window: 'w1', ttlMs: 30_000, spec: manual });
+    const v = (await job(s, 'mk')).version;
+    expect(await s.mark({ ...op, job: 'mk', window: 'w1', outcome: 'completed' })).toMatchObject({ status: 'busy', holder: base.owner, holderGeneration: held.generation, version: v });
+    expect(await job(s, 'mk')).toMatchObject({ version: v, openWindows: [{ window: 'w1', outcome: 'running' }] });
+    const other = await s.mark({ ...op, job: 'mk', window: 'w2', outcome: 'skipped', reason: 'holiday' });
+    expect(other).toMatchObject({ status: 'done', version: v + 1, previousOutcome: null });
+    expect(await s.mark({ ...op, job: 'mk', window: 'w3', outcome: 'completed', expectVersion: v })).toMatchObject({ status: 'conflict', version: v + 1 });
+    await s.finish({ job: 'mk', owner: base.owner, generation: held.generation!, window: 'w1', outcome: 'failed', exitCode: 1, hostTime: new Date() });
+    const fixed = await s.mark({ ...op, job: 'mk', window: 'w1', outcome: 'completed', reason: 'fixed by hand' });
+    expect(fixed).toMatchObject({ status: 'done', version: v + 2, previousOutcome: 'failed' });
+    expect((await s.readHistory('mk', 1))[0]).toMatchObject({ seq: fixed.seq, kind: 'window-marked', window: 'w1', detail: { outcome: 'completed', reason: 'fixed by hand', previous_outcome: 'failed' } });
+    expect(await job(s, 'mk')).toMatchObject({ openWindows: [] });
+    expect(await s.acquire({ ...base, job: 'mk', window: 'w1', spec: manual })).toMatchObject({ outcome: 'done' });
+    expect(await s.acquire({ ...base, job: 'mk', window: 'w2', spec: manual })).toMatchObject({ outcome: 'done' });
+  });
+
+  it('releaseLease: a live holder only with force; a lease not held is nothing to do; compare-and-set', async () => {
+    const s = await make();
+    const held = await s.acquire({ ...base, job: 'rl', window: 'w', ttlMs: 30_000, renewIntervalMs: 10_000, spec: manual });
+    const v = (await job(s, 'rl')).version;
+    expect(await s.releaseLease({ ...op, job: 'rl', force: false })).toMatchObject({ status: 'busy', live: true, holder: base.owner, holderWindow: 'w', version: v });
+    expect(await job(s, 'rl')).toMatchObject({ held: true });
+    expect(await s.releaseLease({ ...op, job: 'rl', force: true, expectVersion: v + 5 })).toMatchObject({ status: 'conflict', version: v });
+    const r = await s.releaseLease({ ...op, job: 'rl', force: true, expectVersion: v });
+    expect(r).toMatchObject({ status: 'done', live: true, version: v + 1, holderGeneration: held.generation });
+    expect(await job(s, 'rl')).toMatchObject({ held: false });
+    expect((await s.readHistory('rl', 1))[0]).toMatchObject({ seq: r.seq, kind: 'released', detail: { by: 'admin', operator: 'ops@console', forced: true } });
+    expect(await s.releaseLease({ ...op, job: 'rl', force: false })).toMatchObject({ status: 'noop', version: v + 1 });
+    // The owner's finish is not held: its outcome is not recorded.
+    expect(await s.finish({ job: 'rl', owner: base.owner, generation: held.generation!, window: 'w', outcome: 'completed', hostTime: new Date() })).toMatchObject({ held: false });
   });
 });

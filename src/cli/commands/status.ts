@@ -29,7 +29,7 @@ function statusRow(j: JobState): string[] {
     j.lastWindow ?? '-',
     j.lastCompletedAt ? j.lastCompletedAt.toISOString() : '-',
     open || '-',
-    j.overdue ? `OVERDUE ${j.due?.window}` : j.due ? 'ok' : '-',
+    j.paused ? `paused${j.pause?.until ? ` until ${j.pause.until.toISOString()}` : ''}` : j.overdue ? `OVERDUE ${j.due?.window}` : j.due ? 'ok' : '-',
   ];
 }
 
@@ -76,6 +76,11 @@ export async function historyCommand(flags: DbFlags & { name?: string; limit?: s
     if (flags.json) {
       out(JSON.stringify(events, null, 2) + '\n');
     } else {
+      // The gap before the first kept event is said, not silent (`leasejob prune`).
+      const pruned = (await store.retention?.read(name))?.jobs[0];
+      if (pruned && pruned.prunedThroughSeq > 0) {
+        out(`events 1-${pruned.prunedThroughSeq} pruned (leasejob prune, horizon ${pruned.retainedFrom?.toISOString() ?? '-'}); kept from seq ${pruned.prunedThroughSeq + 1}\n`);
+      }
       out(renderTable(
         ['SEQ', 'DB TIME', 'KIND', 'WINDOW', 'GEN', 'OWNER', 'DETAIL'],
         events.map((e) => [e.seq, e.dbTime.toISOString(), e.kind, e.window ?? '-', e.generation ?? '-', e.owner ?? '-', Object.keys(e.detail).length ? JSON.stringify(e.detail) : '']),
@@ -108,12 +113,14 @@ async function check(flags: DbFlags & { name?: string; all?: boolean; maxHold?: 
     const schema = await checkSchemaVersion(store, log);
     if (name !== undefined && jobs.length === 0) throw unknownJob(name, store.location);
     const problems = findProblems(jobs, dbNow, { maxHoldMs, maxAttempts });
+    // Paused jobs are not problems (an operator said so), but a monitor should show them.
+    const paused = jobs.filter((j) => j.paused && j.pause).map((j) => ({ job: j.name, reason: j.pause!.reason, since: j.pause!.since, until: j.pause!.until, by: j.pause!.by, version: j.version }));
     // What a failover can lose (issue 22): a problem of the database, not of one job.
     const replication = await readReplicationSafely(store, log);
     if (replication) for (const p of replicationProblems(replication)) problems.push({ job: DATABASE, severity: p.severity, kind: 'replication', message: p.message });
-    if (flags.json) out(JSON.stringify({ dbNow, jobs: jobs.length, problems, ...(schema ? { schemaVersion: schema.version, knownSchemaVersion: schema.known } : {}), ...(replication ? { replication } : {}) }, null, 2) + '\n');
+    if (flags.json) out(JSON.stringify({ dbNow, jobs: jobs.length, problems, paused, ...(schema ? { schemaVersion: schema.version, knownSchemaVersion: schema.known } : {}), ...(replication ? { replication } : {}) }, null, 2) + '\n');
     else {
-      if (problems.length === 0) out(`OK: ${jobs.length} job(s) healthy\n`);
+      if (problems.length === 0) out(`OK: ${jobs.length} job(s) healthy${paused.length ? `, ${paused.length} paused` : ''}\n`);
       else for (const p of problems) out(`${p.severity.toUpperCase()} ${p.job}: ${p.kind}: ${p.message}\n`);
       // Said, never counted as a problem: the server hides it from this role.
       for (const u of replication?.unchecked ?? []) out(`UNCHECKED ${DATABASE}: replication: ${u}\n`);
