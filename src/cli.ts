@@ -62,7 +62,7 @@ export function buildProgram(only?: string): Command {
       .option('--window <key>', 'use this literal window key')
       .option('--scheduled-time <iso>', 'the occurrence this run is for, ISO-8601 with offset (a tick of --schedule, if given)')
       .option('--window-format <luxon>', 'format the occurrence as the window key (luxon tokens with every field from the year down, e.g. yyyy-MM-dd)')
-      .option('--window-offset <iso-duration>', 'shift the occurrence before formatting (e.g. -P1D to close yesterday)')
+      .option('--window-offset <duration>', 'shift the occurrence before formatting, signed (e.g. -1d or -P1D to close yesterday)')
       .option('--ttl <duration>', 'lease time to live, 1.5s to 24h; renewed every TTL/3', DEFAULTS.ttl)
       .option('--kill-grace <duration>', `SIGTERM-to-SIGKILL grace when the child must stop (default: ${DEFAULTS.killGrace}, or half of what a short --ttl leaves)`)
       .addOption(new Option('--on-busy <policy>', 'when a live owner holds the lease').choices(['skip', 'wait', 'fail']).default(DEFAULTS.onBusy))
@@ -70,6 +70,7 @@ export function buildProgram(only?: string): Command {
       .option('--max-runtime <duration>', 'stop the child after this long (exit 124; at most 24 days)')
       .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')
       .option('--alert-after <duration>', 'grace after a scheduled tick before `check` and the exporter call its window overdue (default: half the interval, at most 1h)')
+      .option('--alert-lookback <duration>', 'how far back `check`, `status` and the exporter report due occurrences that did not complete (default: the longer of 24h and 3 intervals; at most the newest 100 occurrences)')
       .option('--rerun', 'run an already completed window again')
       .option('--pass-database-url', 'give the child DATABASE_URL (when a URL configured the store; PG* variables pass anyway) and PGPASSWORD (not passed by default)')
       .argument('[command...]', 'the command to run, after --')
@@ -140,11 +141,11 @@ Example:
   if (want('check')) dbOptions(
     program
       .command('check')
-      .description('exit 2 when an expected window is overdue or an owner is stuck, 1 when a window keeps failing, 0 when healthy')
+      .description('monitoring-plugin exit codes: 0 OK, 1 WARNING (a window failed), 2 CRITICAL (a due occurrence not completed, an owner stuck), 3 UNKNOWN (no answer: bad flags, database unreachable)')
       .option('--name <job>', 'only this job')
       .option('--all', 'every registered job (the default)')
       .option('--max-hold <duration>', 'an owner holding one generation longer than this is stuck')
-      .option('--max-attempts <n>', 'an open window with this many failed attempts keeps failing', '3')
+      .option('--max-attempts <n>', 'warn about an open window once it has failed this many attempts (default 1: from the first failure)')
       .option('--json', 'JSON instead of one line per problem'),
   ).action(lazy(async () => (await import('./commands/monitor.js')).checkCommand));
 
@@ -194,6 +195,16 @@ function commanderMessage(str: string): string {
 
 /** Parse argv, run the command, and return the exit code (bin/leasejob.js exits with it). */
 export async function main(argv: string[]): Promise<number> {
+  const code = await mainCode(argv);
+  // `check` is a monitoring plugin: 0 OK, 1 WARNING, 2 CRITICAL, and 3 UNKNOWN for every way of
+  // having no answer (bad flags, no database, an internal error), as Nagios and Icinga read it.
+  return argv[2] === 'check' && code > 2 ? CHECK_UNKNOWN : code;
+}
+
+/** `check`'s exit code when it has no answer (the monitoring-plugin UNKNOWN). */
+export const CHECK_UNKNOWN = 3;
+
+async function mainCode(argv: string[]): Promise<number> {
   const program = buildProgram(COMMANDS.has(argv[2] ?? '') ? argv[2] : undefined);
   program.exitOverride();
   for (const c of program.commands) c.exitOverride();
@@ -209,7 +220,7 @@ export async function main(argv: string[]): Promise<number> {
       // A program reading `check --json` gets JSON whatever happened (src/commands/monitor.ts).
       const dashes = argv.indexOf('--');
       if (argv[2] === 'check' && argv.slice(3, dashes === -1 ? undefined : dashes).includes('--json')) {
-        process.stdout.write(JSON.stringify({ error: { code: 'E_USAGE', exitCode: ExitCode.usage, message: commanderMessage(err.message) } }, null, 2) + '\n');
+        process.stdout.write(JSON.stringify({ error: { code: 'E_USAGE', exitCode: CHECK_UNKNOWN, message: commanderMessage(err.message) } }, null, 2) + '\n');
       }
       return ExitCode.usage;
     }

@@ -28,6 +28,7 @@ export interface RawRunFlags {
   maxRuntime?: string;
   maxDelay?: string;
   alertAfter?: string;
+  alertLookback?: string;
   rerun?: boolean;
   databaseUrl?: string;
   schema?: string;
@@ -92,6 +93,12 @@ export function normalizeRunOptions(flags: RawRunFlags, command: string[], env: 
   }
   const maxDelayMs = flags.maxDelay !== undefined ? parseDuration(flags.maxDelay, '--max-delay') : undefined;
   const alertAfterMs = flags.alertAfter !== undefined ? parseDuration(flags.alertAfter, '--alert-after') : undefined;
+  const alertLookbackMs = flags.alertLookback !== undefined ? parseDuration(flags.alertLookback, '--alert-lookback') : undefined;
+  // Occurrences are judged once past their grace: a lookback inside the grace would judge none
+  // but the latest (which is always judged).
+  if (alertLookbackMs !== undefined && alertAfterMs !== undefined && alertLookbackMs < alertAfterMs) {
+    throw new UsageError(`Expected \`--alert-lookback\` to be at least \`--alert-after\` (${flags.alertAfter}), got \`${flags.alertLookback}\`: an occurrence is judged only once its grace is over.`);
+  }
 
   const tz = canonicalZone(flags.tz ?? DEFAULTS.tz);
   validateZone(tz);
@@ -134,6 +141,7 @@ export function normalizeRunOptions(flags: RawRunFlags, command: string[], env: 
     window_offset: flags.windowOffset ?? null,
     max_delay_ms: maxDelayMs ?? null,
     alert_after_ms: alertAfterMs ?? null,
+    alert_lookback_ms: alertLookbackMs ?? null,
   };
 
   return {

@@ -10,7 +10,7 @@ import Database from 'better-sqlite3';
 import { monoNow } from './clock.js';
 import { DatabaseError, UsageError } from './errors.js';
 import type {
-  AcquireInput, AcquireRow, AdoptInput, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
+  AcquireInput, AcquireRow, AdoptInput, DueGroup, DueNotCompleted, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
   ScheduleKey,
 } from './store.js';
 
@@ -48,7 +48,8 @@ export function bootId(): string {
 // Waits for another process's transaction this long before failing: transactions here are a
 // few statements, so anything longer means a stuck process, reported as a store error.
 const BUSY_TIMEOUT_MS = 5_000;
-const SCHEMA_VERSION = 1;
+/** 2: jobs.alert_lookback_ms (`run --alert-lookback`), as sql/010 for PostgreSQL. */
+const SCHEMA_VERSION = 2;
 
 const SCHEMA = `
 CREATE TABLE jobs (
@@ -198,6 +199,7 @@ export class SqliteStore implements LeaseStore {
       const version = this.db.pragma('user_version', { simple: true }) as number;
       if (version > SCHEMA_VERSION) throw Object.assign(new Error(`state file schema is at version ${version}, newer than this leasejob knows (${SCHEMA_VERSION}); upgrade leasejob`), { code: 'SQLITE_SCHEMA_TOO_NEW' });
       if (version < 1) this.db.exec(SCHEMA);
+      if (version < 2) this.db.exec('ALTER TABLE jobs ADD COLUMN alert_lookback_ms INTEGER');
       this.db.exec(INDEXES);
       this.db.pragma(`user_version = ${SCHEMA_VERSION}`);
     }).immediate();
@@ -309,13 +311,15 @@ export class SqliteStore implements LeaseStore {
   private upsertSpec(i: AcquireInput, now: number): void {
     const s = i.spec ?? {};
     this.db.prepare(
-      `INSERT INTO jobs (name, schedule, tz, window_mode, window_format, window_offset, ttl_ms, max_delay_ms, alert_after_ms, created_at, updated_at)
-       VALUES (@name, @schedule, @tz, @window_mode, @window_format, @window_offset, @ttl_ms, @max_delay_ms, @alert_after_ms, @now, @now)
+      `INSERT INTO jobs (name, schedule, tz, window_mode, window_format, window_offset, ttl_ms, max_delay_ms, alert_after_ms, alert_lookback_ms, created_at, updated_at)
+       VALUES (@name, @schedule, @tz, @window_mode, @window_format, @window_offset, @ttl_ms, @max_delay_ms, @alert_after_ms, @alert_lookback_ms, @now, @now)
        ON CONFLICT (name) DO UPDATE SET schedule = @schedule, tz = @tz, window_mode = @window_mode, window_format = @window_format,
-         window_offset = @window_offset, ttl_ms = @ttl_ms, max_delay_ms = @max_delay_ms, alert_after_ms = @alert_after_ms, updated_at = @now`,
+         window_offset = @window_offset, ttl_ms = @ttl_ms, max_delay_ms = @max_delay_ms, alert_after_ms = @alert_after_ms,
+         alert_lookback_ms = @alert_lookback_ms, updated_at = @now`,
     ).run({
       name: i.job, schedule: s.schedule ?? null, tz: s.tz ?? null, window_mode: s.window_mode ?? null, window_format: s.window_format ?? null,
-      window_offset: s.window_offset ?? null, ttl_ms: i.ttlMs, max_delay_ms: s.max_delay_ms ?? null, alert_after_ms: s.alert_after_ms ?? null, now,
+      window_offset: s.window_offset ?? null, ttl_ms: i.ttlMs, max_delay_ms: s.max_delay_ms ?? null, alert_after_ms: s.alert_after_ms ?? null,
+      alert_lookback_ms: s.alert_lookback_ms ?? null, now,
     });
   }
 
@@ -425,6 +429,7 @@ export class SqliteStore implements LeaseStore {
           windowFormat: (r.window_format as string | null) ?? null,
           windowOffset: (r.window_offset as string | null) ?? null,
           alertAfterMs: (r.alert_after_ms as number | null) ?? null,
+          alertLookbackMs: (r.alert_lookback_ms as number | null) ?? null,
           createdAt: new Date(r.created_at as number),
           owner: (r.owner as string | null) ?? null,
           generation: r.generation == null ? null : String(r.generation),
@@ -444,7 +449,7 @@ export class SqliteStore implements LeaseStore {
 
   async readScheduleKeys(name?: string): Promise<{ dbNow: Date; keys: ScheduleKey[] }> {
     const rows = this.db.prepare(
-      `SELECT DISTINCT schedule, tz, window_format, window_offset, alert_after_ms FROM jobs
+      `SELECT DISTINCT schedule, tz, window_format, window_offset, alert_after_ms, alert_lookback_ms FROM jobs
         WHERE window_mode = 'schedule' AND schedule IS NOT NULL AND (? IS NULL OR name = ?)`,
     ).all(name ?? null, name ?? null) as Array<Record<string, string | number | null>>;
     return {
@@ -452,23 +457,34 @@ export class SqliteStore implements LeaseStore {
       keys: rows.map((r) => ({
         schedule: r.schedule as string, tz: (r.tz as string | null) ?? null, windowFormat: (r.window_format as string | null) ?? null,
         windowOffset: (r.window_offset as string | null) ?? null, alertAfterMs: (r.alert_after_ms as number | null) ?? null,
+        alertLookbackMs: (r.alert_lookback_ms as number | null) ?? null,
       })),
     };
   }
 
-  async readCompletedDue(due: DueProbe[], name?: string): Promise<Set<string>> {
-    // `IS` is SQLite's NULL-safe equality.
-    const stmt = this.db.prepare(
-      `SELECT j.name FROM jobs j
-        WHERE j.window_mode = 'schedule' AND j.schedule = ? AND j.tz IS ? AND j.window_format IS ? AND j.window_offset IS ?
-          AND j.alert_after_ms IS ? AND (? IS NULL OR j.name = ?)
-          AND EXISTS (SELECT 1 FROM windows w WHERE w.job = j.name AND w.window_key = ? AND w.completed_at IS NOT NULL)`,
-    ).pluck();
-    const done = new Set<string>();
-    for (const d of due) {
-      for (const job of stmt.all(d.schedule, d.tz, d.windowFormat, d.windowOffset, d.alertAfterMs, name ?? null, name ?? null, d.window) as string[]) done.add(job);
+  async readDueNotCompleted(groups: DueGroup[], name?: string): Promise<DueNotCompleted[]> {
+    // `IS` is SQLite's NULL-safe equality. One primary-key probe per (job, due window), as the
+    // PostgreSQL store; a window without a row is expected only of a job registered by then.
+    const jobs = this.db.prepare(
+      `SELECT name, created_at FROM jobs
+        WHERE window_mode = 'schedule' AND schedule = ? AND tz IS ? AND window_format IS ? AND window_offset IS ?
+          AND alert_after_ms IS ? AND alert_lookback_ms IS ? AND (? IS NULL OR name = ?)`,
+    );
+    const row = this.db.prepare('SELECT outcome, generation, completed_at FROM windows WHERE job = ? AND window_key = ?');
+    const out: DueNotCompleted[] = [];
+    for (const g of groups) {
+      const members = jobs.all(g.schedule, g.tz, g.windowFormat, g.windowOffset, g.alertAfterMs, g.alertLookbackMs, name ?? null, name ?? null) as Array<{ name: string; created_at: number }>;
+      for (const j of members) {
+        for (const w of g.windows) {
+          const r = row.get(j.name, w.window) as { outcome: string; generation: number; completed_at: number | null } | undefined;
+          if (r?.completed_at != null) continue;
+          if (r === undefined && w.scheduledAt.getTime() < j.created_at) continue;
+          if (w.legacy !== undefined && (row.get(j.name, w.legacy) as { completed_at: number | null } | undefined)?.completed_at != null) continue;
+          out.push({ job: j.name, window: w.window, outcome: r?.outcome ?? null, generation: r ? String(r.generation) : null });
+        }
+      }
     }
-    return done;
+    return out;
   }
 
   async readHistory(job: string, limit: number): Promise<HistoryEvent[]> {
