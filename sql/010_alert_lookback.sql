@@ -5,7 +5,8 @@
 -- not yet migrated (src/pg-store.ts); an older leasejob's runs leave it as it is (their spec has
 -- no such key, and register_job then writes NULL: the default lookback).
 -- Same signature, so the privileges granted on it are kept; SECURITY DEFINER and the pinned
--- search_path (003) are restated, as CREATE OR REPLACE resets them. Otherwise as in 001.
+-- search_path (003) are restated, as CREATE OR REPLACE resets them. register_job: as in
+-- sql/functions/register_job.sql.
 
 ALTER TABLE jobs ADD COLUMN IF NOT EXISTS alert_lookback_ms bigint;
 

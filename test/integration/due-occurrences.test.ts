@@ -37,62 +37,70 @@ function metric(text: string, name: string, labels: string): number | undefined 
   return line === undefined ? undefined : Number(line.split(' ').at(-1));
 }
 
-/** The minute `n` minutes before the current one, as an ISO occurrence of `* * * * *`. */
-function minutesAgo(n: number): string {
-  const t = new Date(Math.floor(Date.now() / 60_000) * 60_000 - n * 60_000);
+/**
+ * The top of the hour `n` hours before the current one, as an ISO occurrence of `0 * * * *`.
+ * Hourly rather than minutely: a test that straddles a tick sees one more due occurrence, and
+ * the assertions allow for that one (the latest, then overdue).
+ */
+const HOUR_BASE = Math.floor(Date.now() / 3_600_000) * 3_600_000; // fixed: an hour passing mid-test moves nothing
+function hoursAgo(n: number): string {
+  const t = new Date(HOUR_BASE - n * 3_600_000);
   return t.toISOString().replace('.000Z', 'Z');
 }
 
 describe('due occurrences (issue 20)', () => {
-  it('a failed minute and two minutes no host ran are reported after a success: check, status and the exporter agree', async () => {
+  it('a failed occurrence and two no host ran are reported after a success: check, status and the exporter agree', async () => {
     const name = 'mj';
-    const job = ['--name', name, '--schedule', '* * * * *', '--window-from-schedule', '--alert-after', '1s'];
+    const job = ['--name', name, '--schedule', '0 * * * *', '--window-from-schedule', '--alert-after', '1s'];
     // The scenario of the issue, on the current clock: failed, not run, not run, then succeeded.
-    const failed = minutesAgo(4);
+    const failed = hoursAgo(4);
     const r1 = await runCli(['run', ...conn(), ...job, '--scheduled-time', failed, ...exitWith(3)]);
     expect(r1.exitCode, r1.all).toBe(3);
-    for (const at of [minutesAgo(1), minutesAgo(0)]) {
+    for (const at of [hoursAgo(1), hoursAgo(0)]) {
       const r = await runCli(['run', ...conn(), ...job, '--scheduled-time', at, ...exitWith(0)]);
       expect(r.exitCode, r.all).toBe(0);
     }
     // Registered since just before the failed minute: earlier minutes were never expected of it.
     await db.rows(`UPDATE ${db.schema}.jobs SET created_at = $2::timestamptz - interval '1 second' WHERE name = $1`, [name, failed]);
-    const missing = [failed, minutesAgo(3), minutesAgo(2)];
+    const missing = [failed, hoursAgo(3), hoursAgo(2)];
 
     const check = await runCli(['check', ...conn(), '--name', name]);
     expect(check.exitCode, check.all).toBe(2);
     expect(check.stdout).toContain(`CRITICAL ${name}: not-completed: 3 earlier due occurrences not completed: ${missing[0]} (failed), ${missing[1]} (no run), ${missing[2]} (no run)`);
 
     const status = JSON.parse((await runCli(['status', ...conn(), '--name', name, '--json'])).stdout);
-    expect(status.jobs[0].overdue).toBe(false);
-    expect(status.jobs[0].notCompleted.map((o: { window: string; outcome: string }) => [o.window, o.outcome])).toEqual([[missing[0], 'failed'], [missing[1], 'no run'], [missing[2], 'no run']]);
+    // The top of an hour passed since the runs: that new tick is overdue too (and listed last).
+    const late = status.jobs[0].overdue ? 1 : 0;
+    expect(status.jobs[0].notCompleted.slice(0, 3).map((o: { window: string; outcome: string }) => [o.window, o.outcome])).toEqual([[missing[0], 'failed'], [missing[1], 'no run'], [missing[2], 'no run']]);
+    expect(status.jobs[0].notCompleted).toHaveLength(3 + late);
     const table = await runCli(['status', ...conn(), '--name', name]);
     expect(table.stdout).toMatch(/NOT COMPLETED/);
-    expect(table.stdout).toContain(`3 (oldest ${missing[0]})`);
+    expect(table.stdout).toContain(`${3 + late} (oldest ${missing[0]})`);
 
     const text = await scrape();
-    expect(metric(text, 'leasejob_due_occurrences_not_completed', `job="${name}"`)).toBe(3);
-    expect(metric(text, 'leasejob_window_overdue', `job="${name}"`)).toBe(0);
+    const overdue = metric(text, 'leasejob_window_overdue', `job="${name}"`)!;
+    expect(metric(text, 'leasejob_due_occurrences_not_completed', `job="${name}"`)).toBe(3 + overdue);
 
     // Completed later (a rerun by hand): no longer reported.
     for (const at of missing) {
       const r = await runCli(['run', ...conn(), ...job, '--scheduled-time', at, ...exitWith(0)]);
       expect(r.exitCode, r.all).toBe(0);
     }
-    const healthy = await runCli(['check', ...conn(), '--name', name]);
-    expect(healthy.exitCode, healthy.all).toBe(0);
-    expect(metric(await scrape(), 'leasejob_due_occurrences_not_completed', `job="${name}"`)).toBe(0);
+    const healthy = await runCli(['check', ...conn(), '--name', name, '--json']);
+    expect(JSON.parse(healthy.stdout).problems.filter((p: { kind: string }) => p.kind === 'not-completed')).toEqual([]);
+    const after = await scrape();
+    expect(metric(after, 'leasejob_due_occurrences_not_completed', `job="${name}"`)).toBe(metric(after, 'leasejob_window_overdue', `job="${name}"`));
   });
 
   it('--alert-lookback bounds how far back: an occurrence older than the lookback is no longer reported', async () => {
     const name = 'mj-lookback';
-    const job = ['--name', name, '--schedule', '* * * * *', '--window-from-schedule', '--alert-after', '1s', '--alert-lookback', '150s'];
-    const old = minutesAgo(4);
-    const recent = minutesAgo(1);
+    const job = ['--name', name, '--schedule', '0 * * * *', '--window-from-schedule', '--alert-after', '1s', '--alert-lookback', '150m'];
+    const old = hoursAgo(4);
+    const recent = hoursAgo(1);
     expect((await runCli(['run', ...conn(), ...job, '--scheduled-time', old, ...exitWith(3)])).exitCode).toBe(3);
     expect((await runCli(['run', ...conn(), ...job, '--scheduled-time', recent, ...exitWith(3)])).exitCode).toBe(3);
-    expect((await runCli(['run', ...conn(), ...job, '--scheduled-time', minutesAgo(0), ...exitWith(0)])).exitCode).toBe(0);
-    await db.rows(`UPDATE ${db.schema}.jobs SET created_at = now() - interval '1 hour' WHERE name = $1`, [name]);
+    expect((await runCli(['run', ...conn(), ...job, '--scheduled-time', hoursAgo(0), ...exitWith(0)])).exitCode).toBe(0);
+    await db.rows(`UPDATE ${db.schema}.jobs SET created_at = now() - interval '1 day' WHERE name = $1`, [name]);
     const status = JSON.parse((await runCli(['status', ...conn(), '--name', name, '--json'])).stdout);
     const windows = status.jobs[0].notCompleted.map((o: { window: string }) => o.window);
     expect(windows).toContain(recent);
