@@ -80,12 +80,13 @@ The child gets FENCE_TOKEN, IDEMPOTENCY_KEY, LEASEJOB_NAME, LEASEJOB_WINDOW, LEA
 LEASEJOB_SCHEDULED_AT, LEASEJOB_OWNER, LEASEJOB_SCHEMA, and LEASEJOB_REQUIRE_SHARED=1 when this
 run uses PostgreSQL (a leasejob inside the child then refuses the one-host store); not the
 database URL, unless --pass-database-url.
-Exit codes: 0 ok or nothing to do; the child's own code; 128+N child killed by signal N;
-64 usage; 69 database unreachable, refusing the statement (read-only standby, cancelled,
+Exit codes: 0 ok or nothing to do; the child's own code; 128+N leasejob told to stop by
+signal N (whatever the child then did), or the child killed by signal N; 64 usage; 69 database unreachable, refusing the statement (read-only standby, cancelled,
 rolled back on every try) or schema not migrated; 70 internal; 75 lease lost, acquired too
 late to start safely, busy (--on-busy fail, wait timeout), or the occurrence not yet due by
 the database clock; 124 --max-runtime exceeded; 126 the command is not executable, 127 not
-found (as a shell).
+found (as a shell). The window's recorded exit code is always the one leasejob exits with.
+In a crontab, --log-level warn prints only failures (cron mails only those).
 
 Example:
   leasejob run --name nightly-close --schedule '5 0 * * *' --tz America/Sao_Paulo \\

@@ -120,7 +120,7 @@ export class Exporter {
     for (const j of jobs) {
       const job = labelText({ job: j.name });
       if (j.due) m.overdue.add(job, j.overdue ? 1 : 0);
-      if (j.due || j.notCompleted.length > 0) m.notCompleted.add(job, j.notCompleted.length);
+      if (j.due || j.notCompletedCount > 0) m.notCompleted.add(job, j.notCompletedCount);
       if (j.lastCompletedAt) m.lastCompleted.add(job, j.lastCompletedAt.getTime() / 1000);
       m.held.add(job, j.held ? 1 : 0);
       if (j.generation !== null) m.generation.add(job, Number(j.generation));

@@ -30,6 +30,8 @@ export interface JobState extends JobRow {
    * lookback, or is marked or skipped (completed_at set).
    */
   notCompleted: NotCompleted[];
+  /** How many due occurrences are not final: `notCompleted` lists the oldest ten and the latest. */
+  notCompletedCount: number;
   intervalMs: number | null;
 }
 
@@ -72,6 +74,7 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
     j.holder = j.held ? j.owner : null;
     j.overdue = false;
     j.notCompleted = [];
+    j.notCompletedCount = 0;
     j.intervalMs = d?.intervalMs ?? null;
     j.due = undefined;
     // Recorded as running, but its generation no longer holds the lease: its owner was killed
@@ -81,6 +84,7 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
     for (const w of j.openWindows) w.outcome = abandoned(w.outcome, w.generation);
     const open = due.notCompleted.get(j.name);
     if (d?.windows && open) {
+      j.notCompletedCount = open[0]!.count;
       for (const o of open) {
         const at = d.windows.get(o.window);
         if (at) j.notCompleted.push({ window: o.window, scheduledAt: at.scheduledAt, overdueSince: at.overdueSince, outcome: abandoned(o.outcome, o.generation) });
@@ -260,13 +264,15 @@ export function findProblems(jobs: JobState[], dbNow: Date, limits: CheckLimits)
     // Earlier due occurrences that never completed (the latest is `overdue` above): a failed
     // night, minutes no host ran. Each stays reported until it completes, leaves the lookback,
     // or is marked or skipped.
-    const earlier = j.overdue && j.due ? j.notCompleted.filter((o) => o.window !== j.due!.window) : j.notCompleted;
-    if (earlier.length > 0) {
+    const latestListed = j.overdue && j.due ? 1 : 0;
+    const earlier = latestListed ? j.notCompleted.filter((o) => o.window !== j.due!.window) : j.notCompleted;
+    const count = j.notCompletedCount - latestListed;
+    if (count > 0 && earlier.length > 0) {
       const named = earlier.slice(0, NAMED_OCCURRENCES).map((o) => `${o.window} (${o.outcome})`).join(', ');
-      const more = earlier.length > NAMED_OCCURRENCES ? ` and ${earlier.length - NAMED_OCCURRENCES} more` : '';
+      const more = count > NAMED_OCCURRENCES ? ` and ${count - NAMED_OCCURRENCES} more` : '';
       problems.push({
         job: j.name, severity: 'critical', kind: 'not-completed', since: earlier[0]!.overdueSince,
-        message: `${earlier.length} earlier due ${earlier.length === 1 ? 'occurrence' : 'occurrences'} not completed: ${named}${more}; overdue since ${earlier[0]!.overdueSince.toISOString()}`,
+        message: `${count} earlier due ${count === 1 ? 'occurrence' : 'occurrences'} not completed: ${named}${more}; overdue since ${earlier[0]!.overdueSince.toISOString()}`,
       });
     }
     if (limits.maxHoldMs !== undefined && j.held && j.heldForMs !== null && j.heldForMs > limits.maxHoldMs) {

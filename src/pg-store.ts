@@ -12,7 +12,7 @@ import type {
   AcquireInput, AcquireRow, AdoptInput, DueGroup, DueNotCompleted, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
   ScheduleKey,
 } from './store.js';
-import { ACQUIRE_LOCK_TIMEOUT_MS, EVENT_TIMEOUT_MS } from './store.js';
+import { ACQUIRE_LOCK_TIMEOUT_MS, EVENT_TIMEOUT_MS, NOT_COMPLETED_LISTED } from './store.js';
 
 export interface PoolOptions {
   /**
@@ -431,27 +431,30 @@ export class PgStore implements LeaseStore {
     // itself would let the planner hash its whole history, which only grows. The lookback
     // bounds the windows of a key (monitor.ts), and the keys are few and come from the jobs
     // table, so NULL can stand as '' (never a valid value). Only what is not final comes back.
-    const d = groups.flatMap((g, i) => g.windows.map((w) => ({ grp: i + 1, ...w })));
+    const d = groups.flatMap((g, i) => g.windows.map((w, k) => ({ grp: i + 1, last: k === g.windows.length - 1, ...w })));
     const { rows } = await this.query(
-      `SELECT j.name AS job, d.window_key, w.outcome, w.generation
-         FROM unnest($1::int[], $2::text[], $3::text[], $4::float8[]) AS d(grp, window_key, legacy_key, at_ms)
-         JOIN unnest($5::text[], $6::text[], $7::text[], $8::text[], $9::bigint[], $10::bigint[])
-              WITH ORDINALITY AS g(schedule, tz, fmt, off, alert, lookback, grp) ON g.grp = d.grp
-         JOIN ${this.s}.jobs j ON j.schedule = g.schedule AND coalesce(j.tz, '') = coalesce(g.tz, '')
-              AND coalesce(j.window_format, '') = coalesce(g.fmt, '') AND coalesce(j.window_offset, '') = coalesce(g.off, '')
-              AND coalesce(j.alert_after_ms, -1) = coalesce(g.alert, -1) AND coalesce(${LOOKBACK}, -1) = coalesce(g.lookback, -1)
-         LEFT JOIN ${this.s}.windows w ON w.job = j.name AND w.window_key = d.window_key
-        WHERE j.window_mode = 'schedule' AND ($11::text IS NULL OR j.name = $11)
-          AND w.completed_at IS NULL
-          AND (w.job IS NOT NULL OR d.at_ms >= ${epochMs('j.created_at')})
-          AND (d.legacy_key IS NULL OR NOT EXISTS (
-                SELECT 1 FROM ${this.s}.windows c WHERE c.job = j.name AND c.window_key = d.legacy_key AND c.completed_at IS NOT NULL))
-        ORDER BY j.name, d.at_ms`,
-      [d.map((x) => x.grp), d.map((x) => x.window), d.map((x) => x.legacy ?? null), d.map((x) => x.scheduledAt.getTime()),
+      `SELECT x.job, x.window_key, x.outcome, x.generation, x.n FROM (
+         SELECT j.name AS job, d.window_key, w.outcome, w.generation, d.at_ms, d.last,
+                row_number() OVER (PARTITION BY j.name ORDER BY d.at_ms) AS rn, count(*) OVER (PARTITION BY j.name) AS n
+           FROM unnest($1::int[], $2::text[], $3::text[], $4::float8[], $5::boolean[]) AS d(grp, window_key, legacy_key, at_ms, last)
+           JOIN unnest($6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[], $11::bigint[])
+                WITH ORDINALITY AS g(schedule, tz, fmt, off, alert, lookback, grp) ON g.grp = d.grp
+           JOIN ${this.s}.jobs j ON j.schedule = g.schedule AND coalesce(j.tz, '') = coalesce(g.tz, '')
+                AND coalesce(j.window_format, '') = coalesce(g.fmt, '') AND coalesce(j.window_offset, '') = coalesce(g.off, '')
+                AND coalesce(j.alert_after_ms, -1) = coalesce(g.alert, -1) AND coalesce(${LOOKBACK}, -1) = coalesce(g.lookback, -1)
+           LEFT JOIN ${this.s}.windows w ON w.job = j.name AND w.window_key = d.window_key
+          WHERE j.window_mode = 'schedule' AND ($12::text IS NULL OR j.name = $12)
+            AND w.completed_at IS NULL
+            AND (w.job IS NOT NULL OR d.at_ms >= ${epochMs('j.created_at')})
+            AND (d.legacy_key IS NULL OR NOT EXISTS (
+                  SELECT 1 FROM ${this.s}.windows c WHERE c.job = j.name AND c.window_key = d.legacy_key AND c.completed_at IS NOT NULL))) x
+        WHERE x.rn <= $13 OR x.last
+        ORDER BY x.job, x.at_ms`,
+      [d.map((x) => x.grp), d.map((x) => x.window), d.map((x) => x.legacy ?? null), d.map((x) => x.scheduledAt.getTime()), d.map((x) => x.last),
         groups.map((g) => g.schedule), groups.map((g) => g.tz), groups.map((g) => g.windowFormat), groups.map((g) => g.windowOffset),
-        groups.map((g) => g.alertAfterMs), groups.map((g) => g.alertLookbackMs), name ?? null],
+        groups.map((g) => g.alertAfterMs), groups.map((g) => g.alertLookbackMs), name ?? null, NOT_COMPLETED_LISTED],
     );
-    return rows.map((r) => ({ job: r.job, window: r.window_key, outcome: r.outcome, generation: r.generation === null ? null : String(r.generation) }));
+    return rows.map((r) => ({ job: r.job, count: Number(r.n), window: r.window_key, outcome: r.outcome, generation: r.generation === null ? null : String(r.generation) }));
   }
 
   async readHistory(job: string, limit: number): Promise<HistoryEvent[]> {

@@ -14,6 +14,7 @@ import type {
   AcquireInput, AcquireRow, AdoptInput, DueGroup, DueNotCompleted, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
   ScheduleKey,
 } from './store.js';
+import { NOT_COMPLETED_LISTED } from './store.js';
 
 /** What is at `file`: `hidden` when a directory on the way cannot be searched by this user. */
 function fileKind(file: string): 'file' | 'directory' | 'other' | 'missing' | 'hidden' {
@@ -425,13 +426,19 @@ export class SqliteStore implements LeaseStore {
     for (const g of groups) {
       const members = jobs.all(g.schedule, g.tz, g.windowFormat, g.windowOffset, g.alertAfterMs, g.alertLookbackMs, name ?? null, name ?? null) as Array<{ name: string; created_at: number }>;
       for (const j of members) {
-        for (const w of g.windows) {
+        const mine: DueNotCompleted[] = [];
+        let count = 0;
+        g.windows.forEach((w, k) => {
           const r = row.get(j.name, w.window) as { outcome: string; generation: number; completed_at: number | null } | undefined;
-          if (r?.completed_at != null) continue;
-          if (r === undefined && w.scheduledAt.getTime() < j.created_at) continue;
-          if (w.legacy !== undefined && (row.get(j.name, w.legacy) as { completed_at: number | null } | undefined)?.completed_at != null) continue;
-          out.push({ job: j.name, window: w.window, outcome: r?.outcome ?? null, generation: r ? String(r.generation) : null });
-        }
+          if (r?.completed_at != null) return;
+          if (r === undefined && w.scheduledAt.getTime() < j.created_at) return;
+          if (w.legacy !== undefined && (row.get(j.name, w.legacy) as { completed_at: number | null } | undefined)?.completed_at != null) return;
+          count++;
+          // As the PostgreSQL store: the oldest few, and the group's latest window.
+          if (count <= NOT_COMPLETED_LISTED || k === g.windows.length - 1) mine.push({ job: j.name, count: 0, window: w.window, outcome: r?.outcome ?? null, generation: r ? String(r.generation) : null });
+        });
+        for (const m of mine) m.count = count;
+        out.push(...mine);
       }
     }
     return out;

@@ -166,7 +166,9 @@ export interface LeaseStore {
    * For the jobs of these keys (or the one named): each due window of their key that is not
    * final (no row, or a row whose completed_at is NULL), with its row's outcome and generation
    * (null: no row). A window without a row whose occurrence predates the job's registration is
-   * not expected of it, and left out. Each job's windows come together, in its group's order.
+   * not expected of it, and left out. Each job's windows come together, in its group's order;
+   * only its oldest NOT_COMPLETED_LISTED and its group's latest window, with `count` saying how
+   * many there are in all (a broken job with a long lookback must not make every read large).
    */
   readDueNotCompleted(groups: DueGroup[], name?: string): Promise<DueNotCompleted[]>;
   /** The job's latest `limit` events, oldest first. */
@@ -200,9 +202,14 @@ export interface DueGroup extends ScheduleKey {
   }>;
 }
 
+/** How many of a job's due windows that are not final readDueNotCompleted lists (the oldest). */
+export const NOT_COMPLETED_LISTED = 10;
+
 /** One due window of one job that is not final. */
 export interface DueNotCompleted {
   job: string;
+  /** How many of the job's due windows are not final, listed or not. */
+  count: number;
   window: string;
   /** The row's outcome (failed, lost, missed, running), or null when no run claimed it. */
   outcome: string | null;

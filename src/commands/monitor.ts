@@ -30,7 +30,7 @@ function statusRow(j: JobState): string[] {
     open || '-',
     j.overdue ? `OVERDUE ${j.due?.window}` : j.due ? 'ok' : '-',
     // Due occurrences within the lookback that are not final, the latest included.
-    j.notCompleted.length > 0 ? `${j.notCompleted.length} (oldest ${j.notCompleted[0]!.window})` : j.due ? '0' : '-',
+    j.notCompletedCount > 0 ? `${j.notCompletedCount} (oldest ${j.notCompleted[0]!.window})` : j.due ? '0' : '-',
   ];
 }
 

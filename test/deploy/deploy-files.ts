@@ -96,6 +96,7 @@ export const RUN_FLAGS: ReadonlyArray<{ key: string; flag: string; kind: 'value'
   { key: 'maxRuntime', flag: '--max-runtime', kind: 'optional' },
   { key: 'maxDelay', flag: '--max-delay', kind: 'optional' },
   { key: 'alertAfter', flag: '--alert-after', kind: 'optional' },
+  { key: 'alertLookback', flag: '--alert-lookback', kind: 'optional' },
   { key: 'passDatabaseUrl', flag: '--pass-database-url', kind: 'switch' },
 ];
 

@@ -80,6 +80,8 @@ accepted('alertAfter', '366d');
 refused('alertAfter', '-10m');
 looser({ alertAfter: '400d' }, 'above 366 days');
 looser({ alertAfter: '0.4ms' }, 'below half a millisecond');
+accepted('alertLookback', '7d', 'PT48H');
+refused('alertLookback', '-1d', 'a week');
 
 rows.push({ patch: { windowFromSchedule: false }, cli: 'accepts' });
 rows.push({ patch: { windowFromSchedule: false, windowFormat: 'yyyy-MM-dd' }, cli: 'refuses' });
@@ -133,7 +135,7 @@ describe('values.schema.json refuses what `leasejob run` refuses, and only that'
 
   it('the table has values of every job setting the CLI checks, accepted and refused', () => {
     const keys = (cli: Row['cli']): Set<string> => new Set(rows.filter((r) => r.cli === cli && !r.differs).flatMap((r) => Object.keys(r.patch)));
-    for (const key of ['name', 'schedule', 'timeZone', 'windowFormat', 'windowOffset', 'ttl', 'killGrace', 'onBusy', 'waitTimeout', 'maxRuntime', 'maxDelay', 'alertAfter']) {
+    for (const key of ['name', 'schedule', 'timeZone', 'windowFormat', 'windowOffset', 'ttl', 'killGrace', 'onBusy', 'waitTimeout', 'maxRuntime', 'maxDelay', 'alertAfter', 'alertLookback']) {
       expect(keys('accepts'), key).toContain(key);
       expect(keys('refuses'), key).toContain(key);
     }

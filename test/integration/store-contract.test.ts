@@ -282,6 +282,11 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     // The +00:00 spelling of a UTC window completes it too.
     expect(await open([{ ...ab, windows: [{ window: 'k5', legacy: 'k1', scheduledAt: new Date(Date.now() + 60_000) }] }])).toEqual(['due-b:k5:-']);
     expect(await open([])).toEqual([]);
+    // Many not final: the oldest ten and the latest are listed, the count says how many in all.
+    const many = Array.from({ length: 14 }, (_, i) => w(`m${String(i).padStart(2, '0')}`, new Date(Date.now() + 60_000 + i)));
+    const listed = await s.readDueNotCompleted([{ ...e, windows: many }]);
+    expect(listed.map((r) => r.window)).toEqual([...many.slice(0, 10), many[13]!].map((x) => x.window));
+    expect(new Set(listed.map((r) => r.count))).toEqual(new Set([14]));
   });
 
   it('records a missed window past max delay without taking the lease', async () => {

@@ -6,7 +6,7 @@ function state(over: Partial<JobState>): JobState {
     name: 'a', schedule: '0 * * * *', tz: 'America/Sao_Paulo', windowMode: 'schedule', windowFormat: null, windowOffset: null,
     alertAfterMs: null, alertLookbackMs: null, createdAt: new Date('2026-10-31T15:29:30.057Z'), owner: 'host1:1:x', generation: '101', held: false,
     expiresInMs: null, heldForMs: null, lastWindow: 'w0', lastCompletedAt: new Date('2026-11-30T15:29:35.147Z'), lastDurationMs: 5000,
-    openWindows: [], holder: null, overdue: true, notCompleted: [], intervalMs: 3_600_000,
+    openWindows: [], holder: null, overdue: true, notCompleted: [], notCompletedCount: 0, intervalMs: 3_600_000,
     due: { window: '2026-11-30T12:00:00-03:00', scheduledAt: new Date('2026-11-30T15:00:00.000Z'), overdueSince: new Date('2026-11-30T15:30:00.000Z'), completed: false },
     ...over,
   };
