@@ -70,7 +70,7 @@ export function buildProgram(only?: string): Command {
       .option('--max-runtime <duration>', 'stop the child after this long (exit 124; at most 24 days)')
       .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')
       .option('--alert-after <duration>', 'grace after a scheduled tick before `check` and the exporter call its window overdue (default: half the interval, at most 1h)')
-      .option('--alert-lookback <duration>', 'how far back `check`, `status` and the exporter report due occurrences that did not complete (default: the longer of 24h and 3 intervals; at most the newest 100 occurrences)')
+      .option('--alert-lookback <duration>', 'how far back `check`, `status` and the exporter report due occurrences that did not complete (default: the longer of 24h and 3 intervals; at most the newest 24 occurrences)')
       .option('--rerun', 'run an already completed window again')
       .option('--pass-database-url', 'give the child DATABASE_URL (when a URL configured the store; PG* variables pass anyway) and PGPASSWORD (not passed by default)')
       .argument('[command...]', 'the command to run, after --')

@@ -52,7 +52,7 @@ export function defaultAlertLookbackMs(intervalMs: number): number {
  * The most occurrences judged per job (the newest): a minutely job's day is 1,440, each a probe
  * of the ledger for every job of its schedule. A longer lookback judges these only.
  */
-export const MAX_JUDGED_OCCURRENCES = 100;
+export const MAX_JUDGED_OCCURRENCES = 24;
 
 /**
  * Jobs' state on the store's clock, with the due-window judgement. `name` narrows to one job.

@@ -433,22 +433,29 @@ export class PgStore implements LeaseStore {
     // bounds the windows of a key (monitor.ts), and the keys are few and come from the jobs
     // table, so NULL can stand as '' (never a valid value). Only what is not final comes back.
     const d = groups.flatMap((g, i) => g.windows.map((w, k) => ({ grp: i + 1, last: k === g.windows.length - 1, ...w })));
+    // Each job is matched to its key once (jg: the registry read once, its lookback through
+    // to_jsonb once per job), then crossed with its key's due windows only.
     const { rows } = await this.query(
-      `SELECT x.job, x.window_key, x.outcome, x.generation, x.n FROM (
-         SELECT j.name AS job, d.window_key, w.outcome, w.generation, d.at_ms, d.last,
-                row_number() OVER (PARTITION BY j.name ORDER BY d.at_ms) AS rn, count(*) OVER (PARTITION BY j.name) AS n
-           FROM unnest($1::int[], $2::text[], $3::text[], $4::float8[], $5::boolean[]) AS d(grp, window_key, legacy_key, at_ms, last)
-           JOIN unnest($6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[], $11::bigint[])
-                WITH ORDINALITY AS g(schedule, tz, fmt, off, alert, lookback, grp) ON g.grp = d.grp
-           JOIN ${this.s}.jobs j ON j.schedule = g.schedule AND coalesce(j.tz, '') = coalesce(g.tz, '')
-                AND coalesce(j.window_format, '') = coalesce(g.fmt, '') AND coalesce(j.window_offset, '') = coalesce(g.off, '')
-                AND coalesce(j.alert_after_ms, -1) = coalesce(g.alert, -1) AND coalesce(${LOOKBACK}, -1) = coalesce(g.lookback, -1)
-           LEFT JOIN ${this.s}.windows w ON w.job = j.name AND w.window_key = d.window_key
-          WHERE j.window_mode = 'schedule' AND ($12::text IS NULL OR j.name = $12)
-            AND w.completed_at IS NULL
-            AND (w.job IS NOT NULL OR d.at_ms >= ${epochMs('j.created_at')})
+      `WITH g AS (
+         SELECT * FROM unnest($6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[], $11::bigint[])
+                WITH ORDINALITY AS g(schedule, tz, fmt, off, alert, lookback, grp)),
+       jk AS MATERIALIZED (
+         SELECT j.name, ${epochMs('j.created_at')} AS created_ms, j.schedule, coalesce(j.tz, '') AS tz, coalesce(j.window_format, '') AS fmt,
+                coalesce(j.window_offset, '') AS off, coalesce(j.alert_after_ms, -1) AS alert, coalesce(${LOOKBACK}, -1) AS lookback
+           FROM ${this.s}.jobs j WHERE j.window_mode = 'schedule' AND ($12::text IS NULL OR j.name = $12)),
+       jg AS MATERIALIZED (
+         SELECT jk.name, jk.created_ms, g.grp FROM jk JOIN g ON jk.schedule = g.schedule AND jk.tz = coalesce(g.tz, '')
+            AND jk.fmt = coalesce(g.fmt, '') AND jk.off = coalesce(g.off, '') AND jk.alert = coalesce(g.alert, -1)
+            AND jk.lookback = coalesce(g.lookback, -1))
+       SELECT x.job, x.window_key, x.outcome, x.generation, x.n FROM (
+         SELECT jg.name AS job, d.window_key, w.outcome, w.generation, d.at_ms, d.last,
+                row_number() OVER (PARTITION BY jg.name ORDER BY d.at_ms) AS rn, count(*) OVER (PARTITION BY jg.name) AS n
+           FROM jg JOIN unnest($1::int[], $2::text[], $3::text[], $4::float8[], $5::boolean[]) AS d(grp, window_key, legacy_key, at_ms, last) ON d.grp = jg.grp
+           LEFT JOIN ${this.s}.windows w ON w.job = jg.name AND w.window_key = d.window_key
+          WHERE w.completed_at IS NULL
+            AND (w.job IS NOT NULL OR d.at_ms >= jg.created_ms)
             AND (d.legacy_key IS NULL OR NOT EXISTS (
-                  SELECT 1 FROM ${this.s}.windows c WHERE c.job = j.name AND c.window_key = d.legacy_key AND c.completed_at IS NOT NULL))) x
+                  SELECT 1 FROM ${this.s}.windows c WHERE c.job = jg.name AND c.window_key = d.legacy_key AND c.completed_at IS NOT NULL))) x
         WHERE x.rn <= $13 OR x.last
         ORDER BY x.job, x.at_ms`,
       [d.map((x) => x.grp), d.map((x) => x.window), d.map((x) => x.legacy ?? null), d.map((x) => x.scheduledAt.getTime()), d.map((x) => x.last),
