@@ -6,6 +6,7 @@ import { windowKey } from '../schedule/occurrence.js';
 import { humanMs } from './table.js';
 import { canonicalZone, parseSchedule, previousTick, typicalInterval, type Schedule } from '../schedule/cron.js';
 import type { DueGroup, DueNotCompleted, JobRow, LeaseStore, ScheduleKey } from '../store/contract.js';
+import { JOB_CHANGES_WARN, JOB_CHANGES_WINDOW_MS } from '../store/contract.js';
 
 /** A due occurrence of a job that is not final, as status, check and the exporter report it. */
 export interface NotCompleted {
@@ -89,11 +90,27 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
         const at = d.windows.get(o.window);
         if (at) j.notCompleted.push({ window: o.window, scheduledAt: at.scheduledAt, overdueSince: at.overdueSince, outcome: abandoned(o.outcome, o.generation) });
       }
+      // As for the latest below: nothing is expected of a paused job, nor of a tick within a
+      // pause since ended (a suspended CronJob records nothing for it). Only the listed ones
+      // can be dropped from the count; a pause longer than the list leaves the rest counted.
+      if (j.paused) {
+        j.notCompleted = [];
+        j.notCompletedCount = 0;
+      } else if (j.pause !== null) {
+        const { since, until } = j.pause;
+        const kept = j.notCompleted.filter((o) => !(o.scheduledAt >= since && (until === null || o.scheduledAt < until)));
+        j.notCompletedCount -= j.notCompleted.length - kept.length;
+        j.notCompleted = kept;
+      }
     }
     // A job registered after the due tick was not yet expected to have run it.
     if (!d?.due || d.due.scheduledAt.getTime() < j.createdAt.getTime()) continue;
     const completed = d.due.window === j.lastWindow || !j.notCompleted.some((o) => o.window === d.due!.window);
-    j.overdue = !completed;
+    // A paused job is not expected to run (a crontab's runs record their ticks as skipped; a
+    // suspended CronJob's record nothing), nor a tick that fell within a pause since ended.
+    const at = d.due.scheduledAt.getTime();
+    const pausedTick = j.pause !== null && at >= j.pause.since.getTime() && (j.pause.until === null || at < j.pause.until.getTime());
+    j.overdue = !completed && !j.paused && !pausedTick;
     j.due = { window: d.due.window, scheduledAt: d.due.scheduledAt, overdueSince: d.due.overdueSince, completed };
   }
   return { dbNow, jobs };
@@ -220,6 +237,11 @@ export function statesToJson(doc: { store: string; location: string; dbNow: Date
     const w = j as unknown as Record<string, unknown>;
     w.createdAt = iso(j.createdAt);
     w.lastCompletedAt = iso(j.lastCompletedAt);
+    if (j.pause) {
+      const p = j.pause as unknown as Record<string, unknown>;
+      p.since = iso(j.pause.since);
+      p.until = iso(j.pause.until);
+    }
     if (j.due) {
       const due = j.due as unknown as Record<string, unknown>;
       due.scheduledAt = sharedIso(j.due.scheduledAt);
@@ -237,7 +259,7 @@ export function statesToJson(doc: { store: string; location: string; dbNow: Date
 export interface Problem {
   job: string;
   severity: 'critical' | 'warning';
-  kind: 'overdue' | 'not-completed' | 'stuck-owner' | 'failing';
+  kind: 'overdue' | 'not-completed' | 'stuck-owner' | 'failing' | 'settings-disagree';
   message: string;
   since?: Date | undefined;
 }
@@ -280,6 +302,12 @@ export function findProblems(jobs: JobState[], dbNow: Date, limits: CheckLimits)
       problems.push({
         job: j.name, severity: 'critical', kind: 'stuck-owner', since,
         message: `owner ${j.holder} has held generation ${j.generation} since ${since.toISOString()}, longer than --max-hold (${humanMs(limits.maxHoldMs)})`,
+      });
+    }
+    if (j.recentJobChanges >= JOB_CHANGES_WARN) {
+      problems.push({
+        job: j.name, severity: 'warning', kind: 'settings-disagree',
+        message: `its settings changed ${j.recentJobChanges} times within ${humanMs(JOB_CHANGES_WINDOW_MS)} (job-changed events in \`leasejob history\`): hosts or deployments run it with different flags`,
       });
     }
     for (const w of j.openWindows) {

@@ -53,12 +53,11 @@ describe('sql/sqlite: the embedded store schema as numbered files', () => {
     expect(sha, 'sql/sqlite/001_init.sql was edited; put the change in the next numbered file').toBe('6b399fccbe9f8e3bdb8b06c3f8d5c4692d633f71543c52dcb4c6677d8d055a6d');
   });
 
-  it('a new state file gets exactly the schema the built-in string made, brought to the newest version', () => {
+  it('a new state file gets exactly the schema the built-in string made, upgraded by the numbered files after 001', () => {
     const dir = newDir();
     const store = SqliteStore.open(path.join(dir, 'new.db'));
     void store.close();
     oldCodePathFile(path.join(dir, 'old.db'));
-    // The old code path made version 1; the numbered files after 001 upgrade it (002: alert_lookback_ms).
     void SqliteStore.open(path.join(dir, 'old.db')).close();
     expect(schemaOf(path.join(dir, 'new.db'))).toEqual(schemaOf(path.join(dir, 'old.db')));
     expect(schemaOf(path.join(dir, 'new.db')).version).toBe(listSqliteSchema().at(-1)!.version);
@@ -77,7 +76,9 @@ describe('sql/sqlite: the embedded store schema as numbered files', () => {
     expect(await runOnce(again, 'b')).toBe('completed');
     expect((await again.readJobRows('j')).rows[0]).toMatchObject({ name: 'j', lastWindow: 'b' });
     await again.close();
-    expect(schemaOf(file)).toEqual(before);
+    const fresh = path.join(newDir(), 'fresh.db');
+    void SqliteStore.open(fresh).close();
+    expect(schemaOf(file)).toEqual(schemaOf(fresh));
   });
 
   it('a newer numbered file upgrades a file on a host in order, in one transaction; a failing step changes nothing', async () => {
@@ -89,19 +90,19 @@ describe('sql/sqlite: the embedded store schema as numbered files', () => {
     expect(await runOnce(store, 'a')).toBe('completed');
     await store.close();
 
-    // The next two numbers after this leasejob's newest file.
-    const base = listSqliteSchema().at(-1)!.version;
-    const n = (k: number): string => String(base + k).padStart(3, '0');
-    writeFileSync(path.join(schemaDir, `${n(1)}_note.sql`), 'ALTER TABLE jobs ADD COLUMN note TEXT;\n');
-    writeFileSync(path.join(schemaDir, `${n(2)}_broken.sql`), "UPDATE jobs SET note = 'set by 003';\nCREATE TABLE jobs (x INTEGER);\n");
+    // The two files after the newest shipped one.
+    const at = listSqliteSchema().at(-1)!.version;
+    const num = (n: number): string => String(n).padStart(3, '0');
+    writeFileSync(path.join(schemaDir, `${num(at + 1)}_note.sql`), 'ALTER TABLE jobs ADD COLUMN note TEXT;\n');
+    writeFileSync(path.join(schemaDir, `${num(at + 2)}_broken.sql`), "UPDATE jobs SET note = 'set by 003';\nCREATE TABLE jobs (x INTEGER);\n");
     const db = new Database(file);
     expect(() => migrateSqlite(db, schemaDir)).toThrow(/already exists/);
-    expect(db.pragma('user_version', { simple: true })).toBe(base);
+    expect(db.pragma('user_version', { simple: true })).toBe(at);
     expect((db.prepare('SELECT * FROM jobs').all() as Array<Record<string, unknown>>)[0]).not.toHaveProperty('note');
 
-    writeFileSync(path.join(schemaDir, `${n(2)}_broken.sql`), "UPDATE jobs SET note = 'set by 003';\n");
+    writeFileSync(path.join(schemaDir, `${num(at + 2)}_broken.sql`), "UPDATE jobs SET note = 'set by 003';\n");
     migrateSqlite(db, schemaDir);
-    expect(db.pragma('user_version', { simple: true })).toBe(base + 2);
+    expect(db.pragma('user_version', { simple: true })).toBe(at + 2);
     expect(db.prepare('SELECT name, note FROM jobs').all()).toEqual([{ name: 'j', note: 'set by 003' }]);
     migrateSqlite(db, schemaDir); // at the newest: nothing applied again
     expect(db.prepare('SELECT count(*) AS n FROM windows').get()).toEqual({ n: 1 });
