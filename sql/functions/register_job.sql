@@ -30,7 +30,7 @@ BEGIN
   v_new := jsonb_build_object('schedule', p_spec->>'schedule', 'tz', p_spec->>'tz', 'window_mode', p_spec->>'window_mode',
     'window_format', p_spec->>'window_format', 'window_offset', p_spec->>'window_offset', 'ttl_ms', p_ttl_ms,
     'max_delay_ms', (p_spec->>'max_delay_ms')::bigint, 'alert_after_ms', (p_spec->>'alert_after_ms')::bigint,
-    'alert_lookback_ms', (p_spec->>'alert_lookback_ms')::bigint); -- 017: the lookback (issue 20)
+    'alert_lookback_ms', (p_spec->>'alert_lookback_ms')::bigint); -- 018: the lookback (issue 20)
   v_old_spec := jsonb_build_object('schedule', v_old.schedule, 'tz', v_old.tz, 'window_mode', v_old.window_mode,
     'window_format', v_old.window_format, 'window_offset', v_old.window_offset, 'ttl_ms', v_old.ttl_ms,
     'max_delay_ms', v_old.max_delay_ms, 'alert_after_ms', v_old.alert_after_ms, 'alert_lookback_ms', v_old.alert_lookback_ms);

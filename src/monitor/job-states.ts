@@ -259,7 +259,7 @@ export function statesToJson(doc: { store: string; location: string; dbNow: Date
 export interface Problem {
   job: string;
   severity: 'critical' | 'warning';
-  kind: 'overdue' | 'not-completed' | 'stuck-owner' | 'failing' | 'settings-disagree';
+  kind: 'overdue' | 'not-completed' | 'stuck-owner' | 'failing' | 'settings-disagree' | 'replication';
   message: string;
   since?: Date | undefined;
 }

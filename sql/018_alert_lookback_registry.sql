@@ -1,9 +1,9 @@
--- 017: register_job() writes `run --alert-lookback` (jobs.alert_lookback_ms, added by 010) again.
+-- 018: register_job() writes `run --alert-lookback` (jobs.alert_lookback_ms, added by 010) again.
 -- 010 taught the function of 009 the column; 012 (versions, not last-write-wins) replaced that
 -- function with one that did not know it, so from 012 a run's lookback was never recorded and
 -- status, check and the exporter used the default. Now compared, adopted and reported in a
 -- job-changed event with the other settings. (Two numbers for issue 20: 010 and this, the next
--- free above 014, as reserved.)
+-- free above 014 once 015-017 were taken.)
 -- register_job: as in sql/functions/register_job.sql. CREATE OR REPLACE keeps the privileges
 -- granted on a function of the same signature; SECURITY DEFINER and the pinned search_path are
 -- restated, as CREATE OR REPLACE resets them.
@@ -35,7 +35,7 @@ BEGIN
   v_new := jsonb_build_object('schedule', p_spec->>'schedule', 'tz', p_spec->>'tz', 'window_mode', p_spec->>'window_mode',
     'window_format', p_spec->>'window_format', 'window_offset', p_spec->>'window_offset', 'ttl_ms', p_ttl_ms,
     'max_delay_ms', (p_spec->>'max_delay_ms')::bigint, 'alert_after_ms', (p_spec->>'alert_after_ms')::bigint,
-    'alert_lookback_ms', (p_spec->>'alert_lookback_ms')::bigint); -- 017: the lookback (issue 20)
+    'alert_lookback_ms', (p_spec->>'alert_lookback_ms')::bigint); -- 018: the lookback (issue 20)
   v_old_spec := jsonb_build_object('schedule', v_old.schedule, 'tz', v_old.tz, 'window_mode', v_old.window_mode,
     'window_format', v_old.window_format, 'window_offset', v_old.window_offset, 'ttl_ms', v_old.ttl_ms,
     'max_delay_ms', v_old.max_delay_ms, 'alert_after_ms', v_old.alert_after_ms, 'alert_lookback_ms', v_old.alert_lookback_ms);
