@@ -19,6 +19,7 @@ function metrics(registry: Registry) {
     scrape: g('leasejob_scrape_duration_seconds', 'time spent reading the database for this scrape'),
     jobs: g('leasejob_jobs', 'registered jobs'),
     overdue: rg('leasejob_window_overdue', '1 when the latest due window plus its grace is not completed'),
+    notCompleted: rg('leasejob_due_occurrences_not_completed', 'due occurrences within the lookback, past their grace, not completed (the latest included): failed, lost, missed, or never run'),
     lastCompleted: rg('leasejob_last_completed_window_timestamp_seconds', 'when the last window of the job was completed (database clock)'),
     held: rg('leasejob_lease_held', '1 while the lease is held (not expired)'),
     generation: rg('leasejob_lease_generation', 'current lease generation (the fencing token)'),
@@ -34,6 +35,7 @@ function metrics(registry: Registry) {
     ratio: rg('leasejob_duration_interval_ratio', 'last duration over the schedule interval; above 0.5 overlap is no longer hypothetical'),
     runs: rc('leasejob_runs_total', 'finished windows by outcome (completed, failed, missed)'),
     skips: rc('leasejob_busy_skips_total', 'runs that skipped because a live owner held the lease'),
+    doneSkips: rc('leasejob_done_skips_total', 'runs that skipped because their window was already completed (late duplicates, a second host)'),
     lost: rc('leasejob_leases_lost_total', 'leases lost while running (child stopped)'),
     takeovers: rc('leasejob_stale_takeovers_total', 'leases taken over from a stale (crashed or paused) owner'),
     renewFailures: rc('leasejob_renew_failures_total', 'episodes of failed renewals that later recovered'),
@@ -61,7 +63,7 @@ const PER_JOB: Record<string, 'lost' | 'takeovers' | 'renewFailures' | 'fenceRef
   'notify-failed': 'notifyFailures',
 };
 /** The event kinds a scrape exports; the others (acquired, released, ...) are not read. */
-const EXPORTED_KINDS = [...Object.keys(RUN_KINDS), ...Object.keys(PER_JOB), 'busy-skip', 'clock-jump'];
+const EXPORTED_KINDS = [...Object.keys(RUN_KINDS), ...Object.keys(PER_JOB), 'busy-skip', 'done-skip', 'clock-jump'];
 
 export class Exporter {
   readonly registry = new Registry();
@@ -143,6 +145,7 @@ export class Exporter {
     for (const j of jobs) {
       const job = labelText({ job: j.name });
       if (j.due) m.overdue.add(job, j.overdue ? 1 : 0);
+      if (j.due || j.notCompletedCount > 0) m.notCompleted.add(job, j.notCompletedCount);
       if (j.lastCompletedAt) m.lastCompleted.add(job, j.lastCompletedAt.getTime() / 1000);
       m.held.add(job, j.held ? 1 : 0);
       if (j.generation !== null) m.generation.add(job, Number(j.generation));
@@ -174,6 +177,7 @@ export class Exporter {
       if (outcome) m.runs.addTo(`${r.job}\u0000${outcome}`, labelText({ job: r.job, outcome }), r.n);
       else if (family) m[family].addTo(r.job, labelText({ job: r.job }), r.n);
       else if (r.kind === 'busy-skip') m.skips.add(labelText({ job: r.job, host: r.host }), r.n);
+      else if (r.kind === 'done-skip') m.doneSkips.add(labelText({ job: r.job, host: r.host }), r.n);
       else if (r.kind === 'clock-jump') m.jumps.inc({ host: r.host }, r.n);
     }
     for (const h of hosts) {
