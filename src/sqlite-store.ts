@@ -11,7 +11,7 @@ import { monoNow } from './clock.js';
 import { DatabaseError, UsageError } from './errors.js';
 import type {
   AcquireInput, AcquireRow, AdoptInput, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
-  ScheduleKey,
+  ScheduleKey, WindowRow,
 } from './store.js';
 
 /** What is at `file`: `hidden` when a directory on the way cannot be searched by this user. */
@@ -480,6 +480,20 @@ export class SqliteStore implements LeaseStore {
       host: (r.host as string | null) ?? null, generation: r.generation == null ? null : String(r.generation),
       dbTime: new Date(r.db_time as number), hostTime: r.host_time == null ? null : new Date(r.host_time as number),
       detail: JSON.parse(r.detail as string) as Record<string, unknown>,
+    }));
+  }
+
+  async readWindows(job: string, limit: number): Promise<WindowRow[]> {
+    const rows = this.db.prepare(
+      `SELECT * FROM (SELECT * FROM windows WHERE job = ? AND completed_at IS NULL ORDER BY started_at DESC LIMIT ?)
+       UNION ALL
+       SELECT * FROM (SELECT * FROM windows WHERE job = ? AND completed_at IS NOT NULL ORDER BY completed_at DESC, generation DESC LIMIT ?)`,
+    ).all(job, limit, job, limit) as Array<Record<string, unknown>>;
+    const at = (v: unknown): Date | null => (v == null ? null : new Date(v as number));
+    return rows.map((r) => ({
+      window: r.window_key as string, scheduledAt: at(r.scheduled_at), outcome: r.outcome as string, attempts: r.attempts as number,
+      generation: String(r.generation), owner: r.owner as string, firstStartedAt: at(r.first_started_at)!, startedAt: at(r.started_at)!,
+      finishedAt: at(r.finished_at), completedAt: at(r.completed_at), exitCode: (r.exit_code as number | null) ?? null,
     }));
   }
 
