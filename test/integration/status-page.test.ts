@@ -206,3 +206,27 @@ describe.skipIf(!haveChromium)('status page in chromium', () => {
     await page.close();
   });
 });
+
+describe('without a browser', () => {
+  it('--no-status-page serves only /metrics and /healthz', async () => {
+    const own = await testDb();
+    const p = startCli(['exporter', '--database-url', own.url, '--schema', own.schema, '--port', '0', '--host', '127.0.0.1', '--no-status-page']);
+    let err = '';
+    p.stderr?.on('data', (d: Buffer) => (err += d.toString()));
+    try {
+      const port = await waitFor('exporter to listen', () => {
+        const line = logLines(err).find((l) => l.msg === 'exporter listening');
+        return line ? Number(line.port) : undefined;
+      });
+      const root = await fetch(`http://127.0.0.1:${port}/`);
+      expect(root.status).toBe(404);
+      expect(await root.text()).toBe('leasejob exporter: see /metrics and /healthz\n');
+      expect((await fetch(`http://127.0.0.1:${port}/job?name=x`)).status).toBe(404);
+      expect((await fetch(`http://127.0.0.1:${port}/metrics`)).status).toBe(200);
+    } finally {
+      p.kill('SIGTERM');
+      await p;
+      await own.close();
+    }
+  });
+});
