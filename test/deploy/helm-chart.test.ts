@@ -338,13 +338,13 @@ describe.skipIf(!helm)('with a helm binary', () => {
         database: { existingSecret: 'pg', secretKey: 'url' }, serviceAccountName: 'jobs', imagePullSecrets: [{ name: 'regcred' }],
         migration: { existingSecret: 'pg-owner', grantTo: ['leasejob_runner'] }, jobDefaults: { alertAfter: '10m' },
         podLabels: { team: 'billing' }, nodeSelector: { pool: 'batch' }, tolerations: [{ key: 'batch', operator: 'Exists' }],
-        serviceMonitor: { enabled: true }, prometheusRule: { enabled: true },
+        serviceMonitor: { enabled: true }, prometheusRule: { enabled: true }, grafanaDashboard: { enabled: true, annotations: { grafana_folder: 'Jobs' } },
         jobs: [...values.jobs, { ...commentedExampleJob(), entrypoint: ['leasejob'], passDatabaseUrl: true, maxDelay: '6h', activeDeadlineSeconds: 7200,
           env: [{ name: 'A', value: 'b' }], volumes: [{ name: 'cfg', configMap: { name: 'cfg' } }], volumeMounts: [{ name: 'cfg', mountPath: '/etc/cfg' }] }],
       };
       writeFileSync(file, JSON.stringify(extra));
       const objects = render(['rel', CHART_DIR, '--namespace', 'billing', '-f', file]);
-      expect(objects.map((o) => o.kind).sort()).toEqual(['CronJob', 'CronJob', 'Deployment', 'Job', 'PrometheusRule', 'Service', 'ServiceMonitor']);
+      expect(objects.map((o) => o.kind).sort()).toEqual(['ConfigMap', 'CronJob', 'CronJob', 'Deployment', 'Job', 'PrometheusRule', 'Service', 'ServiceMonitor']);
       for (const o of objects.filter((x) => !['ServiceMonitor', 'PrometheusRule'].includes(x.kind))) {
         expect(await schemaErrors(o), `${o.kind} ${o.metadata.name}`).toEqual([]);
         expect(unknownFields(o), `${o.kind} ${o.metadata.name}`).toEqual([]);
