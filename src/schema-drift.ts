@@ -17,7 +17,7 @@ export interface DriftReport {
   skipped?: string;
 }
 
-interface FunctionRow {
+export interface FunctionRow {
   oid: string;
   name: string;
   args: string;
@@ -25,7 +25,7 @@ interface FunctionRow {
 }
 
 /** Each function of `schema`: its identity and everything that makes it behave as it does. */
-async function functionsOf(client: pg.PoolClient, schema: string): Promise<FunctionRow[]> {
+export async function functionsOf(client: pg.PoolClient, schema: string): Promise<FunctionRow[]> {
   const { rows } = await client.query<FunctionRow>(
     `SELECT p.oid::text AS oid, p.proname AS name, pg_get_function_identity_arguments(p.oid) AS args,
             concat_ws('|', pg_get_function_result(p.oid), l.lanname, p.prosecdef, p.provolatile, md5(p.prosrc),

@@ -9,6 +9,7 @@ import type BetterSqlite3 from 'better-sqlite3';
 import Database from 'better-sqlite3';
 import { monoNow } from './clock.js';
 import { DatabaseError, UsageError } from './errors.js';
+import { migrateSqlite } from './sqlite-schema.js';
 import type {
   AcquireInput, AcquireRow, AdoptInput, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
   ScheduleKey, WindowRow,
@@ -48,45 +49,6 @@ export function bootId(): string {
 // Waits for another process's transaction this long before failing: transactions here are a
 // few statements, so anything longer means a stuck process, reported as a store error.
 const BUSY_TIMEOUT_MS = 5_000;
-const SCHEMA_VERSION = 1;
-
-const SCHEMA = `
-CREATE TABLE jobs (
-  name TEXT PRIMARY KEY, schedule TEXT, tz TEXT, window_mode TEXT, window_format TEXT, window_offset TEXT,
-  ttl_ms INTEGER, max_delay_ms INTEGER, alert_after_ms INTEGER, last_seq INTEGER NOT NULL DEFAULT 0,
-  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);
-CREATE TABLE leases (
-  name TEXT PRIMARY KEY, owner TEXT NOT NULL, generation INTEGER NOT NULL,
-  acquired_at INTEGER NOT NULL, renewed_at INTEGER NOT NULL, released_at INTEGER,
-  renewed_mono INTEGER NOT NULL, expires_mono INTEGER NOT NULL, boot_id TEXT NOT NULL,
-  ttl_ms INTEGER NOT NULL, renew_interval_ms INTEGER NOT NULL, window_key TEXT, holder_pid INTEGER);
-CREATE TABLE windows (
-  job TEXT NOT NULL, window_key TEXT NOT NULL, scheduled_at INTEGER, owner TEXT NOT NULL, generation INTEGER NOT NULL,
-  attempts INTEGER NOT NULL DEFAULT 1, first_started_at INTEGER NOT NULL, started_at INTEGER NOT NULL,
-  finished_at INTEGER, completed_at INTEGER, outcome TEXT NOT NULL DEFAULT 'running', exit_code INTEGER,
-  PRIMARY KEY (job, window_key));
-CREATE INDEX windows_open ON windows (job) WHERE completed_at IS NULL;
-CREATE TABLE events (
-  job TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, window_key TEXT, owner TEXT, host TEXT,
-  generation INTEGER, db_time INTEGER NOT NULL, host_time INTEGER, detail TEXT NOT NULL DEFAULT '{}',
-  PRIMARY KEY (job, seq));
-CREATE TABLE event_counts (
-  job TEXT NOT NULL, kind TEXT NOT NULL, host TEXT NOT NULL, n INTEGER NOT NULL DEFAULT 0, last_at INTEGER NOT NULL,
-  PRIMARY KEY (job, kind, host));
-CREATE TABLE hosts (host TEXT PRIMARY KEY, offset_ms INTEGER NOT NULL, uncertainty_ms INTEGER NOT NULL, measured_at INTEGER NOT NULL);
-`;
-
-/**
- * Added after version 1, on every open when missing: the last completed window of a job
- * straight from an index; a finish retry's probe for its own earlier release (events_released). Without it, status read and sorted every window a job ever had (an
- * every-minute job adds 525,600 a year). Only an index, so the version stays 1 and a file
- * opened by this leasejob still opens with an older one (a rollback keeps working).
- */
-const INDEXES = `
-CREATE INDEX IF NOT EXISTS windows_last_completed ON windows (job, completed_at DESC, generation DESC) WHERE completed_at IS NOT NULL;
-CREATE INDEX IF NOT EXISTS events_released ON events (job, generation) WHERE kind = 'released';
-`;
-
 interface LeaseRecord {
   name: string;
   owner: string;
@@ -189,18 +151,8 @@ export class SqliteStore implements LeaseStore {
     db.pragma('synchronous = NORMAL');
     db.pragma('foreign_keys = ON');
     const store = new SqliteStore(db, file);
-    store.migrate();
+    migrateSqlite(db);
     return store;
-  }
-
-  private migrate(): void {
-    this.db.transaction(() => {
-      const version = this.db.pragma('user_version', { simple: true }) as number;
-      if (version > SCHEMA_VERSION) throw Object.assign(new Error(`state file schema is at version ${version}, newer than this leasejob knows (${SCHEMA_VERSION}); upgrade leasejob`), { code: 'SQLITE_SCHEMA_TOO_NEW' });
-      if (version < 1) this.db.exec(SCHEMA);
-      this.db.exec(INDEXES);
-      this.db.pragma(`user_version = ${SCHEMA_VERSION}`);
-    }).immediate();
   }
 
   private expired(l: LeaseRecord, nowMono: number): boolean {

@@ -58,7 +58,11 @@ describe('npm pack, then npm install --omit=dev of the tarball', () => {
     const migrations = readdirSync(path.join(ROOT, 'sql')).filter((f) => f.endsWith('.sql')).map((f) => `sql/${f}`);
     expect(migrations.length).toBeGreaterThan(0);
     for (const m of migrations) expect(files).toContain(m);
-    const allowed = /^(package\.json|README\.md|LICENSE(\.\w+)?|bin\/([^/]+\.c?js|package\.json)|dist\/.+\.(c?js|d\.ts|js\.map|d\.ts\.map)|sql\/\d+_[a-z0-9_]+\.sql)$/;
+    // The embedded store's schema files, which it applies when it opens a state file.
+    const sqlite = readdirSync(path.join(ROOT, 'sql', 'sqlite')).filter((f) => f.endsWith('.sql')).map((f) => `sql/sqlite/${f}`);
+    expect(sqlite.length).toBeGreaterThan(0);
+    for (const m of sqlite) expect(files).toContain(m);
+    const allowed = /^(package\.json|README\.md|LICENSE(\.\w+)?|bin\/([^/]+\.c?js|package\.json)|dist\/.+\.(c?js|d\.ts|js\.map|d\.ts\.map)|sql\/\d+_[a-z0-9_]+\.sql|sql\/sqlite\/[a-z0-9_]+\.sql)$/;
     expect(files.filter((f) => !allowed.test(f))).toEqual([]);
   });
 
@@ -113,5 +117,19 @@ describe('npm pack, then npm install --omit=dev of the tarball', () => {
     } finally {
       await pool.end();
     }
+  });
+
+  it('the installed leasejob runs a window once with the embedded store (its schema files shipped)', async () => {
+    const env = cleanEnv();
+    for (const k of ['DATABASE_URL', 'LEASEJOB_DATABASE_URL', 'KUBERNETES_SERVICE_HOST', 'PGHOST', 'PGPORT', 'PGDATABASE', 'PGUSER', 'PGPASSWORD', 'PGSERVICE', 'JOB_NAME']) delete env[k];
+    const opts = { cwd: app, env, extendEnv: false, reject: false, timeout: 60_000, all: true } as const;
+    const state = path.join(dir, 'state', 'leasejob.db');
+    const args = ['run', '--state-file', state, '--name', 'packed', '--window', 'w1', '--', process.execPath, '-e', 'console.log(`ran ${process.env.LEASEJOB_WINDOW}`)'];
+    const first = await execa(bin, args, opts);
+    expect(first.exitCode, first.all).toBe(0);
+    expect(first.stdout).toBe('ran w1');
+    const second = await execa(bin, args, opts);
+    expect(second.exitCode, second.all).toBe(0);
+    expect(second.stdout).toBe('');
   });
 });

@@ -1,0 +1,7 @@
+-- Embedded store (SQLite): indexes created on every open when missing, without a version step, so
+-- a file opened by this leasejob still opens with an older one (a rollback keeps working).
+-- windows_last_completed: the last completed window of a job straight from an index (without it,
+-- status read and sorted every window a job ever had). events_released: a finish retry's probe
+-- for its own earlier release. Only indexes belong here; anything else is a numbered file.
+CREATE INDEX IF NOT EXISTS windows_last_completed ON windows (job, completed_at DESC, generation DESC) WHERE completed_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS events_released ON events (job, generation) WHERE kind = 'released';

@@ -1,0 +1,122 @@
+// The embedded store's schema as numbered files (sql/sqlite/), applied by PRAGMA user_version:
+// a fresh file gets exactly what the old built-in schema made, a state file made by the old code
+// path opens and runs as before, a newer step upgrades a file in one transaction (or not at all),
+// and a file from a newer leasejob is refused, changing nothing.
+import { createHash } from 'node:crypto';
+import { cpSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { silentLogger } from '../../src/log.js';
+import { runWithLease } from '../../src/runner.js';
+import { listSqliteSchema, migrateSqlite, sqliteSchemaDir } from '../../src/sqlite-schema.js';
+import { SqliteStore } from '../../src/sqlite-store.js';
+import { ROOT, runCli } from '../helpers/cli.js';
+import { tempDirs } from '../helpers/temp.js';
+
+const newDir = tempDirs('leasejob-sqlite-files-');
+const OLD_SCHEMA = readFileSync(path.join(ROOT, 'test', 'fixtures', 'sqlite-v1-schema.sql'), 'utf8');
+
+/** A state file as leasejob made it before its schema moved to sql/sqlite/. */
+function oldCodePathFile(file: string): void {
+  const db = new Database(file);
+  db.pragma('journal_mode = WAL');
+  db.transaction(() => {
+    db.exec(OLD_SCHEMA);
+    db.pragma('user_version = 1');
+  }).immediate();
+  db.close();
+}
+
+/** Every table, index and column of a state file, as SQLite records them. */
+function schemaOf(file: string): { objects: string[]; version: number } {
+  const db = new Database(file, { readonly: true });
+  try {
+    const objects = (db.prepare("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name").all() as Array<{ type: string; name: string; sql: string }>)
+      .map((o) => `${o.type} ${o.name}: ${o.sql.replace(/\s+/g, ' ')}`);
+    return { objects, version: db.pragma('user_version', { simple: true }) as number };
+  } finally {
+    db.close();
+  }
+}
+
+const runOnce = async (store: SqliteStore, key: string) =>
+  (await runWithLease(store, { name: 'j', ttlMs: 3_000, killGraceMs: 500, window: { key } }, async () => 0, silentLogger)).status;
+
+describe('sql/sqlite: the embedded store schema as numbered files', () => {
+  it('numbered from 001 without gaps, beside the every-open indexes; 001 is what version 1 always was', () => {
+    const steps = listSqliteSchema();
+    expect(steps.map((s) => s.version)).toEqual(steps.map((_, i) => i + 1));
+    expect(readdirSync(sqliteSchemaDir()).sort()).toEqual([...steps.map((s) => s.file), 'indexes.sql'].sort());
+    // Frozen, like the PostgreSQL migrations: a file on a host applied it as it was.
+    const sha = createHash('sha256').update(readFileSync(path.join(sqliteSchemaDir(), '001_init.sql'), 'utf8').replace(/\r\n/g, '\n')).digest('hex');
+    expect(sha, 'sql/sqlite/001_init.sql was edited; put the change in the next numbered file').toBe('6b399fccbe9f8e3bdb8b06c3f8d5c4692d633f71543c52dcb4c6677d8d055a6d');
+  });
+
+  it('a new state file gets exactly the schema the built-in string made, at version 1', () => {
+    const dir = newDir();
+    const store = SqliteStore.open(path.join(dir, 'new.db'));
+    void store.close();
+    oldCodePathFile(path.join(dir, 'old.db'));
+    expect(schemaOf(path.join(dir, 'new.db'))).toEqual(schemaOf(path.join(dir, 'old.db')));
+    expect(schemaOf(path.join(dir, 'new.db')).version).toBe(1);
+  });
+
+  it('a version-1 file made by the old code path opens, keeps its windows, runs, and stays at version 1', async () => {
+    const file = path.join(newDir(), 'v1.db');
+    oldCodePathFile(file);
+    const before = schemaOf(file);
+    const store = SqliteStore.open(file);
+    expect(await runOnce(store, 'a')).toBe('completed');
+    await store.close();
+    const again = SqliteStore.open(file);
+    expect(await runOnce(again, 'a')).toBe('skipped'); // its window completed before: not run again
+    expect(await runOnce(again, 'b')).toBe('completed');
+    expect((await again.readJobRows('j')).rows[0]).toMatchObject({ name: 'j', lastWindow: 'b' });
+    await again.close();
+    expect(schemaOf(file)).toEqual(before);
+  });
+
+  it('a newer numbered file upgrades a file on a host in order, in one transaction; a failing step changes nothing', async () => {
+    const dir = newDir();
+    const schemaDir = path.join(dir, 'sqlite');
+    cpSync(sqliteSchemaDir(), schemaDir, { recursive: true });
+    const file = path.join(dir, 'host.db');
+    const store = SqliteStore.open(file);
+    expect(await runOnce(store, 'a')).toBe('completed');
+    await store.close();
+
+    writeFileSync(path.join(schemaDir, '002_note.sql'), 'ALTER TABLE jobs ADD COLUMN note TEXT;\n');
+    writeFileSync(path.join(schemaDir, '003_broken.sql'), "UPDATE jobs SET note = 'set by 003';\nCREATE TABLE jobs (x INTEGER);\n");
+    const db = new Database(file);
+    expect(() => migrateSqlite(db, schemaDir)).toThrow(/already exists/);
+    expect(db.pragma('user_version', { simple: true })).toBe(1);
+    expect((db.prepare('SELECT * FROM jobs').all() as Array<Record<string, unknown>>)[0]).not.toHaveProperty('note');
+
+    writeFileSync(path.join(schemaDir, '003_broken.sql'), "UPDATE jobs SET note = 'set by 003';\n");
+    migrateSqlite(db, schemaDir);
+    expect(db.pragma('user_version', { simple: true })).toBe(3);
+    expect(db.prepare('SELECT name, note FROM jobs').all()).toEqual([{ name: 'j', note: 'set by 003' }]);
+    migrateSqlite(db, schemaDir); // at the newest: nothing applied again
+    expect(db.prepare('SELECT count(*) AS n FROM windows').get()).toEqual({ n: 1 });
+    db.close();
+  });
+
+  it('a file from a newer leasejob is refused as before: exit 69, its version named, nothing changed', async () => {
+    const dir = newDir();
+    const file = path.join(dir, 'newer.db');
+    const store = SqliteStore.open(file);
+    await store.close();
+    const latest = listSqliteSchema().at(-1)!.version;
+    const raw = new Database(file);
+    raw.pragma(`user_version = ${latest + 1}`);
+    raw.close();
+    const before = schemaOf(file);
+    expect(() => SqliteStore.open(file)).toThrow(expect.objectContaining({ code: 'SQLITE_SCHEMA_TOO_NEW' }));
+
+    const r = await runCli(['run', '--state-file', file, '--name', 'j', '--window', 'w', '--', 'true']);
+    expect(r.exitCode, r.all).toBe(69);
+    expect(r.stderr).toContain(`state file schema is at version ${latest + 1}, newer than this leasejob knows (${latest}); upgrade leasejob`);
+    expect(schemaOf(file)).toEqual(before);
+  });
+});
