@@ -2,7 +2,7 @@
 // inline style sheet and no script, every value through html`` (src/html.ts).
 import { html, trusted, type SafeHtml } from './html.js';
 import type { JobState } from './monitor.js';
-import { JOB_STATES, type JobExtras, type JobStateName, type ListQuery, type ListView } from './status-view.js';
+import { DEFAULT_PER_PAGE, JOB_STATES, type JobExtras, type JobStateName, type ListQuery, type ListView } from './status-view.js';
 import type { HistoryEvent, HostClock, WindowRow } from './store.js';
 import { humanMs } from './table.js';
 
@@ -88,7 +88,7 @@ function listHref(q: ListQuery, change: Partial<ListQuery>): string {
   if (next.q) p.set('q', next.q);
   if (next.state) p.set('state', next.state);
   if (next.page > 1) p.set('page', String(next.page));
-  if (next.per !== 100) p.set('per', String(next.per));
+  if (next.per !== DEFAULT_PER_PAGE) p.set('per', String(next.per));
   const s = p.toString();
   return s ? `/?${s}` : '/';
 }
@@ -137,7 +137,7 @@ ${JOB_STATES.map((s) => html`<li><a class="state-${s}" href="${listHref(q, { sta
 <form class="search" method="get" action="/" role="search">
 <input type="search" name="q" value="${q.q}" placeholder="Search job names" aria-label="Search job names">
 <select name="state" aria-label="State"><option value="">any state</option>${JOB_STATES.map((s) => html`<option value="${s}"${q.state === s ? trusted(' selected') : ''}>${s}</option>`)}</select>
-${q.per !== 100 ? html`<input type="hidden" name="per" value="${q.per}">` : ''}
+${q.per !== DEFAULT_PER_PAGE ? html`<input type="hidden" name="per" value="${q.per}">` : ''}
 <button type="submit">Search</button>
 </form>
 <p class="muted" id="shown">${v.matched === 0 ? 'No job matches.' : `Jobs ${first}-${last} of ${v.matched}${v.matched !== v.total ? ` matching (${v.total} in all)` : ''}`}</p>
@@ -222,15 +222,15 @@ function windowsSection(d: JobPageData): SafeHtml {
     return html`<h2>Open windows</h2><p>${openWindowsCell(d.job)}</p>`;
   }
   if (d.windows.length === 0) return html`<h2>Windows</h2><p class="muted">No window recorded.</p>`;
-  // readWindows says `running` for a run whose lease is gone; status reads it as abandoned.
-  const abandoned = new Set(d.job.openWindows.filter((w) => w.outcome === 'abandoned').map((w) => w.window));
+  // Recorded as running, but its generation no longer holds the lease: abandoned, as status reads it.
+  const live = d.job.held ? d.job.generation : null;
   return html`<h2>Windows</h2>
 <p class="muted">Open windows first (newest started first), then the latest completed ones; ${d.job.openCount} open in all.</p>
 <div class="scroll"><table class="cards" id="windows">
 <thead><tr><th>Window</th><th>Outcome</th><th>Attempts</th><th>Generation</th><th>Owner</th><th>Started</th><th>Finished</th><th>Exit</th></tr></thead>
 <tbody>
 ${d.windows.map((w) => {
-    const outcome = w.completedAt === null && w.outcome === 'running' && abandoned.has(w.window) ? 'abandoned' : w.outcome;
+    const outcome = w.completedAt === null && w.outcome === 'running' && w.generation !== live ? 'abandoned' : w.outcome;
     return html`<tr>
 <td data-label="Window"><code>${w.window}</code></td>
 <td data-label="Outcome"><span class="outcome-${outcome}">${outcome}</span></td>

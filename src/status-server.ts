@@ -44,7 +44,7 @@ export class StatusPages {
     next.then(
       ({ status, body }) => send(res, status, body),
       (err: unknown) => {
-        this.log.warn({ err: (err as Error).message }, 'status page could not read the database');
+        this.log.warn({ err: (err as Error).message, path }, 'status page failed');
         send(res, 503, renderMessage('Database unreachable', 'The exporter could not read the database; see its log. /healthz says when it answers again.'));
       },
     );

@@ -7,6 +7,7 @@ import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
+import { startProxy } from '../helpers/proxy.mjs';
 import { tempDir } from '../helpers/temp.js';
 
 const CHROMIUM = process.env.LEASEJOB_CHROMIUM ?? '/usr/bin/chromium';
@@ -208,16 +209,41 @@ describe.skipIf(!haveChromium)('status page in chromium', () => {
 });
 
 describe('without a browser', () => {
-  it('--no-status-page serves only /metrics and /healthz', async () => {
-    const own = await testDb();
-    const p = startCli(['exporter', '--database-url', own.url, '--schema', own.schema, '--port', '0', '--host', '127.0.0.1', '--no-status-page']);
+  async function exporterOn(url: string, schema: string, ...extra: string[]) {
+    const p = startCli(['exporter', '--database-url', url, '--schema', schema, '--port', '0', '--host', '127.0.0.1', ...extra]);
     let err = '';
     p.stderr?.on('data', (d: Buffer) => (err += d.toString()));
+    const port = await waitFor('exporter to listen', () => {
+      const line = logLines(err).find((l) => l.msg === 'exporter listening');
+      return line ? Number(line.port) : undefined;
+    });
+    return { p, port };
+  }
+
+  it('with the database cut off the page says so (503), and recovers', async () => {
+    const own = await testDb();
+    const proxy = await startProxy(own.url);
+    const { p, port } = await exporterOn(proxy.url(own.url), own.schema);
     try {
-      const port = await waitFor('exporter to listen', () => {
-        const line = logLines(err).find((l) => l.msg === 'exporter listening');
-        return line ? Number(line.port) : undefined;
-      });
+      expect((await fetch(`http://127.0.0.1:${port}/`)).status).toBe(200);
+      proxy.cut('reset');
+      const down = await fetch(`http://127.0.0.1:${port}/`);
+      expect(down.status).toBe(503);
+      expect(await down.text()).toContain('<h1>Database unreachable</h1>');
+      proxy.heal();
+      await waitFor('the page to read the database again', async () => (await fetch(`http://127.0.0.1:${port}/`)).status === 200);
+    } finally {
+      p.kill('SIGTERM');
+      await p;
+      await proxy.close();
+      await own.close();
+    }
+  });
+
+  it('--no-status-page serves only /metrics and /healthz', async () => {
+    const own = await testDb();
+    const { p, port } = await exporterOn(own.url, own.schema, '--no-status-page');
+    try {
       const root = await fetch(`http://127.0.0.1:${port}/`);
       expect(root.status).toBe(404);
       expect(await root.text()).toBe('leasejob exporter: see /metrics and /healthz\n');
