@@ -366,6 +366,15 @@ describe.skipIf(!helm)('with a helm binary', () => {
     }
   });
 
+  it('exporter.statusPage=false starts the exporter with --no-status-page; the default serves the page', () => {
+    const argsOf = (...set: string[]): string[] => {
+      const deployment = render(['rel', CHART_DIR, ...set.flatMap((x) => ['--set', x])]).find((o) => o.kind === 'Deployment')!;
+      return podSpecOf(deployment).containers[0].args as string[];
+    };
+    expect(argsOf()).not.toContain('--no-status-page');
+    expect(argsOf('exporter.statusPage=false')).toEqual(['exporter', '--port', '9464', '--schema', 'leasejob', '--no-status-page']);
+  });
+
   it('refuses a grace period that does not cover --kill-grace, a kill grace the ttl has no room for, and a duplicate job name', () => {
     const fail = (set: string): string => spawnSync(helm!, ['template', 'x', CHART_DIR, '--set', set, ...KUBE_VERSION], { encoding: 'utf8', timeout: 60_000 }).stderr;
     expect(fail('jobDefaults.killGrace=45s')).toContain('terminationGracePeriodSeconds 45, not more than killGrace 45s + 5s');
