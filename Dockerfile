@@ -18,6 +18,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
+COPY scripts ./scripts
 RUN npm run build
 
 # ---- runtime: production dependencies only, non-root ---------------------------------------
@@ -69,7 +70,7 @@ COPY --from=build /app/dist ./dist
 RUN chmod 0755 /app/bin/leasejob.js \
  && ln -s /app/bin/leasejob.js /usr/local/bin/leasejob
 
-# V8's code cache for `run` (src/compile-cache.ts), primed here: a run against a closed port
+# V8's code cache for `run` (src/startup/compile-cache.ts), primed here: a run against a closed port
 # loads and compiles the start and the connection, then exits 69 (database unreachable); the
 # lease, the child and the outcome still compile at each start (about 6% of a run). Root-owned
 # and read-only at run time, so every pod starts warm (about 115 ms instead of 135 for

@@ -2,7 +2,7 @@
 // Entry point: the CLI decides the exit code; this file only exits with it.
 // CommonJS (bin/package.json says so), like the bundle it loads: an ES module entry costs
 // ~5 ms more to start. The CLI is one esbuild bundle (dist/leasejob.cjs) loaded through V8's
-// code cache (src/compile-cache.ts); measured by `npm run bench`.
+// code cache (src/startup/compile-cache.ts); measured by `npm run bench`.
 // The path stays bin/leasejob.js: `npx leasejob` in a checkout links this file once into
 // npm's npx cache and never relinks it, so a renamed entry leaves "leasejob: not found".
 'use strict';

@@ -4,7 +4,7 @@
 /**
  * Milliseconds on the monotonic clock (never jumps, no meaning as a date). process.hrtime rather
  * than performance.now(): the first use of the global `performance` loads perf_hooks, about 1 M
- * instructions on every start (src/bundle.mjs).
+ * instructions on every start (scripts/bundle.mjs).
  */
 export function monoNow(): number {
   const [s, ns] = process.hrtime();

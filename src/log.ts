@@ -1,6 +1,6 @@
 // The one pino logger: JSON lines on stderr (stdout belongs to the child), secrets redacted.
 import pino from 'pino';
-import { redact } from './db.js';
+import { redact } from './secrets.js';
 
 export type Logger = pino.Logger;
 

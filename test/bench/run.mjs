@@ -50,7 +50,7 @@ for (const s of selected) {
     process.exit(64);
   }
 }
-if (!existsSync(path.join(ROOT, 'dist', 'cli.js'))) {
+if (!existsSync(path.join(ROOT, 'dist', 'cli', 'main.js'))) {
   console.error('dist/ is missing: run `npm run bench` (it builds first) or `npx tsc -p tsconfig.json`');
   process.exit(1);
 }

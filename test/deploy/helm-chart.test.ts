@@ -9,7 +9,7 @@ import path from 'node:path';
 import { Ajv } from 'ajv';
 import { parse as parseYaml } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseDuration } from '../../src/duration.js';
+import { parseDuration } from '../../src/schedule/duration.js';
 import { ROOT, runCli } from '../helpers/cli.js';
 import { newSchemaName, testDb, type TestDb } from '../helpers/db.js';
 import {

@@ -54,7 +54,7 @@ describe('npm pack, then npm install --omit=dev of the tarball', () => {
   });
 
   it('packs the CLI, the compiled library with its types, every migration and the README, and nothing else', () => {
-    for (const f of ['package.json', 'README.md', 'bin/leasejob.js', 'bin/package.json', 'dist/leasejob.cjs', 'dist/compile-cache.cjs', 'dist/cli.js', 'dist/index.js', 'dist/index.d.ts']) expect(files).toContain(f);
+    for (const f of ['package.json', 'README.md', 'bin/leasejob.js', 'bin/package.json', 'dist/leasejob.cjs', 'dist/compile-cache.cjs', 'dist/cli/main.js', 'dist/index.js', 'dist/index.d.ts']) expect(files).toContain(f);
     const migrations = readdirSync(path.join(ROOT, 'sql')).filter((f) => f.endsWith('.sql')).map((f) => `sql/${f}`);
     expect(migrations.length).toBeGreaterThan(0);
     for (const m of migrations) expect(files).toContain(m);

@@ -12,7 +12,7 @@ import { ROOT, fixture, logLines, runCli, startCli } from '../helpers/cli.js';
 import { newSchemaName } from '../helpers/db.js';
 import { pgbouncerBinary, startPgbouncer, type Pgbouncer } from '../helpers/pgbouncer.mjs';
 import { tempDirs } from '../helpers/temp.js';
-import { migrate } from '../../src/migrate.js';
+import { migrate } from '../../src/store/postgres/migrate.js';
 
 const FENCE_SQL = path.join(ROOT, 'sql', '002_assert_lease.sql');
 const FENCED_CHILD = path.join(ROOT, 'test', 'deploy', 'fixtures', 'fenced-through-pooler.mjs');
@@ -118,7 +118,7 @@ describe.skipIf(!PGBOUNCER)('through pgbouncer in transaction pooling mode', () 
 
   it('a run longer than its TTL renews through the pooler and completes its window', async () => {
     // --kill-grace 500ms: with TTL 3s every renewal then has a whole interval of budget. (With
-    // 1s, src/lease.ts passes a fractional lock timeout to renew() and every renewal fails with
+    // 1s, src/lease/keeper.ts passes a fractional lock timeout to renew() and every renewal fails with
     // 22P02, pooler or not; reported separately.)
     const r = await runCli(
       ['run', '--schema', schema, '--name', 'pooled-renewal', '--window', 'w1', '--ttl', '3s', '--kill-grace', '500ms', '--log-level', 'debug',

@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { inject } from 'vitest';
-import { migrate } from '../../src/migrate.js';
+import { migrate } from '../../src/store/postgres/migrate.js';
 
 export interface TestDb {
   url: string;

@@ -1,4 +1,4 @@
-// The CLI's code cache (src/compile-cache.ts), through the real CLI: written once per command,
+// The CLI's code cache (src/startup/compile-cache.ts), through the real CLI: written once per command,
 // reused, rewritten when V8 rejects it or a start went further than its writer, never written
 // where someone else could have.
 import { chmodSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';

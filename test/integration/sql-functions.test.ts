@@ -3,8 +3,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { migrate } from '../../src/migrate.js';
-import { functionsOf, type FunctionRow } from '../../src/schema-drift.js';
+import { migrate } from '../../src/store/postgres/migrate.js';
+import { functionsOf, type FunctionRow } from '../../src/store/postgres/drift.js';
 import { newSchemaName, testDb, type TestDb } from '../helpers/db.js';
 import { ROOT } from '../helpers/wait.js';
 

@@ -8,9 +8,9 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/log.js';
-import { runWithLease } from '../../src/runner.js';
-import { listSqliteSchema, migrateSqlite, sqliteSchemaDir } from '../../src/sqlite-schema.js';
-import { SqliteStore } from '../../src/sqlite-store.js';
+import { runWithLease } from '../../src/lease/runner.js';
+import { listSqliteSchema, migrateSqlite, sqliteSchemaDir } from '../../src/store/sqlite/schema.js';
+import { SqliteStore } from '../../src/store/sqlite/store.js';
 import { ROOT, runCli } from '../helpers/cli.js';
 import { tempDirs } from '../helpers/temp.js';
 

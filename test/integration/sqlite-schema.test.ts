@@ -5,8 +5,8 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/log.js';
-import { runWithLease } from '../../src/runner.js';
-import { JOB_ROWS_SQL, SqliteStore } from '../../src/sqlite-store.js';
+import { runWithLease } from '../../src/lease/runner.js';
+import { JOB_ROWS_SQL, SqliteStore } from '../../src/store/sqlite/store.js';
 import { tempDir } from '../helpers/temp.js';
 
 const dir = tempDir('leasejob-sqlite-schema-');

@@ -1,4 +1,4 @@
-// What a start loads (issue 7, src/bundle.mjs): Node built-ins that the bundled libraries load at
+// What a start loads (issue 7, scripts/bundle.mjs): Node built-ins that the bundled libraries load at
 // import time but `run` does not need stay unloaded, through the real CLI with a real child and
 // PostgreSQL, and they still load where they are needed (Web Crypto for SCRAM and MD5 logins).
 import { readFileSync, writeFileSync } from 'node:fs';

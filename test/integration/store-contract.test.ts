@@ -2,13 +2,13 @@
 // the embedded SQLite store.
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { resolveConnection } from '../../src/db.js';
+import { resolveConnection } from '../../src/store/postgres/connection.js';
 import { silentLogger } from '../../src/log.js';
-import { readJobStates } from '../../src/monitor.js';
-import { createPool, PgStore } from '../../src/pg-store.js';
-import { runWithLease } from '../../src/runner.js';
-import { SqliteStore } from '../../src/sqlite-store.js';
-import type { AcquireInput, AcquireRow, LeaseStore } from '../../src/store.js';
+import { readJobStates } from '../../src/monitor/job-states.js';
+import { createPool, PgStore } from '../../src/store/postgres/store.js';
+import { runWithLease } from '../../src/lease/runner.js';
+import { SqliteStore } from '../../src/store/sqlite/store.js';
+import type { AcquireInput, AcquireRow, LeaseStore } from '../../src/store/contract.js';
 import { testDb } from '../helpers/db.js';
 import { tempDirs } from '../helpers/temp.js';
 

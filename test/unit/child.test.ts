@@ -12,7 +12,7 @@ import {
   SpawnError,
   startChild,
   type ChildHandle,
-} from '../../src/child.js';
+} from '../../src/lease/child.js';
 import { FIXTURES, fixture, isAlive, waitFor } from '../helpers/wait.js';
 
 const node = process.execPath;

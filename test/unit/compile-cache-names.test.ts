@@ -1,8 +1,8 @@
 // The code cache keeps one file per command, named from a list of its own (it runs before the
 // bundle, so it cannot ask commander). A command missing there would share the catch-all file.
 import { describe, expect, it } from 'vitest';
-import { buildProgram, COMMAND_NAMES } from '../../src/cli.js';
-import { cacheFileTag, COMMANDS, isCacheFileOf } from '../../src/compile-cache.js';
+import { buildProgram, COMMAND_NAMES } from '../../src/cli/main.js';
+import { cacheFileTag, COMMANDS, isCacheFileOf } from '../../src/startup/compile-cache.js';
 
 describe('compile cache command names', () => {
   it('are exactly the CLI commands', () => {

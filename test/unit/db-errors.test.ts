@@ -2,7 +2,7 @@
 // exit code and advice. The integration tests provoke some of these on a real server; the
 // others (a crashed server, a full disk) cannot be provoked there.
 import { describe, expect, it } from 'vitest';
-import { classifyDbError, isTransientDbError, noAnswerWithin, wasRolledBack } from '../../src/db.js';
+import { classifyDbError, isTransientDbError, noAnswerWithin, wasRolledBack } from '../../src/store/postgres/db-errors.js';
 
 const ctx = { schema: 'leasejob', secrets: ['s3cret'], target: 'postgres://u:***@db/app' };
 const pgError = (code: string, message = `error ${code} s3cret`): Error => Object.assign(new Error(message), { code });

@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest';
-import { parseDuration, parseIsoOffset } from '../../src/duration.js';
+import { parseDuration, parseIsoOffset } from '../../src/schedule/duration.js';
 import { UsageError } from '../../src/errors.js';
 
 describe('parseDuration', () => {

@@ -1,6 +1,6 @@
 // libpq keyword/value connection strings: read as libpq reads them, handed to pg as a URL.
 import { describe, expect, it } from 'vitest';
-import { parseKeywords, resolveConnection, secretsOf } from '../../src/db.js';
+import { parseKeywords, resolveConnection, secretsOf } from '../../src/store/postgres/connection.js';
 
 describe('libpq keyword/value strings', () => {
   it('reads pairs, spaces around =, quoted values and backslash escapes', () => {

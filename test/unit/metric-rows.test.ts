@@ -1,7 +1,7 @@
 // MetricRows renders what prom-client renders for the same series, byte for byte.
 import { Counter, Gauge, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { labelText, MetricRows } from '../../src/metric-rows.js';
+import { labelText, MetricRows } from '../../src/monitor/metric-rows.js';
 
 const tricky = ['plain-job', 'with "quotes"', 'back\\slash', 'new\nline', 'ünïcødé', '', 'a,b=c{d}'];
 const values = [0, 1, -2.5, 1e21, 1.5e-7, Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, 1796043404.886];

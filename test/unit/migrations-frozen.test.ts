@@ -1,6 +1,6 @@
 // A migration, once in main, is never edited: a schema that applied it keeps what it made, so an
 // edited file would leave that schema different from a new one for good (migrate then mends
-// functions, src/schema-drift.ts, but not tables). Change the schema in a new numbered file.
+// functions, src/store/postgres/drift.ts, but not tables). Change the schema in a new numbered file.
 // A new file is added here with its hash once it is merged.
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';

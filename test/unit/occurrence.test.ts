@@ -1,14 +1,14 @@
 import { describe, it, expect } from 'vitest';
 import { DateTime, Duration } from 'luxon';
 import { UsageError } from '../../src/errors.js';
-import { parseIsoOffset } from '../../src/duration.js';
+import { parseIsoOffset } from '../../src/schedule/duration.js';
 import {
   deriveOccurrence,
   parseKubernetesJobName,
   validateWindowFormat,
   windowKey,
-} from '../../src/occurrence.js';
-import { parseSchedule } from '../../src/schedule.js';
+} from '../../src/schedule/occurrence.js';
+import { parseSchedule } from '../../src/schedule/cron.js';
 
 const SP = 'America/Sao_Paulo';
 const NY = 'America/New_York';

@@ -1,9 +1,9 @@
 // Which clock-offset measurement a run records for its host: the latest precise one, else the
 // least uncertain. Selection only: no statement is sent (the keeper is never started).
 import { describe, expect, it } from 'vitest';
-import { LeaseKeeper } from '../../src/lease.js';
+import { LeaseKeeper } from '../../src/lease/keeper.js';
 import { silentLogger } from '../../src/log.js';
-import type { LeaseStore } from '../../src/store.js';
+import type { LeaseStore } from '../../src/store/contract.js';
 
 const keeper = (): LeaseKeeper => new LeaseKeeper({} as LeaseStore, { job: 'j', owner: 'h:1:a', generation: '1' },
   { ttlMs: 3_000, renewIntervalMs: 1_000, killGraceMs: 500 }, { mono: 0, wall: 0 }, silentLogger, () => {});

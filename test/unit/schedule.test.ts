@@ -1,7 +1,7 @@
 import { describe, it, expect } from 'vitest';
 import { DateTime } from 'luxon';
 import { UsageError } from '../../src/errors.js';
-import { nextTick, parseSchedule, previousTick, typicalInterval, type Schedule } from '../../src/schedule.js';
+import { nextTick, parseSchedule, previousTick, typicalInterval, type Schedule } from '../../src/schedule/cron.js';
 
 const NY = 'America/New_York';
 const SP = 'America/Sao_Paulo';

@@ -1,6 +1,7 @@
 // What the redaction list holds: every form of the password a message could carry.
 import { describe, expect, it } from 'vitest';
-import { maskPasswords, redact, secretsOf } from '../../src/db.js';
+import { maskPasswords, redact } from '../../src/secrets.js';
+import { secretsOf } from '../../src/store/postgres/connection.js';
 
 describe('secretsOf', () => {
   it('holds the URL password raw and decoded', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { statesToJson, type JobState } from '../../src/monitor.js';
+import { statesToJson, type JobState } from '../../src/monitor/job-states.js';
 
 function state(over: Partial<JobState>): JobState {
   return {

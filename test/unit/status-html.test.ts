@@ -1,9 +1,9 @@
 // The status page's escaping and view model without a browser: every interpolated value is
 // escaped, states are judged worst first, and a page's query is read leniently.
 import { describe, expect, it } from 'vitest';
-import { escapeHtml, html } from '../../src/html.js';
-import type { JobState } from '../../src/monitor.js';
-import { listView, parseListQuery, stateOf } from '../../src/status-view.js';
+import { escapeHtml, html } from '../../src/monitor/status-html.js';
+import type { JobState } from '../../src/monitor/job-states.js';
+import { listView, parseListQuery, stateOf } from '../../src/monitor/status-view.js';
 
 const job = (over: Partial<JobState> & { paused?: boolean } = {}): JobState => ({
   name: 'j', schedule: null, tz: null, windowMode: 'literal', windowFormat: null, windowOffset: null, alertAfterMs: null, createdAt: new Date(0),

@@ -1,7 +1,7 @@
 // Which store a command uses, from flags and environment alone (nothing is opened).
 import { describe, expect, it } from 'vitest';
 import { UsageError } from '../../src/errors.js';
-import { chooseStore } from '../../src/open-store.js';
+import { chooseStore } from '../../src/store/choice.js';
 
 const home = { HOME: '/home/u' };
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { humanMs, renderTable } from '../../src/table.js';
+import { humanMs, renderTable } from '../../src/monitor/table.js';
 
 describe('renderTable', () => {
   it('pads every column but the last to its widest cell and trims line ends', () => {

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { UsageError } from '../../src/errors.js';
-import { driverTls } from '../../src/tls.js';
+import { driverTls } from '../../src/store/postgres/tls.js';
 import { fixture } from '../helpers/wait.js';
 
 const ca = fixture('tls/ca.pem');

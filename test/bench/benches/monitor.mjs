@@ -3,9 +3,9 @@
 // Interleaved per iteration (rotating order):
 //   status CLI end to end (table and --json), against status on an empty schema (node start,
 //   module load, connect: the floor of any CLI call);
-//   readJobStates in-process (dist/monitor.js), against the server's execution time of the
+//   readJobStates in-process (dist/monitor/job-states.js), against the server's execution time of the
 //   statements it sent (pg_stat_statements total_exec_time delta);
-//   Exporter.scrape() in-process (dist/exporter.js, a new Exporter each time), against
+//   Exporter.scrape() in-process (dist/monitor/exporter.js, a new Exporter each time), against
 //   readJobStates (the difference is building and formatting the metrics);
 //   GET /metrics from a running `leasejob exporter`, against the in-process scrape;
 //   GET / (the status page's first 100 jobs) and GET /?q=... (a search) from it, against GET /metrics.
@@ -159,11 +159,11 @@ export async function run(ctx) {
 
 /** readJobStates and Exporter over a PgStore on the bench's server, as the exporter command opens it. */
 async function monitorApi(ctx, schema) {
-  const monitor = await import(dist('monitor.js'));
-  const { Exporter } = await import(dist('exporter.js'));
+  const monitor = await import(dist('monitor/job-states.js'));
+  const { Exporter } = await import(dist('monitor/exporter.js'));
   const { silentLogger } = await import(dist('log.js'));
-  const { resolveConnection } = await import(dist('db.js'));
-  const { PgStore, createPool } = await import(dist('pg-store.js'));
+  const { resolveConnection } = await import(dist('store/postgres/connection.js'));
+  const { PgStore, createPool } = await import(dist('store/postgres/store.js'));
   // What the exporter command opens: a pool of 4 (its scrape runs three queries at once).
   const pool = createPool(resolveConnection(ctx.url), { max: 4 });
   const store = new PgStore(pool, schema, `bench schema ${schema}`);

@@ -2,7 +2,7 @@
 // the figure is VmHWM as last read while the child was still alive (so it includes start-up,
 // connect, acquire, spawning, and the renewals during the run: TTL 3 s, child 3.5 s, about 3
 // renewals). Interleaved with two baselines polled the same way: an idle `node` and a node
-// that has loaded the run path (dist/cli.js + dist/commands/run.js) and then idles.
+// that has loaded the run path (dist/cli/main.js + dist/cli/commands/run.js) and then idles.
 import path from 'node:path';
 import { BENCH_DIR, BIN, NODE, isAlive, procStatus, readStamp, sleep, stampCmd, start } from '../lib/proc.mjs';
 import { rotate } from '../lib/stats.mjs';
@@ -23,7 +23,7 @@ export async function run(ctx) {
   const contenders = [
     { name: 'runner', start: runner },
     { name: 'node idle', start: () => ({ p: start(NODE, ['-e', `setTimeout(() => {}, ${childMs})`], { env: ctx.env }) }) },
-    { name: 'node + run path loaded, idle', start: () => ({ p: start(NODE, [IMPORT_TIME, 'dist/cli.js', 'dist/commands/run.js'], { env: { ...ctx.env, BENCH_HOLD_MS: String(childMs) }, stdout: true }) }) },
+    { name: 'node + run path loaded, idle', start: () => ({ p: start(NODE, [IMPORT_TIME, 'dist/cli/main.js', 'dist/cli/commands/run.js'], { env: { ...ctx.env, BENCH_HOLD_MS: String(childMs) }, stdout: true }) }) },
   ];
   const peak = Object.fromEntries(contenders.map((c) => [c.name, []]));
   const runnerMaxRss = [];

@@ -15,8 +15,8 @@ import { rotate, summarize, fmt } from '../lib/stats.mjs';
 
 const IMPORT_TIME = path.join(BENCH_DIR, 'fixtures', 'import-time.mjs');
 // What `leasejob run` loads, in the order it loads it (bin -> cli -> commands/run).
-const RUN_PATH = ['commander', 'dist/cli.js', 'pg', 'pino', 'luxon', 'cron-parser', 'dist/commands/run.js'];
-const ISOLATED = ['commander', 'pg', 'pino', 'luxon', 'cron-parser', 'execa', 'prom-client', 'dist/errors.js', 'dist/cli.js', 'dist/commands/run.js'];
+const RUN_PATH = ['commander', 'dist/cli/main.js', 'pg', 'pino', 'luxon', 'cron-parser', 'dist/cli/commands/run.js'];
+const ISOLATED = ['commander', 'pg', 'pino', 'luxon', 'cron-parser', 'execa', 'prom-client', 'dist/errors.js', 'dist/cli/main.js', 'dist/cli/commands/run.js'];
 
 export async function run(ctx) {
   const n = ctx.n(20, 2);
@@ -30,7 +30,7 @@ export async function run(ctx) {
     { name: 'leasejob run --help', args: () => [BIN, 'run', '--help'], stdout: true },
     { name: 'leasejob run -- true', args: () => runArgs() },
     { name: 'leasejob run -- true, no code cache', args: () => runArgs(), env: { LEASEJOB_COMPILE_CACHE: 'off' } },
-    { name: 'load run path only', args: () => [IMPORT_TIME, 'dist/cli.js', 'dist/commands/run.js'], stdout: true },
+    { name: 'load run path only', args: () => [IMPORT_TIME, 'dist/cli/main.js', 'dist/cli/commands/run.js'], stdout: true },
     // What a CA bundle in NODE_EXTRA_CA_CERTS adds to every start (see run.mjs), when one was set.
     ...(ctx.extraCaCerts ? [
       { name: 'node -e 0, NODE_EXTRA_CA_CERTS set', args: () => ['-e', '0'], env: { NODE_EXTRA_CA_CERTS: ctx.extraCaCerts } },

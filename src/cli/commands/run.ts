@@ -1,0 +1,218 @@
+// `leasejob run`: the child process under runWithLease, signals forwarded, exit code mapped.
+import { constants } from 'node:os';
+import { monoNow } from '../../clock.js';
+import { passwordFileWarnings } from '../../store/postgres/connection.js';
+import { startChild, parentDeathSignalSupport, SpawnError, type ChildHandle, type ChildResult } from '../../lease/child.js';
+import { MAX_TIMER_MS } from '../../schedule/duration.js';
+import { ExitCode, LeasejobError, UsageError } from '../../errors.js';
+import { createLogger } from '../../log.js';
+import { safetyMarginMs } from '../../lease/keeper.js';
+import { normalizeRunOptions, type RawRunFlags, type RunConfig } from '../options.js';
+import { runWithLease, type AbortReason, type RunResult, type TaskContext } from '../../lease/runner.js';
+import { typicalInterval } from '../../schedule/cron.js';
+import { chooseStore, openStore, type StoreChoice } from '../../store/choice.js';
+import type { LeaseStore } from '../../store/contract.js';
+import { Reach, noteReach } from '../../startup/start-reach.js';
+import { storeError } from './admin.js';
+
+/** How long closing the connection may take once a signal told leasejob to stop. */
+const CLOSE_AFTER_SIGNAL_MS = 250;
+
+/** Signals that make leasejob stop its child, release the lease and exit 128+N. */
+const FORWARDED = ['SIGTERM', 'SIGINT', 'SIGHUP'] as const;
+
+/** The child exited non-zero or by a signal: the window stays open. */
+class ChildFailedError extends Error {
+  constructor(readonly result: ChildResult) {
+    super(result.signal ? `child killed by ${result.signal}` : `child exited with code ${result.exitCode}`);
+  }
+  get childCode(): number {
+    return this.result.code;
+  }
+}
+
+/**
+ * `early`: the store openStoreEarly() chose and opened from these flags, already connecting.
+ * It is closed here whatever happens, bad flags included.
+ */
+export async function runCommand(
+  flags: RawRunFlags & { stateFile?: string; requireShared?: boolean },
+  command: string[],
+  early?: { choice: StoreChoice; store: Promise<LeaseStore> },
+): Promise<number> {
+  let config: RunConfig;
+  let choice: StoreChoice;
+  try {
+    config = normalizeRunOptions(flags, command);
+    checkWorkingDirectory();
+    choice = early?.choice ?? chooseStore({ databaseUrl: config.databaseUrl, schema: flags.schema, stateFile: flags.stateFile, requireShared: flags.requireShared });
+  } catch (err) {
+    // Not awaited: a connection still being opened (a black-holed database) must not delay
+    // the usage error; the process exits right after and the server sees the socket close.
+    void early?.store.then((s) => s.close(), () => {});
+    throw err;
+  }
+  const log = createLogger(config.logLevel, choice.secrets);
+  passwordFileWarnings.sendTo((message) => log.warn(message));
+  const databaseUrl = choice.kind === 'postgresql' ? choice.source.connectionString : undefined;
+
+  const cancel = new AbortController();
+  const supervised = { childRunning: false, childStarted: false, sharedStore: choice.kind === 'postgresql' };
+  const onSignal = (sig: NodeJS.Signals): void => {
+    if (supervised.childRunning) log.warn({ signal: sig }, 'signal received, stopping child');
+    else log.warn({ signal: sig }, 'signal received');
+    cancel.abort(sig);
+  };
+  for (const s of FORWARDED) process.on(s, onSignal);
+
+  let store: LeaseStore | undefined;
+  try {
+    store = await (early?.store ?? openStore(choice));
+    if (parentDeathSignalSupport() === 'none') log.warn('no parent-death signal on this platform: if leasejob is SIGKILLed its child runs on until the lease would have expired');
+    log.info({ store: store.kind, location: store.location, occurrence: config.window?.source }, 'using store');
+    warnIfLateWallClock(config, log);
+    const result = await runWithLease(store, {
+      name: config.name, ttlMs: config.ttlMs, renewIntervalMs: config.renewIntervalMs, killGraceMs: config.killGraceMs,
+      window: config.window, onBusy: config.onBusy, waitTimeoutMs: config.waitTimeoutMs, maxRuntimeMs: config.maxRuntimeMs,
+      signal: cancel.signal, spec: config.spec,
+    }, (ctx) => superviseChild(config, ctx, databaseUrl, log, supervised), log);
+    noteReach(supervised.childStarted ? Reach.whole : result.status === 'skipped' ? Reach.answered : Reach.none);
+    return exitCodeFor(result, cancel.signal);
+  } catch (err) {
+    if (err instanceof LeasejobError) throw err;
+    throw storeError(err, choice) ?? err;
+  } finally {
+    for (const s of FORWARDED) process.off(s, onSignal);
+    // Told to stop: a statement still waiting on a silent connection is not waited for long.
+    await store?.close(cancel.signal.aborted ? CLOSE_AFTER_SIGNAL_MS : undefined);
+  }
+}
+
+function childEnv(config: RunConfig, ctx: TaskContext, databaseUrl: string | undefined, sharedStore: boolean): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v;
+  // A leasejob inside the child, left without our database URL, must not fall back to a
+  // one-host state file: its lease would guard nothing across hosts. It says so (exit 64).
+  if (sharedStore && !env.LEASEJOB_REQUIRE_SHARED) env.LEASEJOB_REQUIRE_SHARED = '1';
+  // Least privilege: the child does not get our database URL unless asked.
+  delete env.LEASEJOB_DATABASE_URL;
+  delete env.DATABASE_URL;
+  // Nor the password of a connection made from the libpq variables (PGHOST, PGUSER, ...),
+  // which a child using libpq would pick up. The other PG* variables hold no secret.
+  if (!config.passDatabaseUrl) delete env.PGPASSWORD;
+  if (config.passDatabaseUrl && databaseUrl) env.DATABASE_URL = databaseUrl;
+  Object.assign(env, {
+    FENCE_TOKEN: ctx.fenceToken,
+    IDEMPOTENCY_KEY: ctx.idempotencyKey,
+    LEASEJOB_NAME: config.name,
+    LEASEJOB_ATTEMPT: String(ctx.attempt),
+    LEASEJOB_OWNER: ctx.owner,
+    LEASEJOB_SCHEMA: config.schema,
+  });
+  if (ctx.window !== undefined) env.LEASEJOB_WINDOW = ctx.window;
+  else delete env.LEASEJOB_WINDOW;
+  if (ctx.scheduledAt) env.LEASEJOB_SCHEDULED_AT = ctx.scheduledAt.toISOString();
+  else delete env.LEASEJOB_SCHEDULED_AT;
+  return env;
+}
+
+async function superviseChild(
+  config: RunConfig, ctx: TaskContext, databaseUrl: string | undefined, log: ReturnType<typeof createLogger>, supervised: { childRunning: boolean; childStarted: boolean; sharedStore: boolean },
+): Promise<ChildResult> {
+  // The lease may have been lost (or its stop point passed) while we got here: never start then.
+  ctx.signal.throwIfAborted();
+  let child: ChildHandle;
+  try {
+    child = await startChild(config.command, config.args, { env: childEnv(config, ctx, databaseUrl, supervised.sharedStore) });
+  } catch (err) {
+    // Said here, or a crontab sees only exit 127 or 126.
+    if (err instanceof SpawnError) log.error({ command: config.command, exitCode: err.exitCode }, err.message);
+    throw err;
+  }
+  const started = monoNow();
+  supervised.childRunning = true;
+  supervised.childStarted = true;
+  // After SIGKILL, the group's last members are waited for within the margin kept before expiry.
+  const settleMs = safetyMarginMs(config.ttlMs);
+  log.info({ childPid: child.pid, command: config.command, generation: ctx.fenceToken, attempt: ctx.attempt }, 'child started');
+  const onAbort = (): void => {
+    const reason = ctx.signal.reason as AbortReason;
+    const first = reason.kind === 'cancelled' && typeof reason.reason === 'string' ? (reason.reason as NodeJS.Signals) : 'SIGTERM';
+    log.info({ childPid: child.pid, reason: reason.kind, signal: first, graceMs: Math.round(reason.graceMs) }, 'stopping child');
+    void child.stop({ graceMs: reason.graceMs, first, settleMs });
+  };
+  ctx.signal.addEventListener('abort', onAbort, { once: true });
+  if (ctx.signal.aborted) onAbort();
+  // Past half the schedule interval, the next occurrence may find this one still running.
+  const halfInterval = config.schedule ? typicalInterval(config.schedule, new Date()) / 2 : undefined;
+  // (Past Node's timer limit a timer fires at once: schedules over ~50 days get no warning.)
+  const overlapTimer = halfInterval !== undefined && halfInterval <= MAX_TIMER_MS
+    ? setTimeout(() => log.warn({ childPid: child.pid, halfIntervalMs: halfInterval }, 'run passed half the schedule interval'), halfInterval)
+    : undefined;
+  const result = await child.exited;
+  clearTimeout(overlapTimer);
+  log.info({ childPid: child.pid, exitCode: result.exitCode, signal: result.signal, durationMs: Math.round(monoNow() - started) }, 'child exited');
+  // What the child started in its group is part of the run: nothing of it may work on past the
+  // lease. Left behind after a normal exit, it is stopped like the child (SIGTERM, the grace,
+  // SIGKILL); after a stop, stop() resolves only once the whole group is gone. The abort listener
+  // stays on meanwhile, so a lease lost during this wait still shortens the grace.
+  if (child.groupAlive()) {
+    if (!ctx.signal.aborted) log.warn({ childPid: child.pid, graceMs: config.killGraceMs }, 'child exited but left processes in its group; stopping them');
+    await child.stop({ graceMs: config.killGraceMs, settleMs });
+    if (child.groupAlive()) log.warn({ childPid: child.pid }, 'processes in the child group outlived SIGKILL (uninterruptible I/O?)');
+    else log.info({ childPid: child.pid }, 'child process group gone');
+  }
+  ctx.signal.removeEventListener('abort', onAbort);
+  supervised.childRunning = false;
+  if (result.code !== 0) throw new ChildFailedError(result);
+  return result;
+}
+
+/** An occurrence from the wall clock this much older than the start is worth a word. */
+const LATE_WALL_CLOCK_MS = 5 * 60_000;
+
+/**
+ * Cron fires in its host's zone (or CRON_TZ) and leasejob reads --schedule in --tz, UTC unless
+ * given: when they differ, every run takes the latest tick in --tz, hours old, and its window is
+ * one `check` never expects. A late start looks the same, so this only says so.
+ */
+function warnIfLateWallClock(config: RunConfig, log: ReturnType<typeof createLogger>): void {
+  const w = config.window;
+  if (w?.source !== 'wall-clock' || w.scheduledAt === undefined) return;
+  const lateMs = Date.now() - w.scheduledAt.getTime();
+  if (lateMs < LATE_WALL_CLOCK_MS) return;
+  const lateMinutes = Math.round(lateMs / 60_000);
+  log.warn(
+    { window: w.key, scheduledAt: w.scheduledAt.toISOString(), lateMinutes, tz: config.tz },
+    `the latest occurrence of --schedule in ${config.tz} is ${lateMinutes} min old: if cron fires this job in another time zone (the host's, or CRON_TZ), give that zone as --tz`,
+  );
+}
+
+function exitCodeFor(result: RunResult<ChildResult>, cancel: AbortSignal): number {
+  switch (result.status) {
+    case 'completed':
+      return ExitCode.ok;
+    case 'skipped':
+      if (cancel.aborted) return 128 + (constants.signals[cancel.reason as NodeJS.Signals] ?? 15);
+      return ExitCode.ok;
+    case 'failed': {
+      const kind = result.aborted?.kind;
+      if (kind === 'lease-lost' || kind === 'deadline' || kind === 'not-due') return ExitCode.leaseLost;
+      if (kind === 'max-runtime') return ExitCode.timeout;
+      // Interrupted by our own SIGTERM/SIGINT/SIGHUP: 128+N, even if the child chose to exit 0.
+      if (kind === 'cancelled') return 128 + (constants.signals[cancel.reason as NodeJS.Signals] ?? 15);
+      if (result.error instanceof ChildFailedError) return result.error.childCode;
+      if (result.error instanceof LeasejobError) return result.error.exitCode;
+      throw result.error;
+    }
+  }
+}
+
+/** The child starts in our working directory: one removed under us is said before any lease is taken. */
+function checkWorkingDirectory(): void {
+  try {
+    process.cwd();
+  } catch (err) {
+    throw new UsageError(`the current directory no longer exists (${(err as NodeJS.ErrnoException).code ?? 'error'}); cd to one that does and run again`);
+  }
+}

@@ -1,0 +1,165 @@
+// `leasejob status`, `history` and `check`: what the database says about each job.
+import { maskPasswords } from '../../secrets.js';
+import { parseDuration } from '../../schedule/duration.js';
+import { ExitCode, LeasejobError, UsageError } from '../../errors.js';
+import { findProblems, readJobStates, statesToJson, type JobState } from '../../monitor/job-states.js';
+import { validateName } from '../../names.js';
+import { humanMs, renderTable } from '../../monitor/table.js';
+import type { Logger } from '../../log.js';
+import type { LeaseStore } from '../../store/contract.js';
+import { unknownJob, withStore, type DbFlags } from './admin.js';
+import { Reach, noteReach } from '../../startup/start-reach.js';
+
+/** readJobStates() reads the job rows and the due-window judgement side by side. */
+const JOB_STATES_POOL = 2;
+
+const out = (text: string): void => {
+  process.stdout.write(text);
+};
+
+function statusRow(j: JobState): string[] {
+  const more = j.openCount - j.openWindows.length;
+  const open = j.openWindows.map((w) => `${w.window}(${w.outcome}, attempt ${w.attempts})`).join(' ') + (more > 0 ? ` (+${more} more)` : '');
+  return [
+    j.name,
+    j.holder ?? '-',
+    j.generation ?? '-',
+    j.held ? humanMs(j.expiresInMs) : '-',
+    j.lastWindow ?? '-',
+    j.lastCompletedAt ? j.lastCompletedAt.toISOString() : '-',
+    open || '-',
+    j.overdue ? `OVERDUE ${j.due?.window}` : j.due ? 'ok' : '-',
+  ];
+}
+
+/**
+ * The schema's version against this leasejob's migrations, said on stderr when they differ. A
+ * schema behind still works (a new migration changes a function's body, not its signature),
+ * but without what the newer migrations bring.
+ * `run` does not check: it would cost a statement on every run.
+ */
+async function checkSchemaVersion(store: LeaseStore, log: Logger): Promise<{ version: number; known: number } | undefined> {
+  const schemaVersion = await store.readSchemaVersion?.();
+  if (schemaVersion === undefined) return undefined;
+  const { latestMigrationVersion } = await import('../../store/postgres/migrate.js');
+  const known = await latestMigrationVersion();
+  if (schemaVersion < known) log.warn({ schemaVersion, knownVersion: known }, 'schema is behind this leasejob; run `leasejob migrate`');
+  // Newer: another host's leasejob migrated it; this one may lack what it relies on.
+  if (schemaVersion > known) log.warn({ schemaVersion, knownVersion: known }, 'schema is newer than this leasejob; upgrade leasejob');
+  return { version: schemaVersion, known };
+}
+
+export async function statusCommand(flags: DbFlags & { name?: string; json?: boolean }): Promise<number> {
+  const name = flags.name !== undefined ? validateName(flags.name) : undefined;
+  return withStore({ ...flags, poolSize: JOB_STATES_POOL }, async (store, log) => {
+    const { dbNow, jobs } = await readJobStates(store, name);
+    await checkSchemaVersion(store, log);
+    if (name !== undefined && jobs.length === 0) throw unknownJob(name, store.location);
+    if (flags.json) {
+      out(statesToJson({ store: store.kind, location: store.location, dbNow, jobs }) + '\n');
+    } else {
+      out(`store: ${store.kind}, ${store.location}, time ${dbNow.toISOString()}\n`);
+      out(renderTable(['JOB', 'HOLDER', 'GEN', 'EXPIRES IN', 'LAST COMPLETED WINDOW', 'COMPLETED AT', 'OPEN WINDOWS', 'DUE'], jobs.map(statusRow)));
+    }
+    return 0;
+  });
+}
+
+export async function historyCommand(flags: DbFlags & { name?: string; limit?: string; json?: boolean }): Promise<number> {
+  const name = validateName(flags.name);
+  const limit = flags.limit === undefined ? 50 : Number(flags.limit);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 100_000) throw new UsageError(`Expected \`--limit\` to be a whole number from 1 to 100000, got \`${flags.limit}\`.`);
+  return withStore(flags, async (store) => {
+    const events = await store.readHistory(name, limit);
+    if (events.length === 0 && (await store.readJobRows(name)).rows.length === 0) throw unknownJob(name, store.location);
+    if (flags.json) {
+      out(JSON.stringify(events, null, 2) + '\n');
+    } else {
+      out(renderTable(
+        ['SEQ', 'DB TIME', 'KIND', 'WINDOW', 'GEN', 'OWNER', 'DETAIL'],
+        events.map((e) => [e.seq, e.dbTime.toISOString(), e.kind, e.window ?? '-', e.generation ?? '-', e.owner ?? '-', Object.keys(e.detail).length ? JSON.stringify(e.detail) : '']),
+      ));
+    }
+    return 0;
+  });
+}
+
+/** Nagios-style: 0 healthy, 1 warning only, 2 at least one critical problem. */
+export async function checkCommand(flags: DbFlags & { name?: string; all?: boolean; maxHold?: string; maxAttempts?: string; json?: boolean }): Promise<number> {
+  try {
+    return await check(flags);
+  } catch (err) {
+    // A program reading `check --json` gets JSON whatever happened, saying why it has no
+    // answer (the one-line message on stderr and the exit code stay as for every command).
+    if (flags.json && err instanceof LeasejobError) out(JSON.stringify({ error: { code: err.code, exitCode: err.exitCode, message: maskPasswords(err.message) } }, null, 2) + '\n');
+    throw err;
+  }
+}
+
+async function check(flags: DbFlags & { name?: string; all?: boolean; maxHold?: string; maxAttempts?: string; json?: boolean }): Promise<number> {
+  if (flags.name !== undefined && flags.all) throw new UsageError('Use either `--name` or `--all`, not both.');
+  const name = flags.name !== undefined ? validateName(flags.name) : undefined;
+  const maxHoldMs = flags.maxHold !== undefined ? parseDuration(flags.maxHold, '--max-hold') : undefined;
+  const maxAttempts = flags.maxAttempts === undefined ? 3 : Number(flags.maxAttempts);
+  if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new UsageError(`Expected \`--max-attempts\` to be a whole number of at least 1, got \`${flags.maxAttempts}\`.`);
+  return withStore({ ...flags, poolSize: JOB_STATES_POOL }, async (store, log) => {
+    const { dbNow, jobs } = await readJobStates(store, name);
+    const schema = await checkSchemaVersion(store, log);
+    if (name !== undefined && jobs.length === 0) throw unknownJob(name, store.location);
+    const problems = findProblems(jobs, dbNow, { maxHoldMs, maxAttempts });
+    if (flags.json) out(JSON.stringify({ dbNow, jobs: jobs.length, problems, ...(schema ? { schemaVersion: schema.version, knownSchemaVersion: schema.known } : {}) }, null, 2) + '\n');
+    else if (problems.length === 0) out(`OK: ${jobs.length} job(s) healthy\n`);
+    else for (const p of problems) out(`${p.severity.toUpperCase()} ${p.job}: ${p.kind}: ${p.message}\n`);
+    if (problems.some((p) => p.severity === 'critical')) return 2;
+    return problems.length ? 1 : 0;
+  });
+}
+
+const LISTEN_ERRORS: Record<string, string> = {
+  EADDRINUSE: 'the port is in use',
+  EACCES: 'not allowed for this user',
+  EADDRNOTAVAIL: 'no such address on this host',
+  ENOTFOUND: 'no such host name',
+  EINVAL: 'not an address to listen on (a link-local IPv6 address needs its %interface)',
+};
+
+const EXPORTER_READ_TIMEOUT_MS = 4_000;
+
+export async function exporterCommand(flags: DbFlags & { port?: string; host?: string; statusPage?: boolean }): Promise<number> {
+  const port = flags.port === undefined ? 9464 : Number(flags.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`Expected \`--port\` to be a TCP port from 0 to 65535, got \`${flags.port}\`.`);
+  const host = flags.host ?? '0.0.0.0';
+  // Reads bounded well inside Prometheus's default 10 s scrape timeout: a silent connection
+  // then shows as leasejob_up 0, not as a failed scrape.
+  return withStore({ ...flags, poolSize: 4, readTimeoutMs: EXPORTER_READ_TIMEOUT_MS }, async (store, log) => {
+    const { Exporter } = await import('../../monitor/exporter.js');
+    const exporter = new Exporter(store, log);
+    const server = exporter.createServer({ statusPage: flags.statusPage !== false });
+    await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, host, () => resolve())).catch((err: unknown) => {
+      // The address asked for cannot be had here: the operator's --port/--host, so exit 64.
+      const code = String((err as { code?: unknown }).code ?? '');
+      const why = LISTEN_ERRORS[code];
+      if (why) throw new UsageError(`cannot listen on ${host} port ${port}: ${why} (${code}); choose another with --port or --host.`, { cause: err });
+      // Anything else (a name server that did not answer, EAI_AGAIN) is about the listening
+      // address too, never the database: said as such, exit 69 (try again later).
+      throw new LeasejobError(`cannot listen on ${host} port ${port}: ${code || (err as Error).message}`, 'E_LISTEN', ExitCode.unavailable, { cause: err });
+    });
+    const address = server.address();
+    log.info({ host, port: typeof address === 'object' && address ? address.port : port, store: store.kind, location: store.location }, 'exporter listening');
+    // Serve until SIGTERM/SIGINT, then finish in-flight scrapes and close.
+    await new Promise<void>((resolve) => {
+      const stop = (): void => {
+        process.off('SIGTERM', stop);
+        process.off('SIGINT', stop);
+        server.close(() => resolve());
+        server.closeIdleConnections?.();
+      };
+      process.on('SIGTERM', stop);
+      process.on('SIGINT', stop);
+    });
+    log.info('exporter stopped');
+    // Stopped before any scrape, it compiled only its start: its code cache is not the whole path.
+    noteReach(exporter.scrapesServed > 0 ? Reach.whole : Reach.none);
+    return 0;
+  });
+}

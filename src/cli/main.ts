@@ -1,0 +1,242 @@
+// CLI wiring: commander definitions, and the only place that turns errors into exit codes.
+import { Command, CommanderError, Option } from 'commander';
+import { COMMANDS } from '../startup/command-names.js';
+import { maskPasswords } from '../secrets.js';
+import { DEFAULTS } from '../defaults.js';
+import { ExitCode, LeasejobError, UsageError } from '../errors.js';
+import { LOG_LEVELS } from './log-level.js';
+import { packageVersion } from '../package-root.js';
+import { Reach, noteReach } from '../startup/start-reach.js';
+
+export { reach } from '../startup/start-reach.js';
+
+/** The commands, as buildProgram defines them. */
+export { COMMANDS as COMMAND_NAMES } from '../startup/command-names.js';
+
+function dbOptions(cmd: Command): Command {
+  return cmd
+    .option('--database-url <url>', 'PostgreSQL URL (else LEASEJOB_DATABASE_URL, DATABASE_URL, or PGHOST/PGUSER/...); without any, the embedded one-host store')
+    .option('--schema <name>', `PostgreSQL schema holding leasejob tables (default: "${DEFAULTS.schema}")`)
+    .option('--state-file <path>', 'embedded store file (else LEASEJOB_STATE_FILE, $XDG_STATE_HOME/leasejob/leasejob.db, ~/.local/state/leasejob/leasejob.db)')
+    .option('--require-shared', 'refuse to run without a shared PostgreSQL (or LEASEJOB_REQUIRE_SHARED=1; implied inside Kubernetes)')
+    .addOption(new Option('--log-level <level>', 'log level (JSON logs on stderr; default info, or LEASEJOB_LOG_LEVEL)').choices(LOG_LEVELS));
+}
+
+type CommandFn = (flags: Record<string, unknown>) => Promise<number>;
+
+/** Resolves after one turn of the event loop (its I/O callbacks included). */
+const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/** A command's action, its module loaded only when it runs (import paths stay literal for the bundler). */
+const lazy = (load: () => Promise<CommandFn>) => async (flags: Record<string, unknown>): Promise<void> => {
+  exitWith(await (await load())(flags));
+};
+
+/**
+ * The program, with every command, or with `only` that one: a start defines just the command it
+ * runs (each definition builds its options and help text; all seven cost about 2% of a run's
+ * instructions). `leasejob --help`, an unknown command and `help` get all of them.
+ */
+export function buildProgram(only?: string): Command {
+  const want = (name: string): boolean => only === undefined || only === name;
+  const program = new Command('leasejob')
+    .description('Run a scheduled command once per scheduled occurrence, guarded by a PostgreSQL lease.')
+    .version(packageVersion(), '-V, --version')
+    // One line per error, in the same shape as our own: "leasejob: <what>; see --help".
+    // Commander puts its suggestion for a near miss on a line of its own: joined into the one.
+    .configureOutput({
+      outputError: (str, write) => write(`leasejob: ${commanderMessage(str)}\n`),
+    });
+
+  if (want('run')) dbOptions(
+    program
+      .command('run')
+      .description('acquire the lease, claim the window, run the command, renew while it runs, record the outcome')
+      .usage('--name <job> [options] -- <command> [args...]')
+      // Required, but checked by the command (validateName): commander checks required options
+      // before unknown ones, and would answer `--nmae x` with "--name not specified".
+      .option('--name <job>', 'job name (required): the lease and the window ledger are keyed by it')
+      .option('--schedule <cron>', "5-field cron or @hourly/@daily/...: the job's schedule")
+      .option('--tz <zone>', 'IANA time zone of the schedule', DEFAULTS.tz)
+      .option('--window-from-schedule', 'derive the window from the scheduled occurrence (JOB_NAME, --scheduled-time, or the latest tick)')
+      .option('--window <key>', 'use this literal window key')
+      .option('--scheduled-time <iso>', 'the occurrence this run is for, ISO-8601 with offset (a tick of --schedule, if given)')
+      .option('--window-format <luxon>', 'format the occurrence as the window key (luxon tokens with every field from the year down, e.g. yyyy-MM-dd)')
+      .option('--window-offset <iso-duration>', 'shift the occurrence before formatting (e.g. -P1D to close yesterday)')
+      .option('--ttl <duration>', 'lease time to live, 1.5s to 24h; renewed every TTL/3', DEFAULTS.ttl)
+      .option('--kill-grace <duration>', `SIGTERM-to-SIGKILL grace when the child must stop (default: ${DEFAULTS.killGrace}, or half of what a short --ttl leaves)`)
+      .addOption(new Option('--on-busy <policy>', 'when a live owner holds the lease').choices(['skip', 'wait', 'fail']).default(DEFAULTS.onBusy))
+      .option('--wait-timeout <duration>', 'with --on-busy wait: give up (exit 75) after this long')
+      .option('--max-runtime <duration>', 'stop the child after this long (exit 124; at most 24 days)')
+      .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')
+      .option('--alert-after <duration>', 'grace after a scheduled tick before `check` and the exporter call its window overdue (default: half the interval, at most 1h)')
+      .option('--rerun', 'run an already completed window again')
+      .option('--pass-database-url', 'give the child DATABASE_URL (when a URL configured the store; PG* variables pass anyway) and PGPASSWORD (not passed by default)')
+      .argument('[command...]', 'the command to run, after --')
+      .addHelpText('after', `
+Durations: 500ms, 90s, 2m, 1h30m, 1d or ISO-8601 (PT90S).
+The child gets FENCE_TOKEN, IDEMPOTENCY_KEY, LEASEJOB_NAME, LEASEJOB_WINDOW, LEASEJOB_ATTEMPT,
+LEASEJOB_SCHEDULED_AT, LEASEJOB_OWNER, LEASEJOB_SCHEMA, and LEASEJOB_REQUIRE_SHARED=1 when this
+run uses PostgreSQL (a leasejob inside the child then refuses the one-host store); not the
+database URL, unless --pass-database-url.
+Exit codes: 0 ok or nothing to do; the child's own code; 128+N child killed by signal N;
+64 usage; 69 database unreachable, refusing the statement (read-only standby, cancelled,
+rolled back on every try) or schema not migrated; 70 internal; 75 lease lost, acquired too
+late to start safely, busy (--on-busy fail, wait timeout), or the occurrence not yet due by
+the database clock; 124 --max-runtime exceeded; 126 the command is not executable, 127 not
+found (as a shell).
+
+Example:
+  leasejob run --name nightly-close --schedule '5 0 * * *' --tz America/Sao_Paulo \\
+    --window-from-schedule --window-offset -P1D --window-format yyyy-MM-dd -- node close-day.js`)
+      .action(async (command: string[], flags: Record<string, unknown>, cmd: Command) => {
+        requireDashDash(command, cmd);
+        // Connect while the run path loads. Its modules initialize synchronously (~20 ms),
+        // and a connection only moves on when the event loop turns, so the load is split
+        // in two with a turn before each half: the socket connects and sends its startup
+        // message while the server forks a backend; once the logger has loaded, the
+        // server's password request is answered, and the server checks it while the rest
+        // loads. Without the turns the whole handshake waited until everything had loaded
+        // (strace); with them it is off the critical path: 116 -> 113 ms a run (A/B, 60
+        // alternated runs each).
+        const { openStoreEarly } = await import('../store/choice.js');
+        const early = openStoreEarly(flags);
+        if (early) {
+          await early.store.then(nextTurn, nextTurn);
+          await import('../log.js');
+          await nextTurn();
+        }
+        const { runCommand } = await import('./commands/run.js');
+        exitWith(await runCommand(flags, command, early));
+      }),
+  );
+
+  if (want('migrate')) dbOptions(
+    program
+      .command('migrate')
+      .description('apply sql/ migrations and mend functions that differ from what they make (idempotent, safe to run concurrently)')
+      .option('--grant-to <role>', 'grant a runner role what run, status, history, check, the exporter and a child\'s assert_lease need, and nothing more (repeatable)', (v: string, prev: string[] = []) => [...prev, v])
+      .option('--lock-timeout <duration>', 'how long to wait for a table lock another transaction holds; runs queue behind the wait (default 5s)'),
+  )
+    .action(lazy(async () => (await import('./commands/admin.js')).migrateCommand));
+
+  if (want('status')) dbOptions(
+    program
+      .command('status')
+      .description('one line per job: holder, generation, expiry, last completed window, open windows, overdue')
+      .option('--name <job>', 'only this job')
+      .option('--json', 'JSON instead of a table'),
+  ).action(lazy(async () => (await import('./commands/status.js')).statusCommand));
+
+  if (want('history')) dbOptions(
+    program
+      .command('history')
+      .description("the job's events in sequence order (the latest --limit)")
+      .option('--name <job>', 'job name (required)')
+      .option('--limit <n>', 'how many of the latest events', '50')
+      .option('--json', 'JSON instead of a table'),
+  ).action(lazy(async () => (await import('./commands/status.js')).historyCommand));
+
+  if (want('check')) dbOptions(
+    program
+      .command('check')
+      .description('exit 2 when an expected window is overdue or an owner is stuck, 1 when a window keeps failing, 0 when healthy')
+      .option('--name <job>', 'only this job')
+      .option('--all', 'every registered job (the default)')
+      .option('--max-hold <duration>', 'an owner holding one generation longer than this is stuck')
+      .option('--max-attempts <n>', 'an open window with this many failed attempts keeps failing', '3')
+      .option('--json', 'JSON instead of one line per problem'),
+  ).action(lazy(async () => (await import('./commands/status.js')).checkCommand));
+
+  if (want('exporter')) dbOptions(
+    program
+      .command('exporter')
+      .description('serve Prometheus /metrics, /healthz and a read-only status page at /, computed from the database on each request')
+      .option('--port <port>', 'TCP port', '9464')
+      .option('--host <address>', 'address to listen on', '0.0.0.0')
+      .option('--no-status-page', 'serve only /metrics and /healthz: no job names, hosts or events at / and /job'),
+  ).action(lazy(async () => (await import('./commands/status.js')).exporterCommand));
+
+  if (want('release')) dbOptions(
+    program
+      .command('release')
+      .description('administratively release a lease now (the generation is kept)')
+      .option('--name <job>', 'job name (required)'),
+  ).action(lazy(async () => (await import('./commands/admin.js')).releaseCommand));
+
+  // cron-parser builds luxon dates without a locale, so luxon asks Intl for the system's, and
+  // that loads ICU's data (~12 ms of a start) even for a UTC schedule. Nothing the CLI prints
+  // depends on luxon's default locale (window keys set en-US themselves, instants are ISO), so
+  // the CLI process fixes it; the library leaves an embedding program's luxon alone.
+  program.hook('preAction', async () => {
+    (await import('luxon')).Settings.defaultLocale = 'en-US';
+  });
+
+  program.addHelpText('after', `
+Environment: LEASEJOB_DATABASE_URL (else DATABASE_URL, PG*), LEASEJOB_STATE_FILE,
+LEASEJOB_REQUIRE_SHARED=1, LEASEJOB_LOG_LEVEL, LEASEJOB_COMPILE_CACHE=<dir>|off (V8 code
+cache of the CLI; default: a directory of this user under the OS temp dir).
+Run \`leasejob <command> --help\` for options.`);
+  return program;
+}
+
+let pendingExit = ExitCode.ok as number;
+function exitWith(code: number): void {
+  pendingExit = code;
+}
+
+/**
+ * One line in the shape of our own errors, from one of commander's: "<what>; see --help".
+ * Commander puts its suggestion for a near miss on a line of its own: joined into the one.
+ */
+function commanderMessage(str: string): string {
+  return `${maskPasswords(str).replace(/^error: /, '').trim().replace(/\s*\n\s*/g, ' ').replace('(Did you mean', '(did you mean').replace(/\.$/, '')}; see --help`;
+}
+
+/** Parse argv, run the command, and return the exit code (bin/leasejob.js exits with it). */
+export async function main(argv: string[]): Promise<number> {
+  const program = buildProgram(COMMANDS.has(argv[2] ?? '') ? argv[2] : undefined);
+  program.exitOverride();
+  for (const c of program.commands) c.exitOverride();
+  try {
+    await program.parseAsync(argv);
+    return pendingExit;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // --help and --version are not errors; everything else commander rejects is usage. Either
+      // way the command did not run: its code cache holds only the parsing.
+      noteReach(Reach.none);
+      if (err.exitCode === 0) return 0;
+      // A program reading `check --json` gets JSON whatever happened (src/cli/commands/status.ts).
+      const dashes = argv.indexOf('--');
+      if (argv[2] === 'check' && argv.slice(3, dashes === -1 ? undefined : dashes).includes('--json')) {
+        process.stdout.write(JSON.stringify({ error: { code: 'E_USAGE', exitCode: ExitCode.usage, message: commanderMessage(err.message) } }, null, 2) + '\n');
+      }
+      return ExitCode.usage;
+    }
+    if (err instanceof LeasejobError) {
+      process.stderr.write(`leasejob: ${maskPasswords(err.message)}\n`);
+      return err.exitCode;
+    }
+    process.stderr.write(`leasejob: internal error: ${maskPasswords(err instanceof Error ? err.stack ?? err.message : String(err))}\n`);
+    return ExitCode.internal;
+  }
+}
+
+/**
+ * The command must follow `--`: without it, commander reads the command's own options as
+ * leasejob's (`leasejob run --name a printenv X --name b` would run job b).
+ */
+function requireDashDash(command: string[], cmd: Command): void {
+  if (command.length === 0) return;
+  // commander keeps the argv it parsed on the program, untyped.
+  const raw = ((cmd.parent ?? cmd) as unknown as { rawArgs: string[] }).rawArgs;
+  const dashes = raw.indexOf('--');
+  const after = dashes === -1 ? [] : raw.slice(dashes + 1);
+  if (after.length === command.length && after.every((a, i) => a === command[i])) return;
+  const before = dashes === -1 ? command : command.slice(0, command.length - after.length);
+  throw new UsageError(
+    `Expected the command after \`--\` (leasejob run --name <job> [options] -- <command> [args...]), got \`${before.join(' ')}\` before it: ` +
+      "without `--` the command's own options would be read as leasejob's.",
+  );
+}

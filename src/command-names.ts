@@ -1,3 +1,0 @@
-// The CLI's commands: what src/cli.ts defines, and what the code-cache loader (src/compile-cache.ts,
-// which runs before the bundle) names its cache files after.
-export const COMMANDS: ReadonlySet<string> = new Set(['run', 'migrate', 'status', 'history', 'check', 'exporter', 'release']);

@@ -1,0 +1,277 @@
+// Child supervision: spawn the command in its own process group, signal the group, stop it with a grace period.
+import { accessSync, constants as fsConstants, readdirSync, readFileSync, statSync } from 'node:fs';
+import { constants as osConstants } from 'node:os';
+import path from 'node:path';
+import { spawn } from 'node:child_process';
+import { monoNow, sleep } from '../clock.js';
+import { LeasejobError } from '../errors.js';
+
+export interface ChildResult {
+  exitCode: number | null;
+  signal: NodeJS.Signals | null;
+  /** 0 on success; the child's code; or 128+N when killed by signal N */
+  code: number;
+}
+
+export interface ChildHandle {
+  readonly pid: number;
+  /** resolves once the child process has exited (never rejects) */
+  readonly exited: Promise<ChildResult>;
+  /** send a signal to the child's whole process group (no-op once exited) */
+  signal(sig: NodeJS.Signals): void;
+  /** whether any live process is left in the child's group (the child itself, or what it started) */
+  groupAlive(): boolean;
+  /**
+   * SIGTERM (or `first`) to the group, wait up to graceMs, then SIGKILL to the group; resolves with the
+   * result when the child is gone. Idempotent: concurrent calls share one stop; a later call with a
+   * shorter grace may shorten it.
+   */
+  /** settleMs: how long to wait after SIGKILL for the group's last members (default 1 s). */
+  stop(opts: { graceMs: number; first?: NodeJS.Signals; settleMs?: number }): Promise<ChildResult>;
+}
+
+/** The command could not be started: 127 when not found, 126 when not executable, as a shell reports it. */
+export class SpawnError extends LeasejobError {
+  constructor(message: string, exitCode: 126 | 127, options?: { cause?: unknown }) {
+    super(message, 'E_SPAWN', exitCode, options);
+  }
+}
+
+// How often stop() looks again at the group while waiting out the grace. Short enough that stop() returns
+// soon after the last member dies, long enough that a 10s grace costs ~200 cheap checks.
+const STOP_POLL_MS = 50;
+
+// How long stop() waits after SIGKILL for the group's last members to go, unless told: the
+// runner passes the margin it keeps between the end of the grace and the lease's expiry.
+const KILL_SETTLE_MS = 1_000;
+
+// What execvp (and libuv) search when the child's env has no PATH at all.
+const DEFAULT_PATH = '/usr/bin:/bin';
+
+let setprivCache: { path: string | undefined } | undefined;
+
+// Looked up once: the answer does not change while we run, and startChild may be called per attempt.
+function findSetpriv(): string | undefined {
+  if (setprivCache) return setprivCache.path;
+  let found: string | undefined;
+  if (process.platform === 'linux') {
+    const dirs = ['/usr/bin', '/bin', ...(process.env.PATH ?? '').split(path.delimiter).filter(Boolean)];
+    found = dirs.map((dir) => path.join(dir, 'setpriv')).find(isExecutableFile);
+  }
+  setprivCache = { path: found };
+  return found;
+}
+
+/** How a runner that dies by SIGKILL takes its child with it: `setpriv` on Linux with util-linux, else nothing. */
+export function parentDeathSignalSupport(): 'setpriv' | 'none' {
+  return findSetpriv() === undefined ? 'none' : 'setpriv';
+}
+
+/**
+ * The program and argv actually spawned. With parent-death signal, util-linux `setpriv` sets
+ * PR_SET_PDEATHSIG=SIGKILL and then execs the command, so the pid we hold is the command's own.
+ * pdeathsig only reaches that direct child: the rest of its group is killed by the runner on a normal
+ * stop, and is left running if the runner itself is SIGKILLed. Other platforms get no parent-death signal.
+ */
+export function buildSpawnArgs(
+  command: string,
+  args: string[],
+  parentDeathSignal: boolean,
+): { file: string; args: string[] } {
+  const setpriv = parentDeathSignal ? findSetpriv() : undefined;
+  if (setpriv === undefined) return { file: command, args: [...args] };
+  return { file: setpriv, args: ['--pdeathsig', 'SIGKILL', '--', command, ...args] };
+}
+
+/** Spawn `command args` as the leader of its own process group, with exactly `env`. */
+export async function startChild(
+  command: string,
+  args: string[],
+  opts: { env: Record<string, string>; parentDeathSignal?: boolean; cwd?: string },
+): Promise<ChildHandle> {
+  const cwd = opts.cwd ?? process.cwd();
+  // Checked up front because behind setpriv a missing command would only show up as setpriv's exit
+  // status, indistinguishable from the command's own 126/127.
+  resolveCommand(command, opts.env.PATH ?? DEFAULT_PATH, cwd);
+
+  const spawnArgs = buildSpawnArgs(command, args, opts.parentDeathSignal ?? true);
+  // node:child_process, not execa, on this path: importing execa costs ~90 ms of every run's
+  // start (measured), and we use none of its features here (no output capture, no shell).
+  const subprocess = spawn(spawnArgs.file, spawnArgs.args, {
+    env: opts.env, // exactly what the caller decided the child sees (e.g. no DATABASE_URL)
+    cwd,
+    shell: false,
+    stdio: 'inherit', // the child's output is the user's, passed through untouched
+    detached: true, // own process group (and session), so one signal reaches everything it started
+  });
+
+  const pid = subprocess.pid;
+  if (pid === undefined) {
+    const cause = await new Promise<Error>((resolve) => subprocess.once('error', resolve));
+    throw new SpawnError(`Cannot start \`${command}\`: ${cause.message}`, 127, { cause });
+  }
+  // An 'error' after a successful spawn (e.g. a failed kill) must not crash the runner.
+  subprocess.on('error', () => {});
+
+  // The 'exit' event is the moment the leader is reaped: it fires once, whoever caused it.
+  let leaderExited = false;
+  const exited = new Promise<ChildResult>((resolve) => {
+    subprocess.once('exit', (exitCode, signal) => {
+      leaderExited = true;
+      resolve(toResult(exitCode, signal));
+    });
+  });
+
+  let stopping: Promise<ChildResult> | undefined;
+  let stopDeadline = Infinity;
+
+  let settleMs = KILL_SETTLE_MS;
+  const stopGroup = async (first: NodeJS.Signals): Promise<ChildResult> => {
+    // After the leader is gone its pid may be reused once the group is empty: only signal a live group.
+    if (leaderExited && !groupHasLiveMember(pid)) return exited;
+    signalGroup(pid, first);
+    for (;;) {
+      // Done when the leader and everything it left in its group are gone, not just the leader.
+      if (leaderExited && !groupHasLiveMember(pid)) return exited;
+      const remaining = stopDeadline - monoNow();
+      if (remaining <= 0) break;
+      const pause = sleep(Math.min(STOP_POLL_MS, remaining));
+      await (leaderExited ? pause : Promise.race([exited, pause]));
+    }
+    signalGroup(pid, 'SIGKILL');
+    // A process takes SIGKILL when it next leaves the kernel: one in uninterruptible I/O (D
+    // state) lingers. Waited for within the margin kept before expiry, never longer.
+    const settleBy = monoNow() + settleMs;
+    await exited;
+    while (groupHasLiveMember(pid) && monoNow() < settleBy) await sleep(Math.min(STOP_POLL_MS, settleBy - monoNow()));
+    return exited;
+  };
+
+  return {
+    pid,
+    exited,
+    signal(sig) {
+      if (!leaderExited) signalGroup(pid, sig);
+    },
+    groupAlive() {
+      return !leaderExited || groupHasLiveMember(pid);
+    },
+    stop({ graceMs, first = 'SIGTERM', settleMs: settle }) {
+      // NaN or negative grace means none; Infinity means wait for the child however long it takes.
+      const grace = graceMs > 0 ? graceMs : 0;
+      if (settle !== undefined) settleMs = Math.min(settleMs, Math.max(0, settle));
+      stopDeadline = Math.min(stopDeadline, monoNow() + grace);
+      stopping ??= stopGroup(first);
+      return stopping;
+    },
+  };
+}
+
+function toResult(exitCode: number | null, signal: NodeJS.Signals | null): ChildResult {
+  if (signal !== null) return { exitCode, signal, code: 128 + (osConstants.signals[signal] ?? 0) };
+  return { exitCode, signal, code: exitCode ?? 0 };
+}
+
+// ESRCH: the group is already empty, which is what we wanted.
+function signalGroup(pgid: number, sig: NodeJS.Signals | 0): void {
+  try {
+    process.kill(-pgid, sig);
+  } catch (error) {
+    // EPERM: a member we may not signal (a setuid helper); the rest still gets the signal, and
+    // failing here would turn a finished run into an internal error.
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== 'ESRCH' && code !== 'EPERM') throw error;
+  }
+}
+
+/**
+ * Whether any non-zombie process is still in the group. kill(-pgid, 0) alone counts zombies, and an
+ * orphan's zombie lingers as long as PID 1 does not reap it (common in containers), so on Linux we
+ * look at /proc; elsewhere we can only trust kill(), and a zombie costs at most the grace period.
+ */
+function groupHasLiveMember(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ESRCH') return false;
+    return true; // EPERM: someone is there, we just may not signal them
+  }
+  if (!procShowsOurNamespace()) return true;
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return true;
+  }
+  for (const name of entries) {
+    if (!/^\d+$/.test(name)) continue;
+    const stat = readProcStat(name);
+    if (stat !== undefined && stat.pgrp === pgid && stat.state !== 'Z' && stat.state !== 'X') return true;
+  }
+  return false;
+}
+
+let procUsable: boolean | undefined;
+
+// A /proc from another pid namespace (or none) would make every group look empty; check it names us.
+function procShowsOurNamespace(): boolean {
+  if (procUsable === undefined) {
+    procUsable = process.platform === 'linux' && readProcStat(String(process.pid))?.pid === process.pid;
+  }
+  return procUsable;
+}
+
+function readProcStat(pid: string): { pid: number; state: string; pgrp: number } | undefined {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return undefined; // exited between readdir and read
+  }
+  // The command name may hold spaces and parentheses, so fields are counted from the last ')'.
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  const state = fields[0];
+  const pgrp = Number(fields[2]);
+  if (state === undefined || !Number.isInteger(pgrp)) return undefined;
+  return { pid: Number.parseInt(text, 10), state, pgrp };
+}
+
+/** Throw SpawnError (127/126) unless `command` names an executable file, searching PATH like execvp. */
+function resolveCommand(command: string, searchPath: string, cwd: string): void {
+  if (command === '') throw new SpawnError('Expected a command to run, got an empty string.', 127);
+  if (command.includes('/')) {
+    const file = path.resolve(cwd, command);
+    if (!exists(file)) throw new SpawnError(`Cannot run \`${command}\`: no such file.`, 127);
+    if (!isExecutableFile(file)) throw new SpawnError(`Cannot run \`${command}\`: not an executable file.`, 126);
+    return;
+  }
+  let deniedAt: string | undefined;
+  for (const dir of searchPath.split(':')) {
+    // An empty PATH entry means the current directory, as for execvp.
+    const file = path.resolve(cwd, dir, command);
+    if (isExecutableFile(file)) return;
+    if (exists(file)) deniedAt ??= file;
+  }
+  // Like execvp: found somewhere but never executable is "permission denied", not "not found".
+  if (deniedAt !== undefined) throw new SpawnError(`Cannot run \`${command}\`: \`${deniedAt}\` is not executable.`, 126);
+  throw new SpawnError(`Cannot run \`${command}\`: not found on PATH.`, 127);
+}
+
+function exists(file: string): boolean {
+  try {
+    statSync(file);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function isExecutableFile(file: string): boolean {
+  try {
+    if (!statSync(file).isFile()) return false;
+    accessSync(file, fsConstants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}

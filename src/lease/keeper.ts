@@ -1,0 +1,188 @@
+// The lease keeper: renews every interval and keeps a local deadline on the monotonic clock,
+// measured from when the last successful renewal was *sent*, so the task is told to stop
+// early enough to be gone before the lease can expire.
+import { CLOCK_JUMP_THRESHOLD_MS, measureOffset, monoNow, offsetIsLarge, stamp, wallJumpMs, type OffsetMeasurement, type Stamp } from '../clock.js';
+import type { Logger } from '../log.js';
+import type { LeaseStore as Store } from '../store/contract.js';
+
+export interface LeaseTiming {
+  ttlMs: number;
+  renewIntervalMs: number;
+  /** What the task needs between "stop" and "gone": SIGTERM, grace, SIGKILL. */
+  killGraceMs: number;
+}
+
+/** Room for timer lateness and the SIGKILL itself between the end of the grace and expiry. */
+export function safetyMarginMs(ttlMs: number): number {
+  return Math.min(1_000, Math.round(ttlMs / 10));
+}
+
+/** How long after a successful renewal was sent the keeper gives up and stops the task. */
+export function stopAfterMs(t: LeaseTiming): number {
+  return t.ttlMs - t.killGraceMs - safetyMarginMs(t.ttlMs);
+}
+
+/**
+ * How long one renewal may wait for the lease row's lock and for its answer, given the time
+ * left before the local deadline. Bounded so a blocked renewal (a long fenced transaction
+ * holding the row FOR SHARE) or a connection gone silent fails in time for a retry on a new
+ * connection: an attempt takes at most half of what is left while that is over 1.5 s, then
+ * all of it. Whole milliseconds: the budget comes from the monotonic clock.
+ */
+export function renewalBounds(leftMs: number, renewIntervalMs: number): { lockTimeoutMs: number; answerTimeoutMs: number } {
+  const budget = Math.max(100, leftMs);
+  const attempt = budget > 1_500 ? budget / 2 : budget;
+  // The lock timeout ends 500 ms before the answer is given up on (when there is room): a
+  // renewal blocked by a fenced transaction comes back with its own error (55P03) on the same
+  // connection, not as a silent one that is dropped.
+  const lockTimeoutMs = Math.floor(Math.max(50, Math.min(renewIntervalMs, attempt - 500)));
+  return { lockTimeoutMs, answerTimeoutMs: Math.floor(Math.max(lockTimeoutMs + 50, attempt)) };
+}
+
+/** A measurement this tight (half its round trip) is taken as the clock's current state. */
+const PRECISE_OFFSET_MS = 250;
+
+export type LossReason =
+  | { kind: 'lease-lost'; detail: string }
+  | { kind: 'deadline'; detail: string };
+
+export interface HeldLease {
+  job: string;
+  owner: string;
+  generation: string;
+  window?: string | undefined;
+}
+
+export class LeaseKeeper {
+  private lastSent: Stamp;
+  private renewTimer: NodeJS.Timeout | undefined;
+  private deadlineTimer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private renewing = false;
+  /** Failures since the last successful renewal, and the last error, for the renew-failed event. */
+  private failureStreak = 0;
+  private lastError = '';
+  /** Clock-offset measurements of this lease (acquire, renewals): the latest precise one, and the least uncertain. */
+  private latestPreciseOffset: OffsetMeasurement | undefined;
+  private leastUncertainOffset: OffsetMeasurement | undefined;
+
+  constructor(
+    private readonly store: Store,
+    private readonly lease: HeldLease,
+    private readonly timing: LeaseTiming,
+    acquireSent: Stamp,
+    private readonly log: Logger,
+    private readonly onLoss: (reason: LossReason) => void,
+    private readonly onClockJump: (jumpMs: number) => void = () => {},
+    private readonly onRecovered: (failures: number, lastError: string) => void = () => {},
+  ) {
+    this.lastSent = acquireSent;
+  }
+
+  start(): void {
+    this.armDeadline();
+    // Counted, as the deadline is, from when the acquire was sent: an acquire answered late
+    // leaves less than an interval, and a renewal put off a whole interval from now could
+    // come after the deadline (the child stopped with the lease still held).
+    this.scheduleRenewal(this.timing.renewIntervalMs - (monoNow() - this.lastSent.mono));
+  }
+
+  /** A measurement of the host's clock against the database's (the acquire's, each renewal's). */
+  noteOffset(m: OffsetMeasurement | undefined): void {
+    if (m === undefined) return;
+    if (m.uncertaintyMs <= PRECISE_OFFSET_MS) this.latestPreciseOffset = m;
+    if (this.leastUncertainOffset === undefined || m.uncertaintyMs <= this.leastUncertainOffset.uncertaintyMs) this.leastUncertainOffset = m;
+  }
+
+  /**
+   * What to record as the host's offset: the latest precise measurement (a clock stepped or
+   * slewed during the run is seen as it is now), else the least uncertain one. Not simply the
+   * latest: one answer delayed by a busy database gives a wide and possibly far-off figure,
+   * which the exporter would show (and LeasejobClockOffset weigh) until the host's next run.
+   */
+  offsetToRecord(): OffsetMeasurement | undefined {
+    return this.latestPreciseOffset ?? this.leastUncertainOffset;
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.renewTimer);
+    clearTimeout(this.deadlineTimer);
+  }
+
+  /** Renewals failed since the last that succeeded, and the last error (for a renew-failed event). */
+  renewFailures(): { count: number; lastError: string } {
+    return { count: this.failureStreak, lastError: this.lastError };
+  }
+
+  /** Time left on the monotonic clock before the lease may expire (conservative). */
+  remainingMs(): number {
+    return this.lastSent.mono + this.timing.ttlMs - monoNow();
+  }
+
+  private armDeadline(): void {
+    clearTimeout(this.deadlineTimer);
+    const due = this.lastSent.mono + stopAfterMs(this.timing) - monoNow();
+    this.deadlineTimer = setTimeout(() => this.lose({ kind: 'deadline', detail: 'renewal did not succeed in time' }), Math.max(0, due));
+  }
+
+  private scheduleRenewal(delayMs: number): void {
+    if (this.stopped) return;
+    clearTimeout(this.renewTimer);
+    this.renewTimer = setTimeout(() => void this.renew(), Math.max(0, delayMs));
+  }
+
+  private async renew(): Promise<void> {
+    if (this.stopped || this.renewing) return;
+    this.renewing = true;
+    const sent = stamp();
+    const { lockTimeoutMs, answerTimeoutMs } = renewalBounds(this.lastSent.mono + stopAfterMs(this.timing) - sent.mono, this.timing.renewIntervalMs);
+    try {
+      const row = await this.store.renew(this.lease.job, this.lease.owner, this.lease.generation, this.timing.ttlMs, lockTimeoutMs, answerTimeoutMs);
+      const received = stamp();
+      if (this.stopped) return;
+      if (!row) {
+        this.lose({ kind: 'lease-lost', detail: 'renewal found the lease taken, expired or released' });
+        return;
+      }
+      const jump = wallJumpMs(this.lastSent, sent);
+      this.lastSent = sent;
+      this.armDeadline();
+      const offset = measureOffset(sent, received, row.dbNow);
+      this.noteOffset(offset);
+      if (this.failureStreak > 0) {
+        this.onRecovered(this.failureStreak, this.lastError);
+        this.failureStreak = 0;
+      }
+      const fields = { generation: this.lease.generation, ...offset, expiresAt: row.expiresAt };
+      if (offsetIsLarge(offset)) this.log.warn(fields, 'clock offset to database is large');
+      else this.log.debug(fields, 'lease renewed');
+      if (Math.abs(jump) > CLOCK_JUMP_THRESHOLD_MS) {
+        this.log.warn({ jumpMs: jump }, 'wall clock jump detected');
+        this.onClockJump(jump);
+      }
+      this.scheduleRenewal(this.timing.renewIntervalMs - (monoNow() - sent.mono));
+    } catch (err) {
+      if (this.stopped) return;
+      this.failureStreak += 1;
+      const code = (err as { code?: string }).code;
+      this.lastError = code ? `${code}: ${(err as Error).message}` : (err as Error).message;
+      const lockWait = code === '55P03';
+      this.log.warn(
+        // A string, as everywhere: pino's error serializer would print an object as {"type":"Object",...}.
+        { err: (err as Error).message, ...(code ? { code } : {}), remainingMs: Math.round(this.remainingMs()) },
+        lockWait ? 'renewal failed: lease row locked by a long fenced transaction' : 'renewal failed',
+      );
+      // Retry soon, a few times within an interval, until the deadline decides.
+      this.scheduleRenewal(Math.max(100, Math.min(1_000, this.timing.renewIntervalMs / 4)));
+    } finally {
+      this.renewing = false;
+    }
+  }
+
+  private lose(reason: LossReason): void {
+    if (this.stopped) return;
+    this.stop();
+    this.onLoss(reason);
+  }
+}

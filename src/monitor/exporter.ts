@@ -1,0 +1,183 @@
+// Prometheus exporter: every scrape reads the database with a few set-based queries and
+// exposes absence (overdue windows), lease health, run outcomes and clock signals.
+import http from 'node:http';
+import { Counter, Gauge, Registry } from 'prom-client';
+import { monoNow } from '../clock.js';
+import type { Logger } from '../log.js';
+import { labelText, MetricRows } from './metric-rows.js';
+import { readJobStates } from './job-states.js';
+import { StatusPages } from './status-server.js';
+import type { LeaseStore } from '../store/contract.js';
+
+function metrics(registry: Registry) {
+  const g = (name: string, help: string, labelNames: string[] = []) => new Gauge({ name, help, labelNames, registers: [registry] });
+  const c = (name: string, help: string, labelNames: string[]) => new Counter({ name, help, labelNames, registers: [registry] });
+  // Per-job families, labelled as add() is given them (job; job, outcome; job, host): see metric-rows.ts.
+  const rg = (name: string, help: string) => new MetricRows(name, help, 'gauge');
+  const rc = (name: string, help: string) => new MetricRows(name, help, 'counter');
+  return {
+    up: g('leasejob_up', '1 when the exporter reached the database on this scrape'),
+    scrape: g('leasejob_scrape_duration_seconds', 'time spent reading the database for this scrape'),
+    jobs: g('leasejob_jobs', 'registered jobs'),
+    overdue: rg('leasejob_window_overdue', '1 when the latest due window plus its grace is not completed'),
+    lastCompleted: rg('leasejob_last_completed_window_timestamp_seconds', 'when the last window of the job was completed (database clock)'),
+    held: rg('leasejob_lease_held', '1 while the lease is held (not expired)'),
+    generation: rg('leasejob_lease_generation', 'current lease generation (the fencing token)'),
+    expiresIn: rg('leasejob_lease_expires_in_seconds', 'seconds until the held lease expires unless renewed'),
+    heldFor: rg('leasejob_lease_held_seconds', 'how long the current generation has been held; a stuck owner grows without bound'),
+    open: rg('leasejob_open_windows', 'windows claimed and not completed'),
+    lastDuration: rg('leasejob_last_duration_seconds', 'duration of the last completed window'),
+    ratio: rg('leasejob_duration_interval_ratio', 'last duration over the schedule interval; above 0.5 overlap is no longer hypothetical'),
+    runs: rc('leasejob_runs_total', 'finished windows by outcome (completed, failed, missed)'),
+    skips: rc('leasejob_busy_skips_total', 'runs that skipped because a live owner held the lease'),
+    lost: rc('leasejob_leases_lost_total', 'leases lost while running (child stopped)'),
+    takeovers: rc('leasejob_stale_takeovers_total', 'leases taken over from a stale (crashed or paused) owner'),
+    renewFailures: rc('leasejob_renew_failures_total', 'episodes of failed renewals that later recovered'),
+    fenceRefusals: rc('leasejob_fence_refusals_total', 'writes refused by assert_lease, as recorded by children'),
+    offset: g('leasejob_clock_offset_seconds', 'database clock minus host wall clock, from the latest run on the host (its latest precise measurement, else its least uncertain)', ['host']),
+    offsetUncertainty: g('leasejob_clock_offset_uncertainty_seconds', 'half the round trip of that measurement', ['host']),
+    jumps: c('leasejob_clock_jumps_total', 'wall-clock jumps detected by runners', ['host']),
+    // Rows, not prom-client gauges: a gauge reset for the next scrape still says 0, and an
+    // applied version that could not be read must be absent, not 0.
+    schema: rg('leasejob_schema_version', 'the newest migration applied to the schema'),
+    schemaExpected: rg('leasejob_schema_version_expected', 'the newest migration this leasejob ships; above leasejob_schema_version, run `leasejob migrate`'),
+  };
+}
+
+const RUN_KINDS: Record<string, string> = { 'window-completed': 'completed', 'window-failed': 'failed', 'window-missed': 'missed' };
+const PER_JOB: Record<string, 'lost' | 'takeovers' | 'renewFailures' | 'fenceRefusals'> = {
+  'lease-lost': 'lost', 'stale-takeover': 'takeovers', 'renew-failed': 'renewFailures', 'fence-refused': 'fenceRefusals',
+};
+/** The event kinds a scrape exports; the others (acquired, released, ...) are not read. */
+const EXPORTED_KINDS = [...Object.keys(RUN_KINDS), ...Object.keys(PER_JOB), 'busy-skip', 'clock-jump'];
+
+export class Exporter {
+  readonly registry = new Registry();
+  private readonly m = metrics(this.registry);
+  private queue: Promise<unknown> = Promise.resolve();
+  /** The newest migration this leasejob ships (read from sql/ once). */
+  private expectedSchema: Promise<number> | undefined;
+  /** Scrapes that read the database and rendered every family. */
+  scrapesServed = 0;
+
+  constructor(
+    private readonly store: LeaseStore,
+    private readonly log: Logger,
+  ) {}
+
+  /** Read the database and render the exposition text; scrapes are serialized. */
+  scrape(): Promise<string> {
+    const next = this.queue.then(() => this.collect());
+    this.queue = next.catch(() => {});
+    return next;
+  }
+
+  private async collect(): Promise<string> {
+    const started = monoNow();
+    for (const metric of Object.values(this.m)) metric.reset();
+    let up = true;
+    try {
+      await this.load();
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, 'scrape could not read the database');
+      up = false;
+    }
+    this.m.up.set(up ? 1 : 0);
+    this.m.scrape.set((monoNow() - started) / 1000);
+    if (!up) {
+      // Only what is known: `leasejob_jobs 0` beside `leasejob_up 0` would read as "no jobs".
+      const known = await Promise.all(['leasejob_up', 'leasejob_scrape_duration_seconds'].map((name) => this.registry.getSingleMetricAsString(name)));
+      return `${known.join('\n\n')}\n`;
+    }
+    // prom-client's metrics, then the per-job families, a blank line between families as it does.
+    const families = Object.values(this.m).filter((f): f is MetricRows => f instanceof MetricRows);
+    const text = `${await this.registry.metrics()}\n${families.map((f) => f.render()).join('\n\n')}\n`;
+    this.scrapesServed++;
+    return text;
+  }
+
+  private async load(): Promise<void> {
+    this.expectedSchema ??= import('../store/postgres/migrate.js')
+      .then(({ latestMigrationVersion }) => latestMigrationVersion())
+      .catch((err: unknown) => {
+        this.expectedSchema = undefined; // read again at the next scrape
+        throw err;
+      });
+    const [{ jobs }, counts, hosts, schema, expected] = await Promise.all([
+      readJobStates(this.store),
+      this.store.readEventCounts(EXPORTED_KINDS),
+      this.store.readHostClocks(),
+      this.store.readSchemaVersion?.(),
+      this.expectedSchema,
+    ]);
+    const m = this.m;
+    m.jobs.set(jobs.length);
+    // A schema behind still works, without what its missing migrations bring; said by a
+    // scrape, since `run` does not check (it would cost a statement on every run).
+    if (schema !== undefined) m.schema.add('', schema);
+    m.schemaExpected.add('', expected);
+    for (const j of jobs) {
+      const job = labelText({ job: j.name });
+      if (j.due) m.overdue.add(job, j.overdue ? 1 : 0);
+      if (j.lastCompletedAt) m.lastCompleted.add(job, j.lastCompletedAt.getTime() / 1000);
+      m.held.add(job, j.held ? 1 : 0);
+      if (j.generation !== null) m.generation.add(job, Number(j.generation));
+      if (j.held) {
+        m.expiresIn.add(job, (j.expiresInMs ?? 0) / 1000);
+        m.heldFor.add(job, (j.heldForMs ?? 0) / 1000);
+      }
+      m.open.add(job, j.openCount);
+      // 0 from the job's first scrape: Prometheus's increase() skips a series' first sample, so a
+      // series that first appeared at 1 would never fire LeasejobLeaseLost for that first loss.
+      m.lost.addTo(j.name, job, 0);
+      if (j.lastDurationMs !== null) {
+        m.lastDuration.add(job, j.lastDurationMs / 1000);
+        if (j.intervalMs) m.ratio.add(job, j.lastDurationMs / j.intervalMs);
+      }
+    }
+    // One row per (job, kind, host) in event_counts: busy skips keep the host, the other
+    // per-job counts are summed over hosts.
+    for (const r of counts) {
+      const outcome = RUN_KINDS[r.kind];
+      const family = PER_JOB[r.kind];
+      if (outcome) m.runs.addTo(`${r.job}\u0000${outcome}`, labelText({ job: r.job, outcome }), r.n);
+      else if (family) m[family].addTo(r.job, labelText({ job: r.job }), r.n);
+      else if (r.kind === 'busy-skip') m.skips.add(labelText({ job: r.job, host: r.host }), r.n);
+      else if (r.kind === 'clock-jump') m.jumps.inc({ host: r.host }, r.n);
+    }
+    for (const h of hosts) {
+      m.offset.set({ host: h.host }, h.offsetMs / 1000);
+      m.offsetUncertainty.set({ host: h.host }, h.uncertaintyMs / 1000);
+    }
+  }
+
+  /** HTTP server: /metrics (Prometheus text), /healthz (200 when the database answers), the status page at / and /job. */
+  createServer(opts: { statusPage?: boolean } = {}): http.Server {
+    const pages = opts.statusPage === false ? undefined : new StatusPages(this.store, this.log);
+    return http.createServer((req, res) => {
+      const url = req.url ?? '/';
+      const q = url.indexOf('?');
+      const path = q < 0 ? url : url.slice(0, q);
+      const query = q < 0 ? '' : url.slice(q + 1);
+      if (req.method !== 'GET' && req.method !== 'HEAD') {
+        // Read-only: nothing here changes the database.
+        res.writeHead(405, { allow: 'GET, HEAD' }).end();
+        return;
+      }
+      if (pages?.handle(path, new URLSearchParams(query), res)) return;
+      if (path === '/metrics') {
+        this.scrape().then(
+          (body) => res.writeHead(200, { 'content-type': this.registry.contentType }).end(body),
+          (err: unknown) => res.writeHead(500).end(String((err as Error).message)),
+        );
+      } else if (path === '/healthz') {
+        this.store.ping().then(
+          () => res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n'),
+          () => res.writeHead(503, { 'content-type': 'text/plain' }).end('database unreachable\n'),
+        );
+      } else {
+        res.writeHead(404, { 'content-type': 'text/plain' }).end(`leasejob exporter: see ${pages ? '/, ' : ''}/metrics and /healthz\n`);
+      }
+    });
+  }
+}

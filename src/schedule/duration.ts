@@ -1,0 +1,73 @@
+// Duration flags (`--ttl`, `--kill-grace`, `--window-offset`, ...): parsing and short display.
+import { Duration } from 'luxon';
+import { UsageError } from '../errors.js';
+
+const SECOND = 1000;
+const MINUTE = 60 * SECOND;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+
+/** Anything longer is a typo (`90d` for `90s`), not a lease TTL or timeout anyone means. */
+const MAX_DURATION_MS = 366 * DAY;
+
+const UNIT_MS = { d: DAY, h: HOUR, m: MINUTE, s: SECOND, ms: 1 } as const;
+type Unit = keyof typeof UNIT_MS;
+const UNITS: readonly Unit[] = ['d', 'h', 'm', 's', 'ms'];
+
+/** `500ms`, `90s`, `1h30m`, `1.5s`, or ISO-8601 (`PT90S`, `P1D`); returns milliseconds. */
+export function parseDuration(text: string, flag: string): number {
+  const trimmed = text.trim();
+  const raw = trimmed.startsWith('P') || trimmed.startsWith('-P') ? isoMillis(trimmed) : shortMillis(trimmed.replace(/^-/, ''));
+  if (raw === undefined) throw new UsageError(`Expected \`${flag}\` to be a duration like 90s, 2m or PT90S, got \`${text}\`.`);
+  const ms = Math.round(trimmed.startsWith('-') && !trimmed.startsWith('-P') ? -raw : raw);
+  if (!(ms >= 1)) throw new UsageError(`Expected \`${flag}\` to be a positive duration like 90s, 2m or PT90S, got \`${text}\`.`);
+  if (ms > MAX_DURATION_MS) {
+    throw new UsageError(
+      `Expected \`${flag}\` to be a duration of at most 366 days, like 90s, 2m or PT90S, got \`${text}\`.`,
+    );
+  }
+  return ms;
+}
+
+/**
+ * `--window-offset`: a signed ISO-8601 duration (`-P1D`, `-PT1H`, `P1D`). Luxon accepts the
+ * leading `-` itself. Units are kept as written so that `P1D` stays one calendar day when
+ * added in a zone (23 or 25 hours across DST), unlike `PT24H`.
+ */
+export function parseIsoOffset(text: string, flag: string): Duration {
+  const duration = Duration.fromISO(text.trim());
+  if (!duration.isValid || !hasUnits(duration)) {
+    throw new UsageError(`Expected \`${flag}\` to be an ISO-8601 duration like -P1D, PT1H or P1D, got \`${text}\`.`);
+  }
+  return duration;
+}
+
+function isoMillis(text: string): number | undefined {
+  const duration = Duration.fromISO(text);
+  // Luxon accepts a bare `P` or `PT` as a valid zero duration.
+  return duration.isValid && hasUnits(duration) ? duration.toMillis() : undefined;
+}
+
+function shortMillis(text: string): number | undefined {
+  const part = /(\d+(?:\.\d+)?)(ms|d|h|m|s)/y;
+  let total = 0;
+  let previousRank = -1;
+  while (part.lastIndex < text.length) {
+    const match = part.exec(text);
+    if (!match) return undefined;
+    const unit = match[2] as Unit;
+    const rank = UNITS.indexOf(unit);
+    // Units must go largest first and appear once: `30s1m` or `1m1m` is more likely a slip than intent.
+    if (rank <= previousRank) return undefined;
+    previousRank = rank;
+    total += Number(match[1]) * UNIT_MS[unit];
+  }
+  return text.length > 0 ? total : undefined;
+}
+
+function hasUnits(duration: Duration): boolean {
+  return Object.keys(duration.toObject()).length > 0;
+}
+
+/** The longest delay a Node timer takes (2^31 - 1 ms, 24.8 days); a longer one fires at once. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;

@@ -1,0 +1,219 @@
+// The store contract: what the runner, status, check and the exporter need from wherever the
+// leases live (PostgreSQL for several hosts, SQLite for one). Both implementations keep the same
+// semantics: generation never restarts, completed windows are final, events are gap-free.
+
+export type AcquireOutcome = 'acquired' | 'busy' | 'stale' | 'done' | 'missed';
+
+export interface AcquireInput {
+  job: string;
+  owner: string;
+  ttlMs: number;
+  renewIntervalMs: number;
+  window?: string | undefined;
+  scheduledAt?: Date | undefined;
+  rerun: boolean;
+  maxDelayMs?: number | undefined;
+  hostTime: Date;
+  spec?: Record<string, string | number | null> | undefined;
+  /** How long to wait for the answer: one later than the stop point could not be used. */
+  answerTimeoutMs?: number | undefined;
+}
+
+export interface AcquireRow {
+  outcome: AcquireOutcome;
+  generation: string | null;
+  attempt: number | null;
+  dbNow: Date | null;
+  holder: string | null;
+  holderGeneration: string | null;
+  holderWindow: string | null;
+  expiresAt: Date | null;
+  completedAt: Date | null;
+}
+
+export interface RenewRow {
+  dbNow: Date;
+  expiresAt: Date;
+}
+
+/** Taking up a lease whose acquire committed but whose answer never came (see LeaseStore.adopt). */
+export interface AdoptInput {
+  job: string;
+  owner: string;
+  generation: string;
+  window?: string | undefined;
+  ttlMs: number;
+  lockTimeoutMs: number;
+  answerTimeoutMs: number;
+}
+
+export type FinishOutcome = 'completed' | 'failed' | 'none';
+
+export interface FinishInput {
+  job: string;
+  owner: string;
+  generation: string;
+  window?: string | undefined;
+  outcome: FinishOutcome;
+  exitCode?: number | undefined;
+  hostTime: Date;
+  detail?: Record<string, unknown>;
+  /** How long to wait for the answer (the store's default for reads when unset). */
+  answerTimeoutMs?: number;
+}
+
+export interface RecordEventInput {
+  job: string;
+  kind: string;
+  window?: string | undefined;
+  owner?: string | undefined;
+  generation?: string | undefined;
+  hostTime: Date;
+  detail?: Record<string, unknown>;
+  /** How long to wait for the answer (the store's default for events when unset). */
+  answerTimeoutMs?: number | undefined;
+}
+
+/** One registered job as stored, before the due-window judgement (monitor/job-states.ts). */
+export interface JobRow {
+  name: string;
+  schedule: string | null;
+  tz: string | null;
+  windowMode: string | null;
+  windowFormat: string | null;
+  windowOffset: string | null;
+  alertAfterMs: number | null;
+  createdAt: Date;
+  owner: string | null;
+  generation: string | null;
+  held: boolean;
+  expiresInMs: number | null;
+  heldForMs: number | null;
+  lastWindow: string | null;
+  lastCompletedAt: Date | null;
+  lastDurationMs: number | null;
+  /**
+   * The newest 10, oldest first, and before them the one with the most failed attempts when it is
+   * older (so that `check` sees a window that keeps failing behind newer ones). `outcome` as
+   * recorded, except that monitor/job-states.ts reads a `running` window whose generation no longer holds
+   * the lease as `abandoned`.
+   */
+  openWindows: Array<{ window: string; attempts: number; outcome: string; generation: number }>;
+  /** Every open window of the job, listed or not. */
+  openCount: number;
+}
+
+export interface HistoryEvent {
+  seq: string;
+  kind: string;
+  window: string | null;
+  owner: string | null;
+  host: string | null;
+  generation: string | null;
+  dbTime: Date;
+  hostTime: Date | null;
+  detail: Record<string, unknown>;
+}
+
+/** One window of a job's ledger, as the status page lists it. */
+export interface WindowRow {
+  window: string;
+  scheduledAt: Date | null;
+  /** As recorded: running, completed, skipped, failed, lost or missed. */
+  outcome: string;
+  attempts: number;
+  generation: string;
+  owner: string;
+  firstStartedAt: Date;
+  startedAt: Date;
+  finishedAt: Date | null;
+  completedAt: Date | null;
+  exitCode: number | null;
+}
+
+export interface EventCount {
+  job: string;
+  kind: string;
+  host: string;
+  n: number;
+}
+
+export interface HostClock {
+  host: string;
+  offsetMs: number;
+  uncertaintyMs: number;
+}
+
+export interface LeaseStore {
+  readonly kind: 'postgresql' | 'sqlite';
+  /** Where the state lives, for logs and status (never a password). */
+  readonly location: string;
+  acquire(i: AcquireInput): Promise<AcquireRow>;
+  /** Undefined when the lease is no longer ours (taken, expired or released). */
+  renew(job: string, owner: string, generation: string, ttlMs: number, lockTimeoutMs: number, answerTimeoutMs: number): Promise<RenewRow | undefined>;
+  /**
+   * After an acquire whose answer never came, tried again: the lease `owner` holds as
+   * `generation` (that acquire committed), renewed from now, and the attempt its window was
+   * claimed with. Undefined when that generation no longer holds it. An owner names one
+   * process, so no other runner's lease can match.
+   */
+  adopt?(i: AdoptInput): Promise<{ attempt: number; dbNow: Date; expiresAt: Date } | undefined>;
+  /**
+   * After an acquire left unanswered (given up, or a signal): release the lease if `owner`
+   * holds it, as a finish with no outcome would; its window stays open for the next run. The
+   * generation released, if any. Both are optional for a store of your own: without them, such
+   * a lease expires by itself.
+   */
+  abandon?(job: string, owner: string, hostTime: Date, answerTimeoutMs: number): Promise<string | undefined>;
+  /** Record the window outcome (if still held) and release. held=false: the lease was not ours. */
+  finish(i: FinishInput): Promise<{ held: boolean; dbNow: Date }>;
+  recordEvent(e: RecordEventInput): Promise<string>;
+  /** Administrative release: expire now, keep the generation. */
+  release(job: string, hostTime: Date): Promise<{ owner: string; generation: string } | undefined>;
+  /** Every registered job (or one), on the store's clock. */
+  readJobRows(name?: string): Promise<{ dbNow: Date; rows: JobRow[] }>;
+  /** The distinct schedule keys of window-from-schedule jobs (or of the one named), on the store's clock. */
+  readScheduleKeys(name?: string): Promise<{ dbNow: Date; keys: ScheduleKey[] }>;
+  /** The PostgreSQL schema's newest applied migration (the embedded store migrates itself: absent). */
+  readSchemaVersion?(): Promise<number | undefined>;
+  /** The jobs of these keys (or the one named) that have completed the window given for their key. */
+  readCompletedDue(due: DueProbe[], name?: string): Promise<Set<string>>;
+  /** The job's latest `limit` events, oldest first. */
+  readHistory(job: string, limit: number): Promise<HistoryEvent[]>;
+  /**
+   * The job's windows for its status page: every open one (at most `limit`, newest started
+   * first), then its latest `limit` completed ones (newest completed first). Two index reads,
+   * however long the ledger. Optional for a store of your own: the page then lists the open
+   * windows status reads.
+   */
+  readWindows?(job: string, limit: number): Promise<WindowRow[]>;
+  /** Event counts by (job, kind, host), of these kinds only (a scrape exports a few of them). */
+  readEventCounts(kinds: readonly string[]): Promise<EventCount[]>;
+  readHostClocks(): Promise<HostClock[]>;
+  ping(): Promise<void>;
+  /** limitMs: how long a statement still in flight may hold it up (the store's default when unset). */
+  close(limitMs?: number): Promise<void>;
+}
+
+/** What a job's due window follows from: every job with the same key has the same due window. */
+export interface ScheduleKey {
+  schedule: string;
+  tz: string | null;
+  windowFormat: string | null;
+  windowOffset: string | null;
+  alertAfterMs: number | null;
+}
+
+/** The window due for every job of a schedule key. */
+export interface DueProbe extends ScheduleKey {
+  window: string;
+}
+
+/**
+ * How long acquire waits for the lease row when a fenced transaction holds it: short enough
+ * that a contender facing a working owner still leaves within about a second.
+ */
+export const ACQUIRE_LOCK_TIMEOUT_MS = 500;
+
+/** How long recording an event (busy skip, renewal failures, clock jump) waits for its answer by default. */
+export const EVENT_TIMEOUT_MS = 5_000;

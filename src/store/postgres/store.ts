@@ -1,0 +1,514 @@
+// The PostgreSQL store: one parameterized statement per runner step (acquire+claim, renew,
+// finish+release, record an event), each a call to a function created by sql/, and the
+// set-based reads behind status, check and the exporter.
+import { Writable } from 'node:stream';
+import pg from 'pg';
+import type pgpass from 'pgpass';
+import { monoNow, sleep } from '../../clock.js';
+import { passwordFileWarnings, type ConnectionSource } from './connection.js';
+import { noAnswerWithin, wasRolledBack } from './db-errors.js';
+import { quoteIdent } from '../../names.js';
+import { driverTls } from './tls.js';
+import type {
+  AcquireInput, AcquireRow, AdoptInput, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
+  ScheduleKey, WindowRow,
+} from '../contract.js';
+import { ACQUIRE_LOCK_TIMEOUT_MS, EVENT_TIMEOUT_MS } from '../contract.js';
+
+export interface PoolOptions {
+  /**
+   * Default 2. A runner uses one connection (its statements come one after another, and
+   * renewals reuse the session whose pid the lease records); the second is opened only while
+   * a statement waits on a connection gone silent, so finishing does not queue behind it.
+   */
+  max?: number;
+  connectTimeoutMs?: number;
+}
+
+/**
+ * How long a read (status, history, check, the exporter) or an administrative statement waits
+ * for its answer. A connection can go silent without a reset (a NAT or firewall forgetting it):
+ * nothing would ever end the wait. A timed-out connection is dropped; the next one is new.
+ */
+export const READ_TIMEOUT_MS = 10_000;
+
+export function createPool(source: ConnectionSource, opts: PoolOptions = {}): pg.Pool {
+  const driver = source.driver ?? driverTls(source.connectionString, process.env);
+  const config: pg.PoolConfig = {
+    ...(driver.connectionString ? { connectionString: driver.connectionString } : {}),
+    ...(driver.ssl !== undefined ? { ssl: driver.ssl } : {}),
+    ...(driver.sslnegotiation !== undefined ? { sslnegotiation: driver.sslnegotiation } : {}),
+    max: opts.max ?? 2,
+    // Keep the idle connection between renewals: its backend pid is the holder's liveness signal.
+    idleTimeoutMillis: 0,
+    connectionTimeoutMillis: opts.connectTimeoutMs ?? 5_000,
+    keepAlive: true,
+    application_name: 'leasejob',
+    Client: PasswordFileClient,
+  };
+  const pool = new pg.Pool(config);
+  // An idle client losing its server (restart, partition) must not crash the process; the next
+  // query reconnects and renewal failures are handled by the lease keeper.
+  pool.on('error', () => {});
+  return pool;
+}
+
+/**
+ * A client that reads ~/.pgpass (or PGPASSFILE) itself when no password was given, as pg 8 does,
+ * but through the password callback pg asks for: its own reading prints a DeprecationWarning
+ * (two lines that are not JSON) on stderr at every connection. Asked only when the server wants
+ * a password; the same file, rules and matching (the pgpass package pg uses).
+ */
+class PasswordFileClient extends pg.Client {
+  constructor(config?: pg.ClientConfig) {
+    super(config);
+    const self = this as unknown as { password: unknown };
+    if (self.password == null) self.password = passwordFromFile;
+  }
+}
+
+/**
+ * One reading of the password file serves the connections opened within PASSWORD_FILE_REUSE_MS
+ * (status and check open two at once): its warning about a file others may read is said once,
+ * and a password changed in the file is still picked up by a long-running exporter.
+ */
+const PASSWORD_FILE_REUSE_MS = 10_000;
+const passwordReadings = new Map<string, { at: number; password: Promise<string | undefined> }>();
+function passwordFromFile(params: pgpass.ConnectionInfo): Promise<string | undefined> {
+  const key = JSON.stringify([params.host, params.port, params.database, params.user]);
+  const recent = passwordReadings.get(key);
+  if (recent !== undefined && monoNow() - recent.at < PASSWORD_FILE_REUSE_MS) return recent.password;
+  // Loaded then, not at start: most connections carry their password.
+  const password = import('pgpass').then(({ default: read }) => {
+    read.warnTo(passwordWarningSink());
+    return new Promise<string | undefined>((resolve) => read(params, resolve));
+  });
+  passwordReadings.set(key, { at: monoNow(), password });
+  return password;
+}
+
+/** Made on first use. pgpass writes each warning as one unterminated `WARNING: ...` string. */
+let warningSink: Writable | undefined;
+const passwordWarningSink = (): Writable => (warningSink ??= new Writable({
+  write(chunk: Buffer | string, _encoding, done): void {
+    passwordFileWarnings.warn(String(chunk).trim().replace(/^WARNING: /, ''));
+    done();
+  },
+}));
+
+/**
+ * An instant as float8 milliseconds since the epoch, truncated to the millisecond as a
+ * JavaScript Date holds it: truncated first, so float rounding cannot land a millisecond early.
+ */
+const epochMs = (expr: string): string => `round(date_part('epoch', date_trunc('milliseconds', ${expr})) * 1000)`;
+
+/**
+ * Marks an error from before a statement was sent (no connection: refused, timed out, too many
+ * connections): whatever it was for cannot have happened. The runner reads `statementSent`.
+ */
+function notSent(err: unknown): unknown {
+  if (typeof err === 'object' && err !== null && Object.isExtensible(err)) Object.assign(err, { statementSent: false });
+  return err;
+}
+
+
+/** How often a statement the server rolled back (40001, 40P01) is sent in all, at most. */
+const ROLLBACK_TRIES = 8;
+/** The longest random pause before sending it again. */
+const ROLLBACK_PAUSE_MAX_MS = 250;
+/** Sent again only with at least this much of its time limit left after the pause. */
+const ROLLBACK_MIN_LEFT_MS = 250;
+
+/** How long closing the pool may take before the process exits regardless. */
+const CLOSE_LIMIT_MS = 2_000;
+
+
+export class PgStore implements LeaseStore {
+  readonly kind = 'postgresql' as const;
+  readonly location: string;
+
+  private readonly s: string;
+
+  constructor(
+    readonly pool: pg.Pool,
+    readonly schema: string,
+    location = 'postgresql',
+    /** The bound on reads and administrative statements; 0 for none (migrations). */
+    private readonly readTimeoutMs = READ_TIMEOUT_MS,
+  ) {
+    this.s = quoteIdent(schema);
+    this.location = location;
+  }
+
+  /**
+   * One statement, its connection and answer waited for at most `timeoutMs` together (pg's
+   * own connect timeout, 5 s, is the longest a connection is ever waited for). A statement not
+   * answered in time drops its connection (the pool opens a new one for the next); one whose
+   * connection came too late is never sent (that connection goes back to the pool). The error
+   * says what did not answer. 0: no bound (migrations).
+   */
+  private async query(text: string, values: unknown[] | ((leftMs: number) => unknown[]), timeoutMs = this.readTimeoutMs): Promise<pg.QueryResult> {
+    if (!(timeoutMs > 0)) return this.pool.query(text, typeof values === 'function' ? values(Infinity) : values);
+    const started = monoNow();
+    for (let tries = 1; ; tries++) {
+      try {
+        const left = timeoutMs - (monoNow() - started);
+        return await this.queryOnce(text, typeof values === 'function' ? values(left) : values, timeoutMs, started);
+      } catch (err) {
+        // Rolled back whole (every statement here is its own transaction): nothing of it
+        // happened, so it is sent again, after a random pause that lets contenders spread out.
+        // Seen when the database's default isolation is repeatable read or serializable: a
+        // contender whose snapshot predates the winner's commit fails instead of seeing it.
+        // Not once the store is closing (a signal: nothing more may start), nor with too little
+        // time left for an answer.
+        const pauseMs = Math.random() * Math.min(ROLLBACK_PAUSE_MAX_MS, 10 * 2 ** tries);
+        const leftAfterPause = timeoutMs - (monoNow() - started) - pauseMs;
+        if (!wasRolledBack(err) || tries >= ROLLBACK_TRIES || leftAfterPause < ROLLBACK_MIN_LEFT_MS || this.closing) throw err;
+        await sleep(pauseMs);
+        if (this.closing) throw err;
+      }
+    }
+  }
+
+  /** One try of query(), within what is left of `timeoutMs` since `started`. */
+  private async queryOnce(text: string, values: unknown[], timeoutMs: number, started: number): Promise<pg.QueryResult> {
+    const client = await this.connectWithin(timeoutMs - (monoNow() - started), timeoutMs).catch((err: unknown) => {
+      throw notSent(err);
+    });
+    const left = Math.max(1, Math.ceil(timeoutMs - (monoNow() - started)));
+    // As pool.query does. A checked-out client is not watched by the pool: an error it emits
+    // (its server restarting) would be thrown at the top of the process. It fails the
+    // statement instead; and a connection that failed a statement (no answer in time, the
+    // connection itself failing) is not reused. One the server answered with an error is: it
+    // is healthy, and it is the session a lease records (renewals keep it, so contenders do
+    // not see the holder's session gone).
+    return new Promise<pg.QueryResult>((resolve, reject) => {
+      let done = false;
+      const fail = (err: Error): void => {
+        if (done) return;
+        done = true;
+        client.release(err);
+        reject(err.message === 'Query read timeout' ? noAnswerWithin(timeoutMs, err) : err);
+      };
+      client.once('error', fail);
+      client.query({ text, values, query_timeout: left } as pg.QueryConfig).then((result) => {
+        client.removeListener('error', fail);
+        if (done) return;
+        done = true;
+        client.release();
+        resolve(result);
+      }, (err: Error) => {
+        client.removeListener('error', fail);
+        if (err instanceof pg.DatabaseError && err.severity === 'ERROR') {
+          if (done) return;
+          done = true;
+          client.release();
+          reject(err);
+          return;
+        }
+        fail(err);
+      });
+    });
+  }
+
+  /** A connection within `waitMs`; `reportedMs` is the bound the error names. */
+  private async connectWithin(waitMs: number, reportedMs = waitMs): Promise<pg.PoolClient> {
+    const pending = this.pool.connect();
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(noAnswerWithin(reportedMs)), Math.max(1, Math.ceil(waitMs)));
+    });
+    try {
+      return await Promise.race([pending, late]);
+    } catch (err) {
+      pending.then((c) => c.release(), () => {});
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** A connection being opened ahead of the first statement; its error, if it failed. */
+  private early: Promise<unknown> | undefined;
+
+  /**
+   * Open the connection now, before the first statement is ready: the server starts a backend
+   * and checks the password while the caller is still busy (loading modules). No statement
+   * is sent. The first acquire() waits for it and reports its error, so an unreachable
+   * database costs one connect timeout, not two.
+   */
+  connectEarly(): void {
+    this.early ??= this.pool.connect().then((c) => {
+      c.release();
+      return undefined;
+    }, (err: unknown) => err ?? new Error('connection failed'));
+  }
+
+  async acquire(i: AcquireInput): Promise<AcquireRow> {
+    if (this.early) {
+      const failed = await this.early;
+      this.early = undefined;
+      if (failed) throw notSent(failed);
+    }
+    const { rows } = await this.query(
+      `SELECT * FROM ${this.s}.acquire($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+      [i.job, i.owner, i.ttlMs, i.renewIntervalMs, i.window ?? null, i.scheduledAt ?? null, i.rerun,
+        i.maxDelayMs ?? null, i.hostTime, i.spec ? JSON.stringify(i.spec) : null, ACQUIRE_LOCK_TIMEOUT_MS],
+      i.answerTimeoutMs ?? this.readTimeoutMs,
+    );
+    const r = rows[0];
+    return {
+      outcome: r.outcome,
+      generation: r.generation,
+      attempt: r.attempt,
+      dbNow: r.db_now,
+      holder: r.holder,
+      holderGeneration: r.holder_generation,
+      holderWindow: r.holder_window,
+      expiresAt: r.expires_at,
+      completedAt: r.completed_at,
+    };
+  }
+
+  /** Undefined when the lease is no longer ours (taken, expired or released). */
+  async renew(job: string, owner: string, generation: string, ttlMs: number, lockTimeoutMs: number, answerTimeoutMs: number): Promise<RenewRow | undefined> {
+    // Client-side bound: a black-holed connection is dropped and the next renewal reconnects.
+    // Sent again (rolled back): its lock wait still ends 500 ms before the answer is given up on.
+    const { rows } = await this.query(`SELECT * FROM ${this.s}.renew($1, $2, $3, $4, $5)`,
+      (leftMs) => [job, owner, generation, ttlMs, Math.floor(Math.max(50, Math.min(lockTimeoutMs, leftMs - 500)))], answerTimeoutMs);
+    const r = rows[0];
+    return r ? { dbNow: r.db_now, expiresAt: r.expires_at } : undefined;
+  }
+
+  /** See LeaseStore.adopt: renew() as any renewal, and the attempt of the window that generation claimed. */
+  async adopt(i: AdoptInput): Promise<{ attempt: number; dbNow: Date; expiresAt: Date } | undefined> {
+    const { rows } = await this.query(
+      `SELECT r.db_now, r.expires_at,
+              (SELECT w.attempts FROM ${this.s}.windows w WHERE w.job = $1 AND w.window_key = $6 AND w.generation = $3) AS attempt
+         FROM ${this.s}.renew($1, $2, $3, $4, $5) r`,
+      [i.job, i.owner, i.generation, i.ttlMs, i.lockTimeoutMs, i.window ?? null],
+      i.answerTimeoutMs,
+    );
+    const r = rows[0];
+    return r ? { attempt: r.attempt ?? 1, dbNow: r.db_now, expiresAt: r.expires_at } : undefined;
+  }
+
+  /** See LeaseStore.abandon: finish() with no outcome, for the live lease this owner holds. */
+  async abandon(job: string, owner: string, hostTime: Date, answerTimeoutMs: number): Promise<string | undefined> {
+    const { rows } = await this.query(
+      `SELECT l.generation, f.held
+         FROM ${this.s}.leases l
+        CROSS JOIN LATERAL ${this.s}.finish(l.name, l.owner, l.generation, l.window_key, 'none', NULL, $3, '{}') f
+        WHERE l.name = $1 AND l.owner = $2 AND l.released_at IS NULL AND l.expires_at > now()`,
+      [job, owner, hostTime],
+      answerTimeoutMs,
+    );
+    return rows[0]?.held ? String(rows[0].generation) : undefined;
+  }
+
+  /** Record the window outcome (if still held) and release. held=false: the lease was not ours. */
+  async finish(i: FinishInput): Promise<{ held: boolean; dbNow: Date }> {
+    const { rows } = await this.query(
+      `SELECT * FROM ${this.s}.finish($1, $2, $3, $4, $5, $6, $7, $8)`,
+      [i.job, i.owner, i.generation, i.window ?? null, i.outcome, i.exitCode ?? null, i.hostTime, JSON.stringify(i.detail ?? {})],
+      i.answerTimeoutMs ?? this.readTimeoutMs,
+    );
+    return { held: rows[0].held, dbNow: rows[0].db_now };
+  }
+
+  async recordEvent(e: RecordEventInput): Promise<string> {
+    const { rows } = await this.query(
+      `SELECT ${this.s}.record_event($1, $2, $3, $4, $5, $6, $7) AS seq`,
+      [e.job, e.kind, e.window ?? null, e.owner ?? null, e.generation ?? null, e.hostTime, JSON.stringify(e.detail ?? {})],
+      e.answerTimeoutMs ?? EVENT_TIMEOUT_MS,
+    );
+    return rows[0].seq;
+  }
+
+  /** Administrative release: expire now, keep the generation. */
+  async release(job: string, hostTime: Date): Promise<{ owner: string; generation: string } | undefined> {
+    const { rows } = await this.query(
+      `WITH r AS (
+         UPDATE ${this.s}.leases SET expires_at = now(), released_at = now()
+          WHERE name = $1 AND expires_at > now()
+         RETURNING owner, generation, window_key)
+       SELECT r.owner, r.generation,
+              ${this.s}.record_event($1, 'released', r.window_key, r.owner, r.generation, $2, '{"by":"admin"}') AS seq
+         FROM r`,
+      [job, hostTime],
+    );
+    return rows[0] ? { owner: rows[0].owner, generation: rows[0].generation } : undefined;
+  }
+
+  async readJobRows(name?: string): Promise<{ dbNow: Date; rows: JobRow[] }> {
+    const s = this.s;
+    // Instants and spans as float8 milliseconds (date_part, not numeric extract): parsing
+    // three timestamps per job was a tenth of a 10,000-job read. Open windows are few, so they
+    // are gathered in one pass rather than looked up job by job (measured by `npm run bench`):
+    // the newest 10, and the one with the most failed attempts when it is older (for `check`).
+    const { rows } = await this.query(
+      `SELECT j.name, j.schedule, j.tz, j.window_mode, j.window_format, j.window_offset, j.alert_after_ms,
+              ${epochMs('j.created_at')} AS created_ms,
+              l.owner, l.generation, l.expires_at > now() AS held,
+              round(date_part('epoch', l.expires_at - now()) * 1000) AS expires_in_ms,
+              round(date_part('epoch', now() - l.acquired_at) * 1000) AS held_for_ms,
+              lc.window_key AS last_window, ${epochMs('lc.completed_at')} AS last_completed_ms,
+              round(date_part('epoch', lc.completed_at - lc.started_at) * 1000) AS duration_ms,
+              ow.open AS open_windows, coalesce(ow.n, 0)::int AS open_count, ${epochMs('now()')} AS db_now_ms
+         FROM ${s}.jobs j
+         LEFT JOIN ${s}.leases l ON l.name = j.name
+         LEFT JOIN LATERAL (
+           SELECT w.window_key, w.completed_at, w.started_at
+             FROM ${s}.windows w WHERE w.job = j.name AND w.completed_at IS NOT NULL
+            ORDER BY w.completed_at DESC, w.generation DESC LIMIT 1) lc ON true
+         LEFT JOIN (
+           SELECT o.job, jsonb_agg(jsonb_build_object('window', o.window_key, 'attempts', o.attempts, 'outcome', o.outcome, 'generation', o.generation) ORDER BY o.started_at) AS open,
+                  max(o.n) AS n
+             FROM (SELECT w.job, w.window_key, w.attempts, w.outcome, w.generation, w.started_at,
+                          row_number() OVER (PARTITION BY w.job ORDER BY w.started_at DESC) AS rn,
+                          row_number() OVER (PARTITION BY w.job ORDER BY w.outcome NOT IN ('running', 'missed') DESC, w.attempts DESC, w.started_at DESC) AS worst,
+                          count(*) OVER (PARTITION BY w.job) AS n
+                     FROM ${s}.windows w WHERE w.completed_at IS NULL AND ($1::text IS NULL OR w.job = $1)) o
+            WHERE o.rn <= 10 OR o.worst = 1 GROUP BY o.job) ow ON ow.job = j.name
+        WHERE $1::text IS NULL OR j.name = $1
+        ORDER BY j.name`,
+      [name ?? null],
+    );
+    const dbNow = new Date(rows[0]?.db_now_ms ?? (await this.query(`SELECT ${epochMs('now()')} AS ms`, [])).rows[0].ms);
+    return {
+      dbNow,
+      rows: rows.map((r) => ({
+        name: r.name,
+        schedule: r.schedule,
+        tz: r.tz,
+        windowMode: r.window_mode,
+        windowFormat: r.window_format,
+        windowOffset: r.window_offset,
+        alertAfterMs: r.alert_after_ms === null ? null : Number(r.alert_after_ms),
+        createdAt: new Date(r.created_ms),
+        owner: r.owner,
+        generation: r.generation,
+        held: r.held === true,
+        expiresInMs: r.held ? r.expires_in_ms : null,
+        heldForMs: r.held ? r.held_for_ms : null,
+        lastWindow: r.last_window,
+        lastCompletedAt: r.last_completed_ms === null ? null : new Date(r.last_completed_ms),
+        lastDurationMs: r.duration_ms,
+        openWindows: r.open_windows ?? [],
+        openCount: r.open_count,
+      })),
+    };
+  }
+
+  async readScheduleKeys(name?: string): Promise<{ dbNow: Date; keys: ScheduleKey[] }> {
+    // The clock comes along even when no job has a schedule (the LEFT JOIN keeps one row).
+    const { rows } = await this.query(
+      `SELECT ${epochMs('now()')} AS db_now_ms, k.*
+         FROM (SELECT 1) one LEFT JOIN (
+           SELECT DISTINCT schedule, tz, window_format, window_offset, alert_after_ms FROM ${this.s}.jobs
+            WHERE window_mode = 'schedule' AND schedule IS NOT NULL AND ($1::text IS NULL OR name = $1)) k ON true`,
+      [name ?? null],
+    );
+    return {
+      dbNow: new Date(rows[0].db_now_ms),
+      keys: rows.filter((r) => r.schedule !== null).map((r) => ({
+        schedule: r.schedule, tz: r.tz, windowFormat: r.window_format, windowOffset: r.window_offset,
+        alertAfterMs: r.alert_after_ms === null ? null : Number(r.alert_after_ms),
+      })),
+    };
+  }
+
+  async readCompletedDue(due: DueProbe[], name?: string): Promise<Set<string>> {
+    if (due.length === 0) return new Set();
+    // One primary-key probe per job of a key (EXISTS on windows_pkey): joining the windows
+    // table itself would let the planner hash its whole history, which only grows. The keys
+    // are few and come from the jobs table, so NULL can stand as '' (never a valid value).
+    const { rows } = await this.query(
+      `SELECT coalesce(json_agg(j.name), '[]'::json) AS names
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[]) AS d(schedule, tz, fmt, off, alert, window_key)
+         JOIN ${this.s}.jobs j ON j.schedule = d.schedule AND coalesce(j.tz, '') = coalesce(d.tz, '')
+              AND coalesce(j.window_format, '') = coalesce(d.fmt, '') AND coalesce(j.window_offset, '') = coalesce(d.off, '')
+              AND coalesce(j.alert_after_ms, -1) = coalesce(d.alert, -1)
+        WHERE j.window_mode = 'schedule' AND ($7::text IS NULL OR j.name = $7)
+          AND EXISTS (SELECT 1 FROM ${this.s}.windows w WHERE w.job = j.name AND w.window_key = d.window_key AND w.completed_at IS NOT NULL)`,
+      [due.map((d) => d.schedule), due.map((d) => d.tz), due.map((d) => d.windowFormat), due.map((d) => d.windowOffset),
+        due.map((d) => d.alertAfterMs), due.map((d) => d.window), name ?? null],
+    );
+    return new Set(rows[0].names as string[]);
+  }
+
+  async readHistory(job: string, limit: number): Promise<HistoryEvent[]> {
+    const { rows } = await this.query(
+      `SELECT * FROM (
+         SELECT seq, kind, window_key, owner, host, generation, db_time, host_time, detail
+           FROM ${this.s}.events WHERE job = $1 ORDER BY seq DESC LIMIT $2) e
+       ORDER BY seq`,
+      [job, limit],
+    );
+    return rows.map((r) => ({
+      seq: r.seq, kind: r.kind, window: r.window_key, owner: r.owner, host: r.host, generation: r.generation,
+      dbTime: r.db_time, hostTime: r.host_time, detail: r.detail,
+    }));
+  }
+
+  async readWindows(job: string, limit: number): Promise<WindowRow[]> {
+    const cols = 'window_key, scheduled_at, outcome, attempts, generation, owner, first_started_at, started_at, finished_at, completed_at, exit_code';
+    const { rows } = await this.query(
+      `(SELECT ${cols} FROM ${this.s}.windows WHERE job = $1 AND completed_at IS NULL ORDER BY started_at DESC LIMIT $2)
+       UNION ALL
+       (SELECT ${cols} FROM ${this.s}.windows WHERE job = $1 AND completed_at IS NOT NULL ORDER BY completed_at DESC, generation DESC LIMIT $2)`,
+      [job, limit],
+    );
+    return rows.map((r) => ({
+      window: r.window_key, scheduledAt: r.scheduled_at, outcome: r.outcome, attempts: r.attempts, generation: String(r.generation), owner: r.owner,
+      firstStartedAt: r.first_started_at, startedAt: r.started_at, finishedAt: r.finished_at, completedAt: r.completed_at, exitCode: r.exit_code,
+    }));
+  }
+
+  async readEventCounts(kinds: readonly string[]): Promise<EventCount[]> {
+    const { rows } = await this.query(
+      `SELECT job, kind, host, n FROM ${this.s}.event_counts WHERE kind = ANY($1::text[])`,
+      [kinds],
+    );
+    return rows.map((r) => ({ job: r.job, kind: r.kind, host: r.host, n: Number(r.n) }));
+  }
+
+  async readHostClocks(): Promise<HostClock[]> {
+    const { rows } = await this.query(`SELECT host, offset_ms, uncertainty_ms FROM ${this.s}.hosts`, []);
+    return rows.map((r) => ({ host: r.host, offsetMs: r.offset_ms, uncertaintyMs: r.uncertainty_ms }));
+  }
+
+  /**
+   * The newest migration applied to the schema; undefined when it cannot be read (a role
+   * granted by hand without SELECT on the migrations table): only a warning depends on it.
+   */
+  async readSchemaVersion(): Promise<number | undefined> {
+    try {
+      const { rows } = await this.query(`SELECT max(version) AS v FROM ${this.s}.migrations`, []);
+      const v = rows[0]?.v as number | null | undefined;
+      return v == null ? undefined : Number(v);
+    } catch {
+      return undefined;
+    }
+  }
+
+  async ping(): Promise<void> {
+    await this.query('SELECT 1', []);
+  }
+
+  /** Set by close(): a statement rolled back is not sent again. */
+  private closing = false;
+
+  /** Bounded: a query stuck on a black-holed connection must not hold the process at exit. */
+  async close(limitMs = CLOSE_LIMIT_MS): Promise<void> {
+    this.closing = true;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      this.pool.end().catch(() => {}),
+      new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, limitMs);
+      }),
+    ]);
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,477 @@
+// The embedded store for one host: SQLite (better-sqlite3) in WAL mode, shared by every
+// process on the host through immediate transactions. Lease expiry is on the monotonic clock
+// plus the boot id, so no wall-clock step can expire or extend a lease, and a reboot expires
+// every lease. Same semantics as the PostgreSQL functions in sql/.
+import { mkdirSync, readFileSync, statSync } from 'node:fs';
+import { hostname, uptime } from 'node:os';
+import path from 'node:path';
+import type BetterSqlite3 from 'better-sqlite3';
+import Database from 'better-sqlite3';
+import { monoNow } from '../../clock.js';
+import { DatabaseError, UsageError } from '../../errors.js';
+import { migrateSqlite } from './schema.js';
+import type {
+  AcquireInput, AcquireRow, AdoptInput, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
+  ScheduleKey, WindowRow,
+} from '../contract.js';
+
+/** What is at `file`: `hidden` when a directory on the way cannot be searched by this user. */
+function fileKind(file: string): 'file' | 'directory' | 'other' | 'missing' | 'hidden' {
+  try {
+    const st = statSync(file);
+    return st.isFile() ? 'file' : st.isDirectory() ? 'directory' : 'other';
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EACCES' ? 'hidden' : 'missing';
+  }
+}
+
+/**
+ * Milliseconds on a clock shared by every process of this host and untouched by wall-clock
+ * steps: process.hrtime is CLOCK_MONOTONIC on Linux (since boot), mach_absolute_time on macOS,
+ * QueryPerformanceCounter on Windows; all system-wide.
+ */
+export function hostMonotonicMs(): number {
+  return Math.floor(monoNow());
+}
+
+/**
+ * Identifies this boot, so monotonic readings from before a reboot are never compared with
+ * readings after it. Linux has one; elsewhere the boot instant, rounded to a minute, stands in.
+ */
+export function bootId(): string {
+  try {
+    return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+  } catch {
+    return `boot@${Math.round((Date.now() - uptime() * 1000) / 60_000)}`;
+  }
+}
+
+// Waits for another process's transaction this long before failing: transactions here are a
+// few statements, so anything longer means a stuck process, reported as a store error.
+const BUSY_TIMEOUT_MS = 5_000;
+interface LeaseRecord {
+  name: string;
+  owner: string;
+  generation: number;
+  acquired_at: number;
+  renewed_at: number;
+  released_at: number | null;
+  renewed_mono: number;
+  expires_mono: number;
+  boot_id: string;
+  ttl_ms: number;
+  renew_interval_ms: number;
+  window_key: string | null;
+  holder_pid: number | null;
+}
+
+const hostOf = (owner: string | undefined | null): string => (owner ? owner.split(':')[0] || 'unknown' : 'unknown');
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** The newest open windows (oldest first), with the one of most failed attempts first when it is older. */
+function withWorst(newest: JobRow['openWindows'], worst: string | null): JobRow['openWindows'] {
+  if (worst === null) return newest;
+  const w = JSON.parse(worst) as JobRow['openWindows'][number];
+  return newest.some((n) => n.window === w.window) ? newest : [w, ...newest];
+}
+
+/**
+ * Every job with its lease, last completed window and newest open windows (`?` twice: a job
+ * name, or NULL for all). Exported for the test that checks its plan uses the indexes.
+ */
+export const JOB_ROWS_SQL = `
+  SELECT j.*, l.owner, l.generation, l.expires_mono, l.boot_id, l.acquired_at,
+         (SELECT json_object('window', w.window_key, 'completed_at', w.completed_at, 'started_at', w.started_at)
+            FROM windows w WHERE w.job = j.name AND w.completed_at IS NOT NULL ORDER BY w.completed_at DESC, w.generation DESC LIMIT 1) AS last,
+         (SELECT json_group_array(json_object('window', o.window_key, 'attempts', o.attempts, 'outcome', o.outcome, 'generation', o.generation))
+            FROM (SELECT window_key, attempts, outcome, generation FROM windows w WHERE w.job = j.name AND w.completed_at IS NULL
+                   ORDER BY started_at DESC LIMIT 10) o) AS open,
+         (SELECT json_object('window', w.window_key, 'attempts', w.attempts, 'outcome', w.outcome, 'generation', w.generation)
+            FROM windows w WHERE w.job = j.name AND w.completed_at IS NULL
+           ORDER BY w.outcome NOT IN ('running', 'missed') DESC, w.attempts DESC, w.started_at DESC LIMIT 1) AS worst,
+         (SELECT count(*) FROM windows w WHERE w.job = j.name AND w.completed_at IS NULL) AS open_count
+    FROM jobs j LEFT JOIN leases l ON l.name = j.name
+   WHERE ? IS NULL OR j.name = ?
+   ORDER BY j.name`;
+
+export class SqliteStore implements LeaseStore {
+  readonly kind = 'sqlite' as const;
+  private readonly boot = bootId();
+  private readonly host = hostname();
+
+  private constructor(
+    private readonly db: BetterSqlite3.Database,
+    readonly location: string,
+  ) {}
+
+  static open(file: string, opts: { create?: boolean } = {}): SqliteStore {
+    const dir = path.dirname(file);
+    const kind = fileKind(file);
+    if (kind === 'directory') {
+      throw new UsageError(`the state file ${file} is a directory; give a file path (--state-file or LEASEJOB_STATE_FILE), e.g. ${path.join(file, 'leasejob.db')}.`);
+    }
+    if (kind === 'other') {
+      throw new UsageError(`the state file ${file} is not a regular file (a device, a FIFO or a socket); give the path of a file (--state-file or LEASEJOB_STATE_FILE).`);
+    }
+    if (kind === 'hidden') {
+      throw new DatabaseError(
+        `state file ${file}: this user cannot look into its directory (EACCES); every command, status and history included, needs to write the state file and its directory: run it as the user that runs the jobs`,
+        'E_STATE_FILE',
+      );
+    }
+    if (opts.create === false && kind === 'missing') {
+      throw new DatabaseError(
+        `no embedded store at ${file}: no job has run with it. If the jobs run as another user, or with another --state-file, LEASEJOB_STATE_FILE or XDG_STATE_HOME, give theirs (and run as their user); \`leasejob migrate\` creates an empty one`,
+        'E_STATE_FILE',
+      );
+    }
+    try {
+      mkdirSync(dir, { recursive: true, mode: 0o700 });
+    } catch (err) {
+      // A system account's home (/nonexistent), a read-only root filesystem: said in one line.
+      const code = (err as NodeJS.ErrnoException).code ?? 'error';
+      throw new DatabaseError(
+        `state file ${file}: cannot create its directory ${dir} (${code}); give a writable --state-file or LEASEJOB_STATE_FILE, or set LEASEJOB_DATABASE_URL`,
+        'E_STATE_FILE',
+        { cause: err },
+      );
+    }
+    const db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
+    // WAL: readers never block the writer; NORMAL is durable across process crashes, which is
+    // what one host's ledger needs (a power loss may drop the last transaction).
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = NORMAL');
+    db.pragma('foreign_keys = ON');
+    const store = new SqliteStore(db, file);
+    migrateSqlite(db);
+    return store;
+  }
+
+  private expired(l: LeaseRecord, nowMono: number): boolean {
+    return l.boot_id !== this.boot || l.expires_mono <= nowMono;
+  }
+
+  /** The wall-clock instant matching a monotonic reading of this boot (for display only). */
+  private wallOf(mono: number, nowMono: number, nowWall: number): Date {
+    return new Date(nowWall + (mono - nowMono));
+  }
+
+  /** One event; as the PostgreSQL store's record_event (sql/007_lost_once.sql), one `lease-lost` per generation (0: not recorded). */
+  private recordEventSync(e: RecordEventInput, now: number): number {
+    if (e.kind === 'lease-lost' && this.db.prepare("SELECT 1 FROM events WHERE job = ? AND kind = 'lease-lost' AND generation = ?").get(e.job, Number(e.generation))) return 0;
+    const job = this.db.prepare(
+      `INSERT INTO jobs (name, last_seq, created_at, updated_at) VALUES (?, 1, ?, ?)
+       ON CONFLICT (name) DO UPDATE SET last_seq = last_seq + 1 RETURNING last_seq`,
+    ).get(e.job, now, now) as { last_seq: number };
+    const host = hostOf(e.owner);
+    this.db.prepare(
+      `INSERT INTO events (job, seq, kind, window_key, owner, host, generation, db_time, host_time, detail)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(e.job, job.last_seq, e.kind, e.window ?? null, e.owner ?? null, host, e.generation === undefined ? null : Number(e.generation),
+      now, e.hostTime.getTime(), JSON.stringify(stripNulls(e.detail ?? {})));
+    this.db.prepare(
+      `INSERT INTO event_counts (job, kind, host, n, last_at) VALUES (?, ?, ?, 1, ?)
+       ON CONFLICT (job, kind, host) DO UPDATE SET n = n + 1, last_at = excluded.last_at`,
+    ).run(e.job, e.kind, host, now);
+    return job.last_seq;
+  }
+
+  async acquire(i: AcquireInput): Promise<AcquireRow> {
+    return this.db.transaction((): AcquireRow => {
+      const now = Date.now();
+      const nowMono = hostMonotonicMs();
+      const none = { generation: null, attempt: null, dbNow: new Date(now), holder: null, holderGeneration: null, holderWindow: null, expiresAt: null, completedAt: null };
+      if (i.spec) this.upsertSpec(i, now);
+
+      if (i.window !== undefined && !i.rerun) {
+        const w = this.db.prepare('SELECT completed_at FROM windows WHERE job = ? AND window_key = ?').get(i.job, i.window) as { completed_at: number | null } | undefined;
+        if (w?.completed_at != null) return { ...none, outcome: 'done', completedAt: new Date(w.completed_at) };
+      }
+      if (i.window !== undefined && i.maxDelayMs !== undefined && i.scheduledAt && now - i.scheduledAt.getTime() > i.maxDelayMs) {
+        this.db.prepare(
+          `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, outcome)
+           VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?, 'missed') ON CONFLICT (job, window_key) DO NOTHING`,
+        ).run(i.job, i.window, i.scheduledAt.getTime(), i.owner, now, now, now);
+        this.recordEventSync({ job: i.job, kind: 'window-missed', window: i.window, owner: i.owner, hostTime: i.hostTime, detail: { scheduled_at: i.scheduledAt.toISOString(), max_delay_ms: i.maxDelayMs } }, now);
+        return { ...none, outcome: 'missed' };
+      }
+
+      const prev = this.db.prepare('SELECT * FROM leases WHERE name = ?').get(i.job) as LeaseRecord | undefined;
+      if (prev && !this.expired(prev, nowMono)) {
+        // Slack of half an interval absorbs a slow renewal; a holder on this host whose process
+        // is gone crashed, whatever its last renewal says.
+        const overdue = nowMono > prev.renewed_mono + prev.renew_interval_ms * 1.5;
+        const dead = prev.holder_pid !== null && hostOf(prev.owner) === this.host && !pidAlive(prev.holder_pid);
+        return {
+          ...none, outcome: overdue || dead ? 'stale' : 'busy', holder: prev.owner, holderGeneration: String(prev.generation),
+          holderWindow: prev.window_key, expiresAt: this.wallOf(prev.expires_mono, nowMono, now),
+        };
+      }
+
+      const generation = (prev?.generation ?? 0) + 1;
+      this.db.prepare(
+        `INSERT INTO leases (name, owner, generation, acquired_at, renewed_at, released_at, renewed_mono, expires_mono, boot_id, ttl_ms, renew_interval_ms, window_key, holder_pid)
+         VALUES (@name, @owner, @generation, @now, @now, NULL, @mono, @expires, @boot, @ttl, @renew, @window, @pid)
+         ON CONFLICT (name) DO UPDATE SET owner = @owner, generation = @generation, acquired_at = @now, renewed_at = @now,
+           released_at = NULL, renewed_mono = @mono, expires_mono = @expires, boot_id = @boot, ttl_ms = @ttl,
+           renew_interval_ms = @renew, window_key = @window, holder_pid = @pid`,
+      ).run({ name: i.job, owner: i.owner, generation, now, mono: nowMono, expires: nowMono + i.ttlMs, boot: this.boot, ttl: i.ttlMs, renew: i.renewIntervalMs, window: i.window ?? null, pid: pidOf(i.owner) });
+      const takeover = prev !== undefined && prev.released_at === null;
+      this.recordEventSync({
+        job: i.job, kind: takeover ? 'stale-takeover' : 'acquired', window: i.window, owner: i.owner, generation: String(generation), hostTime: i.hostTime,
+        detail: takeover ? { previous_owner: prev.owner, previous_generation: prev.generation } : {},
+      }, now);
+      // As sql/007_lost_once.sql: the generation taken over lost its lease, said once, and its
+      // unfinished window is lost (not when it was this very runner's unanswered acquisition).
+      if (takeover && prev.owner !== i.owner) {
+        this.db.prepare(`UPDATE windows SET outcome = 'lost', finished_at = ? WHERE job = ? AND generation = ? AND completed_at IS NULL AND outcome = 'running'`)
+          .run(now, i.job, prev.generation);
+        this.recordEventSync({ job: i.job, kind: 'lease-lost', window: prev.window_key ?? undefined, owner: prev.owner, generation: String(prev.generation), hostTime: i.hostTime,
+          detail: { recorded_by: 'takeover', taken_by: i.owner, taken_generation: generation } }, now);
+      }
+
+      let attempt = 1;
+      if (i.window !== undefined) {
+        const claimed = this.db.prepare(
+          `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, first_started_at, started_at)
+           VALUES (@job, @window, @scheduled, @owner, @generation, @now, @now)
+           ON CONFLICT (job, window_key) DO UPDATE SET owner = @owner, generation = @generation, attempts = attempts + 1,
+             started_at = @now, finished_at = NULL, completed_at = NULL, outcome = 'running', exit_code = NULL,
+             scheduled_at = coalesce(scheduled_at, @scheduled)
+           WHERE completed_at IS NULL OR @rerun
+           RETURNING attempts`,
+        ).get({ job: i.job, window: i.window, scheduled: i.scheduledAt?.getTime() ?? null, owner: i.owner, generation, now, rerun: i.rerun ? 1 : 0 }) as { attempts: number } | undefined;
+        if (!claimed) throw new Error('window completed while its lease was free (cannot happen inside one immediate transaction)');
+        attempt = claimed.attempts;
+        this.recordEventSync({ job: i.job, kind: 'window-claimed', window: i.window, owner: i.owner, generation: String(generation), hostTime: i.hostTime,
+          detail: { attempt, scheduled_at: i.scheduledAt?.toISOString(), rerun: i.rerun } }, now);
+      }
+      return { ...none, outcome: 'acquired', generation: String(generation), attempt };
+    }).immediate();
+  }
+
+  private upsertSpec(i: AcquireInput, now: number): void {
+    const s = i.spec ?? {};
+    this.db.prepare(
+      `INSERT INTO jobs (name, schedule, tz, window_mode, window_format, window_offset, ttl_ms, max_delay_ms, alert_after_ms, created_at, updated_at)
+       VALUES (@name, @schedule, @tz, @window_mode, @window_format, @window_offset, @ttl_ms, @max_delay_ms, @alert_after_ms, @now, @now)
+       ON CONFLICT (name) DO UPDATE SET schedule = @schedule, tz = @tz, window_mode = @window_mode, window_format = @window_format,
+         window_offset = @window_offset, ttl_ms = @ttl_ms, max_delay_ms = @max_delay_ms, alert_after_ms = @alert_after_ms, updated_at = @now`,
+    ).run({
+      name: i.job, schedule: s.schedule ?? null, tz: s.tz ?? null, window_mode: s.window_mode ?? null, window_format: s.window_format ?? null,
+      window_offset: s.window_offset ?? null, ttl_ms: i.ttlMs, max_delay_ms: s.max_delay_ms ?? null, alert_after_ms: s.alert_after_ms ?? null, now,
+    });
+  }
+
+  async renew(job: string, owner: string, generation: string, ttlMs: number): Promise<RenewRow | undefined> {
+    return this.renewSync(job, owner, generation, ttlMs);
+  }
+
+  private renewSync(job: string, owner: string, generation: string, ttlMs: number): RenewRow | undefined {
+    const now = Date.now();
+    const nowMono = hostMonotonicMs();
+    const r = this.db.prepare(
+      `UPDATE leases SET renewed_mono = @mono, expires_mono = @expires, renewed_at = @now
+        WHERE name = @job AND owner = @owner AND generation = @generation AND boot_id = @boot AND expires_mono > @mono AND released_at IS NULL`,
+    ).run({ job, owner, generation: Number(generation), mono: nowMono, expires: nowMono + ttlMs, now, boot: this.boot });
+    return r.changes === 1 ? { dbNow: new Date(now), expiresAt: new Date(now + ttlMs) } : undefined;
+  }
+
+  /** See LeaseStore.adopt (a local acquire always answers; kept for the contract). */
+  async adopt(i: AdoptInput): Promise<{ attempt: number; dbNow: Date; expiresAt: Date } | undefined> {
+    return this.db.transaction(() => {
+      const renewed = this.renewSync(i.job, i.owner, i.generation, i.ttlMs);
+      if (!renewed) return undefined;
+      const w = i.window === undefined ? undefined
+        : this.db.prepare('SELECT attempts FROM windows WHERE job = ? AND window_key = ? AND generation = ?').get(i.job, i.window, Number(i.generation)) as { attempts: number } | undefined;
+      return { attempt: w?.attempts ?? 1, ...renewed };
+    }).immediate();
+  }
+
+  /** See LeaseStore.abandon. */
+  async abandon(job: string, owner: string, hostTime: Date): Promise<string | undefined> {
+    const lease = this.db.prepare('SELECT * FROM leases WHERE name = ? AND owner = ? AND released_at IS NULL').get(job, owner) as LeaseRecord | undefined;
+    if (!lease || this.expired(lease, hostMonotonicMs())) return undefined;
+    const { held } = await this.finish({ job, owner, generation: String(lease.generation), window: lease.window_key ?? undefined, outcome: 'none', hostTime });
+    return held ? String(lease.generation) : undefined;
+  }
+
+  async finish(i: FinishInput): Promise<{ held: boolean; dbNow: Date }> {
+    return this.db.transaction(() => {
+      const now = Date.now();
+      const nowMono = hostMonotonicMs();
+      const lease = this.db.prepare('SELECT * FROM leases WHERE name = ? AND owner = ? AND generation = ?').get(i.job, i.owner, Number(i.generation)) as LeaseRecord | undefined;
+      const held = lease !== undefined && !this.expired(lease, nowMono);
+      // A retry of a finish that committed: this generation released the lease itself, whoever
+      // has taken it since (as sql/008_finish_after_takeover.sql).
+      if (!held && this.db.prepare(
+        `SELECT 1 FROM events WHERE job = ? AND generation = ? AND owner = ? AND kind = 'released' AND json_extract(detail, '$.by') IS NULL`,
+      ).get(i.job, Number(i.generation), i.owner) !== undefined) return { held: true, dbNow: new Date(now) };
+      const detail = i.detail ?? {};
+      if (held && i.window !== undefined && (i.outcome === 'completed' || i.outcome === 'failed')) {
+        this.db.prepare(
+          `UPDATE windows SET outcome = @outcome, exit_code = @exit, finished_at = @now, completed_at = CASE WHEN @outcome = 'completed' THEN @now END
+            WHERE job = @job AND window_key = @window AND generation = @generation`,
+        ).run({ outcome: i.outcome, exit: i.exitCode ?? null, now, job: i.job, window: i.window, generation: Number(i.generation) });
+        this.recordEventSync({ job: i.job, kind: `window-${i.outcome}`, window: i.window, owner: i.owner, generation: i.generation, hostTime: i.hostTime,
+          detail: { exit_code: i.exitCode, attempt: detail.attempt, duration_ms: detail.duration_ms, aborted: detail.aborted } }, now);
+      }
+      if (typeof detail.offset_ms === 'number') {
+        this.db.prepare(
+          `INSERT INTO hosts (host, offset_ms, uncertainty_ms, measured_at) VALUES (?, ?, ?, ?)
+           ON CONFLICT (host) DO UPDATE SET offset_ms = excluded.offset_ms, uncertainty_ms = excluded.uncertainty_ms, measured_at = excluded.measured_at`,
+        ).run(hostOf(i.owner), detail.offset_ms, Number(detail.uncertainty_ms ?? 0), now);
+      }
+      if (held) {
+        this.db.prepare('UPDATE leases SET expires_mono = ?, released_at = ? WHERE name = ? AND generation = ?').run(nowMono, now, i.job, Number(i.generation));
+        this.recordEventSync({ job: i.job, kind: 'released', window: i.window, owner: i.owner, generation: i.generation, hostTime: i.hostTime }, now);
+      } else {
+        this.db.prepare(
+          `UPDATE windows SET outcome = 'lost', finished_at = ? WHERE job = ? AND window_key = ? AND generation = ? AND completed_at IS NULL`,
+        ).run(now, i.job, i.window ?? null, Number(i.generation));
+        this.recordEventSync({ job: i.job, kind: 'lease-lost', window: i.window, owner: i.owner, generation: i.generation, hostTime: i.hostTime,
+          detail: { outcome: i.outcome, aborted: detail.aborted } }, now);
+      }
+      return { held, dbNow: new Date(now) };
+    }).immediate();
+  }
+
+  async recordEvent(e: RecordEventInput): Promise<string> {
+    return String(this.db.transaction(() => this.recordEventSync(e, Date.now())).immediate());
+  }
+
+  async release(job: string, hostTime: Date): Promise<{ owner: string; generation: string } | undefined> {
+    return this.db.transaction(() => {
+      const now = Date.now();
+      const nowMono = hostMonotonicMs();
+      const lease = this.db.prepare('SELECT * FROM leases WHERE name = ?').get(job) as LeaseRecord | undefined;
+      if (!lease || this.expired(lease, nowMono)) return undefined;
+      this.db.prepare('UPDATE leases SET expires_mono = ?, released_at = ? WHERE name = ?').run(nowMono, now, job);
+      this.recordEventSync({ job, kind: 'released', window: lease.window_key ?? undefined, owner: lease.owner, generation: String(lease.generation), hostTime, detail: { by: 'admin' } }, now);
+      return { owner: lease.owner, generation: String(lease.generation) };
+    }).immediate();
+  }
+
+  async readJobRows(name?: string): Promise<{ dbNow: Date; rows: JobRow[] }> {
+    const now = Date.now();
+    const nowMono = hostMonotonicMs();
+    const jobs = this.db.prepare(JOB_ROWS_SQL).all(name ?? null, name ?? null) as Array<Record<string, unknown>>;
+    return {
+      dbNow: new Date(now),
+      rows: jobs.map((r) => {
+        const held = r.owner != null && r.boot_id === this.boot && (r.expires_mono as number) > nowMono;
+        const last = r.last ? (JSON.parse(r.last as string) as { window: string; completed_at: number; started_at: number }) : undefined;
+        return {
+          name: r.name as string,
+          schedule: (r.schedule as string | null) ?? null,
+          tz: (r.tz as string | null) ?? null,
+          windowMode: (r.window_mode as string | null) ?? null,
+          windowFormat: (r.window_format as string | null) ?? null,
+          windowOffset: (r.window_offset as string | null) ?? null,
+          alertAfterMs: (r.alert_after_ms as number | null) ?? null,
+          createdAt: new Date(r.created_at as number),
+          owner: (r.owner as string | null) ?? null,
+          generation: r.generation == null ? null : String(r.generation),
+          held,
+          expiresInMs: held ? (r.expires_mono as number) - nowMono : null,
+          heldForMs: held ? now - (r.acquired_at as number) : null,
+          lastWindow: last?.window ?? null,
+          lastCompletedAt: last ? new Date(last.completed_at) : null,
+          lastDurationMs: last ? last.completed_at - last.started_at : null,
+          // Oldest first, as PostgreSQL's jsonb_agg(... ORDER BY started_at).
+          openWindows: withWorst((JSON.parse((r.open as string | null) ?? '[]') as JobRow['openWindows']).reverse(), r.worst as string | null),
+          openCount: Number(r.open_count ?? 0),
+        };
+      }),
+    };
+  }
+
+  async readScheduleKeys(name?: string): Promise<{ dbNow: Date; keys: ScheduleKey[] }> {
+    const rows = this.db.prepare(
+      `SELECT DISTINCT schedule, tz, window_format, window_offset, alert_after_ms FROM jobs
+        WHERE window_mode = 'schedule' AND schedule IS NOT NULL AND (? IS NULL OR name = ?)`,
+    ).all(name ?? null, name ?? null) as Array<Record<string, string | number | null>>;
+    return {
+      dbNow: new Date(Date.now()),
+      keys: rows.map((r) => ({
+        schedule: r.schedule as string, tz: (r.tz as string | null) ?? null, windowFormat: (r.window_format as string | null) ?? null,
+        windowOffset: (r.window_offset as string | null) ?? null, alertAfterMs: (r.alert_after_ms as number | null) ?? null,
+      })),
+    };
+  }
+
+  async readCompletedDue(due: DueProbe[], name?: string): Promise<Set<string>> {
+    // `IS` is SQLite's NULL-safe equality.
+    const stmt = this.db.prepare(
+      `SELECT j.name FROM jobs j
+        WHERE j.window_mode = 'schedule' AND j.schedule = ? AND j.tz IS ? AND j.window_format IS ? AND j.window_offset IS ?
+          AND j.alert_after_ms IS ? AND (? IS NULL OR j.name = ?)
+          AND EXISTS (SELECT 1 FROM windows w WHERE w.job = j.name AND w.window_key = ? AND w.completed_at IS NOT NULL)`,
+    ).pluck();
+    const done = new Set<string>();
+    for (const d of due) {
+      for (const job of stmt.all(d.schedule, d.tz, d.windowFormat, d.windowOffset, d.alertAfterMs, name ?? null, name ?? null, d.window) as string[]) done.add(job);
+    }
+    return done;
+  }
+
+  async readHistory(job: string, limit: number): Promise<HistoryEvent[]> {
+    const rows = this.db.prepare(
+      'SELECT * FROM (SELECT * FROM events WHERE job = ? ORDER BY seq DESC LIMIT ?) ORDER BY seq',
+    ).all(job, limit) as Array<Record<string, unknown>>;
+    return rows.map((r) => ({
+      seq: String(r.seq), kind: r.kind as string, window: (r.window_key as string | null) ?? null, owner: (r.owner as string | null) ?? null,
+      host: (r.host as string | null) ?? null, generation: r.generation == null ? null : String(r.generation),
+      dbTime: new Date(r.db_time as number), hostTime: r.host_time == null ? null : new Date(r.host_time as number),
+      detail: JSON.parse(r.detail as string) as Record<string, unknown>,
+    }));
+  }
+
+  async readWindows(job: string, limit: number): Promise<WindowRow[]> {
+    const rows = this.db.prepare(
+      `SELECT * FROM (SELECT * FROM windows WHERE job = ? AND completed_at IS NULL ORDER BY started_at DESC LIMIT ?)
+       UNION ALL
+       SELECT * FROM (SELECT * FROM windows WHERE job = ? AND completed_at IS NOT NULL ORDER BY completed_at DESC, generation DESC LIMIT ?)`,
+    ).all(job, limit, job, limit) as Array<Record<string, unknown>>;
+    const at = (v: unknown): Date | null => (v == null ? null : new Date(v as number));
+    return rows.map((r) => ({
+      window: r.window_key as string, scheduledAt: at(r.scheduled_at), outcome: r.outcome as string, attempts: r.attempts as number,
+      generation: String(r.generation), owner: r.owner as string, firstStartedAt: at(r.first_started_at)!, startedAt: at(r.started_at)!,
+      finishedAt: at(r.finished_at), completedAt: at(r.completed_at), exitCode: (r.exit_code as number | null) ?? null,
+    }));
+  }
+
+  async readEventCounts(kinds: readonly string[]): Promise<EventCount[]> {
+    return this.db.prepare('SELECT job, kind, host, n FROM event_counts WHERE kind IN (SELECT value FROM json_each(?))').all(JSON.stringify(kinds)) as EventCount[];
+  }
+
+  async readHostClocks(): Promise<HostClock[]> {
+    return (this.db.prepare('SELECT host, offset_ms, uncertainty_ms FROM hosts').all() as Array<{ host: string; offset_ms: number; uncertainty_ms: number }>)
+      .map((h) => ({ host: h.host, offsetMs: h.offset_ms, uncertaintyMs: h.uncertainty_ms }));
+  }
+
+  async ping(): Promise<void> {
+    this.db.prepare('SELECT 1').get();
+  }
+
+  async close(): Promise<void> {
+    if (this.db.open) this.db.close();
+  }
+}
+
+function pidOf(owner: string): number | null {
+  const pid = Number(owner.split(':')[1]);
+  return Number.isInteger(pid) && pid > 0 ? pid : null;
+}
+
+function stripNulls(o: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== null && v !== undefined));
+}
