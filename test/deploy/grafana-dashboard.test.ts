@@ -3,8 +3,10 @@
 // ConfigMap that Grafana's sidecar loads. test/integration/dashboard-metrics.test.ts checks
 // its metric names against a real exporter.
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { stringify } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { CHART_DIR, findTool, parseDocuments, type K8sObject } from './deploy-files.js';
 import { DASHBOARD_FILE, dashboardQueries, type Dashboard } from './dashboard-files.js';
@@ -73,5 +75,24 @@ describe.skipIf(!helm)('the chart\'s dashboard ConfigMap (helm template)', () =>
       .filter((o) => o.kind === 'ConfigMap');
     expect(other!.metadata).toMatchObject({ namespace: 'monitoring', labels: { dash: 'yes' }, annotations: { grafana_folder: 'Jobs' } });
     expect(other!.metadata.labels).not.toHaveProperty('grafana_dashboard');
+  });
+});
+
+const promtool = findTool('promtool', 'LEASEJOB_PROMTOOL', ['--version']);
+describe.skipIf(!promtool)('the dashboard\'s queries under promtool', () => {
+  it('every panel query is valid PromQL once Grafana\'s variables are filled in (checked as recording rules)', () => {
+    const fill = (q: string): string => q.replace(/\$__rate_interval/g, '5m').replace(/\$\{?\w+\}?/g, '.*');
+    const exprs = dashboard.panels.flatMap((p) => (p.targets ?? []).map((t) => t.expr));
+    const rules = { groups: [{ name: 'dashboard', rules: exprs.map((e, i) => ({ record: `leasejob:dashboard_query_${i}`, expr: fill(e) })) }] };
+    const dir = mkdtempSync(path.join(tmpdir(), 'leasejob-dash-'));
+    try {
+      const file = path.join(dir, 'queries.yaml');
+      writeFileSync(file, stringify(rules));
+      const r = spawnSync(promtool!, ['check', 'rules', file], { encoding: 'utf8', timeout: 60_000 });
+      expect(r.status, r.stdout + r.stderr).toBe(0);
+      expect(r.stdout).toContain(`SUCCESS: ${exprs.length} rules found`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
