@@ -3,9 +3,9 @@
 // after tsc; it is not compiled or shipped.
 //
 // Besides bundling, it keeps Node built-ins off the start of every command that the bundled
-// libraries load at import time but leasejob never uses, or uses only on a rarer path. Measured
-// with callgrind (`npm run bench -- --only instructions`): a `run` started by loading them spent
-// about 19 M more instructions (9%) before its child started. Each change below is an exact
+// libraries load at import time but leasejob never uses, or uses only on a rarer path: every
+// `run` would pay for loading them before its child starts (`npm run bench -- --only
+// instructions` counts it; docs/performance.md). Each change below is an exact
 // text replacement in one pinned dependency's file; if a dependency's text changes on upgrade,
 // the build fails naming the file, rather than quietly loading the module again.
 // test/integration/startup-modules.test.ts checks that `run` loads none of them.
@@ -37,7 +37,7 @@ const PATCHES = [
     to: 'const isMainThread = true',
   },
   {
-    // One argument check; `assert` costs 10 M instructions to load.
+    // One argument check, not worth loading `assert` for.
     file: 'node_modules/sonic-boom/index.js',
     from: "const assert = require('assert')",
     to: "const assert = (ok, message) => { if (!ok) throw new Error(message) }",

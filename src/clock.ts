@@ -3,8 +3,8 @@
 
 /**
  * Milliseconds on the monotonic clock (never jumps, no meaning as a date). process.hrtime rather
- * than performance.now(): the first use of the global `performance` loads perf_hooks, about 1 M
- * instructions on every start (scripts/bundle.mjs).
+ * than performance.now(): the first use of the global `performance` loads perf_hooks, which
+ * every start would then pay for (scripts/bundle.mjs keeps such built-ins off the start).
  */
 export function monoNow(): number {
   const [s, ns] = process.hrtime();

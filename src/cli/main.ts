@@ -34,8 +34,8 @@ const lazy = (load: () => Promise<CommandFn>) => async (flags: Record<string, un
 
 /**
  * The program, with every command, or with `only` that one: a start defines just the command it
- * runs (each definition builds its options and help text; all seven cost about 2% of a run's
- * instructions). `leasejob --help`, an unknown command and `help` get all of them.
+ * runs (each definition builds its options and help text, work a run of another command does
+ * not need). `leasejob --help`, an unknown command and `help` get all of them.
  */
 export function buildProgram(only?: string): Command {
   const want = (name: string): boolean => only === undefined || only === name;
@@ -91,14 +91,14 @@ Example:
     --window-from-schedule --window-offset -P1D --window-format yyyy-MM-dd -- node close-day.js`)
       .action(async (command: string[], flags: Record<string, unknown>, cmd: Command) => {
         requireDashDash(command, cmd);
-        // Connect while the run path loads. Its modules initialize synchronously (~20 ms),
+        // Connect while the run path loads. Its modules initialize synchronously,
         // and a connection only moves on when the event loop turns, so the load is split
         // in two with a turn before each half: the socket connects and sends its startup
         // message while the server forks a backend; once the logger has loaded, the
         // server's password request is answered, and the server checks it while the rest
         // loads. Without the turns the whole handshake waited until everything had loaded
-        // (strace); with them it is off the critical path: 116 -> 113 ms a run (A/B, 60
-        // alternated runs each).
+        // (strace); with them it is off the critical path (an A/B of alternated runs, see
+        // docs/performance.md).
         const { openStoreEarly } = await import('../store/choice.js');
         const early = openStoreEarly(flags);
         if (early) {
@@ -165,7 +165,7 @@ Example:
   ).action(lazy(async () => (await import('./commands/admin.js')).releaseCommand));
 
   // cron-parser builds luxon dates without a locale, so luxon asks Intl for the system's, and
-  // that loads ICU's data (~12 ms of a start) even for a UTC schedule. Nothing the CLI prints
+  // that loads ICU's data (a noticeable part of a start) even for a UTC schedule. Nothing the CLI prints
   // depends on luxon's default locale (window keys set en-US themselves, instants are ISO), so
   // the CLI process fixes it; the library leaves an embedding program's luxon alone.
   program.hook('preAction', async () => {

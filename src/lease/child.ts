@@ -95,8 +95,9 @@ export async function startChild(
   resolveCommand(command, opts.env.PATH ?? DEFAULT_PATH, cwd);
 
   const spawnArgs = buildSpawnArgs(command, args, opts.parentDeathSignal ?? true);
-  // node:child_process, not execa, on this path: importing execa costs ~90 ms of every run's
-  // start (measured), and we use none of its features here (no output capture, no shell).
+  // node:child_process, not execa, on this path: importing execa would be a large part of every
+  // run's start (docs/performance.md), and we use none of its features here (no output capture,
+  // no shell).
   const subprocess = spawn(spawnArgs.file, spawnArgs.args, {
     env: opts.env, // exactly what the caller decided the child sees (e.g. no DATABASE_URL)
     cwd,

@@ -27,14 +27,14 @@ export function defaultAlertAfterMs(intervalMs: number): number {
  * The rows and the judgement are read side by side (the PostgreSQL store gives each its own
  * connection): the rows are one large query, while the judgement needs only the few distinct
  * schedules (their due windows worked out here) and then one probe per job of whether that
- * window is completed. Read one after the other, a cold 10,000-job read took ~25 ms longer.
+ * window is completed. Read one after the other, the two waits would add up.
  * The two reads are a few milliseconds apart: a job registered or changed in between is
  * judged at the next read.
  */
 export async function readJobStates(store: LeaseStore, name?: string): Promise<{ dbNow: Date; jobs: JobState[] }> {
   const [{ dbNow, rows }, due] = await Promise.all([store.readJobRows(name), readDue(store, name)]);
   // Extended in place, every row the same way: spreading 20 fields into a new object for each
-  // of 10,000 jobs cost more than the query (measured in the monitor bench).
+  // of many jobs cost more than the query (the monitor bench).
   const jobs = rows as JobState[];
   for (const j of jobs) {
     const d = j.windowMode === 'schedule' && typeof j.schedule === 'string' ? due.byKey.get(keyOf(j as ScheduleKey)) : undefined;
@@ -126,7 +126,7 @@ function dueWindowOf(k: ScheduleKey, dbNow: Date): DueWindow {
 /**
  * `status --json`: the text of JSON.stringify(doc, null, 2), made faster. Stringify calls
  * Date#toJSON from C++ for every instant (up to four per job); turning them into ISO strings
- * here first took 10,000 jobs (8 MB of JSON) from ~60 to ~44 ms (measured, cold). The due
+ * here first is cheaper (the monitor bench). The due
  * window's two instants are one Date object shared by every job of a schedule (readJobStates),
  * so each is formatted once. It converts in place: the states are not to be used afterwards.
  */

@@ -1,7 +1,7 @@
-// Metric families of one series per job (10,000 jobs: 92,000 series), rendered in the
-// Prometheus text format directly from rows. prom-client renders the same text (a unit test
-// compares the two byte for byte) but through several arrays and strings per series: 100 of
-// a 318 ms scrape, against 35-50 ms here, less again with each job's label text built once
+// Metric families of one series per job (several series a job), rendered in the Prometheus
+// text format directly from rows. prom-client renders the same text (a unit test compares the
+// two byte for byte) but through several arrays and strings per series, which made it most of a
+// large scrape (the monitor bench, docs/performance.md); here each job's label text is built once
 // for all families. The exporter's other metrics stay prom-client's.
 
 export type Labels = Record<string, string>;

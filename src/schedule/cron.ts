@@ -42,8 +42,8 @@ const MACROS: Readonly<Record<string, string>> = {
 
 /**
  * The zone named `tz`, undefined when there is none. UTC is luxon's fixed zone: an IANA zone
- * asks Intl for every offset, and the first such question loads ICU's zone data (~13 ms of a
- * start). IANAZone.create caches one zone per name; isValidZone would build a formatter per call.
+ * asks Intl for every offset, and the first such question loads ICU's zone data (a noticeable
+ * part of a start). IANAZone.create caches one zone per name; isValidZone would build a formatter per call.
  * Names only: Intl accepts offsets like `+03:00` as zones on newer Node (24; not on Node 20), and
  * runners of one job on different Node versions must agree on what its zone is.
  */

@@ -1,7 +1,6 @@
 // Loads the CLI bundle (dist/leasejob.cjs) through V8's code cache. Compiling the bundle is a
-// good part of what a start costs (measured: 164 -> 123 ms for `run -- true` against
-// node -e 0 at 69 ms), and Node 20 has no built-in cache for it (module.enableCompileCache
-// is Node 22.1+). After the command has run, V8 serializes every function it compiled on the
+// good part of what a start costs (docs/performance.md, "Start-up code cache"), and Node 20 has
+// no built-in cache for it (module.enableCompileCache is Node 22.1+). After the command has run, V8 serializes every function it compiled on the
 // way; the next start of the same command reads them back instead of compiling. V8 checks a
 // cache against the source and its own version and flags, and rejects a stale one, which is
 // then rewritten.
@@ -37,8 +36,9 @@ export { COMMANDS };
 /**
  * `load` is the bundle's `require`, for what it leaves out (better-sqlite3, pg-native, Node's
  * built-ins): the entry's own, since bin/ and dist/ resolve packages from the same node_modules.
- * Passed in rather than made with node:module's createRequire, whose loading costs every start
- * about 4 M instructions (scripts/bundle.mjs).
+ * Passed in rather than made with node:module's createRequire: loading node:module would cost
+ * every start, for nothing the entry's own require cannot do (scripts/bundle.mjs keeps such
+ * built-ins off the start).
  */
 export function loadCli(bundle: string, command: string | undefined, load: NodeJS.Require, env: NodeJS.ProcessEnv = process.env): LoadedCli {
   const fd = openSync(bundle, 'r');

@@ -343,7 +343,7 @@ export class PgStore implements LeaseStore {
   async readJobRows(name?: string): Promise<{ dbNow: Date; rows: JobRow[] }> {
     const s = this.s;
     // Instants and spans as float8 milliseconds (date_part, not numeric extract): parsing
-    // three timestamps per job was a tenth of a 10,000-job read. Open windows are few, so they
+    // three timestamps per job was a real share of a large read. Open windows are few, so they
     // are gathered in one pass rather than looked up job by job (measured by `npm run bench`):
     // the newest 10, and the one with the most failed attempts when it is older (for `check`).
     const { rows } = await this.query(
