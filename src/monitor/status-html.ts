@@ -1,7 +1,7 @@
 // HTML escaping for the status page: one escaping function, and a tagged template that applies
 // it to every interpolated value, so that no value reaches the page unescaped by omission.
 
-/** Markup already escaped (or written by us): the only thing `html` inserts as it is. */
+/** Markup already escaped (or written by us): the only thing `markup` inserts as it is. */
 export class SafeHtml {
   constructor(readonly text: string) {}
   toString(): string {
@@ -28,8 +28,12 @@ function piece(v: HtmlValue): string {
   return escapeHtml(String(v));
 }
 
-/** html`<td>${name}</td>`: every value escaped unless it is SafeHtml (another html`` result); arrays are joined. */
-export function html(strings: TemplateStringsArray, ...values: HtmlValue[]): SafeHtml {
+/**
+ * markup`<td>${name}</td>`: every value escaped unless it is SafeHtml (another markup`` result);
+ * arrays are joined. Not named `html`: Prettier reformats templates tagged `html` as HTML, and
+ * would change the page's text (the whitespace in <pre>, between words).
+ */
+export function markup(strings: TemplateStringsArray, ...values: HtmlValue[]): SafeHtml {
   let out = strings[0]!;
   for (let i = 0; i < values.length; i++) out += piece(values[i]!) + strings[i + 1]!;
   return new SafeHtml(out);

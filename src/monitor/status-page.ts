@@ -1,8 +1,15 @@
 // The status page's HTML: the job list and a job's own page, rendered on the server with an
-// inline style sheet and no script, every value through html`` (status-html.ts).
-import { html, trusted, type SafeHtml } from './status-html.js';
+// inline style sheet and no script, every value through markup`` (status-html.ts).
+import { markup, trusted, type SafeHtml } from './status-html.js';
 import type { JobState } from './job-states.js';
-import { DEFAULT_PER_PAGE, JOB_STATES, type JobExtras, type JobStateName, type ListQuery, type ListView } from './status-view.js';
+import {
+  DEFAULT_PER_PAGE,
+  JOB_STATES,
+  type JobExtras,
+  type JobStateName,
+  type ListQuery,
+  type ListView,
+} from './status-view.js';
 import type { HistoryEvent, HostClock, WindowRow } from '../store/contract.js';
 import { humanMs } from './table.js';
 
@@ -45,7 +52,7 @@ pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:0}
 }`);
 
 function page(title: string, body: SafeHtml): string {
-  return html`<!doctype html>
+  return markup`<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -70,14 +77,14 @@ const preciseIso = (d: Date): string => `${d.toISOString().slice(0, 23).replace(
 
 /** An instant with how long ago (or ahead) it is on the database clock. */
 function when(d: Date | null | undefined, now: Date): SafeHtml {
-  if (!d) return html`<span class="muted">-</span>`;
+  if (!d) return markup`<span class="muted">-</span>`;
   const ms = d.getTime() - now.getTime();
   const rel = Math.abs(ms) < 1000 ? 'now' : ms < 0 ? `${humanMs(-ms)} ago` : `in ${humanMs(ms)}`;
-  return html`<time datetime="${iso(d)}">${shortIso(d)}</time> <span class="muted">(${rel})</span>`;
+  return markup`<time datetime="${iso(d)}">${shortIso(d)}</time> <span class="muted">(${rel})</span>`;
 }
 
 function stateBadge(state: JobStateName): SafeHtml {
-  return html`<span class="state state-${state}">${state}</span>`;
+  return markup`<span class="state state-${state}">${state}</span>`;
 }
 
 const jobHref = (name: string): string => `/job?name=${encodeURIComponent(name)}`;
@@ -94,71 +101,84 @@ function listHref(q: ListQuery, change: Partial<ListQuery>): string {
 }
 
 function scheduleCell(j: JobState): SafeHtml {
-  if (!j.schedule) return html`<span class="muted">no schedule</span>`;
-  return html`<code>${j.schedule}</code> <span class="muted">${j.tz ?? 'UTC'}</span>`;
+  if (!j.schedule) return markup`<span class="muted">no schedule</span>`;
+  return markup`<code>${j.schedule}</code> <span class="muted">${j.tz ?? 'UTC'}</span>`;
 }
 
 function openWindowsCell(j: JobState): SafeHtml {
-  if (j.openCount === 0) return html`<span class="muted">none</span>`;
+  if (j.openCount === 0) return markup`<span class="muted">none</span>`;
   const more = j.openCount - j.openWindows.length;
-  return html`${j.openWindows.map((w, i) => html`${i ? ', ' : ''}<code>${w.window}</code> <span class="outcome-${w.outcome}">${w.outcome}</span> ×${w.attempts}`)}${more > 0 ? html` <span class="muted">(+${more} more)</span>` : ''}`;
+  return markup`${j.openWindows.map((w, i) => markup`${i ? ', ' : ''}<code>${w.window}</code> <span class="outcome-${w.outcome}">${w.outcome}</span> ×${w.attempts}`)}${more > 0 ? markup` <span class="muted">(+${more} more)</span>` : ''}`;
 }
 
 /** What stands beside the state word: the holder, the overdue window, the pause reason. */
 function stateDetail(j: JobState & JobExtras, now: Date): SafeHtml {
   const parts: SafeHtml[] = [];
-  if (j.overdue && j.due) parts.push(html`<div>window <code>${j.due.window}</code> overdue since ${when(j.due.overdueSince, now)}</div>`);
-  if (j.dueNotCompleted) parts.push(html`<div>${j.dueNotCompleted} due ${j.dueNotCompleted === 1 ? 'occurrence' : 'occurrences'} not completed</div>`);
-  if (j.held) parts.push(html`<div>running on <code>${j.holder}</code> (generation ${j.generation}, expires in ${humanMs(j.expiresInMs)})</div>`);
-  if (j.paused) parts.push(html`<div>paused${j.pausedReason ? html`: ${j.pausedReason}` : ''}</div>`);
-  return html`${parts}`;
+  if (j.overdue && j.due)
+    parts.push(markup`<div>window <code>${j.due.window}</code> overdue since ${when(j.due.overdueSince, now)}</div>`);
+  if (j.dueNotCompleted)
+    parts.push(
+      markup`<div>${j.dueNotCompleted} due ${j.dueNotCompleted === 1 ? 'occurrence' : 'occurrences'} not completed</div>`,
+    );
+  if (j.held)
+    parts.push(
+      markup`<div>running on <code>${j.holder}</code> (generation ${j.generation}, expires in ${humanMs(j.expiresInMs)})</div>`,
+    );
+  if (j.paused) parts.push(markup`<div>paused${j.pausedReason ? markup`: ${j.pausedReason}` : ''}</div>`);
+  return markup`${parts}`;
 }
 
 export function renderList(v: ListView, store: { kind: string; location: string }): string {
   const q = v.query;
   const first = v.matched === 0 ? 0 : (q.page - 1) * q.per + 1;
   const last = Math.min(v.matched, q.page * q.per);
-  const rows = v.items.map(({ job: j, state, nextDue }) => html`<tr>
+  const rows = v.items.map(
+    ({ job: j, state, nextDue }) => markup`<tr>
 <td data-label="Job"><a href="${jobHref(j.name)}">${j.name}</a></td>
 <td data-label="State">${stateBadge(state)}${stateDetail(j, v.dbNow)}</td>
 <td data-label="Schedule">${scheduleCell(j)}</td>
-<td data-label="Last completed">${j.lastWindow ? html`<code>${j.lastWindow}</code><br>${when(j.lastCompletedAt, v.dbNow)}` : html`<span class="muted">never</span>`}</td>
+<td data-label="Last completed">${j.lastWindow ? markup`<code>${j.lastWindow}</code><br>${when(j.lastCompletedAt, v.dbNow)}` : markup`<span class="muted">never</span>`}</td>
 <td data-label="Next due">${when(nextDue, v.dbNow)}</td>
 <td data-label="Open windows">${openWindowsCell(j)}</td>
-</tr>`);
-  const body = html`<header>
+</tr>`,
+  );
+  const body = markup`<header>
 <h1>leasejob status</h1>
 <p class="meta">${v.total} ${v.total === 1 ? 'job' : 'jobs'} · ${store.kind} ${store.location} · database time <time datetime="${iso(v.dbNow)}">${shortIso(v.dbNow)}</time> · <a href="/metrics">metrics</a></p>
 </header>
 <ul class="summary">
 <li><a href="${listHref(q, { state: '', page: 1 })}"${q.state === '' ? trusted(' aria-current="true"') : ''}>all ${v.total}</a></li>
-${JOB_STATES.map((s) => html`<li><a class="state-${s}" href="${listHref(q, { state: s, page: 1 })}"${q.state === s ? trusted(' aria-current="true"') : ''}>${s} ${v.counts[s]}</a></li>`)}
+${JOB_STATES.map((s) => markup`<li><a class="state-${s}" href="${listHref(q, { state: s, page: 1 })}"${q.state === s ? trusted(' aria-current="true"') : ''}>${s} ${v.counts[s]}</a></li>`)}
 </ul>
 <form class="search" method="get" action="/" role="search">
 <input type="search" name="q" value="${q.q}" placeholder="Search job names" aria-label="Search job names">
-<select name="state" aria-label="State"><option value="">any state</option>${JOB_STATES.map((s) => html`<option value="${s}"${q.state === s ? trusted(' selected') : ''}>${s}</option>`)}</select>
-${q.per !== DEFAULT_PER_PAGE ? html`<input type="hidden" name="per" value="${q.per}">` : ''}
+<select name="state" aria-label="State"><option value="">any state</option>${JOB_STATES.map((s) => markup`<option value="${s}"${q.state === s ? trusted(' selected') : ''}>${s}</option>`)}</select>
+${q.per !== DEFAULT_PER_PAGE ? markup`<input type="hidden" name="per" value="${q.per}">` : ''}
 <button type="submit">Search</button>
 </form>
 <p class="muted" id="shown">${v.matched === 0 ? 'No job matches.' : `Jobs ${first}-${last} of ${v.matched}${v.matched !== v.total ? ` matching (${v.total} in all)` : ''}`}</p>
-${v.items.length ? html`<div class="scroll"><table class="cards" id="jobs">
+${
+  v.items.length
+    ? markup`<div class="scroll"><table class="cards" id="jobs">
 <thead><tr><th>Job</th><th>State</th><th>Schedule and zone</th><th>Last completed window</th><th>Next due</th><th>Open windows (attempts)</th></tr></thead>
 <tbody>
 ${rows}
 </tbody>
-</table></div>` : ''}
+</table></div>`
+    : ''
+}
 ${pager(v)}
 ${hostsTable(v.hosts)}`;
   return page('leasejob status', body);
 }
 
 function pager(v: ListView): SafeHtml {
-  if (v.pages <= 1) return html``;
+  if (v.pages <= 1) return markup``;
   const q = v.query;
-  return html`<nav class="pager" aria-label="Pages">
-${q.page > 1 ? html`<a rel="prev" href="${listHref(q, { page: q.page - 1 })}">← previous</a>` : html`<span class="muted">← previous</span>`}
+  return markup`<nav class="pager" aria-label="Pages">
+${q.page > 1 ? markup`<a rel="prev" href="${listHref(q, { page: q.page - 1 })}">← previous</a>` : markup`<span class="muted">← previous</span>`}
 <span>page ${q.page} of ${v.pages}</span>
-${q.page < v.pages ? html`<a rel="next" href="${listHref(q, { page: q.page + 1 })}">next →</a>` : html`<span class="muted">next →</span>`}
+${q.page < v.pages ? markup`<a rel="next" href="${listHref(q, { page: q.page + 1 })}">next →</a>` : markup`<span class="muted">next →</span>`}
 </nav>`;
 }
 
@@ -166,16 +186,16 @@ ${q.page < v.pages ? html`<a rel="next" href="${listHref(q, { page: q.page + 1 }
 const MAX_HOSTS = 200;
 
 function hostsTable(hosts: HostClock[]): SafeHtml {
-  if (hosts.length === 0) return html`<h2>Host clocks</h2><p class="muted">No host has measured its clock yet.</p>`;
-  return html`<h2>Host clocks</h2>
+  if (hosts.length === 0) return markup`<h2>Host clocks</h2><p class="muted">No host has measured its clock yet.</p>`;
+  return markup`<h2>Host clocks</h2>
 <p class="muted">Database clock minus the host's wall clock, at the host's latest run; leases use the database clock, crontab occurrences the host's.</p>
 <div class="scroll"><table class="cards" id="hosts">
 <thead><tr><th>Host</th><th>Offset</th><th>Uncertainty</th></tr></thead>
 <tbody>
-${hosts.slice(0, MAX_HOSTS).map((h) => html`<tr><td data-label="Host"><code>${h.host}</code></td><td data-label="Offset">${signedMs(h.offsetMs)}</td><td data-label="Uncertainty">± ${h.uncertaintyMs} ms</td></tr>`)}
+${hosts.slice(0, MAX_HOSTS).map((h) => markup`<tr><td data-label="Host"><code>${h.host}</code></td><td data-label="Offset">${signedMs(h.offsetMs)}</td><td data-label="Uncertainty">± ${h.uncertaintyMs} ms</td></tr>`)}
 </tbody>
 </table></div>
-${hosts.length > MAX_HOSTS ? html`<p class="muted">${hosts.length - MAX_HOSTS} more hosts not shown (closest to the database clock).</p>` : ''}`;
+${hosts.length > MAX_HOSTS ? markup`<p class="muted">${hosts.length - MAX_HOSTS} more hosts not shown (closest to the database clock).</p>` : ''}`;
 }
 
 const signedMs = (ms: number): string => `${ms > 0 ? '+' : ''}${ms} ms`;
@@ -195,20 +215,21 @@ export interface JobPageData {
 export function renderJob(d: JobPageData): string {
   const j = d.job;
   const now = d.dbNow;
-  const fact = (label: string, value: SafeHtml | string | number): SafeHtml => html`<dt>${label}</dt><dd>${value}</dd>`;
-  const body = html`<p><a href="/">← all jobs</a></p>
+  const fact = (label: string, value: SafeHtml | string | number): SafeHtml =>
+    markup`<dt>${label}</dt><dd>${value}</dd>`;
+  const body = markup`<p><a href="/">← all jobs</a></p>
 <h1 id="job-name">${j.name}</h1>
 <p class="meta">${stateBadge(d.state)} · database time <time datetime="${iso(now)}">${shortIso(now)}</time></p>
 ${stateDetail(j, now)}
 <h2>Job</h2>
 <dl class="facts">
 ${fact('Schedule', scheduleCell(j))}
-${fact('Window', html`${j.windowMode ?? 'none'}${j.windowFormat ? html`, format <code>${j.windowFormat}</code>` : ''}${j.windowOffset ? html`, offset <code>${j.windowOffset}</code>` : ''}`)}
+${fact('Window', markup`${j.windowMode ?? 'none'}${j.windowFormat ? markup`, format <code>${j.windowFormat}</code>` : ''}${j.windowOffset ? markup`, offset <code>${j.windowOffset}</code>` : ''}`)}
 ${fact('Alert after', j.alertAfterMs !== null ? humanMs(j.alertAfterMs) : 'half the interval, at most 1h')}
-${fact('Due window', j.due ? html`<code>${j.due.window}</code> scheduled ${when(j.due.scheduledAt, now)}, ${j.due.completed ? 'completed' : html`<strong class="state-overdue">not completed</strong>, overdue since ${when(j.due.overdueSince, now)}`}` : html`<span class="muted">none</span>`)}
+${fact('Due window', j.due ? markup`<code>${j.due.window}</code> scheduled ${when(j.due.scheduledAt, now)}, ${j.due.completed ? 'completed' : markup`<strong class="state-overdue">not completed</strong>, overdue since ${when(j.due.overdueSince, now)}`}` : markup`<span class="muted">none</span>`)}
 ${fact('Next due', when(d.nextDue, now))}
-${fact('Last completed', j.lastWindow ? html`<code>${j.lastWindow}</code> ${when(j.lastCompletedAt, now)}${j.lastDurationMs !== null ? html`, took ${humanMs(j.lastDurationMs)}` : ''}` : 'never')}
-${fact('Lease', j.generation === null ? 'never taken' : j.held ? html`held by <code>${j.holder}</code>, generation ${j.generation}, expires in ${humanMs(j.expiresInMs)}, held for ${humanMs(j.heldForMs)}` : html`free (last owner <code>${j.owner}</code>, generation ${j.generation})`)}
+${fact('Last completed', j.lastWindow ? markup`<code>${j.lastWindow}</code> ${when(j.lastCompletedAt, now)}${j.lastDurationMs !== null ? markup`, took ${humanMs(j.lastDurationMs)}` : ''}` : 'never')}
+${fact('Lease', j.generation === null ? 'never taken' : j.held ? markup`held by <code>${j.holder}</code>, generation ${j.generation}, expires in ${humanMs(j.expiresInMs)}, held for ${humanMs(j.heldForMs)}` : markup`free (last owner <code>${j.owner}</code>, generation ${j.generation})`)}
 ${fact('Registered', when(j.createdAt, now))}
 </dl>
 ${windowsSection(d)}
@@ -219,19 +240,19 @@ ${eventsSection(d)}`;
 function windowsSection(d: JobPageData): SafeHtml {
   const now = d.dbNow;
   if (d.windows === undefined) {
-    return html`<h2>Open windows</h2><p>${openWindowsCell(d.job)}</p>`;
+    return markup`<h2>Open windows</h2><p>${openWindowsCell(d.job)}</p>`;
   }
-  if (d.windows.length === 0) return html`<h2>Windows</h2><p class="muted">No window recorded.</p>`;
+  if (d.windows.length === 0) return markup`<h2>Windows</h2><p class="muted">No window recorded.</p>`;
   // Recorded as running, but its generation no longer holds the lease: abandoned, as status reads it.
   const live = d.job.held ? d.job.generation : null;
-  return html`<h2>Windows</h2>
+  return markup`<h2>Windows</h2>
 <p class="muted">Open windows first (newest started first), then the latest completed ones; ${d.job.openCount} open in all.</p>
 <div class="scroll"><table class="cards" id="windows">
 <thead><tr><th>Window</th><th>Outcome</th><th>Attempts</th><th>Generation</th><th>Owner</th><th>Started</th><th>Finished</th><th>Exit</th></tr></thead>
 <tbody>
 ${d.windows.map((w) => {
-    const outcome = w.completedAt === null && w.outcome === 'running' && w.generation !== live ? 'abandoned' : w.outcome;
-    return html`<tr>
+  const outcome = w.completedAt === null && w.outcome === 'running' && w.generation !== live ? 'abandoned' : w.outcome;
+  return markup`<tr>
 <td data-label="Window"><code>${w.window}</code></td>
 <td data-label="Outcome"><span class="outcome-${outcome}">${outcome}</span></td>
 <td data-label="Attempts">${w.attempts}</td>
@@ -241,7 +262,7 @@ ${d.windows.map((w) => {
 <td data-label="Finished">${when(w.completedAt ?? w.finishedAt, now)}</td>
 <td data-label="Exit">${w.exitCode ?? '-'}</td>
 </tr>`;
-  })}
+})}
 </tbody>
 </table></div>`;
 }
@@ -251,36 +272,42 @@ function eventOffset(e: HistoryEvent): SafeHtml {
   const measured = typeof e.detail.offset_ms === 'number' ? e.detail.offset_ms : undefined;
   if (measured !== undefined) {
     const u = typeof e.detail.uncertainty_ms === 'number' ? e.detail.uncertainty_ms : undefined;
-    return html`${signedMs(measured)}${u !== undefined ? ` ± ${u}` : ''} <span class="muted">measured</span>`;
+    return markup`${signedMs(measured)}${u !== undefined ? ` ± ${u}` : ''} <span class="muted">measured</span>`;
   }
-  if (!e.hostTime) return html`<span class="muted">-</span>`;
-  return html`${signedMs(e.dbTime.getTime() - e.hostTime.getTime())}`;
+  if (!e.hostTime) return markup`<span class="muted">-</span>`;
+  return markup`${signedMs(e.dbTime.getTime() - e.hostTime.getTime())}`;
 }
 
 function eventsSection(d: JobPageData): SafeHtml {
   const name = d.job.name;
   const more = d.events.length >= d.eventLimit;
-  return html`<h2>Events</h2>
+  return markup`<h2>Events</h2>
 <p class="muted">${more ? `The latest ${d.events.length}, ` : `All ${d.events.length}, `}in sequence order (the order they happened in; clocks are shown, never used to order). Offset: database time minus host time.
-${more ? html` <a href="${`${jobHref(name)}&events=${Math.min(d.eventLimit * 5, 100_000)}`}">Show more</a>` : ''}</p>
-${d.events.length ? html`<div class="scroll"><table class="cards" id="events">
+${more ? markup` <a href="${`${jobHref(name)}&events=${Math.min(d.eventLimit * 5, 100_000)}`}">Show more</a>` : ''}</p>
+${
+  d.events.length
+    ? markup`<div class="scroll"><table class="cards" id="events">
 <thead><tr><th>Seq</th><th>Kind</th><th>Window</th><th>Gen</th><th>Owner</th><th>Database time</th><th>Host time</th><th>Offset</th><th>Detail</th></tr></thead>
 <tbody>
-${d.events.map((e) => html`<tr>
+${d.events.map(
+  (e) => markup`<tr>
 <td data-label="Seq" class="seq">${e.seq}</td>
 <td data-label="Kind">${e.kind}</td>
-<td data-label="Window">${e.window !== null ? html`<code>${e.window}</code>` : '-'}</td>
+<td data-label="Window">${e.window !== null ? markup`<code>${e.window}</code>` : '-'}</td>
 <td data-label="Gen">${e.generation ?? '-'}</td>
-<td data-label="Owner">${e.owner !== null ? html`<code>${e.owner}</code>` : '-'}</td>
+<td data-label="Owner">${e.owner !== null ? markup`<code>${e.owner}</code>` : '-'}</td>
 <td data-label="Database time" class="mono">${preciseIso(e.dbTime)}</td>
 <td data-label="Host time" class="mono">${e.hostTime ? preciseIso(e.hostTime) : '-'}</td>
 <td data-label="Offset">${eventOffset(e)}</td>
-<td data-label="Detail">${Object.keys(e.detail).length ? html`<pre class="mono">${JSON.stringify(e.detail)}</pre>` : ''}</td>
-</tr>`)}
+<td data-label="Detail">${Object.keys(e.detail).length ? markup`<pre class="mono">${JSON.stringify(e.detail)}</pre>` : ''}</td>
+</tr>`,
+)}
 </tbody>
-</table></div>` : ''}`;
+</table></div>`
+    : ''
+}`;
 }
 
 export function renderMessage(title: string, message: string): string {
-  return page(`${title} · leasejob`, html`<p><a href="/">← all jobs</a></p><h1>${title}</h1><p>${message}</p>`);
+  return page(`${title} · leasejob`, markup`<p><a href="/">← all jobs</a></p><h1>${title}</h1><p>${message}</p>`);
 }

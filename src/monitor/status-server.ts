@@ -17,7 +17,8 @@ const MAX_EVENT_LIMIT = 100_000;
 // not run, nor the page be framed.
 const HEADERS = {
   'content-type': 'text/html; charset=utf-8',
-  'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+  'content-security-policy':
+    "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
   'cache-control': 'no-store',
@@ -45,7 +46,14 @@ export class StatusPages {
       ({ status, body }) => send(res, status, body),
       (err: unknown) => {
         this.log.warn({ err: (err as Error).message, path }, 'status page failed');
-        send(res, 503, renderMessage('Database unreachable', 'The exporter could not read the database; see its log. /healthz says when it answers again.'));
+        send(
+          res,
+          503,
+          renderMessage(
+            'Database unreachable',
+            'The exporter could not read the database; see its log. /healthz says when it answers again.',
+          ),
+        );
       },
     );
     return true;
@@ -72,8 +80,12 @@ export class StatusPages {
       this.store.readHistory(name, eventLimit),
     ]);
     const job = jobs[0];
-    if (!job) return { status: 404, body: renderMessage('No such job', `No job named “${name}” is registered in this store.`) };
-    return { status: 200, body: renderJob({ dbNow, job, state: stateOf(job), nextDue: nextDueOf(job, dbNow), windows, events, eventLimit }) };
+    if (!job)
+      return { status: 404, body: renderMessage('No such job', `No job named “${name}” is registered in this store.`) };
+    return {
+      status: 200,
+      body: renderJob({ dbNow, job, state: stateOf(job), nextDue: nextDueOf(job, dbNow), windows, events, eventLimit }),
+    };
   }
 }
 

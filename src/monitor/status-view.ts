@@ -106,9 +106,23 @@ export function listView(dbNow: Date, jobs: JobState[], hosts: HostClock[], quer
   const pages = Math.max(1, Math.ceil(kept.length / query.per));
   const page = Math.min(query.page, pages);
   const schedules = new Map<string, Schedule | null>();
-  const items = kept.slice((page - 1) * query.per, page * query.per).map(({ job, state }) => ({ job, state, nextDue: nextDueOf(job, dbNow, schedules) }));
-  const byOffset = [...hosts].sort((a, b) => Math.abs(b.offsetMs) - b.uncertaintyMs - (Math.abs(a.offsetMs) - a.uncertaintyMs) || a.host.localeCompare(b.host));
-  return { dbNow, total: jobs.length, counts, matched: kept.length, query: { ...query, page }, pages, items, hosts: byOffset };
+  const items = kept
+    .slice((page - 1) * query.per, page * query.per)
+    .map(({ job, state }) => ({ job, state, nextDue: nextDueOf(job, dbNow, schedules) }));
+  const byOffset = [...hosts].sort(
+    (a, b) =>
+      Math.abs(b.offsetMs) - b.uncertaintyMs - (Math.abs(a.offsetMs) - a.uncertaintyMs) || a.host.localeCompare(b.host),
+  );
+  return {
+    dbNow,
+    total: jobs.length,
+    counts,
+    matched: kept.length,
+    query: { ...query, page },
+    pages,
+    items,
+    hosts: byOffset,
+  };
 }
 
 /** The job's next scheduled occurrence after now, on the database clock; null without a schedule. */

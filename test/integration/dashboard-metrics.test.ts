@@ -13,7 +13,17 @@ let exported: Set<string>;
 
 beforeAll(async () => {
   db = await testDb();
-  const p = startCli(['exporter', '--database-url', db.url, '--schema', db.schema, '--port', '0', '--host', '127.0.0.1']);
+  const p = startCli([
+    'exporter',
+    '--database-url',
+    db.url,
+    '--schema',
+    db.schema,
+    '--port',
+    '0',
+    '--host',
+    '127.0.0.1',
+  ]);
   let err = '';
   p.stderr?.on('data', (d: Buffer) => (err += d.toString()));
   try {
@@ -42,14 +52,22 @@ describe('metric names against a real scrape', () => {
 
   it('every metric a dashboard panel or variable queries is exported', () => {
     const dashboard = JSON.parse(readFileSync(DASHBOARD_FILE, 'utf8')) as Dashboard;
-    const missing = dashboardQueries(dashboard).flatMap((q) => (labelValuesMetric(q) !== undefined ? [labelValuesMetric(q)!] : metricNames(q)).filter((n) => !exported.has(n)).map((n) => `${n} in ${q}`));
+    const missing = dashboardQueries(dashboard).flatMap((q) =>
+      (labelValuesMetric(q) !== undefined ? [labelValuesMetric(q)!] : metricNames(q))
+        .filter((n) => !exported.has(n))
+        .map((n) => `${n} in ${q}`),
+    );
     expect(missing).toEqual([]);
   });
 
   it('every metric an alert rule of the chart queries is exported', () => {
     const exprs = [...chartTemplate('prometheusrule.yaml').matchAll(/^\s*expr:\s*(.+)$/gm)].map((m) => m[1]!);
     expect(exprs.length).toBeGreaterThan(3);
-    const missing = exprs.flatMap((e) => metricNames(e).filter((n) => !exported.has(n)).map((n) => `${n} in ${e}`));
+    const missing = exprs.flatMap((e) =>
+      metricNames(e)
+        .filter((n) => !exported.has(n))
+        .map((n) => `${n} in ${e}`),
+    );
     expect(missing).toEqual([]);
   });
 });

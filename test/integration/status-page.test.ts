@@ -12,7 +12,10 @@ import { tempDir } from '../helpers/temp.js';
 
 const CHROMIUM = process.env.LEASEJOB_CHROMIUM ?? '/usr/bin/chromium';
 const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium) console.log(`skipping the status page's browser tests: no chromium at ${CHROMIUM} (apt-get install chromium, or set LEASEJOB_CHROMIUM)`);
+if (!haveChromium)
+  console.log(
+    `skipping the status page's browser tests: no chromium at ${CHROMIUM} (apt-get install chromium, or set LEASEJOB_CHROMIUM)`,
+  );
 /** Screenshots for a person to look at; .tmp/ is gitignored. */
 const SHOTS = process.env.LEASEJOB_SCREENSHOT_DIR ?? path.join(ROOT, '.tmp', 'screenshots');
 
@@ -43,7 +46,13 @@ async function startExporter(): Promise<{ port: number; stop: () => Promise<unkn
     const line = logLines(err).find((l) => l.msg === 'exporter listening');
     return line ? Number(line.port) : undefined;
   });
-  return { port, stop: async () => { p.kill('SIGTERM'); return p; } };
+  return {
+    port,
+    stop: async () => {
+      p.kill('SIGTERM');
+      return p;
+    },
+  };
 }
 
 async function newPage(viewport = { width: 1280, height: 900 }): Promise<Page> {
@@ -60,20 +69,70 @@ describe.skipIf(!haveChromium)('status page in chromium', () => {
   beforeAll(async () => {
     db = await testDb();
     // Overdue: an hourly job that has run before (registered a day ago) and whose latest window is not done.
-    const hourly = await runCli(['run', ...conn(), '--name', 'hourly-report', '--schedule', '0 * * * *', '--window-from-schedule', '--alert-after', '1s',
-      '--scheduled-time', '2020-01-01T00:00:00Z', '--', process.execPath, fixture('exit-with.mjs'), '0']);
+    const hourly = await runCli([
+      'run',
+      ...conn(),
+      '--name',
+      'hourly-report',
+      '--schedule',
+      '0 * * * *',
+      '--window-from-schedule',
+      '--alert-after',
+      '1s',
+      '--scheduled-time',
+      '2020-01-01T00:00:00Z',
+      '--',
+      process.execPath,
+      fixture('exit-with.mjs'),
+      '0',
+    ]);
     expect(hourly.exitCode, hourly.all).toBe(0);
     await db.rows(`UPDATE ${db.schema}.jobs SET created_at = now() - interval '1 day' WHERE name = 'hourly-report'`);
     // Failing, with hostile strings in its name, window and an event's detail.
     for (let i = 0; i < 2; i++) {
-      const r = await runCli(['run', ...conn(), '--name', HOSTILE, '--window', HOSTILE_WINDOW, '--', process.execPath, fixture('exit-with.mjs'), '4']);
+      const r = await runCli([
+        'run',
+        ...conn(),
+        '--name',
+        HOSTILE,
+        '--window',
+        HOSTILE_WINDOW,
+        '--',
+        process.execPath,
+        fixture('exit-with.mjs'),
+        '4',
+      ]);
       expect(r.exitCode, r.all).toBe(4);
     }
-    await db.rows(`SELECT ${db.schema}.record_event($1, 'note', $2, 'test:1:x', NULL, now(), $3::jsonb)`, [HOSTILE, HOSTILE_WINDOW, JSON.stringify({ reason: HOSTILE_DETAIL })]);
-    await db.rows(`INSERT INTO ${db.schema}.hosts (host, offset_ms, uncertainty_ms) VALUES ($1, 2500, 4), ('calm-host', -3, 1)`, [HOSTILE_HOST]);
+    await db.rows(`SELECT ${db.schema}.record_event($1, 'note', $2, 'test:1:x', NULL, now(), $3::jsonb)`, [
+      HOSTILE,
+      HOSTILE_WINDOW,
+      JSON.stringify({ reason: HOSTILE_DETAIL }),
+    ]);
+    await db.rows(
+      `INSERT INTO ${db.schema}.hosts (host, offset_ms, uncertainty_ms) VALUES ($1, 2500, 4), ('calm-host', -3, 1)`,
+      [HOSTILE_HOST],
+    );
     // Running: holds its lease until the test lets it go.
-    running = startCli(['run', ...conn(), '--name', 'long-runner', '--window', 'w1', '--', process.execPath, fixture('wait-for-file.mjs'), release, '240000']);
-    await waitFor('long-runner to hold its lease', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'long-runner' AND expires_at > now()`)).length > 0);
+    running = startCli([
+      'run',
+      ...conn(),
+      '--name',
+      'long-runner',
+      '--window',
+      'w1',
+      '--',
+      process.execPath,
+      fixture('wait-for-file.mjs'),
+      release,
+      '240000',
+    ]);
+    await waitFor(
+      'long-runner to hold its lease',
+      async () =>
+        (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'long-runner' AND expires_at > now()`)).length >
+        0,
+    );
     // Many: 10,000 healthy jobs, one of them the needle.
     await db.rows(
       `INSERT INTO ${db.schema}.jobs (name, schedule, tz, window_mode)
@@ -99,19 +158,30 @@ describe.skipIf(!haveChromium)('status page in chromium', () => {
     await db?.close();
   });
 
-  it('the list shows each job\'s state as a person reads it: overdue, failing, running', async () => {
+  it("the list shows each job's state as a person reads it: overdue, failing, running", async () => {
     const page = await newPage();
-    const stateOf = (name: string) => page.locator('#jobs tbody tr', { has: page.getByRole('link', { name, exact: true }) }).locator('.state');
+    const stateOf = (name: string) =>
+      page.locator('#jobs tbody tr', { has: page.getByRole('link', { name, exact: true }) }).locator('.state');
     // Worst first: the overdue job heads the list.
     await page.goto(`${base()}/`);
     expect(await page.locator('#jobs tbody tr').first().getByRole('link').innerText()).toBe('hourly-report');
     expect(await stateOf('hourly-report').innerText()).toBe('OVERDUE');
-    expect(await page.locator('#jobs tbody tr', { has: page.getByRole('link', { name: 'hourly-report', exact: true }) }).innerText()).toMatch(/overdue since/);
+    expect(
+      await page
+        .locator('#jobs tbody tr', { has: page.getByRole('link', { name: 'hourly-report', exact: true }) })
+        .innerText(),
+    ).toMatch(/overdue since/);
     expect(await stateOf(HOSTILE).innerText()).toBe('FAILING');
     expect(await stateOf('long-runner').innerText()).toBe('RUNNING');
-    expect(await page.locator('#jobs tbody tr', { has: page.getByRole('link', { name: 'long-runner', exact: true }) }).innerText()).toMatch(/running on \S+:\d+:\w+/);
+    expect(
+      await page
+        .locator('#jobs tbody tr', { has: page.getByRole('link', { name: 'long-runner', exact: true }) })
+        .innerText(),
+    ).toMatch(/running on \S+:\d+:\w+/);
     // Summary counts, and 100 rows of the 10,003 jobs on the first page.
-    expect(await page.locator('.summary').innerText()).toMatch(/all 10003[\s\S]*overdue 1[\s\S]*failing 1[\s\S]*running 1[\s\S]*healthy 10000/);
+    expect(await page.locator('.summary').innerText()).toMatch(
+      /all 10003[\s\S]*overdue 1[\s\S]*failing 1[\s\S]*running 1[\s\S]*healthy 10000/,
+    );
     expect(await page.locator('#jobs tbody tr').count()).toBe(100);
     expect(await page.locator('#shown').innerText()).toBe('Jobs 1-100 of 10003');
     await page.screenshot({ path: path.join(SHOTS, 'status-list.png'), fullPage: false });
@@ -148,7 +218,9 @@ describe.skipIf(!haveChromium)('status page in chromium', () => {
     const header = await page.locator('#events thead').innerText();
     expect(header).toMatch(/Database time\s+Host time\s+Offset/);
     const firstRow = await page.locator('#events tbody tr').first().innerText();
-    expect(firstRow).toMatch(/acquired[\s\S]*\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z[\s\S]*\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z[\s\S]*-?\d+ ms/);
+    expect(firstRow).toMatch(
+      /acquired[\s\S]*\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z[\s\S]*\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z[\s\S]*-?\d+ ms/,
+    );
     // The failed window, attempt 2, exit 4.
     const w = await page.locator('#windows tbody tr').first().innerText();
     expect(w).toMatch(/failed\s+2\s+2\s+[\s\S]*\s4$/);
@@ -176,7 +248,7 @@ describe.skipIf(!haveChromium)('status page in chromium', () => {
     await page.close();
   });
 
-  it('on a phone\'s width the list reads as cards, with nothing wider than the screen', async () => {
+  it("on a phone's width the list reads as cards, with nothing wider than the screen", async () => {
     const page = await newPage({ width: 390, height: 844 });
     await page.goto(`${base()}/?per=20`);
     expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
@@ -210,7 +282,18 @@ describe.skipIf(!haveChromium)('status page in chromium', () => {
 
 describe('without a browser', () => {
   async function exporterOn(url: string, schema: string, ...extra: string[]) {
-    const p = startCli(['exporter', '--database-url', url, '--schema', schema, '--port', '0', '--host', '127.0.0.1', ...extra]);
+    const p = startCli([
+      'exporter',
+      '--database-url',
+      url,
+      '--schema',
+      schema,
+      '--port',
+      '0',
+      '--host',
+      '127.0.0.1',
+      ...extra,
+    ]);
     let err = '';
     p.stderr?.on('data', (d: Buffer) => (err += d.toString()));
     const port = await waitFor('exporter to listen', () => {
@@ -231,7 +314,10 @@ describe('without a browser', () => {
       expect(down.status).toBe(503);
       expect(await down.text()).toContain('<h1>Database unreachable</h1>');
       proxy.heal();
-      await waitFor('the page to read the database again', async () => (await fetch(`http://127.0.0.1:${port}/`)).status === 200);
+      await waitFor(
+        'the page to read the database again',
+        async () => (await fetch(`http://127.0.0.1:${port}/`)).status === 200,
+      );
     } finally {
       p.kill('SIGTERM');
       await p;
