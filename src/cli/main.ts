@@ -71,6 +71,8 @@ export function buildProgram(only?: string): Command {
       .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')
       .option('--alert-after <duration>', 'grace after a scheduled tick before `check` and the exporter call its window overdue (default: half the interval, at most 1h)')
       .option('--rerun', 'run an already completed window again')
+      .option('--catch-up <duration>', 'first run the earlier occurrences of --schedule within this long before this one that never completed, oldest first, each its own window (needs --window-from-schedule)')
+      .option('--catch-up-limit <n>', 'with --catch-up: at most this many earlier windows per run (default 10); older ones beyond it are recorded as missed')
       .option('--pass-database-url', 'give the child DATABASE_URL (when a URL configured the store; PG* variables pass anyway) and PGPASSWORD (not passed by default)')
       .argument('[command...]', 'the command to run, after --')
       .addHelpText('after', `
@@ -108,6 +110,50 @@ Example:
         }
         const { runCommand } = await import('./commands/run.js');
         exitWith(await runCommand(flags, command, early));
+      }),
+  );
+
+  if (want('backfill')) dbOptions(
+    program
+      .command('backfill')
+      .description('run every occurrence of --schedule from --from to --to, in order, under one lease; completed windows are skipped')
+      .usage('--name <job> --schedule <cron> --from <iso> --to <iso> [options] -- <command> [args...]')
+      .option('--name <job>', 'job name (required): the same as its `run`, so that the windows are the same')
+      .option('--schedule <cron>', "the job's schedule (required), with the same --tz, --window-format and --window-offset as its `run`")
+      .option('--tz <zone>', 'IANA time zone of the schedule', DEFAULTS.tz)
+      .option('--window-format <luxon>', 'as `run`: format the occurrence as the window key')
+      .option('--window-offset <iso-duration>', 'as `run`: shift the occurrence before formatting')
+      .option('--from <iso>', 'the first occurrence time of the range, ISO-8601 with an offset (included)')
+      .option('--to <iso>', 'the last occurrence time of the range (included), or `now`; never later than now')
+      .option('--dry-run', 'list the windows of the range, their state and what a backfill would do; run and write nothing')
+      .option('--rerun', 'run completed windows again too')
+      .option('--keep-going', 'after a failed window, go on with the next (default: stop; the rest stay open)')
+      .option('--max-windows <n>', `refuse a range of more windows than this (default ${1000}, at most 100000)`)
+      .option('--ttl <duration>', 'lease time to live, renewed every TTL/3', DEFAULTS.ttl)
+      .option('--kill-grace <duration>', `SIGTERM-to-SIGKILL grace when the child must stop (default: ${DEFAULTS.killGrace})`)
+      .addOption(new Option('--on-busy <policy>', 'when a live owner holds the lease (a scheduled run)').choices(['skip', 'wait', 'fail']).default('wait'))
+      .option('--wait-timeout <duration>', 'with --on-busy wait: give up (exit 75) after this long')
+      .option('--max-runtime <duration>', 'stop a window\'s child after this long (exit 124)')
+      .option('--pass-database-url', 'as `run`: give the child DATABASE_URL and PGPASSWORD')
+      .argument('[command...]', 'the command to run for each window, after -- (not needed with --dry-run)')
+      .addHelpText('after', `
+Each window runs as \`run\` would run it: its own IDEMPOTENCY_KEY, LEASEJOB_WINDOW,
+LEASEJOB_SCHEDULED_AT and LEASEJOB_ATTEMPT, one FENCE_TOKEN for the whole backfill.
+Run the same command again after a failure or a stop to resume: completed windows are skipped.
+Progress: a line on a terminal, else one log line per window. SIGTERM stops the current child
+(as \`run\`) and leaves the rest open.
+Exit codes: 0 every window completed or nothing to do; the first failed child's code; 128+N
+stopped by signal N; 64 usage (a range backwards, in the future, of no or too many windows);
+69 database; 75 lease lost or busy (--on-busy fail, wait timeout); 124 --max-runtime.
+
+Example:
+  leasejob backfill --name nightly-close --schedule '5 0 * * *' --tz America/Sao_Paulo \\
+    --window-offset -P1D --window-format yyyy-MM-dd --from 2026-11-01T00:05:00-03:00 --to now \\
+    -- node close-day.js`)
+      .action(async (command: string[], flags: Record<string, unknown>, cmd: Command) => {
+        requireDashDash(command, cmd);
+        const { backfillCommand } = await import('./commands/backfill.js');
+        exitWith(await backfillCommand(flags, command));
       }),
   );
 

@@ -9,7 +9,9 @@ import { resolveLogLevel } from './log-level.js';
 import { validateFormattedWindowKey, validateName, validateSchema, validateWindowKey } from '../names.js';
 import { deriveOccurrence, validateWindowFormat, windowKey, type OccurrenceSource } from '../schedule/occurrence.js';
 import type { OnBusy } from '../lease/runner.js';
-import { canonicalZone, parseSchedule, validateZone, type Schedule } from '../schedule/cron.js';
+import { canonicalZone, parseSchedule, typicalInterval, validateZone, type Schedule } from '../schedule/cron.js';
+import { MAX_CATCH_UP_TICKS, type CatchUpSettings } from '../lease/catch-up.js';
+import type { WindowNaming } from '../schedule/window-range.js';
 
 /** Raw flags as commander hands them over. */
 export interface RawRunFlags {
@@ -33,6 +35,8 @@ export interface RawRunFlags {
   schema?: string;
   logLevel?: string;
   passDatabaseUrl?: boolean;
+  catchUp?: string;
+  catchUpLimit?: string;
 }
 
 export interface RunConfig {
@@ -53,6 +57,8 @@ export interface RunConfig {
   schema: string;
   logLevel: string;
   passDatabaseUrl: boolean;
+  /** --catch-up: the earlier occurrences to look for, and how the job names its windows. */
+  catchUp?: (CatchUpSettings & { naming: WindowNaming }) | undefined;
 }
 
 const ON_BUSY: readonly OnBusy[] = ['skip', 'wait', 'fail'];
@@ -105,6 +111,8 @@ export function normalizeRunOptions(flags: RawRunFlags, command: string[], env: 
     throw new UsageError('`--rerun` and `--max-delay` need a window: `--window-from-schedule` or `--window`.');
   }
 
+  const catchUp = catchUpSettings(flags, schedule, now);
+
   let window: RunConfig['window'];
   if (flags.window !== undefined) {
     const scheduledAt = flags.scheduledTime !== undefined ? deriveOccurrence({ scheduledTime: flags.scheduledTime, schedule, tz, now, literalWindow: true })?.scheduledAt.toJSDate() : undefined;
@@ -139,5 +147,40 @@ export function normalizeRunOptions(flags: RawRunFlags, command: string[], env: 
   return {
     name, command: cmd, args, ttlMs, renewIntervalMs, killGraceMs, onBusy, waitTimeoutMs, maxRuntimeMs,
     schedule, tz, window, spec, databaseUrl: flags.databaseUrl, schema, logLevel, passDatabaseUrl: !!flags.passDatabaseUrl,
+    catchUp: catchUp && schedule ? {
+      ...catchUp, naming: { schedule, format: flags.windowFormat, offset: flags.windowOffset !== undefined ? parseIsoOffset(flags.windowOffset, '--window-offset') : undefined },
+    } : undefined,
   };
+}
+
+/** The most earlier windows one run may catch up (each is a run of the command). */
+export const MAX_CATCH_UP_LIMIT = 1_000;
+export const DEFAULT_CATCH_UP_LIMIT = 10;
+
+/** A positive whole number of at most `max`, for `flag`. */
+export function parseCount(text: string, flag: string, max: number): number {
+  const n = /^\s*\d+\s*$/.test(text) ? Number(text) : NaN;
+  if (!Number.isSafeInteger(n) || n < 1 || n > max) throw new UsageError(`Expected \`${flag}\` to be a whole number from 1 to ${max}, got \`${text}\`.`);
+  return n;
+}
+
+function catchUpSettings(flags: RawRunFlags, schedule: Schedule | undefined, now: Date): CatchUpSettings | undefined {
+  if (flags.catchUp === undefined) {
+    if (flags.catchUpLimit !== undefined) throw new UsageError('`--catch-up-limit` needs `--catch-up <duration>`.');
+    return undefined;
+  }
+  if (schedule === undefined || !flags.windowFromSchedule) {
+    throw new UsageError('`--catch-up` needs `--schedule` and `--window-from-schedule`: the earlier occurrences come from the schedule, and each is its own window.');
+  }
+  const windowMs = parseDuration(flags.catchUp, '--catch-up');
+  if (windowMs <= 0) throw new UsageError(`Expected \`--catch-up\` to be a positive duration like 3h or 2d, got \`${flags.catchUp}\`.`);
+  const spans = Math.ceil(windowMs / typicalInterval(schedule, now));
+  if (spans > MAX_CATCH_UP_TICKS) {
+    throw new UsageError(
+      `Expected \`--catch-up\` to span at most ${MAX_CATCH_UP_TICKS} occurrences of \`--schedule\`, got \`${flags.catchUp}\` (about ${spans}); ` +
+        'shorten it, or use `leasejob backfill` for a long range.',
+    );
+  }
+  const limit = flags.catchUpLimit !== undefined ? parseCount(flags.catchUpLimit, '--catch-up-limit', MAX_CATCH_UP_LIMIT) : DEFAULT_CATCH_UP_LIMIT;
+  return { windowMs, limit };
 }

@@ -3,9 +3,10 @@
 import { hostname } from 'node:os';
 import { MAX_AHEAD_MS, measureOffset, monoNow, offsetIsLarge, sleep, stamp, type OffsetMeasurement } from '../clock.js';
 import { isTransientDbError } from '../store/postgres/db-errors.js';
-import { LeasejobError, LeaseUnavailableError } from '../errors.js';
+import { LeasejobError, LeaseUnavailableError, UsageError } from '../errors.js';
 import { LeaseKeeper, safetyMarginMs, stopAfterMs, type LossReason } from './keeper.js';
 import type { Logger } from '../log.js';
+import { runSequenceHeld, type SequenceOptions } from './sequence.js';
 import { ACQUIRE_LOCK_TIMEOUT_MS, EVENT_TIMEOUT_MS, type AcquireInput, type AcquireRow, type FinishInput, type LeaseStore as Store } from '../store/contract.js';
 
 export type OnBusy = 'skip' | 'wait' | 'fail';
@@ -39,6 +40,12 @@ export interface RunOptions {
    * whose answer was lost is then neither taken up nor given back (it expires by itself).
    */
   owner?: string;
+  /**
+   * Several windows one after another under this one lease (run --catch-up, backfill): the
+   * lease is acquired without a window, then each is claimed, run and recorded in turn
+   * (src/sequence.ts). `window` is then unused.
+   */
+  sequence?: SequenceOptions | undefined;
 }
 
 /** Why the task's AbortSignal fired, and how long it has left to finish. */
@@ -174,7 +181,11 @@ export async function runWithLease<T>(
   let unanswered = false;
   const renewIntervalMs = opts.renewIntervalMs ?? Math.floor(opts.ttlMs / 3);
   const timing = { ttlMs: opts.ttlMs, renewIntervalMs, killGraceMs: opts.killGraceMs };
-  const win = opts.window;
+  if (opts.sequence && !(store.claimWindow && store.finishWindow && store.recordMissed && store.readWindows)) {
+    throw new UsageError(`this store (${store.kind}) cannot run a sequence of windows under one lease (catch-up, backfill)`);
+  }
+  // A sequence claims its windows once the lease is held.
+  const win = opts.sequence ? undefined : opts.window;
   const jlog = log.child({ job: opts.name, ...(win ? { window: win.key } : {}), owner });
   const waitStart = monoNow();
 
@@ -256,6 +267,7 @@ export async function runWithLease<T>(
       if (offset && offsetIsLarge(offset)) jlog.warn(offset, 'clock offset to database is large');
       if (win) jlog.info({ generation: row.generation, attempt: row.attempt, scheduledAt: win.scheduledAt }, 'window claimed');
       taken = true;
+      if (opts.sequence) return runSequenceHeld(store, { ...opts, sequence: opts.sequence }, task, jlog, { owner, generation: row.generation, sent, timing, offset, dbNow: row.dbNow ?? undefined, received });
       return runHeld(store, opts, task, jlog, { owner, generation: row.generation, attempt: row.attempt ?? 1, sent, timing, offset, dbNow: row.dbNow ?? undefined });
     }
 
@@ -449,7 +461,7 @@ async function runHeld<T>(
  * are recorded either way. Best effort, bounded, and cut short by a signal: the outcome is
  * recorded already.
  */
-async function recordLoss(
+export async function recordLoss(
   store: Store, lease: { job: string; window: string | undefined; owner: string; generation: string },
   lostWhileHeld: AbortReason | undefined, failures: { count: number; lastError: string }, answerTimeoutMs: number,
 ): Promise<void> {
@@ -509,8 +521,8 @@ const FINISH_TIMEOUT_MIN_MS = 5_000;
  * answers held again (sql/004_finish_retry.sql). Past the lease, the database itself says
  * "not held", so a late retry cannot complete anything.
  */
-async function finishWithRetry(
-  store: Store, input: FinishInput, remainingMs: () => number, log: Logger, signal: AbortSignal | undefined,
+export async function finishWithRetry(
+  store: Pick<Store, 'finish'>, input: FinishInput, remainingMs: () => number, log: Logger, signal: AbortSignal | undefined,
 ): Promise<{ held: boolean; dbNow: Date }> {
   for (let tries = 1; ; tries += 1) {
     // While the lease lasts, an attempt waits for half of what is left: a connection gone
@@ -537,7 +549,7 @@ async function finishWithRetry(
   }
 }
 
-function finishDetail(attempt: number, durationMs: number, aborted: string | undefined, offset: OffsetMeasurement | undefined): Record<string, unknown> {
+export function finishDetail(attempt: number, durationMs: number, aborted: string | undefined, offset: OffsetMeasurement | undefined): Record<string, unknown> {
   return {
     attempt,
     duration_ms: Math.round(durationMs),
@@ -548,7 +560,7 @@ function finishDetail(attempt: number, durationMs: number, aborted: string | und
   };
 }
 
-function exitCodeOf(err: unknown): number | undefined {
+export function exitCodeOf(err: unknown): number | undefined {
   if (typeof err === 'object' && err !== null && 'childCode' in err) return Number((err as { childCode: unknown }).childCode);
   // A command that could not be started: 127 or 126, as a shell would report it.
   if (err instanceof LeasejobError && err.code === 'E_SPAWN') return err.exitCode;

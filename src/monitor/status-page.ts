@@ -205,7 +205,7 @@ export interface JobPageData {
   job: JobState & JobExtras;
   state: JobStateName;
   nextDue: Date | null;
-  /** From readWindows; undefined when the store cannot (its open windows are then shown). */
+  /** From readJobWindows; undefined when the store cannot (its open windows are then shown). */
   windows: WindowRow[] | undefined;
   events: HistoryEvent[];
   /** How many events were asked for (the page offers more when that many came). */

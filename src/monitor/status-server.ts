@@ -76,7 +76,7 @@ export class StatusPages {
     const eventLimit = Number.isInteger(asked) && asked > 0 ? Math.min(asked, MAX_EVENT_LIMIT) : DEFAULT_EVENT_LIMIT;
     const [{ dbNow, jobs }, windows, events] = await Promise.all([
       readJobStates(this.store, name),
-      this.store.readWindows?.(name, WINDOW_LIMIT),
+      this.store.readJobWindows?.(name, WINDOW_LIMIT),
       this.store.readHistory(name, eventLimit),
     ]);
     const job = jobs[0];

@@ -62,6 +62,49 @@ export interface FinishInput {
   answerTimeoutMs?: number;
 }
 
+/** Claiming one more window under a lease already held (catch-up, backfill: see LeaseStore.claimWindow). */
+export interface ClaimWindowInput {
+  job: string;
+  owner: string;
+  generation: string;
+  window: string;
+  scheduledAt?: Date | undefined;
+  rerun: boolean;
+  maxDelayMs?: number | undefined;
+  hostTime: Date;
+  /** Added to the window-claimed event (e.g. what the claim is part of). */
+  detail?: Record<string, unknown>;
+  answerTimeoutMs?: number | undefined;
+}
+
+/** claimed: run it; done: completed already; missed: older than the max delay, recorded so; not-held: the lease is gone. */
+export interface ClaimWindowRow {
+  outcome: 'claimed' | 'done' | 'missed' | 'not-held';
+  attempt: number | null;
+  completedAt: Date | null;
+  dbNow: Date;
+}
+
+/** Occurrences that will not be run, recorded as missed under the lease held (see LeaseStore.recordMissed). */
+export interface RecordMissedInput {
+  job: string;
+  owner: string;
+  generation: string;
+  windows: Array<{ key: string; scheduledAt?: Date | undefined }>;
+  /** Why (the events' detail): `catch-up-limit`, `max-delay`. */
+  reason: string;
+  hostTime: Date;
+  answerTimeoutMs?: number | undefined;
+}
+
+/** What the ledger holds for some windows of a job, and when the job was first registered. */
+export interface WindowStates {
+  dbNow: Date;
+  /** Undefined when the job was never registered. */
+  registeredAt: Date | undefined;
+  windows: Map<string, { outcome: string; completedAt: Date | null; attempts: number }>;
+}
+
 export interface RecordEventInput {
   job: string;
   kind: string;
@@ -168,6 +211,18 @@ export interface LeaseStore {
   /** Record the window outcome (if still held) and release. held=false: the lease was not ours. */
   finish(i: FinishInput): Promise<{ held: boolean; dbNow: Date }>;
   recordEvent(e: RecordEventInput): Promise<string>;
+  /**
+   * Sequences of windows under one lease (run --catch-up, backfill); optional for a store of
+   * your own, which then cannot run them. claimWindow: one more window for the generation
+   * holding the lease, checked as acquire checks its own. finishWindow: finish() without the
+   * release (safe to repeat). recordMissed: how many were recorded, undefined when the lease
+   * is not held. readWindows: the ledger's rows for these keys.
+   */
+  claimWindow?(i: ClaimWindowInput): Promise<ClaimWindowRow>;
+  finishWindow?(i: FinishInput): Promise<{ held: boolean; dbNow: Date }>;
+  recordMissed?(i: RecordMissedInput): Promise<number | undefined>;
+  readWindows?(job: string, keys: readonly string[]): Promise<WindowStates>;
+
   /** Administrative release: expire now, keep the generation. */
   release(job: string, hostTime: Date): Promise<{ owner: string; generation: string } | undefined>;
   /** Every registered job (or one), on the store's clock. */
@@ -186,7 +241,7 @@ export interface LeaseStore {
    * however long the ledger. Optional for a store of your own: the page then lists the open
    * windows status reads.
    */
-  readWindows?(job: string, limit: number): Promise<WindowRow[]>;
+  readJobWindows?(job: string, limit: number): Promise<WindowRow[]>;
   /** Event counts by (job, kind, host), of these kinds only (a scrape exports a few of them). */
   readEventCounts(kinds: readonly string[]): Promise<EventCount[]>;
   readHostClocks(): Promise<HostClock[]>;

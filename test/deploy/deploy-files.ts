@@ -95,6 +95,8 @@ export const RUN_FLAGS: ReadonlyArray<{ key: string; flag: string; kind: 'value'
   { key: 'waitTimeout', flag: '--wait-timeout', kind: 'optional' },
   { key: 'maxRuntime', flag: '--max-runtime', kind: 'optional' },
   { key: 'maxDelay', flag: '--max-delay', kind: 'optional' },
+  { key: 'catchUp', flag: '--catch-up', kind: 'optional' },
+  { key: 'catchUpLimit', flag: '--catch-up-limit', kind: 'optional' },
   { key: 'alertAfter', flag: '--alert-after', kind: 'optional' },
   { key: 'passDatabaseUrl', flag: '--pass-database-url', kind: 'switch' },
 ];

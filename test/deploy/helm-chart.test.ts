@@ -339,7 +339,7 @@ describe.skipIf(!helm)('with a helm binary', () => {
         migration: { existingSecret: 'pg-owner', grantTo: ['leasejob_runner'] }, jobDefaults: { alertAfter: '10m' },
         podLabels: { team: 'billing' }, nodeSelector: { pool: 'batch' }, tolerations: [{ key: 'batch', operator: 'Exists' }],
         serviceMonitor: { enabled: true }, prometheusRule: { enabled: true }, grafanaDashboard: { enabled: true, annotations: { grafana_folder: 'Jobs' } },
-        jobs: [...values.jobs, { ...commentedExampleJob(), entrypoint: ['leasejob'], passDatabaseUrl: true, maxDelay: '6h', activeDeadlineSeconds: 7200,
+        jobs: [...values.jobs, { ...commentedExampleJob(), entrypoint: ['leasejob'], passDatabaseUrl: true, maxDelay: '6h', catchUp: '1d', catchUpLimit: 24, activeDeadlineSeconds: 7200,
           env: [{ name: 'A', value: 'b' }], volumes: [{ name: 'cfg', configMap: { name: 'cfg' } }], volumeMounts: [{ name: 'cfg', mountPath: '/etc/cfg' }] }],
       };
       writeFileSync(file, JSON.stringify(extra));
@@ -356,6 +356,11 @@ describe.skipIf(!helm)('with a helm binary', () => {
         const args = podSpecOf(cron).containers[0].args as string[];
         expect(args.slice(args.indexOf('--alert-after'), args.indexOf('--alert-after') + 2)).toEqual(['--alert-after', '10m']);
       }
+      // Catch-up per job: only the job that asks for it.
+      const catchUp = objects.filter((o) => o.kind === 'CronJob').map((o) => podSpecOf(o).containers[0].args as string[])
+        .map((args) => args.includes('--catch-up') ? args.slice(args.indexOf('--catch-up'), args.indexOf('--catch-up') + 4) : []);
+      expect(catchUp).toContainEqual(['--catch-up', '1d', '--catch-up-limit', '24']);
+      expect(catchUp).toContainEqual([]);
       const rule = objects.find((o) => o.kind === 'PrometheusRule') as K8sObject & { spec: any };
       const exprs = rule.spec.groups[0].rules.map((r: { expr: string }) => r.expr).join('\n');
       for (const metric of ['leasejob_window_overdue', 'leasejob_lease_held_seconds', 'leasejob_leases_lost_total', 'leasejob_clock_offset_seconds', 'leasejob_clock_offset_uncertainty_seconds', 'leasejob_up']) {

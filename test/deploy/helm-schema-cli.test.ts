@@ -76,6 +76,12 @@ looser({ maxRuntime: '30d' }, 'above 24 days');
 accepted('maxDelay', '6h');
 refused('maxDelay', '6 hours');
 looser({ maxDelay: 'P-1D' }, 'a negative ISO component');
+accepted('catchUp', '1d', 'PT6H');
+refused('catchUp', '1 day', '-1h');
+rows.push({ patch: { catchUp: '1d', catchUpLimit: 50 }, cli: 'accepts' });
+rows.push({ patch: { catchUp: '1d', catchUpLimit: 1001 }, cli: 'refuses' });
+looser({ catchUpLimit: 5 }, 'catchUpLimit without catchUp');
+looser({ windowFromSchedule: false, catchUp: '1d' }, 'catchUp without windowFromSchedule (extraRunArgs could not give it either)');
 accepted('alertAfter', '366d');
 refused('alertAfter', '-10m');
 looser({ alertAfter: '400d' }, 'above 366 days');
@@ -133,7 +139,7 @@ describe('values.schema.json refuses what `leasejob run` refuses, and only that'
 
   it('the table has values of every job setting the CLI checks, accepted and refused', () => {
     const keys = (cli: Row['cli']): Set<string> => new Set(rows.filter((r) => r.cli === cli && !r.differs).flatMap((r) => Object.keys(r.patch)));
-    for (const key of ['name', 'schedule', 'timeZone', 'windowFormat', 'windowOffset', 'ttl', 'killGrace', 'onBusy', 'waitTimeout', 'maxRuntime', 'maxDelay', 'alertAfter']) {
+    for (const key of ['name', 'schedule', 'timeZone', 'windowFormat', 'windowOffset', 'ttl', 'killGrace', 'onBusy', 'waitTimeout', 'maxRuntime', 'maxDelay', 'catchUp', 'alertAfter']) {
       expect(keys('accepts'), key).toContain(key);
       expect(keys('refuses'), key).toContain(key);
     }

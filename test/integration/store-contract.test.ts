@@ -98,7 +98,7 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     expect(await run('d1', true, true)).toMatchObject({ status: 'completed', value: 3 });
   });
 
-  it('readWindows: the open windows newest started first, then the latest completed ones newest first, each at most the limit', async () => {
+  it('readJobWindows: the open windows newest started first, then the latest completed ones newest first, each at most the limit', async () => {
     const s = await make();
     const run = (window: string, ok: boolean) =>
       runWithLease(s, { name: 'ws', ttlMs: 3_000, killGraceMs: 500, window: { key: window } }, async () => {
@@ -106,12 +106,12 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
         return 0;
       }, silentLogger);
     for (const [w, ok] of [['c1', true], ['f1', false], ['c2', true], ['f2', false], ['f2', false], ['c3', true]] as const) await run(w, ok);
-    const all = await s.readWindows!('ws', 10);
+    const all = await s.readJobWindows!('ws', 10);
     expect(all.map((w) => [w.window, w.outcome, w.attempts])).toEqual([['f2', 'failed', 2], ['f1', 'failed', 1], ['c3', 'completed', 1], ['c2', 'completed', 1], ['c1', 'completed', 1]]);
     expect(all[2]).toMatchObject({ generation: '6', owner: expect.any(String), completedAt: expect.any(Date), startedAt: expect.any(Date), finishedAt: expect.any(Date), exitCode: 0 });
     expect(all[0]!.completedAt).toBeNull();
-    expect((await s.readWindows!('ws', 1)).map((w) => w.window)).toEqual(['f2', 'c3']);
-    expect(await s.readWindows!('nobody', 10)).toEqual([]);
+    expect((await s.readJobWindows!('ws', 1)).map((w) => w.window)).toEqual(['f2', 'c3']);
+    expect(await s.readJobWindows!('nobody', 10)).toEqual([]);
   });
 
   it('an expired, unreleased lease is taken over as a stale-takeover and its window resumed', async () => {
@@ -287,6 +287,46 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     // A key that differs in one field only (here the alert) matches no job.
     expect(await done([{ ...c, alertAfterMs: null, window: 'k1' }])).toEqual([]);
     expect(await done([])).toEqual([]);
+  });
+
+  it('a sequence under one lease: windows claimed, finished without releasing, missed recorded, then one release', async () => {
+    const s = await make();
+    const lease = { job: 'seq', owner: base.owner, generation: '1' };
+    expect(await s.acquire({ ...base, job: 'seq', spec: { schedule: '* * * * *', tz: 'UTC', window_mode: 'schedule' } })).toMatchObject({ outcome: 'acquired', generation: '1' });
+    const claim = (window: string, more: Partial<Parameters<NonNullable<LeaseStore['claimWindow']>>[0]> = {}) =>
+      s.claimWindow!({ ...lease, window, rerun: false, hostTime: new Date(), detail: { catch_up: true }, ...more });
+    expect(await claim('a', { scheduledAt: new Date(Date.now() - 60_000) })).toMatchObject({ outcome: 'claimed', attempt: 1 });
+    const done = { ...lease, window: 'a', outcome: 'completed' as const, exitCode: 0, hostTime: new Date(), detail: { attempt: 1 } };
+    expect(await s.finishWindow!(done)).toMatchObject({ held: true });
+    // Safe to repeat: the retry of an attempt that committed changes nothing.
+    expect(await s.finishWindow!(done)).toMatchObject({ held: true });
+    expect(await claim('a')).toMatchObject({ outcome: 'done' });
+    expect((await claim('a', { rerun: true }))).toMatchObject({ outcome: 'claimed', attempt: 2 });
+    expect(await s.finishWindow!({ ...done, detail: { attempt: 2 } })).toMatchObject({ held: true });
+    expect(await claim('b')).toMatchObject({ outcome: 'claimed', attempt: 1 });
+    expect(await s.finishWindow!({ ...done, window: 'b', outcome: 'failed', exitCode: 3 })).toMatchObject({ held: true });
+    expect(await claim('old', { scheduledAt: new Date(Date.now() - 3_600_000), maxDelayMs: 60_000 })).toMatchObject({ outcome: 'missed' });
+    // A final window is left alone; an open one (b, failed) and a new one (c) are recorded missed.
+    expect(await s.recordMissed!({ ...lease, windows: [{ key: 'a' }, { key: 'b' }, { key: 'c', scheduledAt: new Date() }], reason: 'catch-up-limit', hostTime: new Date() })).toBe(2);
+    expect(await s.recordMissed!({ ...lease, windows: [{ key: 'c' }], reason: 'catch-up-limit', hostTime: new Date() })).toBe(0);
+    const states = await s.readWindows!('seq', ['a', 'b', 'c', 'old', 'none']);
+    expect(states.registeredAt).toBeInstanceOf(Date);
+    expect(Object.fromEntries([...states.windows].map(([k, v]) => [k, [v.outcome, v.completedAt !== null, v.attempts]]))).toEqual({
+      a: ['completed', true, 2], b: ['missed', false, 1], c: ['missed', false, 0], old: ['missed', false, 0],
+    });
+    expect((await s.readWindows!('never-registered', ['a'])).registeredAt).toBeUndefined();
+    // Another owner holds nothing: it can claim, finish and record nothing.
+    const other = { job: 'seq', owner: 'host-b:2:bbbb', generation: '1' };
+    expect(await s.claimWindow!({ ...other, window: 'd', rerun: false, hostTime: new Date() })).toMatchObject({ outcome: 'not-held' });
+    expect(await s.recordMissed!({ ...other, windows: [{ key: 'd' }], reason: 'catch-up-limit', hostTime: new Date() })).toBeUndefined();
+    expect(await s.finish({ ...lease, outcome: 'none', hostTime: new Date() })).toMatchObject({ held: true });
+    expect(await claim('e')).toMatchObject({ outcome: 'not-held' });
+    const kinds = (await s.readHistory('seq', 100)).map((e) => e.kind);
+    expect(kinds).toEqual(['acquired', 'window-claimed', 'window-completed', 'window-claimed', 'window-completed', 'window-claimed', 'window-failed',
+      'window-missed', 'window-missed', 'window-missed', 'released']);
+    const claimed = (await s.readHistory('seq', 100)).find((e) => e.kind === 'window-claimed');
+    expect(claimed?.detail).toMatchObject({ catch_up: true, attempt: 1 });
+    expect((await s.readJobRows('seq')).rows[0]).toMatchObject({ held: false, openCount: 3 });
   });
 
   it('records a missed window past max delay without taking the lease', async () => {

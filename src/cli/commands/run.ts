@@ -13,6 +13,8 @@ import { typicalInterval } from '../../schedule/cron.js';
 import { chooseStore, openStore, type StoreChoice } from '../../store/choice.js';
 import type { LeaseStore } from '../../store/contract.js';
 import { Reach, noteReach } from '../../startup/start-reach.js';
+import { catchUpPlan, earlierWindows, findCatchUp, isEmpty } from '../../lease/catch-up.js';
+import type { SequenceOptions } from '../../lease/sequence.js';
 import { storeError } from './admin.js';
 
 /** How long closing the connection may take once a signal told leasejob to stop. */
@@ -71,10 +73,11 @@ export async function runCommand(
     if (parentDeathSignalSupport() === 'none') log.warn('no parent-death signal on this platform: if leasejob is SIGKILLed its child runs on until the lease would have expired');
     log.info({ store: store.kind, location: store.location, occurrence: config.window?.source }, 'using store');
     warnIfLateWallClock(config, log);
+    const sequence = await catchUpSequence(store, config, log);
     const result = await runWithLease(store, {
       name: config.name, ttlMs: config.ttlMs, renewIntervalMs: config.renewIntervalMs, killGraceMs: config.killGraceMs,
       window: config.window, onBusy: config.onBusy, waitTimeoutMs: config.waitTimeoutMs, maxRuntimeMs: config.maxRuntimeMs,
-      signal: cancel.signal, spec: config.spec,
+      signal: cancel.signal, spec: config.spec, sequence,
     }, (ctx) => superviseChild(config, ctx, databaseUrl, log, supervised), log);
     noteReach(supervised.childStarted ? Reach.whole : result.status === 'skipped' ? Reach.answered : Reach.none);
     return exitCodeFor(result, cancel.signal);
@@ -88,7 +91,32 @@ export async function runCommand(
   }
 }
 
-function childEnv(config: RunConfig, ctx: TaskContext, databaseUrl: string | undefined, sharedStore: boolean): Record<string, string> {
+/**
+ * With --catch-up: the sequence of the earlier windows still open, then this one; undefined
+ * when there are none (the run is then as without --catch-up). Looked at once before the lease
+ * (a read), and again once it is held, when no other runner can change them.
+ */
+async function catchUpSequence(store: LeaseStore, config: RunConfig, log: ReturnType<typeof createLogger>): Promise<SequenceOptions | undefined> {
+  const settings = config.catchUp;
+  const current = config.window;
+  if (settings === undefined || current === undefined || current.scheduledAt === undefined) return undefined;
+  if (!store.readWindows) throw new UsageError(`\`--catch-up\` is not supported by this store (${store.kind})`);
+  // The schedule is walked once; the ledger is read before the lease and again under it.
+  const earlier = earlierWindows(settings.naming, { key: current.key, scheduledAt: current.scheduledAt }, settings);
+  const find = (dbNow?: Date) => findCatchUp(store, config.name, earlier, settings, current.maxDelayMs, dbNow);
+  const first = await find();
+  if (isEmpty(first)) {
+    log.debug({ catchUpMs: settings.windowMs }, 'catch-up: no earlier window open');
+    return undefined;
+  }
+  log.info({ toRun: first.run.length, beyondLimit: first.beyondLimit.length, tooOld: first.tooOld.length, catchUpLimit: settings.limit }, 'catch-up: earlier windows open');
+  return {
+    plan: async (dbNow) => catchUpPlan(await find(dbNow), current, settings, current.maxDelayMs),
+    detail: { catch_up: true },
+  };
+}
+
+export function childEnv(config: RunConfig, ctx: TaskContext, databaseUrl: string | undefined, sharedStore: boolean): Record<string, string> {
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v;
   // A leasejob inside the child, left without our database URL, must not fall back to a
@@ -116,7 +144,7 @@ function childEnv(config: RunConfig, ctx: TaskContext, databaseUrl: string | und
   return env;
 }
 
-async function superviseChild(
+export async function superviseChild(
   config: RunConfig, ctx: TaskContext, databaseUrl: string | undefined, log: ReturnType<typeof createLogger>, supervised: { childRunning: boolean; childStarted: boolean; sharedStore: boolean },
 ): Promise<ChildResult> {
   // The lease may have been lost (or its stop point passed) while we got here: never start then.
@@ -188,7 +216,7 @@ function warnIfLateWallClock(config: RunConfig, log: ReturnType<typeof createLog
   );
 }
 
-function exitCodeFor(result: RunResult<ChildResult>, cancel: AbortSignal): number {
+export function exitCodeFor(result: RunResult<ChildResult>, cancel: AbortSignal): number {
   switch (result.status) {
     case 'completed':
       return ExitCode.ok;

@@ -10,8 +10,8 @@ import { noAnswerWithin, wasRolledBack } from './db-errors.js';
 import { quoteIdent } from '../../names.js';
 import { driverTls } from './tls.js';
 import type {
-  AcquireInput, AcquireRow, AdoptInput, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
-  ScheduleKey, WindowRow,
+  AcquireInput, AcquireRow, AdoptInput, ClaimWindowInput, ClaimWindowRow, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore,
+  RecordEventInput, RecordMissedInput, RenewRow, ScheduleKey, WindowRow, WindowStates,
 } from '../contract.js';
 import { ACQUIRE_LOCK_TIMEOUT_MS, EVENT_TIMEOUT_MS } from '../contract.js';
 
@@ -316,6 +316,54 @@ export class PgStore implements LeaseStore {
     return { held: rows[0].held, dbNow: rows[0].db_now };
   }
 
+  /** See LeaseStore.claimWindow (sql/013_catch_up.sql). */
+  async claimWindow(i: ClaimWindowInput): Promise<ClaimWindowRow> {
+    const { rows } = await this.query(
+      `SELECT * FROM ${this.s}.claim_window($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+      [i.job, i.owner, i.generation, i.window, i.scheduledAt ?? null, i.rerun, i.maxDelayMs ?? null, i.hostTime, JSON.stringify(i.detail ?? {})],
+      i.answerTimeoutMs ?? this.readTimeoutMs,
+    );
+    const r = rows[0];
+    return { outcome: r.outcome, attempt: r.attempt, completedAt: r.completed_at, dbNow: r.db_now };
+  }
+
+  /** See LeaseStore.finishWindow: finish() without the release. */
+  async finishWindow(i: FinishInput): Promise<{ held: boolean; dbNow: Date }> {
+    const { rows } = await this.query(
+      `SELECT * FROM ${this.s}.finish_window($1, $2, $3, $4, $5, $6, $7, $8)`,
+      [i.job, i.owner, i.generation, i.window ?? null, i.outcome, i.exitCode ?? null, i.hostTime, JSON.stringify(i.detail ?? {})],
+      i.answerTimeoutMs ?? this.readTimeoutMs,
+    );
+    return { held: rows[0].held, dbNow: rows[0].db_now };
+  }
+
+  /** See LeaseStore.recordMissed. */
+  async recordMissed(i: RecordMissedInput): Promise<number | undefined> {
+    const { rows } = await this.query(
+      `SELECT ${this.s}.record_missed($1, $2, $3, $4::text[], $5::timestamptz[], $6, $7) AS n`,
+      [i.job, i.owner, i.generation, i.windows.map((w) => w.key), i.windows.map((w) => w.scheduledAt ?? null), i.reason, i.hostTime],
+      i.answerTimeoutMs ?? this.readTimeoutMs,
+    );
+    return rows[0].n === null ? undefined : Number(rows[0].n);
+  }
+
+  /** See LeaseStore.readWindows: one primary-key probe per key. */
+  async readWindows(job: string, keys: readonly string[]): Promise<WindowStates> {
+    const { rows } = await this.query(
+      `SELECT ${epochMs('now()')} AS db_now_ms,
+              (SELECT ${epochMs('j.created_at')} FROM ${this.s}.jobs j WHERE j.name = $1) AS registered_ms,
+              (SELECT coalesce(json_agg(json_build_object('k', w.window_key, 'o', w.outcome, 'a', w.attempts, 'c', ${epochMs('w.completed_at')})), '[]'::json)
+                 FROM ${this.s}.windows w WHERE w.job = $1 AND w.window_key = ANY($2::text[])) AS windows`,
+      [job, [...keys]],
+    );
+    const r = rows[0];
+    const windows: WindowStates['windows'] = new Map();
+    for (const w of r.windows as Array<{ k: string; o: string; a: number; c: number | null }>) {
+      windows.set(w.k, { outcome: w.o, attempts: w.a, completedAt: w.c === null ? null : new Date(w.c) });
+    }
+    return { dbNow: new Date(r.db_now_ms), registeredAt: r.registered_ms === null ? undefined : new Date(r.registered_ms), windows };
+  }
+
   async recordEvent(e: RecordEventInput): Promise<string> {
     const { rows } = await this.query(
       `SELECT ${this.s}.record_event($1, $2, $3, $4, $5, $6, $7) AS seq`,
@@ -451,7 +499,7 @@ export class PgStore implements LeaseStore {
     }));
   }
 
-  async readWindows(job: string, limit: number): Promise<WindowRow[]> {
+  async readJobWindows(job: string, limit: number): Promise<WindowRow[]> {
     const cols = 'window_key, scheduled_at, outcome, attempts, generation, owner, first_started_at, started_at, finished_at, completed_at, exit_code';
     const { rows } = await this.query(
       `(SELECT ${cols} FROM ${this.s}.windows WHERE job = $1 AND completed_at IS NULL ORDER BY started_at DESC LIMIT $2)

@@ -11,8 +11,8 @@ import { monoNow } from '../../clock.js';
 import { DatabaseError, UsageError } from '../../errors.js';
 import { migrateSqlite } from './schema.js';
 import type {
-  AcquireInput, AcquireRow, AdoptInput, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore, RecordEventInput, RenewRow,
-  ScheduleKey, WindowRow,
+  AcquireInput, AcquireRow, AdoptInput, ClaimWindowInput, ClaimWindowRow, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore,
+  RecordEventInput, RecordMissedInput, RenewRow, ScheduleKey, WindowRow, WindowStates,
 } from '../contract.js';
 
 /** What is at `file`: `hidden` when a directory on the way cannot be searched by this user. */
@@ -344,6 +344,110 @@ export class SqliteStore implements LeaseStore {
     }).immediate();
   }
 
+  /** The lease as `owner` holds it as `generation`, live and not released; else undefined. */
+  private heldLease(job: string, owner: string, generation: string, nowMono: number): LeaseRecord | undefined {
+    const lease = this.db.prepare('SELECT * FROM leases WHERE name = ? AND owner = ? AND generation = ?').get(job, owner, Number(generation)) as LeaseRecord | undefined;
+    return lease !== undefined && !this.expired(lease, nowMono) && lease.released_at === null ? lease : undefined;
+  }
+
+  /** See LeaseStore.claimWindow; as sql/013_catch_up.sql's claim_window. */
+  async claimWindow(i: ClaimWindowInput): Promise<ClaimWindowRow> {
+    return this.db.transaction((): ClaimWindowRow => {
+      const now = Date.now();
+      const none = { attempt: null, completedAt: null, dbNow: new Date(now) };
+      if (!this.heldLease(i.job, i.owner, i.generation, hostMonotonicMs())) return { ...none, outcome: 'not-held' };
+      if (!i.rerun) {
+        const w = this.db.prepare('SELECT completed_at FROM windows WHERE job = ? AND window_key = ?').get(i.job, i.window) as { completed_at: number | null } | undefined;
+        if (w?.completed_at != null) return { ...none, outcome: 'done', completedAt: new Date(w.completed_at) };
+      }
+      if (i.maxDelayMs !== undefined && i.scheduledAt && now - i.scheduledAt.getTime() > i.maxDelayMs) {
+        this.markMissed(i.job, i.owner, i.generation, i.window, i.scheduledAt, now, true);
+        this.recordEventSync({ job: i.job, kind: 'window-missed', window: i.window, owner: i.owner, generation: i.generation, hostTime: i.hostTime,
+          detail: { scheduled_at: i.scheduledAt.toISOString(), max_delay_ms: i.maxDelayMs, reason: 'max-delay' } }, now);
+        return { ...none, outcome: 'missed' };
+      }
+      const claimed = this.db.prepare(
+        `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, first_started_at, started_at)
+         VALUES (@job, @window, @scheduled, @owner, @generation, @now, @now)
+         ON CONFLICT (job, window_key) DO UPDATE SET owner = @owner, generation = @generation, attempts = attempts + 1,
+           started_at = @now, finished_at = NULL, completed_at = NULL, outcome = 'running', exit_code = NULL,
+           scheduled_at = coalesce(scheduled_at, @scheduled)
+         WHERE completed_at IS NULL OR @rerun
+         RETURNING attempts`,
+      ).get({ job: i.job, window: i.window, scheduled: i.scheduledAt?.getTime() ?? null, owner: i.owner, generation: Number(i.generation), now, rerun: i.rerun ? 1 : 0 }) as { attempts: number };
+      this.db.prepare('UPDATE leases SET window_key = ? WHERE name = ?').run(i.window, i.job);
+      this.recordEventSync({ job: i.job, kind: 'window-claimed', window: i.window, owner: i.owner, generation: i.generation, hostTime: i.hostTime,
+        detail: { ...(i.detail ?? {}), attempt: claimed.attempts, scheduled_at: i.scheduledAt?.toISOString(), rerun: i.rerun } }, now);
+      return { ...none, outcome: 'claimed', attempt: claimed.attempts };
+    }).immediate();
+  }
+
+  /** A window recorded missed unless final (and, with `again`, even when missed already); whether it was. */
+  private markMissed(job: string, owner: string, generation: string, key: string, scheduledAt: Date | undefined, now: number, again: boolean): boolean {
+    const r = this.db.prepare(
+      `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, outcome)
+       VALUES (@job, @key, @at, @owner, @generation, 0, @now, @now, @now, 'missed')
+       ON CONFLICT (job, window_key) DO UPDATE SET outcome = 'missed', finished_at = @now
+       WHERE completed_at IS NULL AND (@again OR outcome <> 'missed')`,
+    ).run({ job, key, at: scheduledAt?.getTime() ?? null, owner, generation: Number(generation), now, again: again ? 1 : 0 });
+    return r.changes === 1;
+  }
+
+  /** See LeaseStore.finishWindow; as sql/013_catch_up.sql's finish_window. */
+  async finishWindow(i: FinishInput): Promise<{ held: boolean; dbNow: Date }> {
+    return this.db.transaction(() => {
+      const now = Date.now();
+      const held = this.heldLease(i.job, i.owner, i.generation, hostMonotonicMs()) !== undefined;
+      const w = this.db.prepare('SELECT outcome, finished_at FROM windows WHERE job = ? AND window_key = ? AND generation = ?')
+        .get(i.job, i.window ?? null, Number(i.generation)) as { outcome: string; finished_at: number | null } | undefined;
+      if (w?.finished_at != null && w.outcome === i.outcome) return { held: true, dbNow: new Date(now) };
+      const detail = i.detail ?? {};
+      if (held && (i.outcome === 'completed' || i.outcome === 'failed')) {
+        this.db.prepare(
+          `UPDATE windows SET outcome = @outcome, exit_code = @exit, finished_at = @now, completed_at = CASE WHEN @outcome = 'completed' THEN @now END
+            WHERE job = @job AND window_key = @window AND generation = @generation`,
+        ).run({ outcome: i.outcome, exit: i.exitCode ?? null, now, job: i.job, window: i.window ?? null, generation: Number(i.generation) });
+        this.recordEventSync({ job: i.job, kind: `window-${i.outcome}`, window: i.window, owner: i.owner, generation: i.generation, hostTime: i.hostTime,
+          detail: { exit_code: i.exitCode, attempt: detail.attempt, duration_ms: detail.duration_ms, aborted: detail.aborted } }, now);
+      } else if (!held) {
+        this.db.prepare(`UPDATE windows SET outcome = 'lost', finished_at = ? WHERE job = ? AND window_key = ? AND generation = ? AND completed_at IS NULL`)
+          .run(now, i.job, i.window ?? null, Number(i.generation));
+        this.recordEventSync({ job: i.job, kind: 'lease-lost', window: i.window, owner: i.owner, generation: i.generation, hostTime: i.hostTime,
+          detail: { outcome: i.outcome, aborted: detail.aborted } }, now);
+      }
+      return { held, dbNow: new Date(now) };
+    }).immediate();
+  }
+
+  /** See LeaseStore.recordMissed. */
+  async recordMissed(i: RecordMissedInput): Promise<number | undefined> {
+    return this.db.transaction((): number | undefined => {
+      const now = Date.now();
+      if (!this.heldLease(i.job, i.owner, i.generation, hostMonotonicMs())) return undefined;
+      let n = 0;
+      for (const w of i.windows) {
+        if (!this.markMissed(i.job, i.owner, i.generation, w.key, w.scheduledAt, now, false)) continue;
+        n += 1;
+        this.recordEventSync({ job: i.job, kind: 'window-missed', window: w.key, owner: i.owner, generation: i.generation, hostTime: i.hostTime,
+          detail: { scheduled_at: w.scheduledAt?.toISOString(), reason: i.reason } }, now);
+      }
+      return n;
+    }).immediate();
+  }
+
+  /** See LeaseStore.readWindows. */
+  async readWindows(job: string, keys: readonly string[]): Promise<WindowStates> {
+    const now = Date.now();
+    const registered = this.db.prepare('SELECT created_at FROM jobs WHERE name = ?').get(job) as { created_at: number } | undefined;
+    const rows = this.db.prepare('SELECT window_key, outcome, attempts, completed_at FROM windows WHERE job = ? AND window_key IN (SELECT value FROM json_each(?))')
+      .all(job, JSON.stringify(keys)) as Array<{ window_key: string; outcome: string; attempts: number; completed_at: number | null }>;
+    return {
+      dbNow: new Date(now),
+      registeredAt: registered ? new Date(registered.created_at) : undefined,
+      windows: new Map(rows.map((r) => [r.window_key, { outcome: r.outcome, attempts: r.attempts, completedAt: r.completed_at === null ? null : new Date(r.completed_at) }])),
+    };
+  }
+
   async recordEvent(e: RecordEventInput): Promise<string> {
     return String(this.db.transaction(() => this.recordEventSync(e, Date.now())).immediate());
   }
@@ -435,7 +539,7 @@ export class SqliteStore implements LeaseStore {
     }));
   }
 
-  async readWindows(job: string, limit: number): Promise<WindowRow[]> {
+  async readJobWindows(job: string, limit: number): Promise<WindowRow[]> {
     const rows = this.db.prepare(
       `SELECT * FROM (SELECT * FROM windows WHERE job = ? AND completed_at IS NULL ORDER BY started_at DESC LIMIT ?)
        UNION ALL

@@ -1,0 +1,286 @@
+// runSequenceHeld: several windows one after another under one lease already held (run
+// --catch-up, backfill): each claimed, run and recorded on its own, the lease renewed
+// throughout by one keeper and released once at the end.
+import { MAX_AHEAD_MS, monoNow, type OffsetMeasurement, type stamp } from '../clock.js';
+import { isTransientDbError } from '../store/postgres/db-errors.js';
+import { LeaseUnavailableError } from '../errors.js';
+import { LeaseKeeper, safetyMarginMs, stopAfterMs } from './keeper.js';
+import type { Logger } from '../log.js';
+import { finishDetail, finishWithRetry, recordLoss, exitCodeOf, type AbortReason, type RunOptions, type RunResult, type TaskContext, type WindowClaim } from './runner.js';
+import { EVENT_TIMEOUT_MS, type LeaseStore as Store } from '../store/contract.js';
+
+/** One window of a sequence. */
+export interface SequenceWindow extends WindowClaim {
+  /** What it is in the sequence, for logs and events: an earlier occurrence caught up, this run's own, a backfill's. */
+  role?: 'catch-up' | 'current' | 'backfill';
+}
+
+/** Occurrences not to run, recorded as missed before the first window runs, with the log line that says why. */
+export interface MissedGroup {
+  reason: 'catch-up-limit' | 'max-delay';
+  windows: Array<{ key: string; scheduledAt?: Date | undefined }>;
+  /** Log fields (the limit, the max delay). */
+  fields?: Record<string, unknown>;
+}
+
+export interface SequencePlan {
+  run: SequenceWindow[];
+  missed?: MissedGroup[];
+}
+
+/**
+ * What a sequence tells as it goes, one call per step, in order (awaited): where per-window
+ * work plugs in (progress, pings, notifications). An error thrown here is logged and ignored.
+ */
+export type WindowEvent =
+  | { phase: 'planned'; total: number; missed: number }
+  | { phase: 'start'; index: number; total: number; window: SequenceWindow; attempt: number; generation: string }
+  | {
+    phase: 'end'; index: number; total: number; window: SequenceWindow; generation: string;
+    /** done: completed already (not run); missed: past the max delay (not run); not-due: ahead of the database clock (the sequence stops). */
+    outcome: 'completed' | 'failed' | 'done' | 'missed' | 'not-due';
+    attempt?: number | undefined; durationMs?: number | undefined; exitCode?: number | undefined; error?: unknown;
+  };
+
+export interface SequenceOptions {
+  /**
+   * Called once the lease is held, with the database's time: the windows to run, oldest
+   * first, and the occurrences to record as missed. Reading the ledger here, under the lease,
+   * sees what no other runner can change meanwhile.
+   */
+  plan(dbNow: Date): Promise<SequencePlan>;
+  /** After a failed window, go on with the next (backfill --keep-going); else the rest stay open. */
+  keepGoing?: boolean;
+  /** Added to each window-claimed event. */
+  detail?: Record<string, unknown>;
+  onWindow?: ((e: WindowEvent) => void | Promise<void>) | undefined;
+}
+
+interface Held {
+  owner: string;
+  generation: string;
+  sent: ReturnType<typeof stamp>;
+  received: ReturnType<typeof stamp>;
+  timing: { ttlMs: number; renewIntervalMs: number; killGraceMs: number };
+  offset: OffsetMeasurement | undefined;
+  dbNow?: Date | undefined;
+}
+
+export async function runSequenceHeld<T>(
+  store: Store,
+  opts: RunOptions & { sequence: SequenceOptions },
+  task: (ctx: TaskContext) => Promise<T>,
+  log: Logger,
+  held: Held,
+): Promise<RunResult<T>> {
+  const seq = opts.sequence;
+  const { owner, generation } = held;
+  const claimWindow = store.claimWindow!.bind(store);
+  const finishWindow = store.finishWindow!.bind(store);
+  const eventTimeoutMs = Math.min(EVENT_TIMEOUT_MS, held.timing.renewIntervalMs / 2);
+  const startedMono = monoNow();
+  /** The database's time now, from the acquire's answer and the monotonic clock since. */
+  const dbNowAt = (): Date => new Date((held.dbNow ?? new Date(held.received.wall)).getTime() + (monoNow() - held.received.mono));
+
+  /** Why the whole sequence stops (lease lost, a signal); the running window is aborted with it. */
+  let stopped: AbortReason | undefined;
+  let current: { controller: AbortController; aborted?: AbortReason } | undefined;
+  const abortWindow = (reason: AbortReason): void => {
+    if (!current || current.aborted) return;
+    current.aborted = reason;
+    current.controller.abort(reason);
+  };
+  const stop = (reason: AbortReason): void => {
+    stopped ??= reason;
+    abortWindow(reason);
+  };
+
+  const keeper = new LeaseKeeper(
+    store, { job: opts.name, owner, generation }, held.timing, held.sent, log,
+    (loss) => {
+      log.warn({ generation, reason: loss.kind, detail: loss.detail, remainingMs: Math.round(keeper.remainingMs()) }, 'lease lost');
+      const graceMs = Math.max(0, Math.min(opts.killGraceMs, keeper.remainingMs() - safetyMarginMs(opts.ttlMs)));
+      stop({ ...loss, graceMs });
+    },
+    (jumpMs) => {
+      void store.recordEvent({ job: opts.name, kind: 'clock-jump', owner, generation, hostTime: new Date(), detail: { jump_ms: jumpMs }, answerTimeoutMs: eventTimeoutMs }).catch(() => {});
+    },
+    (failures, lastError) => {
+      void store.recordEvent({ job: opts.name, kind: 'renew-failed', owner, generation, hostTime: new Date(), detail: { failures, last_error: lastError }, answerTimeoutMs: eventTimeoutMs }).catch(() => {});
+    },
+  );
+  keeper.noteOffset(held.offset);
+  keeper.start();
+  const onCancel = (): void => stop({ kind: 'cancelled', reason: opts.signal?.reason, graceMs: opts.killGraceMs });
+  opts.signal?.addEventListener('abort', onCancel, { once: true });
+  if (opts.signal?.aborted) onCancel();
+  if (monoNow() >= held.sent.mono + stopAfterMs(held.timing)) {
+    log.warn({ generation, remainingMs: Math.round(keeper.remainingMs()) }, 'lease acquired too late to start safely');
+    stop({ kind: 'deadline', detail: 'the acquisition was answered after the stop point', graceMs: 0 });
+  }
+  const tell = async (e: WindowEvent): Promise<void> => {
+    try {
+      await seq.onWindow?.(e);
+    } catch (err) {
+      log.warn({ err: (err as Error).message, phase: e.phase }, 'window event handler failed');
+    }
+  };
+
+  let firstFailure: RunResult<T> | undefined;
+  let lastCompleted: RunResult<T> | undefined;
+  /** The lease is known to be gone (a claim or a finish said so): nothing to release. */
+  let gone = false;
+  let thrown: { err: unknown } | undefined;
+  const lostResult = (detail: string): RunResult<T> => ({
+    status: 'failed', error: new LeaseUnavailableError(`lease lost: ${detail}`), generation, attempt: 1,
+    aborted: { kind: 'lease-lost', detail, graceMs: 0 }, released: false,
+  });
+  try {
+    const plan: SequencePlan = stopped ? { run: [] } : await seq.plan(dbNowAt());
+    let missedCount = 0;
+    for (const group of plan.missed ?? []) {
+      if (stopped || group.windows.length === 0) continue;
+      const n = await store.recordMissed!({ job: opts.name, owner, generation, windows: group.windows, reason: group.reason, hostTime: new Date() });
+      if (n === undefined) {
+        gone = true;
+        stop({ kind: 'lease-lost', detail: 'recording missed occurrences found the lease taken, expired or released', graceMs: 0 });
+        break;
+      }
+      missedCount += n;
+      log.warn({
+        count: n, reason: group.reason, oldest: group.windows[0]!.key, newest: group.windows.at(-1)!.key, ...group.fields,
+      }, group.reason === 'max-delay' ? 'occurrences older than --max-delay recorded as missed' : 'occurrences beyond --catch-up-limit recorded as missed');
+    }
+    const total = plan.run.length;
+    await tell({ phase: 'planned', total, missed: missedCount });
+
+    for (const [index, w] of plan.run.entries()) {
+      if (stopped) break;
+      const wlog = log.child({ window: w.key });
+      const aheadMs = w.scheduledAt !== undefined ? w.scheduledAt.getTime() - dbNowAt().getTime() : 0;
+      if (aheadMs > MAX_AHEAD_MS) {
+        const detail = `occurrence ${w.scheduledAt!.toISOString()} is ${Math.round(aheadMs / 1000)} s ahead of the database clock`;
+        wlog.error({ generation, scheduledAt: w.scheduledAt, aheadMs: Math.round(aheadMs) }, 'occurrence not due by the database clock: not started, window left open');
+        firstFailure ??= {
+          status: 'failed', error: new LeaseUnavailableError(`not started: ${detail}; check this host's clock (NTP)`, 'E_NOT_DUE'), generation, attempt: 1,
+          aborted: { kind: 'not-due', detail, graceMs: 0 }, released: false,
+        };
+        await tell({ phase: 'end', index, total, window: w, generation, outcome: 'not-due' });
+        break;
+      }
+      const claim = await claimWindow({
+        job: opts.name, owner, generation, window: w.key, scheduledAt: w.scheduledAt, rerun: w.rerun ?? false, maxDelayMs: w.maxDelayMs,
+        hostTime: new Date(), detail: { ...seq.detail, ...(w.role ? { role: w.role } : {}) },
+      });
+      if (claim.outcome === 'not-held') {
+        gone = true;
+        wlog.warn({ generation }, 'lease was no longer held at claim; the rest of the windows stay open');
+        firstFailure ??= lostResult('not held at claim');
+        break;
+      }
+      if (claim.outcome === 'done') {
+        wlog.info({ completedAt: claim.completedAt }, 'window already completed');
+        await tell({ phase: 'end', index, total, window: w, generation, outcome: 'done' });
+        continue;
+      }
+      if (claim.outcome === 'missed') {
+        wlog.warn({ scheduledAt: w.scheduledAt, maxDelayMs: w.maxDelayMs }, 'window missed');
+        await tell({ phase: 'end', index, total, window: w, generation, outcome: 'missed' });
+        continue;
+      }
+      const attempt = claim.attempt ?? 1;
+      wlog.info({ generation, attempt, scheduledAt: w.scheduledAt, role: w.role, index: index + 1, total }, 'window claimed');
+      await tell({ phase: 'start', index, total, window: w, attempt, generation });
+
+      const win: { controller: AbortController; aborted?: AbortReason } = { controller: new AbortController() };
+      current = win;
+      // Between the claim and here the lease may have been lost, or a signal come.
+      if (stopped) abortWindow(stopped);
+      const runtimeTimer = opts.maxRuntimeMs !== undefined ? setTimeout(() => {
+        wlog.warn({ maxRuntimeMs: opts.maxRuntimeMs }, 'max runtime exceeded');
+        abortWindow({ kind: 'max-runtime', graceMs: opts.killGraceMs });
+      }, opts.maxRuntimeMs) : undefined;
+      const windowStarted = monoNow();
+      let value: T | undefined;
+      let error: unknown;
+      let ok = false;
+      try {
+        value = await task({
+          signal: win.controller.signal, fenceToken: generation, idempotencyKey: `${opts.name}:${w.key}`, owner,
+          window: w.key, attempt, scheduledAt: w.scheduledAt,
+        });
+        ok = win.aborted === undefined;
+      } catch (err) {
+        error = err;
+      } finally {
+        clearTimeout(runtimeTimer);
+        current = undefined;
+      }
+      const durationMs = monoNow() - windowStarted;
+      const outcome = ok ? 'completed' : 'failed';
+      let r: { held: boolean };
+      try {
+        r = await finishWithRetry({ finish: finishWindow }, {
+          job: opts.name, owner, generation, window: w.key, outcome, hostTime: new Date(),
+          exitCode: ok ? 0 : exitCodeOf(error), detail: finishDetail(attempt, durationMs, win.aborted?.kind, undefined),
+        }, () => keeper.remainingMs(), wlog, opts.signal);
+      } catch (err) {
+        wlog.error({ err: (err as Error).message, generation }, isTransientDbError(err)
+          ? 'could not learn whether the outcome was recorded; if it was not, the lease expires by itself'
+          : 'could not record outcome; the lease expires by itself');
+        gone = true;
+        firstFailure ??= { status: 'failed', error: ok ? err : error, generation, attempt, released: false, ...(win.aborted ? { aborted: win.aborted } : {}) };
+        break;
+      }
+      if (!r.held) {
+        gone = true;
+        wlog.warn({ generation }, 'lease was no longer held at finish; outcome not recorded');
+        firstFailure ??= win.aborted ? { status: 'failed', error: error ?? new Error('task aborted'), generation, attempt, aborted: win.aborted, released: false } : lostResult('not held at finish');
+        break;
+      }
+      wlog.info({ generation, attempt, outcome }, ok ? 'window completed' : 'window left open');
+      await tell({ phase: 'end', index, total, window: w, generation, outcome, attempt, durationMs, exitCode: ok ? 0 : exitCodeOf(error), error });
+      if (ok) {
+        lastCompleted = { status: 'completed', value: value as T, generation, attempt };
+        continue;
+      }
+      firstFailure ??= { status: 'failed', error: error ?? new Error('task aborted'), generation, attempt, released: false, ...(win.aborted ? { aborted: win.aborted } : {}) };
+      if (!seq.keepGoing || stopped) {
+        if (index + 1 < total) log.info({ left: total - index - 1 }, 'a window failed: the later windows stay open for the next run');
+        break;
+      }
+    }
+  } catch (err) {
+    // A statement of the sequence failed (the database went away): the lease is still given
+    // back below if it can be, and the error is the run's.
+    thrown = { err };
+  } finally {
+    keeper.stop();
+    opts.signal?.removeEventListener('abort', onCancel);
+  }
+
+  let released = false;
+  if (!gone) {
+    try {
+      const r = await finishWithRetry(store, {
+        job: opts.name, owner, generation, outcome: 'none', hostTime: new Date(),
+        detail: finishDetail(1, monoNow() - startedMono, stopped?.kind, keeper.offsetToRecord()),
+      }, () => keeper.remainingMs(), log, opts.signal);
+      released = r.held;
+      if (r.held) log.info({ generation }, 'lease released');
+      else log.warn({ generation }, 'lease was no longer held at finish; outcome not recorded');
+      const doubtful = stopped?.kind === 'lease-lost' || stopped?.kind === 'deadline';
+      if (doubtful) await recordLoss(store, { job: opts.name, window: undefined, owner, generation }, r.held ? stopped : undefined, keeper.renewFailures(), eventTimeoutMs);
+      if (!r.held && !doubtful) firstFailure ??= lostResult('not held at the release');
+    } catch (err) {
+      log.error({ err: (err as Error).message, generation }, 'could not record outcome; the lease expires by itself');
+    }
+  }
+
+  if (thrown) throw thrown.err;
+  if (firstFailure) return firstFailure.status === 'failed' ? { ...firstFailure, released } : firstFailure;
+  if (stopped?.kind === 'cancelled') return { status: 'skipped', reason: 'cancelled' };
+  if (stopped) return { status: 'failed', error: new LeaseUnavailableError(`lease lost: ${'detail' in stopped ? stopped.detail : stopped.kind}`), generation, attempt: 1, aborted: stopped, released };
+  if (lastCompleted) return lastCompleted;
+  return { status: 'skipped', reason: 'done' };
+}
