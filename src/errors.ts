@@ -4,6 +4,8 @@
 export const ExitCode = {
   ok: 0,
   usage: 64,
+  /** An operator write refused: the job's version was not the one read (compare-and-set). */
+  conflict: 65,
   unavailable: 69,
   internal: 70,
   leaseLost: 75,
@@ -47,5 +49,12 @@ export class LeaseUnavailableError extends LeasejobError {
 export class InternalError extends LeasejobError {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, 'E_INTERNAL', ExitCode.internal, options);
+  }
+}
+
+/** An operator write found the job changed since it was read (its version differs): nothing written. Exit 65. */
+export class ConflictError extends LeasejobError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, 'E_CONFLICT', ExitCode.conflict, options);
   }
 }

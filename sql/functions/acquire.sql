@@ -1,7 +1,7 @@
 -- acquire(): take the lease and claim the window in one round trip (the current definition).
 -- outcome: acquired | busy (live holder) | stale (holder stopped renewing or lost its session:
 -- wait until expires_at and try again) | done (window already completed) | missed (occurrence
--- older than max delay). A takeover records the loss of the generation it replaces, once.
+-- older than max delay) | paused (the job is paused: occurrence skipped, no lease; 012). A takeover records the loss of the generation it replaces, once.
 -- Sessions are looked up by pid with pg_stat_get_activity(pid), not the pg_stat_activity view
 -- (which reports every session of the server before its WHERE picks one).
 CREATE OR REPLACE FUNCTION acquire(
@@ -38,6 +38,16 @@ BEGIN
       outcome := 'done'; completed_at := v_done;
       RETURN NEXT; RETURN;
     END IF;
+  END IF;
+
+  -- 012 (h23b): a paused job (until its paused_until, on this clock) takes no lease and runs
+  -- nothing; its occurrence is recorded as skipped. A run already holding the lease goes on.
+  IF EXISTS (SELECT 1 FROM jobs j WHERE j.name = p_job AND j.paused_at IS NOT NULL
+              AND (j.paused_until IS NULL OR j.paused_until > now())) THEN
+    PERFORM register_job(p_job, p_ttl_ms, p_spec);
+    PERFORM skip_paused(p_job, p_owner, p_window, p_scheduled_at, p_host_time);
+    outcome := 'paused';
+    RETURN NEXT; RETURN;
   END IF;
 
   IF p_window IS NOT NULL AND p_max_delay_ms IS NOT NULL AND p_scheduled_at IS NOT NULL

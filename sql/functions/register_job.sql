@@ -1,27 +1,55 @@
 -- register_job(): record what a job is expected to do, for absence checks (the current
--- definition). Only written when it changed: an upsert would lock the job's row even when it
--- updates nothing, and a herd of contenders would queue on it.
+-- definition). Versions, not last-write-wins (012): unchanged settings write nothing (no row
+-- lock); a run with no schedule settings never erases a registered schedule; a change is
+-- adopted, bumps jobs.version and, where a schedule is involved, is a job-changed event and a
+-- NOTICE the runner logs as a warning.
 CREATE OR REPLACE FUNCTION register_job(p_job text, p_ttl_ms integer, p_spec jsonb) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 #variable_conflict use_column
+DECLARE
+  v_old jobs%ROWTYPE;
+  v_new jsonb;
+  v_old_spec jsonb;
+  v_version bigint;
 BEGIN
-  IF p_spec IS NOT NULL AND NOT EXISTS (
-       SELECT 1 FROM jobs j WHERE j.name = p_job
-          AND (j.schedule, j.tz, j.window_mode, j.window_format, j.window_offset, j.ttl_ms,
-               j.max_delay_ms, j.alert_after_ms)
-              IS NOT DISTINCT FROM
-              (p_spec->>'schedule', p_spec->>'tz', p_spec->>'window_mode', p_spec->>'window_format',
-               p_spec->>'window_offset', p_ttl_ms, (p_spec->>'max_delay_ms')::bigint,
-               (p_spec->>'alert_after_ms')::bigint)) THEN
-    INSERT INTO jobs AS j (name, schedule, tz, window_mode, window_format, window_offset,
-                           ttl_ms, max_delay_ms, alert_after_ms)
-    VALUES (p_job, p_spec->>'schedule', p_spec->>'tz', p_spec->>'window_mode',
-            p_spec->>'window_format', p_spec->>'window_offset', p_ttl_ms,
-            (p_spec->>'max_delay_ms')::bigint, (p_spec->>'alert_after_ms')::bigint)
-    ON CONFLICT (name) DO UPDATE SET
-      schedule = EXCLUDED.schedule, tz = EXCLUDED.tz, window_mode = EXCLUDED.window_mode,
-      window_format = EXCLUDED.window_format, window_offset = EXCLUDED.window_offset,
-      ttl_ms = EXCLUDED.ttl_ms, max_delay_ms = EXCLUDED.max_delay_ms,
-      alert_after_ms = EXCLUDED.alert_after_ms, updated_at = now();
+  IF p_spec IS NULL THEN RETURN; END IF;
+  -- Unchanged (the common case): nothing written, no row lock (a herd would queue on it).
+  SELECT * INTO v_old FROM jobs j WHERE j.name = p_job;
+  IF FOUND AND ((v_old.schedule, v_old.tz, v_old.window_mode, v_old.window_format, v_old.window_offset, v_old.ttl_ms,
+                 v_old.max_delay_ms, v_old.alert_after_ms)
+                IS NOT DISTINCT FROM
+                (p_spec->>'schedule', p_spec->>'tz', p_spec->>'window_mode', p_spec->>'window_format',
+                 p_spec->>'window_offset', p_ttl_ms, (p_spec->>'max_delay_ms')::bigint,
+                 (p_spec->>'alert_after_ms')::bigint)
+             -- A run with no schedule settings says nothing about the schedule: never erases it.
+             OR (v_old.schedule IS NOT NULL AND p_spec->>'schedule' IS NULL AND p_spec->>'window_mode' IS DISTINCT FROM 'schedule')) THEN
+    RETURN;
+  END IF;
+  INSERT INTO jobs AS j (name) VALUES (p_job) ON CONFLICT (name) DO NOTHING;
+  SELECT * INTO v_old FROM jobs j WHERE j.name = p_job FOR UPDATE;
+  v_new := jsonb_build_object('schedule', p_spec->>'schedule', 'tz', p_spec->>'tz', 'window_mode', p_spec->>'window_mode',
+    'window_format', p_spec->>'window_format', 'window_offset', p_spec->>'window_offset', 'ttl_ms', p_ttl_ms,
+    'max_delay_ms', (p_spec->>'max_delay_ms')::bigint, 'alert_after_ms', (p_spec->>'alert_after_ms')::bigint);
+  v_old_spec := jsonb_build_object('schedule', v_old.schedule, 'tz', v_old.tz, 'window_mode', v_old.window_mode,
+    'window_format', v_old.window_format, 'window_offset', v_old.window_offset, 'ttl_ms', v_old.ttl_ms,
+    'max_delay_ms', v_old.max_delay_ms, 'alert_after_ms', v_old.alert_after_ms);
+  -- Checked again under the row lock: a concurrent run may have registered the same.
+  IF v_old_spec = v_new OR (v_old.schedule IS NOT NULL AND p_spec->>'schedule' IS NULL AND p_spec->>'window_mode' IS DISTINCT FROM 'schedule') THEN
+    RETURN;
+  END IF;
+  UPDATE jobs j SET
+    schedule = v_new->>'schedule', tz = v_new->>'tz', window_mode = v_new->>'window_mode',
+    window_format = v_new->>'window_format', window_offset = v_new->>'window_offset',
+    ttl_ms = p_ttl_ms, max_delay_ms = (v_new->>'max_delay_ms')::bigint,
+    alert_after_ms = (v_new->>'alert_after_ms')::bigint, updated_at = now(), version = j.version + 1
+   WHERE j.name = p_job
+  RETURNING j.version INTO v_version;
+  -- A schedule registered before, or one now: a disagreement monitoring depends on, said as an
+  -- event and to the caller. (A first registration, or unscheduled runs differing in their
+  -- flags, only bump the version.)
+  IF v_old.window_mode IS NOT NULL AND (v_old.schedule IS NOT NULL OR p_spec->>'schedule' IS NOT NULL) THEN
+    PERFORM record_event(p_job, 'job-changed', NULL, p_spec->>'owner', NULL, NULL,
+      jsonb_build_object('old', v_old_spec, 'new', v_new, 'version', v_version, 'adopted', true));
+    RAISE NOTICE 'leasejob:job-changed' USING DETAIL = jsonb_build_object('old', v_old_spec, 'new', v_new, 'version', v_version)::text;
   END IF;
 END $$;

@@ -203,12 +203,60 @@ Example:
       .option('--no-status-page', 'serve only /metrics and /healthz: no job names, hosts or events at / and /job'),
   ).action(lazy(async () => (await import('./commands/status.js')).exporterCommand));
 
-  if (want('release')) dbOptions(
+  const operatorExits = `
+Every operator write (pause, resume, mark, release) is a compare-and-set on the job's version
+(\`leasejob status --json\` shows it): without --expect-version it compares with the version
+it has just read, so two operators racing get one write and one conflict, never a silent
+overwrite. Each write is an event in \`leasejob history\`. Run as the schema owner.
+Exit codes: 0 written, or nothing to change; 64 usage (bad flag, unknown job, a window not of
+the job's schedule, --until not in the future: nothing written); 65 conflict: the job changed
+since it was read (its state is printed; nothing written); 69 database unreachable or refused;
+75 a live owner holds the lease (release without --force; mark of the window it runs).`;
+  const expectVersion = (cmd: Command): Command => cmd
+    .option('--expect-version <n>', 'write only if the job is still at this version (else exit 65); default: the version just read')
+    .option('--json', 'the result as JSON on stdout');
+
+  if (want('release')) dbOptions(expectVersion(
     program
       .command('release')
-      .description('administratively release a lease now (the generation is kept)')
+      .description('administratively release a lease now (the generation is kept); a live holder only with --force')
+      .option('--name <job>', 'job name (required)')
+      .option('--force', 'release a holder that still renews: its child is stopped at its next renewal, its outcome is not recorded (the runner exits 75) and the window is redone by the next run'),
+  )).addHelpText('after', operatorExits)
+    .action(lazy(async () => (await import('./commands/operator.js')).releaseCommand));
+
+  if (want('pause')) dbOptions(expectVersion(
+    program
+      .command('pause')
+      .description('pause a job: its runs exit 0 without starting the command and record the occurrence as skipped (paused)')
+      .option('--name <job>', 'job name (required)')
+      .option('--reason <text>', 'why, shown by status, check --json and the exporter')
+      .option('--until <iso|duration>', 'end the pause by itself then, on the database clock: an ISO-8601 instant with offset, or a duration (2h, 1d); default: until resumed'),
+  )).addHelpText('after', `
+A pause does not stop a run already holding the lease: \`leasejob release --force\` does.
+Pausing a paused job changes its reason and end (its start is kept).${operatorExits}`)
+    .action(lazy(async () => (await import('./commands/operator.js')).pauseCommand));
+
+  if (want('resume')) dbOptions(expectVersion(
+    program
+      .command('resume')
+      .description('end a job\'s pause now (a job not paused: nothing to do, exit 0)')
       .option('--name <job>', 'job name (required)'),
-  ).action(lazy(async () => (await import('./commands/admin.js')).releaseCommand));
+  )).addHelpText('after', operatorExits)
+    .action(lazy(async () => (await import('./commands/operator.js')).resumeCommand));
+
+  if (want('mark')) dbOptions(expectVersion(
+    program
+      .command('mark')
+      .description('record a window handled by hand as final: later runs skip it, as a completed window')
+      .option('--name <job>', 'job name (required)')
+      .option('--window <key>', 'the window key (for a --window-from-schedule job, one of its schedule\'s windows)')
+      .option('--done', 'the work was done by hand (outcome completed)')
+      .option('--skipped', 'the work is not to be done (outcome skipped)')
+      .option('--reason <text>', 'why, recorded in the event'),
+  )).addHelpText('after', `
+Refused (exit 75) while a live owner runs that window.${operatorExits}`)
+    .action(lazy(async () => (await import('./commands/operator.js')).markCommand));
 
   // cron-parser builds luxon dates without a locale, so luxon asks Intl for the system's, and
   // that loads ICU's data (a noticeable part of a start) even for a UTC schedule. Nothing the CLI prints

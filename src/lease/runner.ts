@@ -69,7 +69,7 @@ export interface TaskContext {
 export type RunResult<T> =
   | { status: 'completed'; value: T; generation: string; attempt: number }
   | { status: 'failed'; error: unknown; generation: string; attempt: number; aborted?: AbortReason; released: boolean }
-  | { status: 'skipped'; reason: 'busy' | 'done' | 'missed' | 'cancelled'; holder?: string | null; completedAt?: Date | null };
+  | { status: 'skipped'; reason: 'busy' | 'done' | 'missed' | 'paused' | 'cancelled'; holder?: string | null; completedAt?: Date | null };
 
 /**
  * The longest an acquisition's answer is waited for (the stop point when sooner): a database
@@ -253,6 +253,15 @@ export async function runWithLease<T>(
     }
     const received = stamp();
 
+    // Versions, not last-write-wins: this run's settings replaced a registered schedule's.
+    if (row.jobChanged) {
+      jlog.warn({ old: row.jobChanged.old, new: row.jobChanged.new, version: row.jobChanged.version },
+        'job settings differ from the registry; adopted (a job-changed event records it: if the hosts disagree, align their flags)');
+    }
+    if (row.outcome === 'paused') {
+      jlog.info({ window: win?.key }, 'job paused (leasejob pause): occurrence skipped, command not started');
+      return { status: 'skipped', reason: 'paused' };
+    }
     if (row.outcome === 'done') {
       jlog.info({ completedAt: row.completedAt }, 'window already completed');
       return { status: 'skipped', reason: 'done', completedAt: row.completedAt };

@@ -26,6 +26,11 @@ function metrics(registry: Registry) {
     expiresIn: rg('leasejob_lease_expires_in_seconds', 'seconds until the held lease expires unless renewed'),
     heldFor: rg('leasejob_lease_held_seconds', 'how long the current generation has been held; a stuck owner grows without bound'),
     open: rg('leasejob_open_windows', 'windows claimed and not completed'),
+    version: rg('leasejob_job_version', 'the job record\'s version: bumped by registry changes, pause, resume, mark and administrative release'),
+    paused: rg('leasejob_job_paused', '1 while the job is paused (leasejob pause): its runs skip, and it is not overdue'),
+    pausedSince: rg('leasejob_job_paused_since_timestamp_seconds', 'when the current pause began (database clock)'),
+    pausedUntil: rg('leasejob_job_paused_until_timestamp_seconds', 'when the current pause ends by itself; absent: until resumed'),
+    pauseInfo: rg('leasejob_job_pause_info', 'the current pause\'s reason and who paused it (user@host), as labels; always 1'),
     lastDuration: rg('leasejob_last_duration_seconds', 'duration of the last completed window'),
     ratio: rg('leasejob_duration_interval_ratio', 'last duration over the schedule interval; above 0.5 overlap is no longer hypothetical'),
     runs: rc('leasejob_runs_total', 'finished windows by outcome (completed, failed, missed)'),
@@ -127,6 +132,13 @@ export class Exporter {
         m.heldFor.add(job, (j.heldForMs ?? 0) / 1000);
       }
       m.open.add(job, j.openCount);
+      m.version.add(job, j.version);
+      m.paused.add(job, j.paused ? 1 : 0);
+      if (j.paused && j.pause) {
+        m.pausedSince.add(job, j.pause.since.getTime() / 1000);
+        if (j.pause.until) m.pausedUntil.add(job, j.pause.until.getTime() / 1000);
+        m.pauseInfo.add(labelText({ job: j.name, reason: j.pause.reason ?? '', by: j.pause.by ?? '' }), 1);
+      }
       // 0 from the job's first scrape: Prometheus's increase() skips a series' first sample, so a
       // series that first appeared at 1 would never fire LeasejobLeaseLost for that first loss.
       m.lost.addTo(j.name, job, 0);

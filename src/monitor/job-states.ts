@@ -6,6 +6,7 @@ import { windowKey } from '../schedule/occurrence.js';
 import { humanMs } from './table.js';
 import { canonicalZone, parseSchedule, previousTick, typicalInterval, type Schedule } from '../schedule/cron.js';
 import type { DueProbe, JobRow, LeaseStore, ScheduleKey } from '../store/contract.js';
+import { JOB_CHANGES_WARN, JOB_CHANGES_WINDOW_MS } from '../store/contract.js';
 
 /** A registered job as stored, plus the judgement: who holds it now and what is due. */
 export interface JobState extends JobRow {
@@ -51,7 +52,11 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
     // A job registered after the due tick was not yet expected to have run it.
     if (!d?.due || d.due.scheduledAt.getTime() < j.createdAt.getTime()) continue;
     const completed = d.due.window === j.lastWindow || due.done.has(j.name);
-    j.overdue = !completed;
+    // A paused job is not expected to run (a crontab's runs record their ticks as skipped; a
+    // suspended CronJob's record nothing), nor a tick that fell within a pause since ended.
+    const at = d.due.scheduledAt.getTime();
+    const pausedTick = j.pause !== null && at >= j.pause.since.getTime() && (j.pause.until === null || at < j.pause.until.getTime());
+    j.overdue = !completed && !j.paused && !pausedTick;
     j.due = { window: d.due.window, scheduledAt: d.due.scheduledAt, overdueSince: d.due.overdueSince, completed };
   }
   return { dbNow, jobs };
@@ -145,6 +150,11 @@ export function statesToJson(doc: { store: string; location: string; dbNow: Date
     const w = j as unknown as Record<string, unknown>;
     w.createdAt = iso(j.createdAt);
     w.lastCompletedAt = iso(j.lastCompletedAt);
+    if (j.pause) {
+      const p = j.pause as unknown as Record<string, unknown>;
+      p.since = iso(j.pause.since);
+      p.until = iso(j.pause.until);
+    }
     if (j.due) {
       const due = j.due as unknown as Record<string, unknown>;
       due.scheduledAt = sharedIso(j.due.scheduledAt);
@@ -157,7 +167,7 @@ export function statesToJson(doc: { store: string; location: string; dbNow: Date
 export interface Problem {
   job: string;
   severity: 'critical' | 'warning';
-  kind: 'overdue' | 'stuck-owner' | 'failing';
+  kind: 'overdue' | 'stuck-owner' | 'failing' | 'settings-disagree';
   message: string;
   since?: Date | undefined;
 }
@@ -183,6 +193,12 @@ export function findProblems(jobs: JobState[], dbNow: Date, limits: CheckLimits)
       problems.push({
         job: j.name, severity: 'critical', kind: 'stuck-owner', since,
         message: `owner ${j.holder} has held generation ${j.generation} since ${since.toISOString()}, longer than --max-hold (${humanMs(limits.maxHoldMs)})`,
+      });
+    }
+    if (j.recentJobChanges >= JOB_CHANGES_WARN) {
+      problems.push({
+        job: j.name, severity: 'warning', kind: 'settings-disagree',
+        message: `its settings changed ${j.recentJobChanges} times within ${humanMs(JOB_CHANGES_WINDOW_MS)} (job-changed events in \`leasejob history\`): hosts or deployments run it with different flags`,
       });
     }
     for (const w of j.openWindows) {

@@ -111,6 +111,11 @@ function openWindowsCell(j: JobState): SafeHtml {
   return markup`${j.openWindows.map((w, i) => markup`${i ? ', ' : ''}<code>${w.window}</code> <span class="outcome-${w.outcome}">${w.outcome}</span> ×${w.attempts}`)}${more > 0 ? markup` <span class="muted">(+${more} more)</span>` : ''}`;
 }
 
+/** A pause: since when, until when, by whom, why. */
+function pauseText(p: NonNullable<JobState['pause']>, now: Date): SafeHtml {
+  return markup`paused ${when(p.since, now)}${p.until ? markup`, until ${when(p.until, now)}` : ', until resumed'}${p.by ? markup` by <code>${p.by}</code>` : ''}${p.reason ? markup`: ${p.reason}` : ''}`;
+}
+
 /** What stands beside the state word: the holder, the overdue window, the pause reason. */
 function stateDetail(j: JobState & JobExtras, now: Date): SafeHtml {
   const parts: SafeHtml[] = [];
@@ -124,7 +129,11 @@ function stateDetail(j: JobState & JobExtras, now: Date): SafeHtml {
     parts.push(
       markup`<div>running on <code>${j.holder}</code> (generation ${j.generation}, expires in ${humanMs(j.expiresInMs)})</div>`,
     );
-  if (j.paused) parts.push(markup`<div>paused${j.pausedReason ? markup`: ${j.pausedReason}` : ''}</div>`);
+  if (j.paused && j.pause) parts.push(markup`<div>${pauseText(j.pause, now)}</div>`);
+  if (j.recentJobChanges > 0)
+    parts.push(
+      markup`<div>settings changed ${j.recentJobChanges}× lately: do its hosts agree? (job-changed events)</div>`,
+    );
   return markup`${parts}`;
 }
 
@@ -230,6 +239,8 @@ ${fact('Due window', j.due ? markup`<code>${j.due.window}</code> scheduled ${whe
 ${fact('Next due', when(d.nextDue, now))}
 ${fact('Last completed', j.lastWindow ? markup`<code>${j.lastWindow}</code> ${when(j.lastCompletedAt, now)}${j.lastDurationMs !== null ? markup`, took ${humanMs(j.lastDurationMs)}` : ''}` : 'never')}
 ${fact('Lease', j.generation === null ? 'never taken' : j.held ? markup`held by <code>${j.holder}</code>, generation ${j.generation}, expires in ${humanMs(j.expiresInMs)}, held for ${humanMs(j.heldForMs)}` : markup`free (last owner <code>${j.owner}</code>, generation ${j.generation})`)}
+${fact('Pause', j.pause ? markup`${j.paused ? '' : 'last '}${pauseText(j.pause, now)}` : 'never paused')}
+${fact('Version', j.version)}
 ${fact('Registered', when(j.createdAt, now))}
 </dl>
 ${windowsSection(d)}

@@ -5,18 +5,15 @@ import { nextTick, parseSchedule, type Schedule } from '../schedule/cron.js';
 import type { HostClock } from '../store/contract.js';
 
 /** Worst first: the order of the summary and of the list. */
-export const JOB_STATES = ['overdue', 'failing', 'running', 'paused', 'healthy'] as const;
+export const JOB_STATES = ['overdue', 'paused', 'failing', 'running', 'healthy'] as const;
 export type JobStateName = (typeof JOB_STATES)[number];
 
 /**
  * Fields other parts of leasejob may add to a job's state: read when present, so that the page
- * shows them as soon as the store reads them (pause and its reason; the count of due
- * occurrences not completed within the alert lookback).
+ * shows them as soon as the store reads them (the count of due occurrences not completed within
+ * the alert lookback).
  */
 export interface JobExtras {
-  paused?: boolean | null;
-  pausedReason?: string | null;
-  pausedAt?: Date | null;
   dueNotCompleted?: number | null;
 }
 
@@ -25,15 +22,16 @@ const FAILED_OUTCOMES = new Set(['failed', 'lost', 'abandoned']);
 
 /**
  * One word for a job: overdue (its due window plus grace not completed: what the alert says),
+ * paused (leasejob pause: an operator's decision, shown over what it may be the answer to),
  * failing (an open window whose last attempt failed, was lost, or was abandoned by a crashed
- * runner), running (a live lease), paused, else healthy. A running job that is also overdue or
- * failing is shown as such, with its holder beside it.
+ * runner), running (a live lease), else healthy. The page shows the holder, the pause and the
+ * overdue window beside the word whatever it is.
  */
 export function stateOf(j: JobState & JobExtras): JobStateName {
   if (j.overdue) return 'overdue';
+  if (j.paused) return 'paused';
   if (j.openWindows.some((w) => FAILED_OUTCOMES.has(w.outcome))) return 'failing';
   if (j.held) return 'running';
-  if (j.paused) return 'paused';
   return 'healthy';
 }
 

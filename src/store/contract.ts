@@ -2,7 +2,8 @@
 // leases live (PostgreSQL for several hosts, SQLite for one). Both implementations keep the same
 // semantics: generation never restarts, completed windows are final, events are gap-free.
 
-export type AcquireOutcome = 'acquired' | 'busy' | 'stale' | 'done' | 'missed';
+/** `paused`: the job is paused (leasejob pause); its occurrence was recorded as skipped, no lease taken. */
+export type AcquireOutcome = 'acquired' | 'busy' | 'stale' | 'done' | 'missed' | 'paused';
 
 export interface AcquireInput {
   job: string;
@@ -29,6 +30,20 @@ export interface AcquireRow {
   holderWindow: string | null;
   expiresAt: Date | null;
   completedAt: Date | null;
+  /**
+   * Set when this run's settings differed from a registered schedule's: the registry now holds
+   * `new` (adopted, version bumped) and a `job-changed` event says so. The runner warns.
+   */
+  jobChanged?: JobChange | undefined;
+}
+
+/** Registry settings as a run sends them (`spec`) and the registry holds them. */
+export type JobSettings = Record<string, string | number | null>;
+
+export interface JobChange {
+  old: JobSettings;
+  new: JobSettings;
+  version: number;
 }
 
 export interface RenewRow {
@@ -144,6 +159,14 @@ export interface JobRow {
   openWindows: Array<{ window: string; attempts: number; outcome: string; generation: number }>;
   /** Every open window of the job, listed or not. */
   openCount: number;
+  /** The job record's version: bumped by every registry change, pause, resume, mark and administrative release. */
+  version: number;
+  /** Paused now, on the store's clock (a pause whose `until` has passed is over). */
+  paused: boolean;
+  /** The latest pause, current or over ([since, until); until null: until resumed). */
+  pause: { since: Date; until: Date | null; reason: string | null; by: string | null } | null;
+  /** job-changed events within the last JOB_CHANGES_WINDOW_MS: hosts disagreeing on the settings. */
+  recentJobChanges: number;
 }
 
 export interface HistoryEvent {
@@ -187,6 +210,57 @@ export interface HostClock {
   uncertaintyMs: number;
 }
 
+/** Who made an operator write and the version it read (compare-and-set; undefined: the current one, read in the same statement). */
+export interface OperatorWrite {
+  job: string;
+  expectVersion?: number | undefined;
+  /** user@host of the operator. */
+  by: string;
+  hostTime: Date;
+}
+
+/**
+ * What an operator write did. `unknown`: no such job; `conflict`: the version was not the one
+ * expected; `busy`: a live owner holds the lease (of that window, for mark); `noop`: nothing to
+ * change; `bad-until`: the pause would already be over on the store's clock; `done`: written,
+ * `version` is the new one and `seq` the event recording it. Nothing is written but on `done`.
+ */
+export interface OperatorResult {
+  status: 'unknown' | 'conflict' | 'busy' | 'noop' | 'bad-until' | 'done';
+  version: number | null;
+  seq: string | null;
+  dbNow: Date;
+  holder?: string | null;
+  holderGeneration?: string | null;
+  holderWindow?: string | null;
+  /** release: the holder still renews (a live owner, not a stale one). */
+  live?: boolean;
+  pausedUntil?: Date | null;
+  previousOutcome?: string | null;
+}
+
+export interface PauseInput extends OperatorWrite {
+  reason?: string | undefined;
+  /** An instant, or a span from now on the store's clock; neither: until resumed. */
+  until?: Date | undefined;
+  untilMs?: number | undefined;
+}
+
+export interface MarkInput extends OperatorWrite {
+  window: string;
+  outcome: 'completed' | 'skipped';
+  reason?: string | undefined;
+}
+
+export interface ReleaseInput extends OperatorWrite {
+  /** Release a live holder too (its child is stopped at its next renewal). */
+  force: boolean;
+}
+
+/** The span within which job-changed events count as hosts disagreeing (check warns at JOB_CHANGES_WARN). */
+export const JOB_CHANGES_WINDOW_MS = 3_600_000;
+export const JOB_CHANGES_WARN = 3;
+
 export interface LeaseStore {
   readonly kind: 'postgresql' | 'sqlite';
   /** Where the state lives, for logs and status (never a password). */
@@ -225,6 +299,14 @@ export interface LeaseStore {
 
   /** Administrative release: expire now, keep the generation. */
   release(job: string, hostTime: Date): Promise<{ owner: string; generation: string } | undefined>;
+  /** Pause the job (or change its pause's reason and end): compare-and-set on its version. */
+  pause(i: PauseInput): Promise<OperatorResult>;
+  /** End the job's pause now: compare-and-set on its version. */
+  resume(i: OperatorWrite): Promise<OperatorResult>;
+  /** A window handled by hand: final from now on (a run skips it); refused while a live owner holds it. */
+  mark(i: MarkInput): Promise<OperatorResult>;
+  /** Administrative release with compare-and-set; a live holder only with `force`. */
+  releaseLease(i: ReleaseInput): Promise<OperatorResult>;
   /** Every registered job (or one), on the store's clock. */
   readJobRows(name?: string): Promise<{ dbNow: Date; rows: JobRow[] }>;
   /** The distinct schedule keys of window-from-schedule jobs (or of the one named), on the store's clock. */

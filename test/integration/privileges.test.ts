@@ -112,9 +112,22 @@ describe('least privilege', () => {
     expect(r.all).not.toContain(password);
     expect(await admin.rows(`SELECT 1 FROM ${schema}.leases WHERE name = 'priv-held' AND expires_at > now()`)).toHaveLength(1);
     // The owner can.
-    const owner = await runCli(['release', '--database-url', admin.url, '--schema', schema, '--name', 'priv-held']);
+    const owner = await runCli(['release', '--database-url', admin.url, '--schema', schema, '--name', 'priv-held', '--force']);
     expect(owner.exitCode, owner.all).toBe(0);
     await hold;
+  });
+
+  it('pause, resume and mark under the runner role: exit 69 saying to run them as the schema owner; nothing written', async () => {
+    const ran = await runCli(['run', '--database-url', runnerUrl, '--schema', schema, '--name', 'priv-op', '--window', 'w', '--', process.execPath, '-e', '']);
+    expect(ran.exitCode, ran.all).toBe(0);
+    const before = await admin.rows(`SELECT version, paused_at FROM ${schema}.jobs WHERE name = 'priv-op'`);
+    for (const args of [['pause', '--reason', 'x'], ['resume'], ['mark', '--window', 'w2', '--done']]) {
+      const r = await runCli([args[0]!, '--database-url', runnerUrl, '--schema', schema, '--name', 'priv-op', ...args.slice(1)]);
+      expect(r.exitCode, r.all).toBe(69);
+      expect(r.stderr.trim()).toMatch(/^leasejob: permission denied on .*; pause, resume, mark and release change the job outside the runners' rules, so run them as the schema owner/);
+      expect(r.all).not.toContain(password);
+    }
+    expect(await admin.rows(`SELECT version, paused_at FROM ${schema}.jobs WHERE name = 'priv-op'`)).toEqual(before);
   });
 
   it('--grant-to a role that does not exist: exit 69, says so, nothing applied', async () => {

@@ -338,7 +338,7 @@ describe('what the child started goes with it', () => {
     const p = startCli(['run', ...base('gc-lost'), '--window', 'w', '--ttl', '3s', '--kill-grace', '1s',
       '--', process.execPath, fixture('spawn-grandchild.mjs'), pidFile, 'ignore-sigterm']);
     await waitFor('grandchild ready', published(pidFile));
-    const released = await runCli(['release', '--database-url', db.url, '--schema', db.schema, '--name', 'gc-lost']);
+    const released = await runCli(['release', '--database-url', db.url, '--schema', db.schema, '--name', 'gc-lost', '--force']);
     expect(released.exitCode, released.all).toBe(0);
     const r = await p;
     expect(r.exitCode, r.all).toBe(75);

@@ -53,19 +53,19 @@ describe('sql/sqlite: the embedded store schema as numbered files', () => {
     expect(sha, 'sql/sqlite/001_init.sql was edited; put the change in the next numbered file').toBe('6b399fccbe9f8e3bdb8b06c3f8d5c4692d633f71543c52dcb4c6677d8d055a6d');
   });
 
-  it('a new state file gets exactly the schema the built-in string made, at version 1', () => {
+  it('a new state file gets exactly the schema the built-in string made, upgraded by the numbered files after 001', () => {
     const dir = newDir();
     const store = SqliteStore.open(path.join(dir, 'new.db'));
     void store.close();
     oldCodePathFile(path.join(dir, 'old.db'));
+    void SqliteStore.open(path.join(dir, 'old.db')).close();
     expect(schemaOf(path.join(dir, 'new.db'))).toEqual(schemaOf(path.join(dir, 'old.db')));
-    expect(schemaOf(path.join(dir, 'new.db')).version).toBe(1);
+    expect(schemaOf(path.join(dir, 'new.db')).version).toBe(listSqliteSchema().at(-1)!.version);
   });
 
-  it('a version-1 file made by the old code path opens, keeps its windows, runs, and stays at version 1', async () => {
+  it('a version-1 file made by the old code path opens, keeps its windows, runs, and is upgraded once', async () => {
     const file = path.join(newDir(), 'v1.db');
     oldCodePathFile(file);
-    const before = schemaOf(file);
     const store = SqliteStore.open(file);
     expect(await runOnce(store, 'a')).toBe('completed');
     await store.close();
@@ -74,7 +74,9 @@ describe('sql/sqlite: the embedded store schema as numbered files', () => {
     expect(await runOnce(again, 'b')).toBe('completed');
     expect((await again.readJobRows('j')).rows[0]).toMatchObject({ name: 'j', lastWindow: 'b' });
     await again.close();
-    expect(schemaOf(file)).toEqual(before);
+    const fresh = path.join(newDir(), 'fresh.db');
+    void SqliteStore.open(fresh).close();
+    expect(schemaOf(file)).toEqual(schemaOf(fresh));
   });
 
   it('a newer numbered file upgrades a file on a host in order, in one transaction; a failing step changes nothing', async () => {
@@ -86,16 +88,19 @@ describe('sql/sqlite: the embedded store schema as numbered files', () => {
     expect(await runOnce(store, 'a')).toBe('completed');
     await store.close();
 
-    writeFileSync(path.join(schemaDir, '002_note.sql'), 'ALTER TABLE jobs ADD COLUMN note TEXT;\n');
-    writeFileSync(path.join(schemaDir, '003_broken.sql'), "UPDATE jobs SET note = 'set by 003';\nCREATE TABLE jobs (x INTEGER);\n");
+    // The two files after the newest shipped one.
+    const at = listSqliteSchema().at(-1)!.version;
+    const num = (n: number): string => String(n).padStart(3, '0');
+    writeFileSync(path.join(schemaDir, `${num(at + 1)}_note.sql`), 'ALTER TABLE jobs ADD COLUMN note TEXT;\n');
+    writeFileSync(path.join(schemaDir, `${num(at + 2)}_broken.sql`), "UPDATE jobs SET note = 'set by 003';\nCREATE TABLE jobs (x INTEGER);\n");
     const db = new Database(file);
     expect(() => migrateSqlite(db, schemaDir)).toThrow(/already exists/);
-    expect(db.pragma('user_version', { simple: true })).toBe(1);
+    expect(db.pragma('user_version', { simple: true })).toBe(at);
     expect((db.prepare('SELECT * FROM jobs').all() as Array<Record<string, unknown>>)[0]).not.toHaveProperty('note');
 
-    writeFileSync(path.join(schemaDir, '003_broken.sql'), "UPDATE jobs SET note = 'set by 003';\n");
+    writeFileSync(path.join(schemaDir, `${num(at + 2)}_broken.sql`), "UPDATE jobs SET note = 'set by 003';\n");
     migrateSqlite(db, schemaDir);
-    expect(db.pragma('user_version', { simple: true })).toBe(3);
+    expect(db.pragma('user_version', { simple: true })).toBe(at + 2);
     expect(db.prepare('SELECT name, note FROM jobs').all()).toEqual([{ name: 'j', note: 'set by 003' }]);
     migrateSqlite(db, schemaDir); // at the newest: nothing applied again
     expect(db.prepare('SELECT count(*) AS n FROM windows').get()).toEqual({ n: 1 });

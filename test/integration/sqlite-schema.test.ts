@@ -32,11 +32,11 @@ describe('embedded store schema', () => {
 
     const check = new Database(file, { readonly: true });
     try {
-      expect(check.pragma('user_version', { simple: true })).toBe(1);
+      expect(check.pragma('user_version', { simple: true })).toBe(2);
       expect(check.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'windows_last_completed'").get()).toBeDefined();
       // The store's own query (status, check, the exporter): the last completed window of each
       // job comes from the index, without a sort per job.
-      const steps = check.prepare(`EXPLAIN QUERY PLAN ${JOB_ROWS_SQL}`).all(null, null) as Array<{ id: number; parent: number; detail: string }>;
+      const steps = check.prepare(`EXPLAIN QUERY PLAN ${JOB_ROWS_SQL}`).all({ name: null, since: 0 }) as Array<{ id: number; parent: number; detail: string }>;
       const last = steps.find((r) => /SCALAR SUBQUERY/.test(r.detail) && steps.some((c) => c.parent === r.id && /^SEARCH \w+ USING INDEX windows_last_completed/.test(c.detail)));
       expect(last, steps.map((r) => `${r.id}<${r.parent} ${r.detail}`).join('\n')).toBeDefined();
       expect(steps.filter((c) => c.parent === last!.id).map((c) => c.detail).join('\n')).not.toMatch(/TEMP B-TREE/);

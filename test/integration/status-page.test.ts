@@ -24,6 +24,7 @@ const HOSTILE = '<img src=x onerror=alert(1)>';
 const HOSTILE_WINDOW = '"><script>alert(2)</script>';
 const HOSTILE_HOST = '<svg onload=alert(3)>';
 const HOSTILE_DETAIL = '</pre><script>alert(4)</script>';
+const HOSTILE_REASON = '<iframe src=javascript:alert(5)>';
 const BULK = 10_000;
 const NEEDLE = 'needle-in-the-haystack';
 
@@ -113,6 +114,22 @@ describe.skipIf(!haveChromium)('status page in chromium', () => {
       `INSERT INTO ${db.schema}.hosts (host, offset_ms, uncertainty_ms) VALUES ($1, 2500, 4), ('calm-host', -3, 1)`,
       [HOSTILE_HOST],
     );
+    // Paused by an operator, with a hostile reason.
+    const once = await runCli([
+      'run',
+      ...conn(),
+      '--name',
+      'paused-job',
+      '--window',
+      'w1',
+      '--',
+      process.execPath,
+      fixture('exit-with.mjs'),
+      '0',
+    ]);
+    expect(once.exitCode, once.all).toBe(0);
+    const paused = await runCli(['pause', ...conn(), '--name', 'paused-job', '--reason', HOSTILE_REASON]);
+    expect(paused.exitCode, paused.all).toBe(0);
     // Running: holds its lease until the test lets it go.
     running = startCli([
       'run',
@@ -173,6 +190,7 @@ describe.skipIf(!haveChromium)('status page in chromium', () => {
     ).toMatch(/overdue since/);
     expect(await stateOf(HOSTILE).innerText()).toBe('FAILING');
     expect(await stateOf('long-runner').innerText()).toBe('RUNNING');
+    expect(await stateOf('paused-job').innerText()).toBe('PAUSED');
     expect(
       await page
         .locator('#jobs tbody tr', { has: page.getByRole('link', { name: 'long-runner', exact: true }) })
@@ -180,10 +198,10 @@ describe.skipIf(!haveChromium)('status page in chromium', () => {
     ).toMatch(/running on \S+:\d+:\w+/);
     // Summary counts, and 100 rows of the 10,003 jobs on the first page.
     expect(await page.locator('.summary').innerText()).toMatch(
-      /all 10003[\s\S]*overdue 1[\s\S]*failing 1[\s\S]*running 1[\s\S]*healthy 10000/,
+      /all 10004[\s\S]*overdue 1[\s\S]*paused 1[\s\S]*failing 1[\s\S]*running 1[\s\S]*healthy 10000/,
     );
     expect(await page.locator('#jobs tbody tr').count()).toBe(100);
-    expect(await page.locator('#shown').innerText()).toBe('Jobs 1-100 of 10003');
+    expect(await page.locator('#shown').innerText()).toBe('Jobs 1-100 of 10004');
     await page.screenshot({ path: path.join(SHOTS, 'status-list.png'), fullPage: false });
     await page.close();
   });
@@ -198,6 +216,12 @@ describe.skipIf(!haveChromium)('status page in chromium', () => {
     // The worst-off host first: the one 2.5 s away.
     expect(await page.locator('#hosts tbody tr').first().innerText()).toMatch(/\+2500 ms/);
     expect(await page.locator('body img, body script, body svg').count()).toBe(0);
+    await page.goto(`${base()}/?state=paused`);
+    const pausedRow = await page.locator('#jobs tbody tr').innerText();
+    expect(pausedRow).toContain('until resumed by ');
+    expect(pausedRow).toContain(`: ${HOSTILE_REASON}`);
+    expect(await page.locator('body iframe').count()).toBe(0);
+    await page.goto(`${base()}/?state=failing`);
     await link.click();
     await page.waitForURL(/\/job\?name=/);
     expect(await page.locator('#job-name').innerText()).toBe(HOSTILE);
@@ -236,13 +260,13 @@ describe.skipIf(!haveChromium)('status page in chromium', () => {
     await Promise.all([page.waitForURL(/q=HAYSTACK/), page.getByRole('button', { name: 'Search' }).click()]);
     expect(await page.locator('#jobs tbody tr').count()).toBe(1);
     expect(await page.locator('#jobs tbody tr').getByRole('link').innerText()).toBe(NEEDLE);
-    expect(await page.locator('#shown').innerText()).toBe('Jobs 1-1 of 1 matching (10003 in all)');
+    expect(await page.locator('#shown').innerText()).toBe('Jobs 1-1 of 1 matching (10004 in all)');
     expect(await page.locator('#jobs tbody tr').innerText()).toMatch(/HEALTHY[\s\S]*\*\/15 \* \* \* \* Europe\/Berlin/);
 
     await page.goto(`${base()}/?q=bulk-`);
-    expect(await page.locator('#shown').innerText()).toBe('Jobs 1-100 of 9999 matching (10003 in all)');
+    expect(await page.locator('#shown').innerText()).toBe('Jobs 1-100 of 9999 matching (10004 in all)');
     await Promise.all([page.waitForURL(/page=2/), page.getByRole('link', { name: 'next →' }).click()]);
-    expect(await page.locator('#shown').innerText()).toBe('Jobs 101-200 of 9999 matching (10003 in all)');
+    expect(await page.locator('#shown').innerText()).toBe('Jobs 101-200 of 9999 matching (10004 in all)');
     expect(await page.locator('#jobs tbody tr').first().getByRole('link').innerText()).toBe('bulk-00101');
     expect(await page.locator('.pager').innerText()).toContain('page 2 of 100');
     await page.close();

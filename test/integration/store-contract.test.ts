@@ -11,6 +11,7 @@ import { SqliteStore } from '../../src/store/sqlite/store.js';
 import type { AcquireInput, AcquireRow, LeaseStore } from '../../src/store/contract.js';
 import { testDb } from '../helpers/db.js';
 import { tempDirs } from '../helpers/temp.js';
+import { waitFor } from '../helpers/wait.js';
 
 // Registered first, so the directories are removed after the stores are closed.
 const freshDir = tempDirs('leasejob-contract-');
@@ -351,5 +352,102 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     const { jobs } = await readJobStates(s, 'e');
     expect(jobs[0]).toMatchObject({ name: 'e', schedule: '0 * * * *', generation: '3', held: false, lastWindow: 'c', openWindows: [] });
     expect(jobs[0]!.lastDurationMs).toBeGreaterThanOrEqual(0);
+  });
+
+  // Versions, not last-write-wins (seed 003; sql/012_versions_pause_mark.sql).
+  const scheduled = { schedule: '* * * * *', tz: 'UTC', window_mode: 'schedule', window_format: null, window_offset: null, max_delay_ms: null, alert_after_ms: null };
+  const manual = { schedule: null, tz: 'UTC', window_mode: 'literal', window_format: null, window_offset: null, max_delay_ms: null, alert_after_ms: null };
+  const op = { by: 'ops@console', hostTime: new Date() };
+  const job = async (s: LeaseStore, name: string) => (await s.readJobRows(name)).rows[0]!;
+
+  it('registry: a manual run never erases a registered schedule; a differing schedule is adopted, bumps the version and is a job-changed event', async () => {
+    const s = await make();
+    const first = await s.acquire({ ...base, job: 'reg', window: 'w1', spec: scheduled });
+    expect(first.jobChanged).toBeUndefined();
+    await s.finish({ job: 'reg', owner: base.owner, generation: first.generation!, window: 'w1', outcome: 'completed', hostTime: new Date() });
+    expect(await job(s, 'reg')).toMatchObject({ schedule: '* * * * *', windowMode: 'schedule', version: 1 });
+    const m = await s.acquire({ ...base, job: 'reg', window: 'manual-test', spec: manual });
+    expect(m.jobChanged).toBeUndefined();
+    await s.finish({ job: 'reg', owner: base.owner, generation: m.generation!, window: 'manual-test', outcome: 'completed', hostTime: new Date() });
+    expect(await job(s, 'reg')).toMatchObject({ schedule: '* * * * *', windowMode: 'schedule', version: 1 });
+    const other = await s.acquire({ ...base, owner: 'host-b:2:bbbb', job: 'reg', window: 'w2', spec: { ...scheduled, schedule: '*/5 * * * *' } });
+    expect(other.jobChanged).toMatchObject({ old: { schedule: '* * * * *' }, new: { schedule: '*/5 * * * *' }, version: 2 });
+    expect(await job(s, 'reg')).toMatchObject({ schedule: '*/5 * * * *', version: 2, recentJobChanges: 1 });
+    const changed = (await s.readHistory('reg', 100)).filter((e) => e.kind === 'job-changed');
+    expect(changed).toHaveLength(1);
+    expect(changed[0]).toMatchObject({ host: 'host-b', owner: 'host-b:2:bbbb', detail: { old: { schedule: '* * * * *' }, new: { schedule: '*/5 * * * *' }, version: 2 } });
+  });
+
+  it('pause and resume: compare-and-set on the version, each an event; a paused job records its occurrence skipped (final) and takes no lease', async () => {
+    const s = await make();
+    await runWithLease(s, { name: 'p', ttlMs: 3_000, killGraceMs: 500, window: { key: 'k0' }, spec: scheduled }, async () => 0, silentLogger);
+    const v = (await job(s, 'p')).version;
+    expect(await s.pause({ ...op, job: 'p', expectVersion: v + 1, reason: 'stale' })).toMatchObject({ status: 'conflict', version: v, seq: null });
+    expect(await job(s, 'p')).toMatchObject({ paused: false, version: v });
+    expect(await s.pause({ ...op, job: 'nope', reason: 'x' })).toMatchObject({ status: 'unknown' });
+    expect(await s.pause({ ...op, job: 'p', expectVersion: v, until: new Date(Date.now() - 60_000) })).toMatchObject({ status: 'bad-until', version: v });
+    const paused = await s.pause({ ...op, job: 'p', expectVersion: v, reason: 'db maintenance' });
+    expect(paused).toMatchObject({ status: 'done', version: v + 1, pausedUntil: null });
+    expect(await job(s, 'p')).toMatchObject({ paused: true, version: v + 1, pause: { reason: 'db maintenance', by: 'ops@console', until: null } });
+    const history = await s.readHistory('p', 100);
+    expect(history.at(-1)).toMatchObject({ seq: paused.seq, kind: 'paused', detail: { reason: 'db maintenance', by: 'ops@console', version: v + 1 } });
+
+    const skipped = await s.acquire({ ...base, job: 'p', window: 'k1', spec: scheduled });
+    expect(skipped).toMatchObject({ outcome: 'paused', generation: null });
+    expect(await job(s, 'p')).toMatchObject({ held: false, generation: '1', openWindows: [], lastWindow: 'k1' });
+    expect((await s.readHistory('p', 1))[0]).toMatchObject({ kind: 'paused-skip', window: 'k1', detail: { reason: 'db maintenance' } });
+    // Final: a run of that occurrence after the pause skips it as done.
+    expect(await s.resume({ ...op, job: 'p', expectVersion: v })).toMatchObject({ status: 'conflict', version: v + 1 });
+    const resumed = await s.resume({ ...op, job: 'p' });
+    expect(resumed).toMatchObject({ status: 'done', version: v + 2 });
+    expect(await s.resume({ ...op, job: 'p' })).toMatchObject({ status: 'noop', version: v + 2 });
+    expect(await job(s, 'p')).toMatchObject({ paused: false, pause: { reason: 'db maintenance' } });
+    expect(await s.acquire({ ...base, job: 'p', window: 'k1', spec: scheduled })).toMatchObject({ outcome: 'done' });
+    expect(await s.acquire({ ...base, job: 'p', window: 'k2', spec: scheduled })).toMatchObject({ outcome: 'acquired' });
+  });
+
+  it('a pause with an end is over by itself on the store clock', async () => {
+    const s = await make();
+    await s.acquire({ ...base, job: 'pu', spec: scheduled });
+    await s.release('pu', new Date());
+    expect(await s.pause({ ...op, job: 'pu', untilMs: 1_000 })).toMatchObject({ status: 'done' });
+    expect(await job(s, 'pu')).toMatchObject({ paused: true });
+    expect(await s.acquire({ ...base, job: 'pu', window: 'a', spec: scheduled })).toMatchObject({ outcome: 'paused' });
+    await waitFor('the pause to end on the store clock', async () => !(await job(s, 'pu')).paused);
+    expect(await s.acquire({ ...base, job: 'pu', window: 'b', spec: scheduled })).toMatchObject({ outcome: 'acquired' });
+  });
+
+  it('mark: refused while a live owner runs that window; otherwise final (a run skips it), an event, a version', async () => {
+    const s = await make();
+    const held = await s.acquire({ ...base, job: 'mk', window: 'w1', ttlMs: 30_000, spec: manual });
+    const v = (await job(s, 'mk')).version;
+    expect(await s.mark({ ...op, job: 'mk', window: 'w1', outcome: 'completed' })).toMatchObject({ status: 'busy', holder: base.owner, holderGeneration: held.generation, version: v });
+    expect(await job(s, 'mk')).toMatchObject({ version: v, openWindows: [{ window: 'w1', outcome: 'running' }] });
+    const other = await s.mark({ ...op, job: 'mk', window: 'w2', outcome: 'skipped', reason: 'holiday' });
+    expect(other).toMatchObject({ status: 'done', version: v + 1, previousOutcome: null });
+    expect(await s.mark({ ...op, job: 'mk', window: 'w3', outcome: 'completed', expectVersion: v })).toMatchObject({ status: 'conflict', version: v + 1 });
+    await s.finish({ job: 'mk', owner: base.owner, generation: held.generation!, window: 'w1', outcome: 'failed', exitCode: 1, hostTime: new Date() });
+    const fixed = await s.mark({ ...op, job: 'mk', window: 'w1', outcome: 'completed', reason: 'fixed by hand' });
+    expect(fixed).toMatchObject({ status: 'done', version: v + 2, previousOutcome: 'failed' });
+    expect((await s.readHistory('mk', 1))[0]).toMatchObject({ seq: fixed.seq, kind: 'window-marked', window: 'w1', detail: { outcome: 'completed', reason: 'fixed by hand', previous_outcome: 'failed' } });
+    expect(await job(s, 'mk')).toMatchObject({ openWindows: [] });
+    expect(await s.acquire({ ...base, job: 'mk', window: 'w1', spec: manual })).toMatchObject({ outcome: 'done' });
+    expect(await s.acquire({ ...base, job: 'mk', window: 'w2', spec: manual })).toMatchObject({ outcome: 'done' });
+  });
+
+  it('releaseLease: a live holder only with force; a lease not held is nothing to do; compare-and-set', async () => {
+    const s = await make();
+    const held = await s.acquire({ ...base, job: 'rl', window: 'w', ttlMs: 30_000, renewIntervalMs: 10_000, spec: manual });
+    const v = (await job(s, 'rl')).version;
+    expect(await s.releaseLease({ ...op, job: 'rl', force: false })).toMatchObject({ status: 'busy', live: true, holder: base.owner, holderWindow: 'w', version: v });
+    expect(await job(s, 'rl')).toMatchObject({ held: true });
+    expect(await s.releaseLease({ ...op, job: 'rl', force: true, expectVersion: v + 5 })).toMatchObject({ status: 'conflict', version: v });
+    const r = await s.releaseLease({ ...op, job: 'rl', force: true, expectVersion: v });
+    expect(r).toMatchObject({ status: 'done', live: true, version: v + 1, holderGeneration: held.generation });
+    expect(await job(s, 'rl')).toMatchObject({ held: false });
+    expect((await s.readHistory('rl', 1))[0]).toMatchObject({ seq: r.seq, kind: 'released', detail: { by: 'admin', operator: 'ops@console', forced: true } });
+    expect(await s.releaseLease({ ...op, job: 'rl', force: false })).toMatchObject({ status: 'noop', version: v + 1 });
+    // The owner's finish is not held: its outcome is not recorded.
+    expect(await s.finish({ job: 'rl', owner: base.owner, generation: held.generation!, window: 'w', outcome: 'completed', hostTime: new Date() })).toMatchObject({ held: false });
   });
 });

@@ -5,7 +5,7 @@ import { escapeHtml, markup } from '../../src/monitor/status-html.js';
 import type { JobState } from '../../src/monitor/job-states.js';
 import { listView, parseListQuery, stateOf } from '../../src/monitor/status-view.js';
 
-const job = (over: Partial<JobState> & { paused?: boolean } = {}): JobState => ({
+const job = (over: Partial<JobState> = {}): JobState => ({
   name: 'j',
   schedule: null,
   tz: null,
@@ -28,6 +28,10 @@ const job = (over: Partial<JobState> & { paused?: boolean } = {}): JobState => (
   due: undefined,
   overdue: false,
   intervalMs: null,
+  version: 1,
+  paused: false,
+  pause: null,
+  recentJobChanges: 0,
   ...over,
 });
 
@@ -50,7 +54,7 @@ describe('escaping', () => {
 });
 
 describe('view model', () => {
-  it('judges a job worst first: overdue, failing, running, paused, healthy', () => {
+  it('judges a job worst first: overdue, paused, failing, running, healthy', () => {
     const failed = [{ window: 'w', attempts: 1, outcome: 'failed', generation: 1 }];
     expect(stateOf(job({ overdue: true, held: true, openWindows: failed }))).toBe('overdue');
     expect(stateOf(job({ held: true, openWindows: failed }))).toBe('failing');
@@ -60,7 +64,7 @@ describe('view model', () => {
     expect(
       stateOf(job({ held: true, openWindows: [{ window: 'w', attempts: 1, outcome: 'running', generation: 1 }] })),
     ).toBe('running');
-    expect(stateOf(job({ paused: true } as Partial<JobState>))).toBe('paused');
+    expect(stateOf(job({ paused: true, held: true, openWindows: failed }))).toBe('paused');
     expect(stateOf(job({ openWindows: [{ window: 'w', attempts: 1, outcome: 'missed', generation: 1 }] }))).toBe(
       'healthy',
     );
@@ -90,7 +94,7 @@ describe('view model', () => {
       job({ name: 'd', held: true }),
     ];
     const v = listView(new Date(0), jobs, [], { q: '', state: '', page: 9, per: 2 });
-    expect(v.counts).toEqual({ overdue: 1, failing: 0, running: 1, paused: 0, healthy: 2 });
+    expect(v.counts).toEqual({ overdue: 1, paused: 0, failing: 0, running: 1, healthy: 2 });
     expect(v.pages).toBe(2);
     expect(v.query.page).toBe(2);
     expect(v.items.map((i) => i.job.name)).toEqual(['a', 'c']);

@@ -1,4 +1,4 @@
-// `leasejob migrate` and `leasejob release`, and the store lifecycle every command shares.
+// `leasejob migrate`, and the store lifecycle every command shares (the operator writes are in operator.ts).
 import { passwordFileWarnings } from '../../store/postgres/connection.js';
 import { classifyDbError } from '../../store/postgres/db-errors.js';
 import { MAX_TIMER_MS, parseDuration } from '../../schedule/duration.js';
@@ -6,7 +6,7 @@ import { DatabaseError, UsageError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import { createLogger } from '../../log.js';
 import { resolveLogLevel } from '../log-level.js';
-import { validateName, validateRole } from '../../names.js';
+import { validateRole } from '../../names.js';
 import { chooseStore, openStore, type StoreChoice, type StoreFlags } from '../../store/choice.js';
 import type { LeaseStore } from '../../store/contract.js';
 
@@ -77,19 +77,6 @@ export async function migrateCommand(flags: DbFlags & { grantTo?: string[]; lock
     for (const role of grantTo) log.info({ schema: choice.schema, role }, 'runner role granted');
     return 0;
   }, { createStore: true, permissionHint: 'migrate creates and replaces the schema\'s tables and functions, so run it as the schema\'s owner (or a role that may create schemas in this database), and give runner roles --grant-to' });
-}
-
-export async function releaseCommand(flags: DbFlags & { name?: string }): Promise<number> {
-  const name = validateName(flags.name);
-  // A runner role is refused by design, and --grant-to would not change that.
-  const permissionHint = 'release ends a lease outside the runners\' rules, so run it as the schema owner (the role that ran `leasejob migrate`), not a runner role';
-  return withStore(flags, async (store, log) => {
-    const r = await store.release(name, new Date());
-    if (r) log.info({ job: name, owner: r.owner, generation: r.generation }, 'lease released');
-    else if ((await store.readJobRows(name)).rows.length === 0) throw unknownJob(name, store.location);
-    else log.info({ job: name }, 'lease not held, nothing to release');
-    return 0;
-  }, { permissionHint });
 }
 
 /** A --name that matches no job is a typo until shown otherwise: exit 64, as status and check do. */

@@ -28,7 +28,7 @@ function statusRow(j: JobState): string[] {
     j.lastWindow ?? '-',
     j.lastCompletedAt ? j.lastCompletedAt.toISOString() : '-',
     open || '-',
-    j.overdue ? `OVERDUE ${j.due?.window}` : j.due ? 'ok' : '-',
+    j.paused ? `paused${j.pause?.until ? ` until ${j.pause.until.toISOString()}` : ''}` : j.overdue ? `OVERDUE ${j.due?.window}` : j.due ? 'ok' : '-',
   ];
 }
 
@@ -107,8 +107,10 @@ async function check(flags: DbFlags & { name?: string; all?: boolean; maxHold?: 
     const schema = await checkSchemaVersion(store, log);
     if (name !== undefined && jobs.length === 0) throw unknownJob(name, store.location);
     const problems = findProblems(jobs, dbNow, { maxHoldMs, maxAttempts });
-    if (flags.json) out(JSON.stringify({ dbNow, jobs: jobs.length, problems, ...(schema ? { schemaVersion: schema.version, knownSchemaVersion: schema.known } : {}) }, null, 2) + '\n');
-    else if (problems.length === 0) out(`OK: ${jobs.length} job(s) healthy\n`);
+    // Paused jobs are not problems (an operator said so), but a monitor should show them.
+    const paused = jobs.filter((j) => j.paused && j.pause).map((j) => ({ job: j.name, reason: j.pause!.reason, since: j.pause!.since, until: j.pause!.until, by: j.pause!.by, version: j.version }));
+    if (flags.json) out(JSON.stringify({ dbNow, jobs: jobs.length, problems, paused, ...(schema ? { schemaVersion: schema.version, knownSchemaVersion: schema.known } : {}) }, null, 2) + '\n');
+    else if (problems.length === 0) out(`OK: ${jobs.length} job(s) healthy${paused.length ? `, ${paused.length} paused` : ''}\n`);
     else for (const p of problems) out(`${p.severity.toUpperCase()} ${p.job}: ${p.kind}: ${p.message}\n`);
     if (problems.some((p) => p.severity === 'critical')) return 2;
     return problems.length ? 1 : 0;

@@ -10,10 +10,11 @@ import { noAnswerWithin, wasRolledBack } from './db-errors.js';
 import { quoteIdent } from '../../names.js';
 import { driverTls } from './tls.js';
 import type {
-  AcquireInput, AcquireRow, AdoptInput, ClaimWindowInput, ClaimWindowRow, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore,
-  RecordEventInput, RecordMissedInput, RenewRow, ScheduleKey, WindowRow, WindowStates,
+  AcquireInput, AcquireRow, AdoptInput, ClaimWindowInput, ClaimWindowRow, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobChange,
+  JobRow, LeaseStore, MarkInput, OperatorResult, OperatorWrite, PauseInput, RecordEventInput, RecordMissedInput, ReleaseInput, RenewRow,
+  ScheduleKey, WindowRow, WindowStates,
 } from '../contract.js';
-import { ACQUIRE_LOCK_TIMEOUT_MS, EVENT_TIMEOUT_MS } from '../contract.js';
+import { ACQUIRE_LOCK_TIMEOUT_MS, EVENT_TIMEOUT_MS, JOB_CHANGES_WINDOW_MS } from '../contract.js';
 
 export interface PoolOptions {
   /**
@@ -112,6 +113,20 @@ function notSent(err: unknown): unknown {
 }
 
 
+/** A server notice (pg's NoticeMessage, of which only these fields are read). */
+interface Notice {
+  message?: string | undefined;
+  detail?: string | undefined;
+}
+
+/** The fields every operator function answers. */
+function operatorRow(r: Record<string, unknown>): OperatorResult {
+  return {
+    status: r.status as OperatorResult['status'], version: r.version === null ? null : Number(r.version),
+    seq: r.seq === null ? null : String(r.seq), dbNow: r.db_now as Date,
+  };
+}
+
 /** How often a statement the server rolled back (40001, 40P01) is sent in all, at most. */
 const ROLLBACK_TRIES = 8;
 /** The longest random pause before sending it again. */
@@ -147,13 +162,13 @@ export class PgStore implements LeaseStore {
    * connection came too late is never sent (that connection goes back to the pool). The error
    * says what did not answer. 0: no bound (migrations).
    */
-  private async query(text: string, values: unknown[] | ((leftMs: number) => unknown[]), timeoutMs = this.readTimeoutMs): Promise<pg.QueryResult> {
+  private async query(text: string, values: unknown[] | ((leftMs: number) => unknown[]), timeoutMs = this.readTimeoutMs, notices?: Notice[]): Promise<pg.QueryResult> {
     if (!(timeoutMs > 0)) return this.pool.query(text, typeof values === 'function' ? values(Infinity) : values);
     const started = monoNow();
     for (let tries = 1; ; tries++) {
       try {
         const left = timeoutMs - (monoNow() - started);
-        return await this.queryOnce(text, typeof values === 'function' ? values(left) : values, timeoutMs, started);
+        return await this.queryOnce(text, typeof values === 'function' ? values(left) : values, timeoutMs, started, notices);
       } catch (err) {
         // Rolled back whole (every statement here is its own transaction): nothing of it
         // happened, so it is sent again, after a random pause that lets contenders spread out.
@@ -171,10 +186,18 @@ export class PgStore implements LeaseStore {
   }
 
   /** One try of query(), within what is left of `timeoutMs` since `started`. */
-  private async queryOnce(text: string, values: unknown[], timeoutMs: number, started: number): Promise<pg.QueryResult> {
+  private async queryOnce(text: string, values: unknown[], timeoutMs: number, started: number, notices?: Notice[]): Promise<pg.QueryResult> {
     const client = await this.connectWithin(timeoutMs - (monoNow() - started), timeoutMs).catch((err: unknown) => {
       throw notSent(err);
     });
+    // The server's notices during this statement (register_job's job-changed), when asked for.
+    const onNotice = (n: Notice): void => {
+      notices?.push(n);
+    };
+    if (notices) client.on('notice', onNotice);
+    const unlisten = (): void => {
+      if (notices) client.removeListener('notice', onNotice);
+    };
     const left = Math.max(1, Math.ceil(timeoutMs - (monoNow() - started)));
     // As pool.query does. A checked-out client is not watched by the pool: an error it emits
     // (its server restarting) would be thrown at the top of the process. It fails the
@@ -187,6 +210,7 @@ export class PgStore implements LeaseStore {
       const fail = (err: Error): void => {
         if (done) return;
         done = true;
+        unlisten();
         client.release(err);
         reject(err.message === 'Query read timeout' ? noAnswerWithin(timeoutMs, err) : err);
       };
@@ -195,6 +219,7 @@ export class PgStore implements LeaseStore {
         client.removeListener('error', fail);
         if (done) return;
         done = true;
+        unlisten();
         client.release();
         resolve(result);
       }, (err: Error) => {
@@ -202,6 +227,7 @@ export class PgStore implements LeaseStore {
         if (err instanceof pg.DatabaseError && err.severity === 'ERROR') {
           if (done) return;
           done = true;
+          unlisten();
           client.release();
           reject(err);
           return;
@@ -250,14 +276,20 @@ export class PgStore implements LeaseStore {
       this.early = undefined;
       if (failed) throw notSent(failed);
     }
+    const notices: Notice[] = [];
     const { rows } = await this.query(
       `SELECT * FROM ${this.s}.acquire($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+      // The owner rides along in the spec (register_job records who changed the settings; it
+      // is not one of them), so acquire's signature stays as it is.
       [i.job, i.owner, i.ttlMs, i.renewIntervalMs, i.window ?? null, i.scheduledAt ?? null, i.rerun,
-        i.maxDelayMs ?? null, i.hostTime, i.spec ? JSON.stringify(i.spec) : null, ACQUIRE_LOCK_TIMEOUT_MS],
+        i.maxDelayMs ?? null, i.hostTime, i.spec ? JSON.stringify({ ...i.spec, owner: i.owner }) : null, ACQUIRE_LOCK_TIMEOUT_MS],
       i.answerTimeoutMs ?? this.readTimeoutMs,
+      notices,
     );
     const r = rows[0];
+    const changed = notices.find((n) => n.message === 'leasejob:job-changed' && n.detail);
     return {
+      ...(changed ? { jobChanged: JSON.parse(changed.detail as string) as JobChange } : {}),
       outcome: r.outcome,
       generation: r.generation,
       attempt: r.attempt,
@@ -388,6 +420,29 @@ export class PgStore implements LeaseStore {
     return rows[0] ? { owner: rows[0].owner, generation: rows[0].generation } : undefined;
   }
 
+  async pause(i: PauseInput): Promise<OperatorResult> {
+    const { rows } = await this.query(`SELECT * FROM ${this.s}.pause_job($1, $2, $3, $4, $5, $6, $7)`,
+      [i.job, i.expectVersion ?? null, i.reason ?? null, i.until ?? null, i.untilMs ?? null, i.by, i.hostTime]);
+    return { ...operatorRow(rows[0]), pausedUntil: rows[0].paused_until };
+  }
+
+  async resume(i: OperatorWrite): Promise<OperatorResult> {
+    const { rows } = await this.query(`SELECT * FROM ${this.s}.resume_job($1, $2, $3, $4)`, [i.job, i.expectVersion ?? null, i.by, i.hostTime]);
+    return operatorRow(rows[0]);
+  }
+
+  async mark(i: MarkInput): Promise<OperatorResult> {
+    const { rows } = await this.query(`SELECT * FROM ${this.s}.mark_window($1, $2, $3, $4, $5, $6, $7)`,
+      [i.job, i.window, i.outcome, i.reason ?? null, i.expectVersion ?? null, i.by, i.hostTime]);
+    return { ...operatorRow(rows[0]), holder: rows[0].holder, holderGeneration: rows[0].holder_generation, previousOutcome: rows[0].previous_outcome };
+  }
+
+  async releaseLease(i: ReleaseInput): Promise<OperatorResult> {
+    const { rows } = await this.query(`SELECT * FROM ${this.s}.release_lease($1, $2, $3, $4, $5)`, [i.job, i.expectVersion ?? null, i.force, i.by, i.hostTime]);
+    const r = rows[0];
+    return { ...operatorRow(r), holder: r.holder, holderGeneration: r.holder_generation, holderWindow: r.holder_window, live: r.live === true };
+  }
+
   async readJobRows(name?: string): Promise<{ dbNow: Date; rows: JobRow[] }> {
     const s = this.s;
     // Instants and spans as float8 milliseconds (date_part, not numeric extract): parsing
@@ -402,7 +457,12 @@ export class PgStore implements LeaseStore {
               round(date_part('epoch', now() - l.acquired_at) * 1000) AS held_for_ms,
               lc.window_key AS last_window, ${epochMs('lc.completed_at')} AS last_completed_ms,
               round(date_part('epoch', lc.completed_at - lc.started_at) * 1000) AS duration_ms,
-              ow.open AS open_windows, coalesce(ow.n, 0)::int AS open_count, ${epochMs('now()')} AS db_now_ms
+              ow.open AS open_windows, coalesce(ow.n, 0)::int AS open_count, ${epochMs('now()')} AS db_now_ms,
+              j.version, ${epochMs('j.paused_at')} AS paused_at_ms, ${epochMs('j.paused_until')} AS paused_until_ms,
+              j.pause_reason, j.paused_by,
+              (j.paused_at IS NOT NULL AND (j.paused_until IS NULL OR j.paused_until > now())) AS paused,
+              (SELECT count(*)::int FROM ${s}.events e WHERE e.kind = 'job-changed' AND e.job = j.name
+                  AND e.db_time > now() - make_interval(secs => $2::float8 / 1000)) AS recent_job_changes
          FROM ${s}.jobs j
          LEFT JOIN ${s}.leases l ON l.name = j.name
          LEFT JOIN LATERAL (
@@ -420,7 +480,7 @@ export class PgStore implements LeaseStore {
             WHERE o.rn <= 10 OR o.worst = 1 GROUP BY o.job) ow ON ow.job = j.name
         WHERE $1::text IS NULL OR j.name = $1
         ORDER BY j.name`,
-      [name ?? null],
+      [name ?? null, JOB_CHANGES_WINDOW_MS],
     );
     const dbNow = new Date(rows[0]?.db_now_ms ?? (await this.query(`SELECT ${epochMs('now()')} AS ms`, [])).rows[0].ms);
     return {
@@ -444,6 +504,12 @@ export class PgStore implements LeaseStore {
         lastDurationMs: r.duration_ms,
         openWindows: r.open_windows ?? [],
         openCount: r.open_count,
+        version: Number(r.version),
+        paused: r.paused === true,
+        pause: r.paused_at_ms === null ? null : {
+          since: new Date(r.paused_at_ms), until: r.paused_until_ms === null ? null : new Date(r.paused_until_ms), reason: r.pause_reason, by: r.paused_by,
+        },
+        recentJobChanges: r.recent_job_changes,
       })),
     };
   }

@@ -11,9 +11,11 @@ import { monoNow } from '../../clock.js';
 import { DatabaseError, UsageError } from '../../errors.js';
 import { migrateSqlite } from './schema.js';
 import type {
-  AcquireInput, AcquireRow, AdoptInput, ClaimWindowInput, ClaimWindowRow, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobRow, LeaseStore,
-  RecordEventInput, RecordMissedInput, RenewRow, ScheduleKey, WindowRow, WindowStates,
+  AcquireInput, AcquireRow, AdoptInput, ClaimWindowInput, ClaimWindowRow, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobChange,
+  JobRow, JobSettings, LeaseStore, MarkInput, OperatorResult, OperatorWrite, PauseInput, RecordEventInput, RecordMissedInput, ReleaseInput,
+  RenewRow, ScheduleKey, WindowRow, WindowStates,
 } from '../contract.js';
+import { JOB_CHANGES_WINDOW_MS } from '../contract.js';
 
 /** What is at `file`: `hidden` when a directory on the way cannot be searched by this user. */
 function fileKind(file: string): 'file' | 'directory' | 'other' | 'missing' | 'hidden' {
@@ -49,6 +51,26 @@ export function bootId(): string {
 // Waits for another process's transaction this long before failing: transactions here are a
 // few statements, so anything longer means a stuck process, reported as a store error.
 const BUSY_TIMEOUT_MS = 5_000;
+/** The registry settings a run sends, in the order register_job compares them. */
+const SETTINGS = ['schedule', 'tz', 'window_mode', 'window_format', 'window_offset', 'ttl_ms', 'max_delay_ms', 'alert_after_ms'] as const;
+
+interface JobRecord {
+  name: string;
+  schedule: string | null;
+  tz: string | null;
+  window_mode: string | null;
+  window_format: string | null;
+  window_offset: string | null;
+  ttl_ms: number | null;
+  max_delay_ms: number | null;
+  alert_after_ms: number | null;
+  version: number;
+  paused_at: number | null;
+  paused_until: number | null;
+  pause_reason: string | null;
+  paused_by: string | null;
+}
+
 interface LeaseRecord {
   name: string;
   owner: string;
@@ -97,9 +119,10 @@ export const JOB_ROWS_SQL = `
          (SELECT json_object('window', w.window_key, 'attempts', w.attempts, 'outcome', w.outcome, 'generation', w.generation)
             FROM windows w WHERE w.job = j.name AND w.completed_at IS NULL
            ORDER BY w.outcome NOT IN ('running', 'missed') DESC, w.attempts DESC, w.started_at DESC LIMIT 1) AS worst,
-         (SELECT count(*) FROM windows w WHERE w.job = j.name AND w.completed_at IS NULL) AS open_count
+         (SELECT count(*) FROM windows w WHERE w.job = j.name AND w.completed_at IS NULL) AS open_count,
+         (SELECT count(*) FROM events e WHERE e.job = j.name AND e.kind = 'job-changed' AND e.db_time > @since) AS recent_job_changes
     FROM jobs j LEFT JOIN leases l ON l.name = j.name
-   WHERE ? IS NULL OR j.name = ?
+   WHERE @name IS NULL OR j.name = @name
    ORDER BY j.name`;
 
 export class SqliteStore implements LeaseStore {
@@ -188,12 +211,27 @@ export class SqliteStore implements LeaseStore {
     return this.db.transaction((): AcquireRow => {
       const now = Date.now();
       const nowMono = hostMonotonicMs();
-      const none = { generation: null, attempt: null, dbNow: new Date(now), holder: null, holderGeneration: null, holderWindow: null, expiresAt: null, completedAt: null };
-      if (i.spec) this.upsertSpec(i, now);
+      const jobChanged = i.spec ? this.registerJob(i, now) : undefined;
+      const none = { generation: null, attempt: null, dbNow: new Date(now), holder: null, holderGeneration: null, holderWindow: null, expiresAt: null, completedAt: null,
+        ...(jobChanged ? { jobChanged } : {}) };
 
       if (i.window !== undefined && !i.rerun) {
         const w = this.db.prepare('SELECT completed_at FROM windows WHERE job = ? AND window_key = ?').get(i.job, i.window) as { completed_at: number | null } | undefined;
         if (w?.completed_at != null) return { ...none, outcome: 'done', completedAt: new Date(w.completed_at) };
+      }
+      // As sql/012 (acquire, skip_paused): a paused job takes no lease and runs nothing; its
+      // occurrence is recorded as skipped when it has no window yet.
+      const job = this.db.prepare('SELECT * FROM jobs WHERE name = ?').get(i.job) as JobRecord | undefined;
+      if (job && isPaused(job, now)) {
+        this.recordEventSync({ job: i.job, kind: 'paused-skip', window: i.window, owner: i.owner, hostTime: i.hostTime,
+          detail: { reason: job.pause_reason, paused_by: job.paused_by, paused_at: iso(job.paused_at), paused_until: iso(job.paused_until), scheduled_at: i.scheduledAt?.toISOString() } }, now);
+        if (i.window !== undefined) {
+          this.db.prepare(
+            `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, completed_at, outcome)
+             VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?, ?, 'skipped') ON CONFLICT (job, window_key) DO NOTHING`,
+          ).run(i.job, i.window, i.scheduledAt?.getTime() ?? null, i.owner, now, now, now, now);
+        }
+        return { ...none, outcome: 'paused' };
       }
       if (i.window !== undefined && i.maxDelayMs !== undefined && i.scheduledAt && now - i.scheduledAt.getTime() > i.maxDelayMs) {
         this.db.prepare(
@@ -258,17 +296,129 @@ export class SqliteStore implements LeaseStore {
     }).immediate();
   }
 
-  private upsertSpec(i: AcquireInput, now: number): void {
-    const s = i.spec ?? {};
-    this.db.prepare(
-      `INSERT INTO jobs (name, schedule, tz, window_mode, window_format, window_offset, ttl_ms, max_delay_ms, alert_after_ms, created_at, updated_at)
-       VALUES (@name, @schedule, @tz, @window_mode, @window_format, @window_offset, @ttl_ms, @max_delay_ms, @alert_after_ms, @now, @now)
-       ON CONFLICT (name) DO UPDATE SET schedule = @schedule, tz = @tz, window_mode = @window_mode, window_format = @window_format,
-         window_offset = @window_offset, ttl_ms = @ttl_ms, max_delay_ms = @max_delay_ms, alert_after_ms = @alert_after_ms, updated_at = @now`,
-    ).run({
-      name: i.job, schedule: s.schedule ?? null, tz: s.tz ?? null, window_mode: s.window_mode ?? null, window_format: s.window_format ?? null,
-      window_offset: s.window_offset ?? null, ttl_ms: i.ttlMs, max_delay_ms: s.max_delay_ms ?? null, alert_after_ms: s.alert_after_ms ?? null, now,
-    });
+  /**
+   * As register_job (sql/012_versions_pause_mark.sql): unchanged settings write nothing; a run
+   * with no schedule settings never erases a registered schedule; a change is adopted, bumps
+   * the version, and (when a schedule is involved) is a job-changed event, returned.
+   */
+  private registerJob(i: AcquireInput, now: number): JobChange | undefined {
+    const spec = i.spec ?? {};
+    const next: JobSettings = {
+      schedule: spec.schedule ?? null, tz: spec.tz ?? null, window_mode: spec.window_mode ?? null, window_format: spec.window_format ?? null,
+      window_offset: spec.window_offset ?? null, ttl_ms: i.ttlMs, max_delay_ms: spec.max_delay_ms ?? null, alert_after_ms: spec.alert_after_ms ?? null,
+    };
+    const old = this.db.prepare('SELECT * FROM jobs WHERE name = ?').get(i.job) as JobRecord | undefined;
+    if (!old) {
+      this.db.prepare(
+        `INSERT INTO jobs (name, schedule, tz, window_mode, window_format, window_offset, ttl_ms, max_delay_ms, alert_after_ms, created_at, updated_at, version)
+         VALUES (@name, @schedule, @tz, @window_mode, @window_format, @window_offset, @ttl_ms, @max_delay_ms, @alert_after_ms, @now, @now, 1)`,
+      ).run({ name: i.job, ...next, now });
+      return undefined;
+    }
+    const before: JobSettings = Object.fromEntries(SETTINGS.map((k) => [k, old[k]]));
+    if (SETTINGS.every((k) => before[k] === next[k])) return undefined;
+    // A run with no schedule settings says nothing about the schedule: never erases it.
+    if (old.schedule !== null && next.schedule === null && next.window_mode !== 'schedule') return undefined;
+    const { version } = this.db.prepare(
+      `UPDATE jobs SET schedule = @schedule, tz = @tz, window_mode = @window_mode, window_format = @window_format, window_offset = @window_offset,
+         ttl_ms = @ttl_ms, max_delay_ms = @max_delay_ms, alert_after_ms = @alert_after_ms, updated_at = @now, version = version + 1
+       WHERE name = @name RETURNING version`,
+    ).get({ name: i.job, ...next, now }) as { version: number };
+    if (old.window_mode === null || (old.schedule === null && next.schedule === null)) return undefined;
+    this.recordEventSync({ job: i.job, kind: 'job-changed', owner: i.owner, hostTime: i.hostTime, detail: { old: before, new: next, version, adopted: true } }, now);
+    return { old: before, new: next, version };
+  }
+
+  /** The job, locked for this immediate transaction, or the answer when it cannot be written (unknown, conflict). */
+  private operatorJob(i: OperatorWrite, now: number): { job: JobRecord } | { refused: OperatorResult } {
+    const job = this.db.prepare('SELECT * FROM jobs WHERE name = ?').get(i.job) as JobRecord | undefined;
+    const dbNow = new Date(now);
+    if (!job) return { refused: { status: 'unknown', version: null, seq: null, dbNow } };
+    if (i.expectVersion !== undefined && job.version !== i.expectVersion) return { refused: { status: 'conflict', version: job.version, seq: null, dbNow } };
+    return { job };
+  }
+
+  private bumpVersion(job: string, now: number): number {
+    return (this.db.prepare('UPDATE jobs SET version = version + 1, updated_at = ? WHERE name = ? RETURNING version').get(now, job) as { version: number }).version;
+  }
+
+  async pause(i: PauseInput): Promise<OperatorResult> {
+    return this.db.transaction((): OperatorResult => {
+      const now = Date.now();
+      const got = this.operatorJob(i, now);
+      if ('refused' in got) return got.refused;
+      const { job } = got;
+      const until = i.until !== undefined ? i.until.getTime() : i.untilMs !== undefined ? now + i.untilMs : null;
+      if (until !== null && until <= now) return { status: 'bad-until', version: job.version, seq: null, dbNow: new Date(now) };
+      const wasPaused = isPaused(job, now);
+      this.db.prepare('UPDATE jobs SET paused_at = ?, paused_until = ?, pause_reason = ?, paused_by = ? WHERE name = ?')
+        .run(wasPaused ? job.paused_at : now, until, i.reason ?? null, i.by, i.job);
+      const version = this.bumpVersion(i.job, now);
+      const seq = this.recordEventSync({ job: i.job, kind: 'paused', owner: i.by, hostTime: i.hostTime,
+        detail: { reason: i.reason, until: iso(until), by: i.by, version, previous_version: job.version, was_paused: wasPaused } }, now);
+      return { status: 'done', version, seq: String(seq), dbNow: new Date(now), pausedUntil: until === null ? null : new Date(until) };
+    }).immediate();
+  }
+
+  async resume(i: OperatorWrite): Promise<OperatorResult> {
+    return this.db.transaction((): OperatorResult => {
+      const now = Date.now();
+      const got = this.operatorJob(i, now);
+      if ('refused' in got) return got.refused;
+      const { job } = got;
+      if (!isPaused(job, now)) return { status: 'noop', version: job.version, seq: null, dbNow: new Date(now) };
+      this.db.prepare('UPDATE jobs SET paused_until = ? WHERE name = ?').run(now, i.job);
+      const version = this.bumpVersion(i.job, now);
+      const seq = this.recordEventSync({ job: i.job, kind: 'resumed', owner: i.by, hostTime: i.hostTime,
+        detail: { by: i.by, version, previous_version: job.version, paused_at: iso(job.paused_at), paused_by: job.paused_by, reason: job.pause_reason } }, now);
+      return { status: 'done', version, seq: String(seq), dbNow: new Date(now) };
+    }).immediate();
+  }
+
+  async mark(i: MarkInput): Promise<OperatorResult> {
+    return this.db.transaction((): OperatorResult => {
+      const now = Date.now();
+      const got = this.operatorJob(i, now);
+      if ('refused' in got) return got.refused;
+      const { job } = got;
+      const lease = this.db.prepare('SELECT * FROM leases WHERE name = ?').get(i.job) as LeaseRecord | undefined;
+      if (lease && !this.expired(lease, hostMonotonicMs()) && lease.window_key === i.window) {
+        return { status: 'busy', version: job.version, seq: null, dbNow: new Date(now), holder: lease.owner, holderGeneration: String(lease.generation) };
+      }
+      const prev = this.db.prepare('SELECT outcome FROM windows WHERE job = ? AND window_key = ?').get(i.job, i.window) as { outcome: string } | undefined;
+      const version = this.bumpVersion(i.job, now);
+      const seq = this.recordEventSync({ job: i.job, kind: 'window-marked', window: i.window, owner: i.by, hostTime: i.hostTime,
+        detail: { outcome: i.outcome, reason: i.reason, by: i.by, version, previous_version: job.version, previous_outcome: prev?.outcome } }, now);
+      this.db.prepare(
+        `INSERT INTO windows (job, window_key, owner, generation, attempts, first_started_at, started_at, finished_at, completed_at, outcome)
+         VALUES (@job, @window, @by, 0, 0, @now, @now, @now, @now, @outcome)
+         ON CONFLICT (job, window_key) DO UPDATE SET outcome = @outcome, finished_at = @now, completed_at = @now, exit_code = NULL`,
+      ).run({ job: i.job, window: i.window, by: i.by, now, outcome: i.outcome });
+      return { status: 'done', version, seq: String(seq), dbNow: new Date(now), previousOutcome: prev?.outcome ?? null };
+    }).immediate();
+  }
+
+  async releaseLease(i: ReleaseInput): Promise<OperatorResult> {
+    return this.db.transaction((): OperatorResult => {
+      const now = Date.now();
+      const nowMono = hostMonotonicMs();
+      const got = this.operatorJob(i, now);
+      if ('refused' in got) return got.refused;
+      const { job } = got;
+      const lease = this.db.prepare('SELECT * FROM leases WHERE name = ?').get(i.job) as LeaseRecord | undefined;
+      if (!lease || this.expired(lease, nowMono)) return { status: 'noop', version: job.version, seq: null, dbNow: new Date(now) };
+      const holder = { holder: lease.owner, holderGeneration: String(lease.generation), holderWindow: lease.window_key };
+      // As acquire judges a stale holder: renewal overdue by half an interval, or its process gone.
+      const live = !(nowMono > lease.renewed_mono + lease.renew_interval_ms * 1.5)
+        && !(lease.holder_pid !== null && hostOf(lease.owner) === this.host && !pidAlive(lease.holder_pid));
+      if (live && !i.force) return { status: 'busy', version: job.version, seq: null, dbNow: new Date(now), ...holder, live };
+      this.db.prepare('UPDATE leases SET expires_mono = ?, released_at = ? WHERE name = ?').run(nowMono, now, i.job);
+      const version = this.bumpVersion(i.job, now);
+      // detail.by stays 'admin': finish tells an owner's own release from this one by it.
+      const seq = this.recordEventSync({ job: i.job, kind: 'released', window: lease.window_key ?? undefined, owner: lease.owner, generation: String(lease.generation), hostTime: i.hostTime,
+        detail: { by: 'admin', operator: i.by, forced: i.force && live, live, version } }, now);
+      return { status: 'done', version, seq: String(seq), dbNow: new Date(now), ...holder, live };
+    }).immediate();
   }
 
   async renew(job: string, owner: string, generation: string, ttlMs: number): Promise<RenewRow | undefined> {
@@ -467,7 +617,7 @@ export class SqliteStore implements LeaseStore {
   async readJobRows(name?: string): Promise<{ dbNow: Date; rows: JobRow[] }> {
     const now = Date.now();
     const nowMono = hostMonotonicMs();
-    const jobs = this.db.prepare(JOB_ROWS_SQL).all(name ?? null, name ?? null) as Array<Record<string, unknown>>;
+    const jobs = this.db.prepare(JOB_ROWS_SQL).all({ name: name ?? null, since: now - JOB_CHANGES_WINDOW_MS }) as Array<Record<string, unknown>>;
     return {
       dbNow: new Date(now),
       rows: jobs.map((r) => {
@@ -493,6 +643,13 @@ export class SqliteStore implements LeaseStore {
           // Oldest first, as PostgreSQL's jsonb_agg(... ORDER BY started_at).
           openWindows: withWorst((JSON.parse((r.open as string | null) ?? '[]') as JobRow['openWindows']).reverse(), r.worst as string | null),
           openCount: Number(r.open_count ?? 0),
+          version: Number(r.version ?? 0),
+          paused: isPaused(r as unknown as JobRecord, now),
+          pause: r.paused_at == null ? null : {
+            since: new Date(r.paused_at as number), until: r.paused_until == null ? null : new Date(r.paused_until as number),
+            reason: (r.pause_reason as string | null) ?? null, by: (r.paused_by as string | null) ?? null,
+          },
+          recentJobChanges: Number(r.recent_job_changes ?? 0),
         };
       }),
     };
@@ -570,6 +727,12 @@ export class SqliteStore implements LeaseStore {
     if (this.db.open) this.db.close();
   }
 }
+
+function isPaused(j: Pick<JobRecord, 'paused_at' | 'paused_until'>, now: number): boolean {
+  return j.paused_at != null && (j.paused_until == null || j.paused_until > now);
+}
+
+const iso = (ms: number | null): string | undefined => (ms == null ? undefined : new Date(ms).toISOString());
 
 function pidOf(owner: string): number | null {
   const pid = Number(owner.split(':')[1]);
