@@ -1,7 +1,9 @@
 -- acquire(): take the lease and claim the window in one round trip (the current definition).
 -- outcome: acquired | busy (live holder) | stale (holder stopped renewing or lost its session:
 -- wait until expires_at and try again) | done (window already completed) | missed (occurrence
--- older than max delay) | paused (the job is paused: occurrence skipped, no lease; 012). A takeover records the loss of the generation it replaces, once.
+-- older than max delay, or scheduled before the job's retention horizon: 014) | paused (the job
+-- is paused: occurrence skipped, no lease; 012). A takeover records the loss of the generation it
+-- replaces, once.
 -- Sessions are looked up by pid with pg_stat_get_activity(pid), not the pg_stat_activity view
 -- (which reports every session of the server before its WHERE picks one).
 CREATE OR REPLACE FUNCTION acquire(
@@ -22,6 +24,7 @@ DECLARE
   v_done timestamptz;
   v_stale boolean;
   v_session_gone boolean;
+  v_horizon timestamptz; -- 014
 BEGIN
   db_now := now();
 
@@ -39,6 +42,25 @@ BEGIN
       RETURN NEXT; RETURN;
     END IF;
   END IF;
+
+  -- 014 (retention): windows scheduled before the job's horizon may have been pruned, so the
+  -- ledger no longer says whether this occurrence ran: it is missed, never run again (--rerun
+  -- asks to run it whatever the ledger says). Read after the done check: prune raises the
+  -- horizon before it deletes a window, so a window found gone there finds the horizon here.
+  IF p_window IS NOT NULL AND NOT p_rerun AND p_scheduled_at IS NOT NULL THEN
+    SELECT r.retained_from INTO v_horizon FROM retention r WHERE r.job = p_job;
+    IF p_scheduled_at < v_horizon THEN
+      PERFORM register_job(p_job, p_ttl_ms, p_spec);
+      PERFORM record_event(p_job, 'window-missed', p_window, p_owner, NULL, p_host_time,
+        jsonb_build_object('scheduled_at', p_scheduled_at, 'retained_from', v_horizon));
+      INSERT INTO windows AS w (job, window_key, scheduled_at, owner, generation, attempts, outcome, finished_at)
+      VALUES (p_job, p_window, p_scheduled_at, p_owner, 0, 0, 'missed', now())
+      ON CONFLICT (job, window_key) DO NOTHING;
+      outcome := 'missed';
+      RETURN NEXT; RETURN;
+    END IF;
+  END IF;
+  -- end 014
 
   -- 012 (h23b): a paused job (until its paused_until, on this clock) takes no lease and runs
   -- nothing; its occurrence is recorded as skipped. A run already holding the lease goes on.

@@ -258,6 +258,22 @@ Pausing a paused job changes its reason and end (its start is kept).${operatorEx
 Refused (exit 75) while a live owner runs that window.${operatorExits}`)
     .action(lazy(async () => (await import('./commands/operator.js')).markCommand));
 
+  if (want('prune')) dbOptions(
+    program
+      .command('prune')
+      .description("retention: delete events and finished windows older than --older-than, in small batches (never leases, the registry, open windows or a job's latest completion)")
+      .option('--older-than <duration>', 'required: the horizon, e.g. 90d; at least the longest --max-delay of the jobs pruned')
+      .option('--name <job>', 'only this job')
+      .option('--dry-run', 'count what would be deleted; write nothing')
+      .option('--batch-size <n>', 'rows deleted per transaction (default 2000)')
+      .option('--vacuum', 'embedded store: rewrite the state file once (VACUUM) so that later prunes give space back; holds runs meanwhile')
+      .addHelpText('after', `
+An occurrence scheduled before the horizon is recorded as missed and never run again: its
+window may be gone. Event sequence numbers are never reused; \`history\` says how many were
+pruned. Schedule it daily, e.g. in a crontab:
+  17 3 * * *  leasejob prune --older-than 90d`),
+  ).action(lazy(async () => (await import('./commands/prune.js')).pruneCommand));
+
   // cron-parser builds luxon dates without a locale, so luxon asks Intl for the system's, and
   // that loads ICU's data (a noticeable part of a start) even for a UTC schedule. Nothing the CLI prints
   // depends on luxon's default locale (window keys set en-US themselves, instants are ISO), so

@@ -210,6 +210,43 @@ export interface HostClock {
   uncertaintyMs: number;
 }
 
+/** What `leasejob prune` needs to know of one job. */
+export interface RetentionRow {
+  name: string;
+  /** Its --max-delay: a horizon must be older, or an occurrence still due would be missed. */
+  maxDelayMs: number | null;
+  /** Windows scheduled before this may have been pruned: such an occurrence is missed, never run. */
+  retainedFrom: Date | null;
+  /** Events 1..N of the job were pruned (0: none). */
+  prunedThroughSeq: number;
+  /** Windows pruned in all. */
+  prunedWindows: number;
+  /** When the lease's current generation was acquired: its events are kept (a late finish or a takeover reads them). */
+  leaseAcquiredAt: Date | null;
+}
+
+/** Retention (`leasejob prune`): small batches, each its own transaction. */
+export interface RetentionStore {
+  /** Every registered job (or the one named), on the store's clock. */
+  read(name?: string): Promise<{ dbNow: Date; jobs: RetentionRow[] }>;
+  /** Raise these jobs' horizon to `horizon` (never lowers it), in one statement; done before any of their windows is deleted. */
+  raiseHorizon(jobs: readonly string[], horizon: Date): Promise<void>;
+  /**
+   * Up to `limit` of the job's final windows (completed, skipped, missed) scheduled before
+   * `horizon`, never its latest completed one, never an open one (running, failed, lost).
+   */
+  pruneWindows(job: string, horizon: Date, limit: number): Promise<{ deleted: number; more: boolean }>;
+  /** Up to `limit` of the job's oldest events, stopping at the first one written at or after `before`. */
+  pruneEvents(job: string, before: Date, limit: number): Promise<{ deleted: number; throughSeq: number; more: boolean }>;
+  /** What pruneWindows and pruneEvents would delete of the job in all; nothing written. */
+  countPrunable(job: string, horizon: Date, eventsBefore: Date): Promise<{ events: number; windows: number }>;
+  /**
+   * Give the space freed back to the file system (the embedded store; PostgreSQL's autovacuum
+   * makes it reusable). `full`: rewrite the file (VACUUM), which an older file needs once.
+   */
+  reclaimSpace?(opts: { full: boolean }): Promise<{ mode: 'incremental' | 'full' | 'none'; freedBytes: number }>;
+}
+
 /** Who made an operator write and the version it read (compare-and-set; undefined: the current one, read in the same statement). */
 export interface OperatorWrite {
   job: string;
@@ -263,6 +300,8 @@ export const JOB_CHANGES_WARN = 3;
 
 export interface LeaseStore {
   readonly kind: 'postgresql' | 'sqlite';
+  /** Retention (`leasejob prune`); a store of your own may leave it out (prune then refuses it). */
+  readonly retention?: RetentionStore;
   /** Where the state lives, for logs and status (never a password). */
   readonly location: string;
   acquire(i: AcquireInput): Promise<AcquireRow>;

@@ -82,6 +82,13 @@ describe('values.yaml against values.schema.json', () => {
     expect(errorsOf(valuesWith(edit)).join('\n')).toMatch(message);
   });
 
+  it('prune: olderThan is a positive duration, batchSize within 1-100000, no unknown keys', () => {
+    expect(errorsOf(valuesWith((v) => { v.prune.olderThan = '30d'; v.prune.batchSize = 500; }))).toEqual([]);
+    for (const bad of [{ olderThan: '0' }, { olderThan: '' }, { olderThan: 'soon' }, { batchSize: 0 }, { batchSize: 100_001 }, { retention: '90d' }]) {
+      expect(errorsOf(valuesWith((v) => Object.assign(v.prune, bad))), JSON.stringify(bad)).not.toEqual([]);
+    }
+  });
+
   it('accepts an empty URL when an existing Secret is named', () => {
     expect(errorsOf(valuesWith((v) => Object.assign(v.database, { url: '', existingSecret: 'pg' })))).toEqual([]);
   });
@@ -145,7 +152,7 @@ describe('deploy/kubernetes says what the chart says', () => {
   const cronLines = cronTpl.split('\n').map((l) => l.trim());
   const helpers = chartTemplate('_helpers.tpl');
   const name = fullname(PLAIN_RELEASE);
-  const plainCronJobs = plainObjects().filter(({ object }) => object.kind === 'CronJob').map(({ object }) => object as K8sObject & { spec: any });
+  const plainCronJobs = plainObjects().filter(({ object }) => object.kind === 'CronJob' && object.metadata.name !== `${fullname(PLAIN_RELEASE)}-prune`).map(({ object }) => object as K8sObject & { spec: any });
 
   it('one CronJob per values job, named <fullname>-<job>', () => {
     expect(plainCronJobs.map((c) => c.metadata.name).sort()).toEqual(values.jobs.map((j: Values) => `${name}-${j.name}`).sort());
@@ -344,7 +351,8 @@ describe.skipIf(!helm)('with a helm binary', () => {
       };
       writeFileSync(file, JSON.stringify(extra));
       const objects = render(['rel', CHART_DIR, '--namespace', 'billing', '-f', file]);
-      expect(objects.map((o) => o.kind).sort()).toEqual(['ConfigMap', 'CronJob', 'CronJob', 'Deployment', 'Job', 'PrometheusRule', 'Service', 'ServiceMonitor']);
+      // Two jobs and the prune CronJob; the dashboard's ConfigMap.
+      expect(objects.map((o) => o.kind).sort()).toEqual(['ConfigMap', 'CronJob', 'CronJob', 'CronJob', 'Deployment', 'Job', 'PrometheusRule', 'Service', 'ServiceMonitor']);
       for (const o of objects.filter((x) => !['ServiceMonitor', 'PrometheusRule'].includes(x.kind))) {
         expect(await schemaErrors(o), `${o.kind} ${o.metadata.name}`).toEqual([]);
         expect(unknownFields(o), `${o.kind} ${o.metadata.name}`).toEqual([]);
@@ -352,7 +360,11 @@ describe.skipIf(!helm)('with a helm binary', () => {
       const migration = podSpecOf(objects.find((o) => o.kind === 'Job')!).containers[0];
       expect(migration.args).toEqual(['migrate', '--schema', 'leasejob', '--grant-to', 'leasejob_runner']);
       expect(migration.env[0].valueFrom.secretKeyRef).toEqual({ name: 'pg-owner', key: 'database-url' });
-      for (const cron of objects.filter((o) => o.kind === 'CronJob')) {
+      // prune deletes rows: it runs as the schema owner, as the migration does.
+      const prune = podSpecOf(objects.find((o) => o.kind === 'CronJob' && o.metadata.name === 'rel-leasejob-prune')!).containers[0];
+      expect(prune.args).toEqual(['prune', '--older-than', '90d', '--batch-size', '2000', '--schema', 'leasejob']);
+      expect(prune.env[0].valueFrom.secretKeyRef).toEqual({ name: 'pg-owner', key: 'database-url' });
+      for (const cron of objects.filter((o) => o.kind === 'CronJob' && o.metadata.name !== 'rel-leasejob-prune')) {
         const args = podSpecOf(cron).containers[0].args as string[];
         expect(args.slice(args.indexOf('--alert-after'), args.indexOf('--alert-after') + 2)).toEqual(['--alert-after', '10m']);
       }
@@ -378,6 +390,14 @@ describe.skipIf(!helm)('with a helm binary', () => {
     };
     expect(argsOf()).not.toContain('--no-status-page');
     expect(argsOf('exporter.statusPage=false')).toEqual(['exporter', '--port', '9464', '--schema', 'leasejob', '--no-status-page']);
+  });
+
+  it('the prune CronJob: on by default with the retention of the values, off with prune.enabled=false', () => {
+    const cron = render([PLAIN_RELEASE, CHART_DIR, '--set', 'prune.olderThan=400d,prune.schedule=0 4 * * 0']).find((o) => o.metadata.name === 'leasejob-prune') as K8sObject & { spec: any };
+    expect(cron.spec.schedule).toBe('0 4 * * 0');
+    expect(podSpecOf(cron).containers[0].args.slice(0, 3)).toEqual(['prune', '--older-than', '400d']);
+    expect(podSpecOf(cron).containers[0].env[0].valueFrom.secretKeyRef).toEqual({ name: 'leasejob-database', key: 'database-url' });
+    expect(render([PLAIN_RELEASE, CHART_DIR, '--set', 'prune.enabled=false']).map((o) => o.metadata.name)).not.toContain('leasejob-prune');
   });
 
   it('refuses a grace period that does not cover --kill-grace, a kill grace the ttl has no room for, and a duplicate job name', () => {

@@ -354,6 +354,38 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     expect(jobs[0]!.lastDurationMs).toBeGreaterThanOrEqual(0);
   });
 
+  it('retention: the horizon refuses an older occurrence, final windows before it go (never the latest completed, never an open one), events go as a prefix', async () => {
+    const s = await make();
+    const r = s.retention!;
+    const at = (minutes: number): Date => new Date(Date.now() - minutes * 60_000);
+    // w1, w2 completed, w3 failed (open), w4 completed (the latest), all scheduled long ago.
+    for (const [key, ok] of [['w1', true], ['w2', true], ['w3', false], ['w4', true]] as const) {
+      const a = await s.acquire({ ...base, job: 'r', window: key, scheduledAt: at(600) });
+      expect(a.outcome).toBe('acquired');
+      await s.finish({ job: 'r', owner: base.owner, generation: a.generation!, window: key, outcome: ok ? 'completed' : 'failed', exitCode: ok ? 0 : 1, hostTime: new Date() });
+    }
+    const { dbNow, jobs } = await r.read('r');
+    expect(jobs).toMatchObject([{ name: 'r', retainedFrom: null, prunedThroughSeq: 0, prunedWindows: 0 }]);
+    const horizon = new Date(dbNow.getTime() - 60_000);
+    expect(await r.countPrunable('r', horizon, new Date(dbNow.getTime() + 60_000))).toEqual({ events: 16, windows: 2 });
+    await r.raiseHorizon(['r'], horizon);
+    await r.raiseHorizon(['r'], new Date(horizon.getTime() - 3_600_000)); // never moves back
+    expect((await r.read('r')).jobs[0]!.retainedFrom).toEqual(horizon);
+    expect(await r.pruneWindows('r', horizon, 1)).toEqual({ deleted: 1, more: true });
+    expect(await r.pruneWindows('r', horizon, 10)).toEqual({ deleted: 1, more: false });
+    const open = (await s.readJobRows('r')).rows[0]!;
+    expect(open).toMatchObject({ lastWindow: 'w4', openWindows: [{ window: 'w3', outcome: 'failed' }] });
+    // Events: a prefix, stopping at the first one written at or after `before`.
+    expect(await r.pruneEvents('r', new Date(dbNow.getTime() + 60_000), 10)).toEqual({ deleted: 10, throughSeq: 10, more: true });
+    expect(await r.pruneEvents('r', new Date(dbNow.getTime() + 60_000), 10)).toEqual({ deleted: 6, throughSeq: 16, more: false });
+    expect(await s.readHistory('r', 100)).toEqual([]);
+    expect((await r.read('r')).jobs[0]).toMatchObject({ prunedThroughSeq: 16, prunedWindows: 2 });
+    // A late duplicate of an occurrence before the horizon: missed, no lease taken; --rerun runs it.
+    expect((await s.acquire({ ...base, job: 'r', window: 'w1', scheduledAt: at(600) })).outcome).toBe('missed');
+    expect((await s.acquire({ ...base, job: 'r', window: 'w5', scheduledAt: at(0.5) })).outcome).toBe('acquired');
+    expect((await s.readHistory('r', 100)).map((e) => [Number(e.seq), e.kind])).toEqual([[17, 'window-missed'], [18, 'acquired'], [19, 'window-claimed']]);
+  });
+
   // Versions, not last-write-wins (seed 003; sql/012_versions_pause_mark.sql).
   const scheduled = { schedule: '* * * * *', tz: 'UTC', window_mode: 'schedule', window_format: null, window_offset: null, max_delay_ms: null, alert_after_ms: null };
   const manual = { schedule: null, tz: 'UTC', window_mode: 'literal', window_format: null, window_offset: null, max_delay_ms: null, alert_after_ms: null };

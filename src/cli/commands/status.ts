@@ -75,6 +75,11 @@ export async function historyCommand(flags: DbFlags & { name?: string; limit?: s
     if (flags.json) {
       out(JSON.stringify(events, null, 2) + '\n');
     } else {
+      // The gap before the first kept event is said, not silent (`leasejob prune`).
+      const pruned = (await store.retention?.read(name))?.jobs[0];
+      if (pruned && pruned.prunedThroughSeq > 0) {
+        out(`events 1-${pruned.prunedThroughSeq} pruned (leasejob prune, horizon ${pruned.retainedFrom?.toISOString() ?? '-'}); kept from seq ${pruned.prunedThroughSeq + 1}\n`);
+      }
       out(renderTable(
         ['SEQ', 'DB TIME', 'KIND', 'WINDOW', 'GEN', 'OWNER', 'DETAIL'],
         events.map((e) => [e.seq, e.dbTime.toISOString(), e.kind, e.window ?? '-', e.generation ?? '-', e.owner ?? '-', Object.keys(e.detail).length ? JSON.stringify(e.detail) : '']),

@@ -8,6 +8,7 @@ import { monoNow, sleep } from '../../clock.js';
 import { passwordFileWarnings, type ConnectionSource } from './connection.js';
 import { noAnswerWithin, wasRolledBack } from './db-errors.js';
 import { quoteIdent } from '../../names.js';
+import { PgRetention } from './retention.js';
 import { driverTls } from './tls.js';
 import type {
   AcquireInput, AcquireRow, AdoptInput, ClaimWindowInput, ClaimWindowRow, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobChange,
@@ -143,6 +144,7 @@ export class PgStore implements LeaseStore {
   readonly location: string;
 
   private readonly s: string;
+  readonly retention: PgRetention;
 
   constructor(
     readonly pool: pg.Pool,
@@ -153,6 +155,7 @@ export class PgStore implements LeaseStore {
   ) {
     this.s = quoteIdent(schema);
     this.location = location;
+    this.retention = new PgRetention((text, values) => this.query(text, values), this.s);
   }
 
   /**
