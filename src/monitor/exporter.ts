@@ -39,6 +39,7 @@ function metrics(registry: Registry) {
     takeovers: rc('leasejob_stale_takeovers_total', 'leases taken over from a stale (crashed or paused) owner'),
     renewFailures: rc('leasejob_renew_failures_total', 'episodes of failed renewals that later recovered'),
     fenceRefusals: rc('leasejob_fence_refusals_total', 'writes refused by assert_lease, as recorded by children'),
+    notifyFailures: rc('leasejob_notify_failures_total', 'pings (--ping-url) and webhook calls (--notify-url) that failed or timed out'),
     offset: g('leasejob_clock_offset_seconds', 'database clock minus host wall clock, from the latest run on the host (its latest precise measurement, else its least uncertain)', ['host']),
     offsetUncertainty: g('leasejob_clock_offset_uncertainty_seconds', 'half the round trip of that measurement', ['host']),
     jumps: c('leasejob_clock_jumps_total', 'wall-clock jumps detected by runners', ['host']),
@@ -50,8 +51,9 @@ function metrics(registry: Registry) {
 }
 
 const RUN_KINDS: Record<string, string> = { 'window-completed': 'completed', 'window-failed': 'failed', 'window-missed': 'missed' };
-const PER_JOB: Record<string, 'lost' | 'takeovers' | 'renewFailures' | 'fenceRefusals'> = {
+const PER_JOB: Record<string, 'lost' | 'takeovers' | 'renewFailures' | 'fenceRefusals' | 'notifyFailures'> = {
   'lease-lost': 'lost', 'stale-takeover': 'takeovers', 'renew-failed': 'renewFailures', 'fence-refused': 'fenceRefusals',
+  'notify-failed': 'notifyFailures',
 };
 /** The event kinds a scrape exports; the others (acquired, released, ...) are not read. */
 const EXPORTED_KINDS = [...Object.keys(RUN_KINDS), ...Object.keys(PER_JOB), 'busy-skip', 'clock-jump'];

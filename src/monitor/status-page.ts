@@ -10,7 +10,7 @@ import {
   type ListQuery,
   type ListView,
 } from './status-view.js';
-import type { HistoryEvent, HostClock, WindowRow } from '../store/contract.js';
+import type { HistoryEvent, HostClock, WindowOutput, WindowRow } from '../store/contract.js';
 import { humanMs } from './table.js';
 
 const STYLE = trusted(`
@@ -41,6 +41,7 @@ dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:.25rem 1rem;marg
 dl.facts dt{color:var(--muted)}dl.facts dd{margin:0;overflow-wrap:anywhere}
 .scroll{overflow-x:auto}
 pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:0}
+h3{font-size:1rem;margin:1rem 0 .25rem}pre.tail{padding:.5rem;border:1px solid var(--line);border-radius:.35rem;background:var(--head);max-height:30rem;overflow:auto}
 @media (max-width:700px){
  body{padding:.6rem}
  table.cards thead{display:none}
@@ -219,6 +220,10 @@ export interface JobPageData {
   events: HistoryEvent[];
   /** How many events were asked for (the page offers more when that many came). */
   eventLimit: number;
+  /** Recorded outputs (--record-output), newest first. */
+  outputs: WindowOutput[];
+  /** Events up to this seq were pruned (leasejob prune); 0: none. */
+  prunedThroughSeq: number;
 }
 
 export function renderJob(d: JobPageData): string {
@@ -244,6 +249,7 @@ ${fact('Version', j.version)}
 ${fact('Registered', when(j.createdAt, now))}
 </dl>
 ${windowsSection(d)}
+${outputsSection(d)}
 ${eventsSection(d)}`;
   return page(`${j.name} · leasejob`, body);
 }
@@ -256,10 +262,11 @@ function windowsSection(d: JobPageData): SafeHtml {
   if (d.windows.length === 0) return markup`<h2>Windows</h2><p class="muted">No window recorded.</p>`;
   // Recorded as running, but its generation no longer holds the lease: abandoned, as status reads it.
   const live = d.job.held ? d.job.generation : null;
+  const outputIndex = new Map(d.outputs.map((o, i) => [o.window, i]));
   return markup`<h2>Windows</h2>
 <p class="muted">Open windows first (newest started first), then the latest completed ones; ${d.job.openCount} open in all.</p>
 <div class="scroll"><table class="cards" id="windows">
-<thead><tr><th>Window</th><th>Outcome</th><th>Attempts</th><th>Generation</th><th>Owner</th><th>Started</th><th>Finished</th><th>Exit</th></tr></thead>
+<thead><tr><th>Window</th><th>Outcome</th><th>Attempts</th><th>Generation</th><th>Owner</th><th>Started</th><th>Finished</th><th>Exit</th><th>Output</th></tr></thead>
 <tbody>
 ${d.windows.map((w) => {
   const outcome = w.completedAt === null && w.outcome === 'running' && w.generation !== live ? 'abandoned' : w.outcome;
@@ -272,10 +279,30 @@ ${d.windows.map((w) => {
 <td data-label="Started">${when(w.startedAt, now)}</td>
 <td data-label="Finished">${when(w.completedAt ?? w.finishedAt, now)}</td>
 <td data-label="Exit">${w.exitCode ?? '-'}</td>
+<td data-label="Output">${outputIndex.has(w.window) ? markup`<a href="#output-${outputIndex.get(w.window)!}">output</a>` : '-'}</td>
 </tr>`;
 })}
 </tbody>
 </table></div>`;
+}
+
+/** Control characters other than newline and tab (a terminal's colours, a carriage return) shown as U+FFFD. */
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f]/g;
+
+function outputsSection(d: JobPageData): SafeHtml {
+  if (d.outputs.length === 0) return markup``;
+  const now = d.dbNow;
+  return markup`<h2>Recorded output</h2>
+<p class="muted">The tail of each window's latest recorded attempt (--record-output), newest first. It may hold whatever the command printed, secrets included.</p>
+${d.outputs.map((o, i) => {
+  const kept = o.tail.length < o.bytes ? `the last ${o.tail.length} of ${o.bytes} bytes` : `${o.bytes} bytes`;
+  return markup`<section class="output" id="output-${i}">
+<h3><code>${o.window}</code> <span class="outcome-${o.outcome}">${o.outcome}</span>, attempt ${o.attempt}, generation ${o.generation}${o.exitCode !== null ? `, exit ${o.exitCode}` : ''}</h3>
+<p class="muted">recorded ${when(o.recordedAt, now)}, ${kept}</p>
+<pre class="mono tail">${o.tail.toString('utf8').replace(CONTROL, '\uFFFD')}</pre>
+</section>`;
+})}`;
 }
 
 /** db_time minus host_time of one event: its host's offset plus the way to the database. */
@@ -293,7 +320,8 @@ function eventsSection(d: JobPageData): SafeHtml {
   const name = d.job.name;
   const more = d.events.length >= d.eventLimit;
   return markup`<h2>Events</h2>
-<p class="muted">${more ? `The latest ${d.events.length}, ` : `All ${d.events.length}, `}in sequence order (the order they happened in; clocks are shown, never used to order). Offset: database time minus host time.
+${d.prunedThroughSeq > 0 ? markup`<p>Events 1-${d.prunedThroughSeq} were pruned (leasejob prune); kept from seq ${d.prunedThroughSeq + 1}.</p>` : ''}
+<p class="muted">${more || d.prunedThroughSeq > 0 ? `The latest ${d.events.length}, ` : `All ${d.events.length}, `}in sequence order (the order they happened in; clocks are shown, never used to order). Offset: database time minus host time.
 ${more ? markup` <a href="${`${jobHref(name)}&events=${Math.min(d.eventLimit * 5, 100_000)}`}">Show more</a>` : ''}</p>
 ${
   d.events.length

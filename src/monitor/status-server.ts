@@ -74,17 +74,29 @@ export class StatusPages {
     }
     const asked = Number(params.get('events'));
     const eventLimit = Number.isInteger(asked) && asked > 0 ? Math.min(asked, MAX_EVENT_LIMIT) : DEFAULT_EVENT_LIMIT;
-    const [{ dbNow, jobs }, windows, events] = await Promise.all([
+    const [{ dbNow, jobs }, windows, events, outputs, retention] = await Promise.all([
       readJobStates(this.store, name),
       this.store.readJobWindows?.(name, WINDOW_LIMIT),
       this.store.readHistory(name, eventLimit),
+      this.store.readOutputs?.(name, WINDOW_LIMIT),
+      this.store.retention?.read(name),
     ]);
     const job = jobs[0];
     if (!job)
       return { status: 404, body: renderMessage('No such job', `No job named “${name}” is registered in this store.`) };
     return {
       status: 200,
-      body: renderJob({ dbNow, job, state: stateOf(job), nextDue: nextDueOf(job, dbNow), windows, events, eventLimit }),
+      body: renderJob({
+        dbNow,
+        job,
+        state: stateOf(job),
+        nextDue: nextDueOf(job, dbNow),
+        windows,
+        events,
+        eventLimit,
+        outputs: outputs ?? [],
+        prunedThroughSeq: retention?.jobs[0]?.prunedThroughSeq ?? 0,
+      }),
     };
   }
 }

@@ -197,6 +197,30 @@ export interface WindowRow {
   exitCode: number | null;
 }
 
+/** A window's recorded output (--record-output): the tail of its latest recorded attempt. */
+export interface WindowOutput {
+  window: string;
+  /** The generation and attempt the output is of (a later attempt may not have recorded one). */
+  generation: string;
+  attempt: number;
+  /** The window's outcome now, and its exit code (of its latest attempt). */
+  outcome: string;
+  exitCode: number | null;
+  recordedAt: Date;
+  /** How many bytes the child wrote in all; `tail` is the last of them. */
+  bytes: number;
+  tail: Buffer;
+}
+
+export interface RecordOutputInput {
+  job: string;
+  window: string;
+  generation: string;
+  tail: Buffer;
+  bytes: number;
+  answerTimeoutMs?: number | undefined;
+}
+
 export interface EventCount {
   job: string;
   kind: string;
@@ -324,6 +348,13 @@ export interface LeaseStore {
   /** Record the window outcome (if still held) and release. held=false: the lease was not ours. */
   finish(i: FinishInput): Promise<{ held: boolean; dbNow: Date }>;
   recordEvent(e: RecordEventInput): Promise<string>;
+  /**
+   * Keep the output's tail with the window, for the attempt of `generation` (false when the
+   * window has been claimed by another since). Optional for a store of your own.
+   */
+  recordOutput?(i: RecordOutputInput): Promise<boolean>;
+  /** The job's windows with a recorded output, newest first (at most `limit`). */
+  readOutputs?(job: string, limit: number): Promise<WindowOutput[]>;
   /**
    * Sequences of windows under one lease (run --catch-up, backfill); optional for a store of
    * your own, which then cannot run them. claimWindow: one more window for the generation

@@ -347,6 +347,7 @@ describe.skipIf(!helm)('with a helm binary', () => {
         podLabels: { team: 'billing' }, nodeSelector: { pool: 'batch' }, tolerations: [{ key: 'batch', operator: 'Exists' }],
         serviceMonitor: { enabled: true }, prometheusRule: { enabled: true }, grafanaDashboard: { enabled: true, annotations: { grafana_folder: 'Jobs' } },
         jobs: [...values.jobs, { ...commentedExampleJob(), entrypoint: ['leasejob'], passDatabaseUrl: true, maxDelay: '6h', catchUp: '1d', catchUpLimit: 24, activeDeadlineSeconds: 7200,
+          pingUrlSecret: { name: 'hc-nightly', key: 'url' }, notifyUrlSecret: { name: 'hooks', key: 'billing' }, recordOutput: '16KiB',
           env: [{ name: 'A', value: 'b' }], volumes: [{ name: 'cfg', configMap: { name: 'cfg' } }], volumeMounts: [{ name: 'cfg', mountPath: '/etc/cfg' }] }],
       };
       writeFileSync(file, JSON.stringify(extra));
@@ -368,6 +369,15 @@ describe.skipIf(!helm)('with a helm binary', () => {
         const args = podSpecOf(cron).containers[0].args as string[];
         expect(args.slice(args.indexOf('--alert-after'), args.indexOf('--alert-after') + 2)).toEqual(['--alert-after', '10m']);
       }
+      // The ping and webhook URLs come from their Secrets as environment, never as args; a job without them has none.
+      const [plainJob, notifying] = objects.filter((o) => o.kind === 'CronJob').map((o) => podSpecOf(o).containers[0] as { args: string[]; env: Array<{ name: string; valueFrom?: unknown }> });
+      const envOf = (c: typeof notifying) => Object.fromEntries(c!.env.map((e) => [e.name, e.valueFrom]));
+      expect(envOf(notifying).LEASEJOB_PING_URL).toEqual({ secretKeyRef: { name: 'hc-nightly', key: 'url' } });
+      expect(envOf(notifying).LEASEJOB_NOTIFY_URL).toEqual({ secretKeyRef: { name: 'hooks', key: 'billing' } });
+      expect(notifying!.args.slice(notifying!.args.indexOf('--record-output'), notifying!.args.indexOf('--record-output') + 2)).toEqual(['--record-output', '16KiB']);
+      expect(envOf(plainJob).LEASEJOB_PING_URL).toBeUndefined();
+      expect(envOf(plainJob).LEASEJOB_NOTIFY_URL).toBeUndefined();
+      expect(plainJob!.args).not.toContain('--record-output');
       // Catch-up per job: only the job that asks for it.
       const catchUp = objects.filter((o) => o.kind === 'CronJob').map((o) => podSpecOf(o).containers[0].args as string[])
         .map((args) => args.includes('--catch-up') ? args.slice(args.indexOf('--catch-up'), args.indexOf('--catch-up') + 4) : []);

@@ -25,6 +25,7 @@ const HOSTILE_WINDOW = '"><script>alert(2)</script>';
 const HOSTILE_HOST = '<svg onload=alert(3)>';
 const HOSTILE_DETAIL = '</pre><script>alert(4)</script>';
 const HOSTILE_REASON = '<iframe src=javascript:alert(5)>';
+const HOSTILE_OUTPUT = '</pre><script>alert(6)</script>\u001b[31mred';
 const BULK = 10_000;
 const NEEDLE = 'needle-in-the-haystack';
 
@@ -89,7 +90,7 @@ describe.skipIf(!haveChromium)('status page in chromium', () => {
     ]);
     expect(hourly.exitCode, hourly.all).toBe(0);
     await db.rows(`UPDATE ${db.schema}.jobs SET created_at = now() - interval '1 day' WHERE name = 'hourly-report'`);
-    // Failing, with hostile strings in its name, window and an event's detail.
+    // Failing, with hostile strings in its name, window, recorded output and an event's detail.
     for (let i = 0; i < 2; i++) {
       const r = await runCli([
         'run',
@@ -98,10 +99,12 @@ describe.skipIf(!haveChromium)('status page in chromium', () => {
         HOSTILE,
         '--window',
         HOSTILE_WINDOW,
+        '--record-output',
+        '4KiB',
         '--',
         process.execPath,
-        fixture('exit-with.mjs'),
-        '4',
+        '-e',
+        `process.stdout.write(${JSON.stringify(HOSTILE_OUTPUT)}); process.exit(4)`,
       ]);
       expect(r.exitCode, r.all).toBe(4);
     }
@@ -228,6 +231,10 @@ describe.skipIf(!haveChromium)('status page in chromium', () => {
     expect(await page.title()).toBe(`${HOSTILE} · leasejob`);
     expect(await page.locator('#windows').innerText()).toContain(HOSTILE_WINDOW);
     expect(await page.locator('#events').innerText()).toContain(HOSTILE_DETAIL);
+    // The recorded output, as text (the terminal escape shown as U+FFFD), linked from its window.
+    expect(await page.locator('#output-0 pre').innerText()).toBe(HOSTILE_OUTPUT.replace('\u001b', '\uFFFD'));
+    expect(await page.locator('#output-0 h3').innerText()).toMatch(/failed, attempt 2, generation 2, exit 4$/);
+    expect(await page.locator('#windows').getByRole('link', { name: 'output' }).getAttribute('href')).toBe('#output-0');
     expect(await page.locator('body img, body script, body svg').count()).toBe(0);
     expect(dialogs).toEqual([]);
     await page.close();
@@ -247,7 +254,7 @@ describe.skipIf(!haveChromium)('status page in chromium', () => {
     );
     // The failed window, attempt 2, exit 4.
     const w = await page.locator('#windows tbody tr').first().innerText();
-    expect(w).toMatch(/failed\s+2\s+2\s+[\s\S]*\s4$/);
+    expect(w).toMatch(/failed\s+2\s+2\s+[\s\S]*\s4\s+output$/);
     expect(await page.locator('.state').first().innerText()).toBe('FAILING');
     await page.screenshot({ path: path.join(SHOTS, 'status-job.png'), fullPage: true });
     await page.close();

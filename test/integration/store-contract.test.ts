@@ -76,6 +76,26 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     expect(await s.renew('n', 'host-b:2:bbbb', '2', 3_000, 500, 2_000)).toBeDefined();
   });
 
+  it('keeps a window\'s output for the attempt that recorded it (binary-safe); a generation that no longer claims the window writes nothing', async () => {
+    const s = await make();
+    const bytes = Buffer.from([0, 255, 10, 0xc3, 0x28, 65]);
+    await s.acquire({ ...base, job: 'o', window: 'k' });
+    expect(await s.recordOutput!({ job: 'o', window: 'k', generation: '1', tail: bytes, bytes: 6000 })).toBe(true);
+    await s.finish({ job: 'o', owner: base.owner, generation: '1', window: 'k', outcome: 'failed', exitCode: 3, hostTime: new Date() });
+    let [o] = await s.readOutputs!('o', 10);
+    expect(o).toMatchObject({ window: 'k', generation: '1', attempt: 1, outcome: 'failed', exitCode: 3, bytes: 6000 });
+    expect(Buffer.compare(o!.tail, bytes)).toBe(0);
+    expect(o!.recordedAt).toBeInstanceOf(Date);
+    // The retry claims the window as generation 2: the first attempt's late write is refused.
+    await s.acquire({ ...base, job: 'o', window: 'k' });
+    expect(await s.recordOutput!({ job: 'o', window: 'k', generation: '1', tail: Buffer.from('late'), bytes: 4 })).toBe(false);
+    expect(await s.recordOutput!({ job: 'o', window: 'k', generation: '2', tail: Buffer.from('second'), bytes: 6 })).toBe(true);
+    [o] = await s.readOutputs!('o', 10);
+    expect(o).toMatchObject({ generation: '2', attempt: 2, bytes: 6 });
+    expect(o!.tail.toString()).toBe('second');
+    expect(await s.readOutputs!('nothing-here', 10)).toEqual([]);
+  });
+
   it('renews only the live owner and generation', async () => {
     const s = await make();
     await s.acquire({ ...base, job: 'r' });

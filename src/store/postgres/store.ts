@@ -12,8 +12,8 @@ import { PgRetention } from './retention.js';
 import { driverTls } from './tls.js';
 import type {
   AcquireInput, AcquireRow, AdoptInput, ClaimWindowInput, ClaimWindowRow, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobChange,
-  JobRow, LeaseStore, MarkInput, OperatorResult, OperatorWrite, PauseInput, RecordEventInput, RecordMissedInput, ReleaseInput, RenewRow,
-  ScheduleKey, WindowRow, WindowStates,
+  JobRow, LeaseStore, MarkInput, OperatorResult, OperatorWrite, PauseInput, RecordEventInput, RecordMissedInput, RecordOutputInput, ReleaseInput, RenewRow,
+  ScheduleKey, WindowOutput, WindowRow, WindowStates,
 } from '../contract.js';
 import { ACQUIRE_LOCK_TIMEOUT_MS, EVENT_TIMEOUT_MS, JOB_CHANGES_WINDOW_MS } from '../contract.js';
 
@@ -406,6 +406,34 @@ export class PgStore implements LeaseStore {
       e.answerTimeoutMs ?? EVENT_TIMEOUT_MS,
     );
     return rows[0].seq;
+  }
+
+  async recordOutput(i: RecordOutputInput): Promise<boolean> {
+    const { rows } = await this.query(
+      `SELECT ${this.s}.record_output($1, $2, $3, $4, $5) AS recorded`,
+      [i.job, i.window, i.generation, i.tail, i.bytes],
+      i.answerTimeoutMs ?? EVENT_TIMEOUT_MS,
+    );
+    return rows[0].recorded === true;
+  }
+
+  async readOutputs(job: string, limit: number): Promise<WindowOutput[]> {
+    let rows;
+    try {
+      ({ rows } = await this.query(
+        `SELECT window_key, output_generation, output_attempt, outcome, exit_code, output_at, output_bytes, output_tail
+           FROM ${this.s}.windows WHERE job = $1 AND output_at IS NOT NULL ORDER BY output_at DESC, window_key LIMIT $2`,
+        [job, limit],
+      ));
+    } catch (err) {
+      // A schema before 015 (sql/015_output_tail.sql) has no outputs to show.
+      if ((err as { code?: unknown }).code === '42703') return [];
+      throw err;
+    }
+    return rows.map((r) => ({
+      window: r.window_key, generation: String(r.output_generation), attempt: r.output_attempt, outcome: r.outcome, exitCode: r.exit_code,
+      recordedAt: r.output_at, bytes: Number(r.output_bytes), tail: r.output_tail,
+    }));
   }
 
   /** Administrative release: expire now, keep the generation. */

@@ -13,8 +13,8 @@ import { migrateSqlite } from './schema.js';
 import { SqliteRetention } from './retention.js';
 import type {
   AcquireInput, AcquireRow, AdoptInput, ClaimWindowInput, ClaimWindowRow, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobChange,
-  JobRow, JobSettings, LeaseStore, MarkInput, OperatorResult, OperatorWrite, PauseInput, RecordEventInput, RecordMissedInput, ReleaseInput,
-  RenewRow, ScheduleKey, WindowRow, WindowStates,
+  JobRow, JobSettings, LeaseStore, MarkInput, OperatorResult, OperatorWrite, PauseInput, RecordEventInput, RecordMissedInput, RecordOutputInput, ReleaseInput,
+  RenewRow, ScheduleKey, WindowOutput, WindowRow, WindowStates,
 } from '../contract.js';
 import { JOB_CHANGES_WINDOW_MS } from '../contract.js';
 
@@ -621,6 +621,24 @@ export class SqliteStore implements LeaseStore {
 
   async recordEvent(e: RecordEventInput): Promise<string> {
     return String(this.db.transaction(() => this.recordEventSync(e, Date.now())).immediate());
+  }
+
+  async recordOutput(i: RecordOutputInput): Promise<boolean> {
+    return this.db.transaction(() => this.db.prepare(
+      `UPDATE windows SET output_tail = ?, output_bytes = ?, output_generation = generation, output_attempt = attempts, output_at = ?
+        WHERE job = ? AND window_key = ? AND generation = ?`,
+    ).run(i.tail, i.bytes, Date.now(), i.job, i.window, Number(i.generation)).changes === 1).immediate();
+  }
+
+  async readOutputs(job: string, limit: number): Promise<WindowOutput[]> {
+    const rows = this.db.prepare(
+      `SELECT window_key, output_generation, output_attempt, outcome, exit_code, output_at, output_bytes, output_tail
+         FROM windows WHERE job = ? AND output_at IS NOT NULL ORDER BY output_at DESC, window_key LIMIT ?`,
+    ).all(job, limit) as Array<Record<string, unknown>>;
+    return rows.map((r) => ({
+      window: r.window_key as string, generation: String(r.output_generation), attempt: r.output_attempt as number, outcome: r.outcome as string,
+      exitCode: (r.exit_code as number | null) ?? null, recordedAt: new Date(r.output_at as number), bytes: r.output_bytes as number, tail: r.output_tail as Buffer,
+    }));
   }
 
   async release(job: string, hostTime: Date): Promise<{ owner: string; generation: string } | undefined> {
