@@ -46,6 +46,12 @@ function metrics(registry: Registry) {
     // Rows, not prom-client gauges: a gauge reset for the next scrape still says 0, and an
     // applied version that could not be read must be absent, not 0.
     schema: rg('leasejob_schema_version', 'the newest migration applied to the schema'),
+    // What a failover can lose (replication.ts); absent when the server hides it.
+    replicationMode: rg('leasejob_replication_mode', '1 for the replication setup leasejob sees: mode is synchronous, asynchronous (a failover can lose commits), single (no standby seen), standby (runs refused), embedded or unknown'),
+    replicationStandbys: rg('leasejob_replication_standbys', 'streaming standbys of the server leasejob uses'),
+    replicationSync: rg('leasejob_replication_synchronous_standbys', 'standbys in sync or in the quorum (absent when hidden from leasejob\'s role: grant pg_monitor)'),
+    replicationUnchecked: rg('leasejob_replication_unchecked', 'parts of the replication setup the server hides from leasejob\'s role (see `leasejob check`)'),
+    fenceEpoch: rg('leasejob_fence_epoch', 'the epoch of the tokens issued now: it advances when the database is promoted, restored or replaced'),
     schemaExpected: rg('leasejob_schema_version_expected', 'the newest migration this leasejob ships; above leasejob_schema_version, run `leasejob migrate`'),
   };
 }
@@ -110,12 +116,17 @@ export class Exporter {
         this.expectedSchema = undefined; // read again at the next scrape
         throw err;
       });
-    const [{ jobs }, counts, hosts, schema, expected] = await Promise.all([
+    const [{ jobs }, counts, hosts, schema, expected, replication] = await Promise.all([
       readJobStates(this.store),
       this.store.readEventCounts(EXPORTED_KINDS),
       this.store.readHostClocks(),
       this.store.readSchemaVersion?.(),
       this.expectedSchema,
+      // Never fails the scrape: what the server hides is in `unchecked`, anything else is left out.
+      this.store.readReplication?.().catch((err: unknown) => {
+        this.log.warn({ err: (err as Error).message }, 'scrape could not read the replication setup');
+        return undefined;
+      }),
     ]);
     const m = this.m;
     m.jobs.set(jobs.length);
@@ -123,6 +134,13 @@ export class Exporter {
     // scrape, since `run` does not check (it would cost a statement on every run).
     if (schema !== undefined) m.schema.add('', schema);
     m.schemaExpected.add('', expected);
+    if (replication) {
+      m.replicationMode.add(labelText({ mode: replication.mode }), 1);
+      if (replication.standbys !== null) m.replicationStandbys.add('', replication.standbys);
+      if (replication.synchronousStandbys !== null) m.replicationSync.add('', replication.synchronousStandbys);
+      m.replicationUnchecked.add('', replication.unchecked.length);
+      if (replication.fenceEpoch !== null) m.fenceEpoch.add('', replication.fenceEpoch);
+    }
     for (const j of jobs) {
       const job = labelText({ job: j.name });
       if (j.due) m.overdue.add(job, j.overdue ? 1 : 0);

@@ -1,6 +1,7 @@
 // The store contract: what the runner, status, check and the exporter need from wherever the
 // leases live (PostgreSQL for several hosts, SQLite for one). Both implementations keep the same
 // semantics: generation never restarts, completed windows are final, events are gap-free.
+import type { ReplicationReport } from '../replication.js';
 
 /** `paused`: the job is paused (leasejob pause); its occurrence was recorded as skipped, no lease taken. */
 export type AcquireOutcome = 'acquired' | 'busy' | 'stale' | 'done' | 'missed' | 'paused';
@@ -397,6 +398,12 @@ export interface LeaseStore {
   /** Event counts by (job, kind, host), of these kinds only (a scrape exports a few of them). */
   readEventCounts(kinds: readonly string[]): Promise<EventCount[]>;
   readHostClocks(): Promise<HostClock[]>;
+  /**
+   * The replication setup the store sees (replication.ts): what a failover can lose. The
+   * embedded store has none. Never throws for what the server hides: that is in `unchecked`.
+   * Optional for a store of your own (then not reported).
+   */
+  readReplication?(): Promise<ReplicationReport>;
   ping(): Promise<void>;
   /** limitMs: how long a statement still in flight may hold it up (the store's default when unset). */
   close(limitMs?: number): Promise<void>;

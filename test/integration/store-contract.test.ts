@@ -310,6 +310,27 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     expect(await done([])).toEqual([]);
   });
 
+  it('tokens: decimal strings of a bigint, epoch * 10^12 + n, strictly increasing per job; epoch 0 on a history that never changed', async () => {
+    const s = await make();
+    const tokens: bigint[] = [];
+    for (let i = 0; i < 3; i++) {
+      const a = await s.acquire({ ...base, job: 'tok' });
+      expect(a.generation).toMatch(/^[1-9][0-9]{0,18}$/);
+      tokens.push(BigInt(a.generation!));
+      expect((await s.finish({ job: 'tok', owner: base.owner, generation: a.generation!, outcome: 'none', hostTime: new Date() })).held).toBe(true);
+    }
+    expect(tokens).toEqual([1n, 2n, 3n]);
+    for (const t of tokens) expect(t).toBeLessThanOrEqual(9_223_372_036_854_775_807n);
+  });
+
+  it('reports its replication setup without failing: the embedded store none, a lone PostgreSQL server no standby', async () => {
+    const s = await make();
+    const r = await s.readReplication!();
+    expect(r.mode).toBe(s.kind === 'sqlite' ? 'embedded' : 'single');
+    expect(r.fenceEpoch).toBe(0);
+    expect(r.unchecked).toEqual([]);
+  });
+
   it('a sequence under one lease: windows claimed, finished without releasing, missed recorded, then one release', async () => {
     const s = await make();
     const lease = { job: 'seq', owner: base.owner, generation: '1' };

@@ -6,6 +6,7 @@ import { findProblems, readJobStates, statesToJson, type JobState } from '../../
 import { validateName } from '../../names.js';
 import { humanMs, renderTable } from '../../monitor/table.js';
 import type { Logger } from '../../log.js';
+import { replicationProblems, type ReplicationReport } from '../../replication.js';
 import type { HistoryEvent, LeaseStore, WindowOutput } from '../../store/contract.js';
 import { unknownJob, withStore, type DbFlags } from './admin.js';
 import { Reach, noteReach } from '../../startup/start-reach.js';
@@ -151,12 +152,32 @@ async function check(flags: DbFlags & { name?: string; all?: boolean; maxHold?: 
     const problems = findProblems(jobs, dbNow, { maxHoldMs, maxAttempts });
     // Paused jobs are not problems (an operator said so), but a monitor should show them.
     const paused = jobs.filter((j) => j.paused && j.pause).map((j) => ({ job: j.name, reason: j.pause!.reason, since: j.pause!.since, until: j.pause!.until, by: j.pause!.by, version: j.version }));
-    if (flags.json) out(JSON.stringify({ dbNow, jobs: jobs.length, problems, paused, ...(schema ? { schemaVersion: schema.version, knownSchemaVersion: schema.known } : {}) }, null, 2) + '\n');
-    else if (problems.length === 0) out(`OK: ${jobs.length} job(s) healthy${paused.length ? `, ${paused.length} paused` : ''}\n`);
-    else for (const p of problems) out(`${p.severity.toUpperCase()} ${p.job}: ${p.kind}: ${p.message}\n`);
+    // What a failover can lose (issue 22): a problem of the database, not of one job.
+    const replication = await readReplicationSafely(store, log);
+    if (replication) for (const p of replicationProblems(replication)) problems.push({ job: DATABASE, severity: p.severity, kind: 'replication', message: p.message });
+    if (flags.json) out(JSON.stringify({ dbNow, jobs: jobs.length, problems, paused, ...(schema ? { schemaVersion: schema.version, knownSchemaVersion: schema.known } : {}), ...(replication ? { replication } : {}) }, null, 2) + '\n');
+    else {
+      if (problems.length === 0) out(`OK: ${jobs.length} job(s) healthy${paused.length ? `, ${paused.length} paused` : ''}\n`);
+      else for (const p of problems) out(`${p.severity.toUpperCase()} ${p.job}: ${p.kind}: ${p.message}\n`);
+      // Said, never counted as a problem: the server hides it from this role.
+      for (const u of replication?.unchecked ?? []) out(`UNCHECKED ${DATABASE}: replication: ${u}\n`);
+    }
     if (problems.some((p) => p.severity === 'critical')) return 2;
     return problems.length ? 1 : 0;
   });
+}
+
+/** The name problems of the database itself are reported under. */
+const DATABASE = '(database)';
+
+/** The replication report, or undefined (logged) when even that could not be read: check goes on. */
+async function readReplicationSafely(store: LeaseStore, log: Logger): Promise<ReplicationReport | undefined> {
+  try {
+    return await store.readReplication?.();
+  } catch (err) {
+    log.warn({ err: maskPasswords((err as Error).message) }, 'could not read the replication setup');
+    return undefined;
+  }
 }
 
 const LISTEN_ERRORS: Record<string, string> = {

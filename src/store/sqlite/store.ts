@@ -9,6 +9,7 @@ import type BetterSqlite3 from 'better-sqlite3';
 import Database from 'better-sqlite3';
 import { monoNow } from '../../clock.js';
 import { DatabaseError, UsageError } from '../../errors.js';
+import type { ReplicationReport } from '../../replication.js';
 import { migrateSqlite } from './schema.js';
 import { SqliteRetention } from './retention.js';
 import type {
@@ -751,6 +752,14 @@ export class SqliteStore implements LeaseStore {
 
   async readEventCounts(kinds: readonly string[]): Promise<EventCount[]> {
     return this.db.prepare('SELECT job, kind, host, n FROM event_counts WHERE kind IN (SELECT value FROM json_each(?))').all(JSON.stringify(kinds)) as EventCount[];
+  }
+
+  /** One file on one host: no replication, no failover (the tokens' epoch is always 0). */
+  async readReplication(): Promise<ReplicationReport> {
+    return {
+      mode: 'embedded', standbys: null, synchronousStandbys: null, synchronousStandbyNames: null,
+      synchronousCommit: null, timeline: null, fenceEpoch: 0, unchecked: [],
+    };
   }
 
   async readHostClocks(): Promise<HostClock[]> {
