@@ -202,9 +202,10 @@ Example:
   if (want('exporter')) dbOptions(
     program
       .command('exporter')
-      .description('serve Prometheus /metrics and /healthz, computed from the database on each scrape')
+      .description('serve Prometheus /metrics, /healthz and a read-only status page at /, computed from the database on each request')
       .option('--port <port>', 'TCP port', '9464')
-      .option('--host <address>', 'address to listen on', '0.0.0.0'),
+      .option('--host <address>', 'address to listen on', '0.0.0.0')
+      .option('--no-status-page', 'serve only /metrics and /healthz: no job names, hosts or events at / and /job'),
   ).action(lazy(async () => (await import('./commands/status.js')).exporterCommand));
 
   const operatorExits = `

@@ -6,6 +6,7 @@ import { monoNow } from '../clock.js';
 import type { Logger } from '../log.js';
 import { labelText, MetricRows } from './metric-rows.js';
 import { readJobStates } from './job-states.js';
+import { StatusPages } from './status-server.js';
 import type { LeaseStore } from '../store/contract.js';
 
 function metrics(registry: Registry) {
@@ -186,14 +187,20 @@ export class Exporter {
     }
   }
 
-  /** HTTP server: /metrics (Prometheus text), /healthz (200 when the database answers). */
-  createServer(): http.Server {
+  /** HTTP server: /metrics (Prometheus text), /healthz (200 when the database answers), the status page at / and /job. */
+  createServer(opts: { statusPage?: boolean } = {}): http.Server {
+    const pages = opts.statusPage === false ? undefined : new StatusPages(this.store, this.log);
     return http.createServer((req, res) => {
-      const path = (req.url ?? '/').split('?')[0];
+      const url = req.url ?? '/';
+      const q = url.indexOf('?');
+      const path = q < 0 ? url : url.slice(0, q);
+      const query = q < 0 ? '' : url.slice(q + 1);
       if (req.method !== 'GET' && req.method !== 'HEAD') {
-        res.writeHead(405).end();
+        // Read-only: nothing here changes the database.
+        res.writeHead(405, { allow: 'GET, HEAD' }).end();
         return;
       }
+      if (pages?.handle(path, new URLSearchParams(query), res)) return;
       if (path === '/metrics') {
         this.scrape().then(
           (body) => res.writeHead(200, { 'content-type': this.registry.contentType }).end(body),
@@ -205,7 +212,7 @@ export class Exporter {
           () => res.writeHead(503, { 'content-type': 'text/plain' }).end('database unreachable\n'),
         );
       } else {
-        res.writeHead(404, { 'content-type': 'text/plain' }).end('leasejob exporter: see /metrics and /healthz\n');
+        res.writeHead(404, { 'content-type': 'text/plain' }).end(`leasejob exporter: see ${pages ? '/, ' : ''}/metrics and /healthz\n`);
       }
     });
   }

@@ -184,6 +184,22 @@ export interface HistoryEvent {
   detail: Record<string, unknown>;
 }
 
+/** One window of a job's ledger, as the status page lists it. */
+export interface WindowRow {
+  window: string;
+  scheduledAt: Date | null;
+  /** As recorded: running, completed, skipped, failed, lost or missed. */
+  outcome: string;
+  attempts: number;
+  generation: string;
+  owner: string;
+  firstStartedAt: Date;
+  startedAt: Date;
+  finishedAt: Date | null;
+  completedAt: Date | null;
+  exitCode: number | null;
+}
+
 /** A window's recorded output (--record-output): the tail of its latest recorded attempt. */
 export interface WindowOutput {
   window: string;
@@ -381,6 +397,13 @@ export interface LeaseStore {
   readDueNotCompleted(groups: DueGroup[], name?: string): Promise<DueNotCompleted[]>;
   /** The job's latest `limit` events, oldest first. */
   readHistory(job: string, limit: number): Promise<HistoryEvent[]>;
+  /**
+   * The job's windows for its status page: every open one (at most `limit`, newest started
+   * first), then its latest `limit` completed ones (newest completed first). Two index reads,
+   * however long the ledger. Optional for a store of your own: the page then lists the open
+   * windows status reads.
+   */
+  readJobWindows?(job: string, limit: number): Promise<WindowRow[]>;
   /** Event counts by (job, kind, host), of these kinds only (a scrape exports a few of them). */
   readEventCounts(kinds: readonly string[]): Promise<EventCount[]>;
   readHostClocks(): Promise<HostClock[]>;

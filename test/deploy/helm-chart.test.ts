@@ -345,15 +345,15 @@ describe.skipIf(!helm)('with a helm binary', () => {
         database: { existingSecret: 'pg', secretKey: 'url' }, serviceAccountName: 'jobs', imagePullSecrets: [{ name: 'regcred' }],
         migration: { existingSecret: 'pg-owner', grantTo: ['leasejob_runner'] }, jobDefaults: { alertAfter: '10m' },
         podLabels: { team: 'billing' }, nodeSelector: { pool: 'batch' }, tolerations: [{ key: 'batch', operator: 'Exists' }],
-        serviceMonitor: { enabled: true }, prometheusRule: { enabled: true },
+        serviceMonitor: { enabled: true }, prometheusRule: { enabled: true }, grafanaDashboard: { enabled: true, annotations: { grafana_folder: 'Jobs' } },
         jobs: [...values.jobs, { ...commentedExampleJob(), entrypoint: ['leasejob'], passDatabaseUrl: true, maxDelay: '6h', catchUp: '1d', catchUpLimit: 24, activeDeadlineSeconds: 7200,
           pingUrlSecret: { name: 'hc-nightly', key: 'url' }, notifyUrlSecret: { name: 'hooks', key: 'billing' }, recordOutput: '16KiB',
           env: [{ name: 'A', value: 'b' }], volumes: [{ name: 'cfg', configMap: { name: 'cfg' } }], volumeMounts: [{ name: 'cfg', mountPath: '/etc/cfg' }] }],
       };
       writeFileSync(file, JSON.stringify(extra));
       const objects = render(['rel', CHART_DIR, '--namespace', 'billing', '-f', file]);
-      // Two jobs and the prune CronJob.
-      expect(objects.map((o) => o.kind).sort()).toEqual(['CronJob', 'CronJob', 'CronJob', 'Deployment', 'Job', 'PrometheusRule', 'Service', 'ServiceMonitor']);
+      // Two jobs and the prune CronJob; the dashboard's ConfigMap.
+      expect(objects.map((o) => o.kind).sort()).toEqual(['ConfigMap', 'CronJob', 'CronJob', 'CronJob', 'Deployment', 'Job', 'PrometheusRule', 'Service', 'ServiceMonitor']);
       for (const o of objects.filter((x) => !['ServiceMonitor', 'PrometheusRule'].includes(x.kind))) {
         expect(await schemaErrors(o), `${o.kind} ${o.metadata.name}`).toEqual([]);
         expect(unknownFields(o), `${o.kind} ${o.metadata.name}`).toEqual([]);
@@ -406,6 +406,15 @@ describe.skipIf(!helm)('with a helm binary', () => {
     expect(zone).not.toContain('America/Sao_Paulo"');
     expect(zone.length).toBeLessThan(600);
     expect(fail(`${job},jobs[0].schedule=@daily,jobs[0].timeZone=America/Sao_Paulo`)).toBe('');
+  });
+
+  it('exporter.statusPage=false starts the exporter with --no-status-page; the default serves the page', () => {
+    const argsOf = (...set: string[]): string[] => {
+      const deployment = render(['rel', CHART_DIR, ...set.flatMap((x) => ['--set', x])]).find((o) => o.kind === 'Deployment')!;
+      return podSpecOf(deployment).containers[0].args as string[];
+    };
+    expect(argsOf()).not.toContain('--no-status-page');
+    expect(argsOf('exporter.statusPage=false')).toEqual(['exporter', '--port', '9464', '--schema', 'leasejob', '--no-status-page']);
   });
 
   it('the prune CronJob: on by default with the retention of the values, off with prune.enabled=false', () => {

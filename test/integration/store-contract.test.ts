@@ -119,6 +119,22 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     expect(await run('d1', true, true)).toMatchObject({ status: 'completed', value: 3 });
   });
 
+  it('readJobWindows: the open windows newest started first, then the latest completed ones newest first, each at most the limit', async () => {
+    const s = await make();
+    const run = (window: string, ok: boolean) =>
+      runWithLease(s, { name: 'ws', ttlMs: 3_000, killGraceMs: 500, window: { key: window } }, async () => {
+        if (!ok) throw new Error('boom');
+        return 0;
+      }, silentLogger);
+    for (const [w, ok] of [['c1', true], ['f1', false], ['c2', true], ['f2', false], ['f2', false], ['c3', true]] as const) await run(w, ok);
+    const all = await s.readJobWindows!('ws', 10);
+    expect(all.map((w) => [w.window, w.outcome, w.attempts])).toEqual([['f2', 'failed', 2], ['f1', 'failed', 1], ['c3', 'completed', 1], ['c2', 'completed', 1], ['c1', 'completed', 1]]);
+    expect(all[2]).toMatchObject({ generation: '6', owner: expect.any(String), completedAt: expect.any(Date), startedAt: expect.any(Date), finishedAt: expect.any(Date), exitCode: 0 });
+    expect(all[0]!.completedAt).toBeNull();
+    expect((await s.readJobWindows!('ws', 1)).map((w) => w.window)).toEqual(['f2', 'c3']);
+    expect(await s.readJobWindows!('nobody', 10)).toEqual([]);
+  });
+
   it('an expired, unreleased lease is taken over as a stale-takeover and its window resumed', async () => {
     const s = await make();
     const first = await s.acquire({ ...base, job: 't', ttlMs: 1_500, renewIntervalMs: 500, window: 'x' });

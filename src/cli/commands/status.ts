@@ -193,7 +193,7 @@ const LISTEN_ERRORS: Record<string, string> = {
 
 const EXPORTER_READ_TIMEOUT_MS = 4_000;
 
-export async function exporterCommand(flags: DbFlags & { port?: string; host?: string }): Promise<number> {
+export async function exporterCommand(flags: DbFlags & { port?: string; host?: string; statusPage?: boolean }): Promise<number> {
   const port = flags.port === undefined ? 9464 : Number(flags.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`Expected \`--port\` to be a TCP port from 0 to 65535, got \`${flags.port}\`.`);
   const host = flags.host ?? '0.0.0.0';
@@ -202,7 +202,7 @@ export async function exporterCommand(flags: DbFlags & { port?: string; host?: s
   return withStore({ ...flags, poolSize: 4, readTimeoutMs: EXPORTER_READ_TIMEOUT_MS }, async (store, log) => {
     const { Exporter } = await import('../../monitor/exporter.js');
     const exporter = new Exporter(store, log);
-    const server = exporter.createServer();
+    const server = exporter.createServer({ statusPage: flags.statusPage !== false });
     await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, host, () => resolve())).catch((err: unknown) => {
       // The address asked for cannot be had here: the operator's --port/--host, so exit 64.
       const code = String((err as { code?: unknown }).code ?? '');

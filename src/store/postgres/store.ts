@@ -14,7 +14,7 @@ import { driverTls } from './tls.js';
 import type {
   AcquireInput, AcquireRow, AdoptInput, ClaimWindowInput, ClaimWindowRow, DueGroup, DueNotCompleted, EventCount, FinishInput, HistoryEvent, HostClock, JobChange,
   JobRow, LeaseStore, MarkInput, OperatorResult, OperatorWrite, PauseInput, RecordEventInput, RecordMissedInput, RecordOutputInput, ReleaseInput, RenewRow,
-  ScheduleKey, WindowOutput, WindowStates,
+  ScheduleKey, WindowOutput, WindowRow, WindowStates,
 } from '../contract.js';
 import { ACQUIRE_LOCK_TIMEOUT_MS, EVENT_TIMEOUT_MS, JOB_CHANGES_WINDOW_MS, NOT_COMPLETED_LISTED } from '../contract.js';
 
@@ -622,6 +622,20 @@ export class PgStore implements LeaseStore {
     return rows.map((r) => ({
       seq: r.seq, kind: r.kind, window: r.window_key, owner: r.owner, host: r.host, generation: r.generation,
       dbTime: r.db_time, hostTime: r.host_time, detail: r.detail,
+    }));
+  }
+
+  async readJobWindows(job: string, limit: number): Promise<WindowRow[]> {
+    const cols = 'window_key, scheduled_at, outcome, attempts, generation, owner, first_started_at, started_at, finished_at, completed_at, exit_code';
+    const { rows } = await this.query(
+      `(SELECT ${cols} FROM ${this.s}.windows WHERE job = $1 AND completed_at IS NULL ORDER BY started_at DESC LIMIT $2)
+       UNION ALL
+       (SELECT ${cols} FROM ${this.s}.windows WHERE job = $1 AND completed_at IS NOT NULL ORDER BY completed_at DESC, generation DESC LIMIT $2)`,
+      [job, limit],
+    );
+    return rows.map((r) => ({
+      window: r.window_key, scheduledAt: r.scheduled_at, outcome: r.outcome, attempts: r.attempts, generation: String(r.generation), owner: r.owner,
+      firstStartedAt: r.first_started_at, startedAt: r.started_at, finishedAt: r.finished_at, completedAt: r.completed_at, exitCode: r.exit_code,
     }));
   }
 

@@ -15,7 +15,7 @@ import { SqliteRetention } from './retention.js';
 import type {
   AcquireInput, AcquireRow, AdoptInput, ClaimWindowInput, ClaimWindowRow, DueGroup, DueNotCompleted, EventCount, FinishInput, HistoryEvent, HostClock, JobChange,
   JobRow, JobSettings, LeaseStore, MarkInput, OperatorResult, OperatorWrite, PauseInput, RecordEventInput, RecordMissedInput, RecordOutputInput, ReleaseInput,
-  RenewRow, ScheduleKey, WindowOutput, WindowStates,
+  RenewRow, ScheduleKey, WindowOutput, WindowRow, WindowStates,
 } from '../contract.js';
 import { JOB_CHANGES_WINDOW_MS, NOT_COMPLETED_LISTED } from '../contract.js';
 
@@ -754,6 +754,20 @@ export class SqliteStore implements LeaseStore {
       host: (r.host as string | null) ?? null, generation: r.generation == null ? null : String(r.generation),
       dbTime: new Date(r.db_time as number), hostTime: r.host_time == null ? null : new Date(r.host_time as number),
       detail: JSON.parse(r.detail as string) as Record<string, unknown>,
+    }));
+  }
+
+  async readJobWindows(job: string, limit: number): Promise<WindowRow[]> {
+    const rows = this.db.prepare(
+      `SELECT * FROM (SELECT * FROM windows WHERE job = ? AND completed_at IS NULL ORDER BY started_at DESC LIMIT ?)
+       UNION ALL
+       SELECT * FROM (SELECT * FROM windows WHERE job = ? AND completed_at IS NOT NULL ORDER BY completed_at DESC, generation DESC LIMIT ?)`,
+    ).all(job, limit, job, limit) as Array<Record<string, unknown>>;
+    const at = (v: unknown): Date | null => (v == null ? null : new Date(v as number));
+    return rows.map((r) => ({
+      window: r.window_key as string, scheduledAt: at(r.scheduled_at), outcome: r.outcome as string, attempts: r.attempts as number,
+      generation: String(r.generation), owner: r.owner as string, firstStartedAt: at(r.first_started_at)!, startedAt: at(r.started_at)!,
+      finishedAt: at(r.finished_at), completedAt: at(r.completed_at), exitCode: (r.exit_code as number | null) ?? null,
     }));
   }
 
