@@ -136,11 +136,6 @@ const ROLLBACK_PAUSE_MAX_MS = 250;
 /** Sent again only with at least this much of its time limit left after the pause. */
 const ROLLBACK_MIN_LEFT_MS = 250;
 
-/**
- * A job's `--alert-lookback` (sql/010), read through to_jsonb so that status, check and the
- * exporter still answer on a schema not yet migrated to 010 (the default lookback, then).
- */
-const LOOKBACK = "(to_jsonb(j) ->> 'alert_lookback_ms')::bigint";
 
 /** How long closing the pool may take before the process exits regardless. */
 const CLOSE_LIMIT_MS = 2_000;
@@ -489,7 +484,7 @@ export class PgStore implements LeaseStore {
     // the newest 10, and the one with the most failed attempts when it is older (for `check`).
     const { rows } = await this.query(
       `SELECT j.name, j.schedule, j.tz, j.window_mode, j.window_format, j.window_offset, j.alert_after_ms,
-              ${LOOKBACK} AS alert_lookback_ms, ${epochMs('j.created_at')} AS created_ms,
+              j.alert_lookback_ms, ${epochMs('j.created_at')} AS created_ms,
               l.owner, l.generation, l.expires_at > now() AS held,
               round(date_part('epoch', l.expires_at - now()) * 1000) AS expires_in_ms,
               round(date_part('epoch', now() - l.acquired_at) * 1000) AS held_for_ms,
@@ -558,7 +553,7 @@ export class PgStore implements LeaseStore {
     const { rows } = await this.query(
       `SELECT ${epochMs('now()')} AS db_now_ms, k.*
          FROM (SELECT 1) one LEFT JOIN (
-           SELECT DISTINCT schedule, tz, window_format, window_offset, alert_after_ms, ${LOOKBACK} AS alert_lookback_ms FROM ${this.s}.jobs j
+           SELECT DISTINCT schedule, tz, window_format, window_offset, alert_after_ms, j.alert_lookback_ms FROM ${this.s}.jobs j
             WHERE window_mode = 'schedule' AND schedule IS NOT NULL AND ($1::text IS NULL OR name = $1)) k ON true`,
       [name ?? null],
     );
@@ -574,41 +569,65 @@ export class PgStore implements LeaseStore {
 
   async readDueNotCompleted(groups: DueGroup[], name?: string): Promise<DueNotCompleted[]> {
     if (groups.length === 0) return [];
-    // One primary-key probe per (job, due window) (windows_pkey): joining the windows table
-    // itself would let the planner hash its whole history, which only grows. The lookback
-    // bounds the windows of a key (monitor.ts), and the keys are few and come from the jobs
-    // table, so NULL can stand as '' (never a valid value). Only what is not final comes back.
-    const d = groups.flatMap((g, i) => g.windows.map((w, k) => ({ grp: i + 1, last: k === g.windows.length - 1, ...w })));
-    // Each job is matched to its key once (jg: the registry read once, its lookback through
-    // to_jsonb once per job), then crossed with its key's due windows only.
+    // One index scan per job (windows_pkey, `window_key = ANY(its key's due windows)`): one
+    // descent for the lot on PostgreSQL 17 and later, where a probe per (job, window) paid a
+    // descent each, and a join with the windows table itself would hash its whole history. The
+    // server answers one row per job with something not final (its final windows and its rows
+    // that are not), nothing for a job whose due windows are all final; which due windows are
+    // missing, and the oldest NOT_COMPLETED_LISTED, are worked out here from its key's list
+    // (a row per job and due window through the executor cost more than the probes). The keys
+    // are few and come from the jobs table, so NULL can stand as '' (never a valid value).
+    const d = groups.flatMap((g, i) => g.windows.map((w) => ({ grp: i + 1, ...w })));
     const { rows } = await this.query(
       `WITH g AS (
-         SELECT * FROM unnest($6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[], $11::bigint[])
+         SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[])
                 WITH ORDINALITY AS g(schedule, tz, fmt, off, alert, lookback, grp)),
-       jk AS MATERIALIZED (
-         SELECT j.name, ${epochMs('j.created_at')} AS created_ms, j.schedule, coalesce(j.tz, '') AS tz, coalesce(j.window_format, '') AS fmt,
-                coalesce(j.window_offset, '') AS off, coalesce(j.alert_after_ms, -1) AS alert, coalesce(${LOOKBACK}, -1) AS lookback
-           FROM ${this.s}.jobs j WHERE j.window_mode = 'schedule' AND ($12::text IS NULL OR j.name = $12)),
+       k AS (
+         SELECT d.grp, array_agg(d.window_key) AS due,
+                array_agg(d.window_key) || coalesce(array_agg(d.legacy_key) FILTER (WHERE d.legacy_key IS NOT NULL), '{}') AS probe
+           FROM unnest($1::int[], $2::text[], $9::text[]) AS d(grp, window_key, legacy_key) GROUP BY d.grp),
        jg AS MATERIALIZED (
-         SELECT jk.name, jk.created_ms, g.grp FROM jk JOIN g ON jk.schedule = g.schedule AND jk.tz = coalesce(g.tz, '')
-            AND jk.fmt = coalesce(g.fmt, '') AND jk.off = coalesce(g.off, '') AND jk.alert = coalesce(g.alert, -1)
-            AND jk.lookback = coalesce(g.lookback, -1))
-       SELECT x.job, x.window_key, x.outcome, x.generation, x.n FROM (
-         SELECT jg.name AS job, d.window_key, w.outcome, w.generation, d.at_ms, d.last,
-                row_number() OVER (PARTITION BY jg.name ORDER BY d.at_ms) AS rn, count(*) OVER (PARTITION BY jg.name) AS n
-           FROM jg JOIN unnest($1::int[], $2::text[], $3::text[], $4::float8[], $5::boolean[]) AS d(grp, window_key, legacy_key, at_ms, last) ON d.grp = jg.grp
-           LEFT JOIN ${this.s}.windows w ON w.job = jg.name AND w.window_key = d.window_key
-          WHERE w.completed_at IS NULL
-            AND (w.job IS NOT NULL OR d.at_ms >= jg.created_ms)
-            AND (d.legacy_key IS NULL OR NOT EXISTS (
-                  SELECT 1 FROM ${this.s}.windows c WHERE c.job = jg.name AND c.window_key = d.legacy_key AND c.completed_at IS NOT NULL))) x
-        WHERE x.rn <= $13 OR x.last
-        ORDER BY x.job, x.at_ms`,
-      [d.map((x) => x.grp), d.map((x) => x.window), d.map((x) => x.legacy ?? null), d.map((x) => x.scheduledAt.getTime()), d.map((x) => x.last),
+         SELECT j.name, ${epochMs('j.created_at')} AS created_ms, g.grp FROM ${this.s}.jobs j JOIN g ON j.schedule = g.schedule
+            AND coalesce(j.tz, '') = coalesce(g.tz, '') AND coalesce(j.window_format, '') = coalesce(g.fmt, '')
+            AND coalesce(j.window_offset, '') = coalesce(g.off, '') AND coalesce(j.alert_after_ms, -1) = coalesce(g.alert, -1)
+            AND coalesce(j.alert_lookback_ms, -1) = coalesce(g.lookback, -1)
+          WHERE j.window_mode = 'schedule' AND ($10::text IS NULL OR j.name = $10))
+       SELECT jg.name AS job, jg.grp, jg.created_ms, f.final, f.open_keys, f.open_outcomes, f.open_generations
+         FROM jg JOIN k ON k.grp = jg.grp CROSS JOIN LATERAL (
+           SELECT count(*) FILTER (WHERE w.completed_at IS NOT NULL AND w.window_key = ANY(k.due)) AS due_final,
+                  array_agg(w.window_key) FILTER (WHERE w.completed_at IS NOT NULL) AS final,
+                  array_agg(w.window_key) FILTER (WHERE w.completed_at IS NULL AND w.window_key = ANY(k.due)) AS open_keys,
+                  array_agg(w.outcome) FILTER (WHERE w.completed_at IS NULL AND w.window_key = ANY(k.due)) AS open_outcomes,
+                  array_agg(w.generation::text) FILTER (WHERE w.completed_at IS NULL AND w.window_key = ANY(k.due)) AS open_generations
+             FROM ${this.s}.windows w WHERE w.job = jg.name AND w.window_key = ANY(k.probe)) f
+        WHERE f.due_final < cardinality(k.due)`,
+      [d.map((x) => x.grp), d.map((x) => x.window),
         groups.map((g) => g.schedule), groups.map((g) => g.tz), groups.map((g) => g.windowFormat), groups.map((g) => g.windowOffset),
-        groups.map((g) => g.alertAfterMs), groups.map((g) => g.alertLookbackMs), name ?? null, NOT_COMPLETED_LISTED],
+        groups.map((g) => g.alertAfterMs), groups.map((g) => g.alertLookbackMs), d.map((x) => x.legacy ?? null), name ?? null],
     );
-    return rows.map((r) => ({ job: r.job, count: Number(r.n), window: r.window_key, outcome: r.outcome, generation: r.generation === null ? null : String(r.generation) }));
+    const out: DueNotCompleted[] = [];
+    for (const r of rows) {
+      const g = groups[(r.grp as number) - 1]!;
+      const final = new Set<string>(r.final ?? []);
+      const open = new Map<string, { outcome: string; generation: string }>();
+      const keys = (r.open_keys ?? []) as string[];
+      for (let i = 0; i < keys.length; i++) open.set(keys[i]!, { outcome: r.open_outcomes[i], generation: r.open_generations[i] });
+      const mine: DueNotCompleted[] = [];
+      let count = 0;
+      // As before in SQL, and as the embedded store: a due window is not final when it has no
+      // final row (nor its legacy spelling); one without a row is expected only of a job
+      // registered by then; the oldest few are listed, and the key's latest window.
+      g.windows.forEach((w, i) => {
+        if (final.has(w.window) || (w.legacy !== undefined && final.has(w.legacy))) return;
+        const row = open.get(w.window);
+        if (row === undefined && w.scheduledAt.getTime() < r.created_ms) return;
+        count++;
+        if (count <= NOT_COMPLETED_LISTED || i === g.windows.length - 1) mine.push({ job: r.job, count: 0, window: w.window, outcome: row?.outcome ?? null, generation: row?.generation ?? null });
+      });
+      for (const m of mine) m.count = count;
+      for (const m of mine) out.push(m);
+    }
+    return out;
   }
 
   async readHistory(job: string, limit: number): Promise<HistoryEvent[]> {
