@@ -165,6 +165,8 @@ export class Exporter {
       // 0 from the job's first scrape: Prometheus's increase() skips a series' first sample, so a
       // series that first appeared at 1 would never fire LeasejobLeaseLost for that first loss.
       m.lost.addTo(j.name, job, 0);
+      // The same for LeasejobNotifyFailures: a job whose ping URL is wrong fails from its first run.
+      m.notifyFailures.addTo(j.name, job, 0);
       if (j.lastDurationMs !== null) {
         m.lastDuration.add(job, j.lastDurationMs / 1000);
         if (j.intervalMs) m.ratio.add(job, j.lastDurationMs / j.intervalMs);

@@ -65,16 +65,20 @@ describe('monitoring by absence', () => {
     }
   });
 
-  it('a registered job has leasejob_leases_lost_total 0 before its first loss, so increase() counts that loss', async () => {
+  it('a registered job has leasejob_leases_lost_total and leasejob_notify_failures_total 0 before the first, so increase() counts it', async () => {
     const seeded = await runCli(['run', ...conn(), '--name', 'zero-loss', '--window', 'w1', ...ok]);
     expect(seeded.exitCode, seeded.all).toBe(0);
     const exporter = await startExporter();
     try {
-      expect(metric(await exporter.scrape(), 'leasejob_leases_lost_total', 'job="zero-loss"')).toBe(0);
-      await db.rows(`INSERT INTO ${db.schema}.event_counts (job, kind, host, n) VALUES ('zero-loss', 'lease-lost', 'h1', 1)`);
+      const before = await exporter.scrape();
+      expect(metric(before, 'leasejob_leases_lost_total', 'job="zero-loss"')).toBe(0);
+      expect(metric(before, 'leasejob_notify_failures_total', 'job="zero-loss"')).toBe(0);
+      await db.rows(`INSERT INTO ${db.schema}.event_counts (job, kind, host, n) VALUES ('zero-loss', 'lease-lost', 'h1', 1), ('zero-loss', 'notify-failed', 'h1', 2)`);
       const text = await exporter.scrape();
       expect(metric(text, 'leasejob_leases_lost_total', 'job="zero-loss"')).toBe(1);
+      expect(metric(text, 'leasejob_notify_failures_total', 'job="zero-loss"')).toBe(2);
       expect(text.split('\n').filter((l) => l.startsWith('leasejob_leases_lost_total{job="zero-loss"'))).toHaveLength(1);
+      expect(text.split('\n').filter((l) => l.startsWith('leasejob_notify_failures_total{job="zero-loss"'))).toHaveLength(1);
     } finally {
       await exporter.stop();
       await db.rows(`DELETE FROM ${db.schema}.event_counts WHERE job = 'zero-loss'`);
