@@ -6,7 +6,8 @@ import { isTransientDbError } from '../store/postgres/db-errors.js';
 import { LeaseUnavailableError } from '../errors.js';
 import { LeaseKeeper, safetyMarginMs, stopAfterMs } from './keeper.js';
 import type { Logger } from '../log.js';
-import { finishDetail, finishWithRetry, recordLoss, recordOutput, exitCodeOf, stoppedExitCode, type AbortReason, type RunOptions, type RunResult, type TaskContext, type WindowClaim } from './runner.js';
+import { finishDetail, finishWithRetry, recordLoss, recordOutput, exitCodeOf, stoppedExitCode } from './finish.js';
+import type { AbortReason, RunOptions, RunResult, TaskContext, WindowClaim } from './runner.js';
 import { EVENT_TIMEOUT_MS, type LeaseStore as Store } from '../store/contract.js';
 
 /** One window of a sequence. */

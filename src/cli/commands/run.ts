@@ -11,7 +11,8 @@ import { hookSecrets, normalizeRunOptions, type RawRunFlags, type RunConfig } fr
 import { TailBuffer } from '../../lease/output-tail.js';
 import type { RunHooks, WindowEnd } from '../../lease/run-hooks.js';
 import { EVENT_TIMEOUT_MS } from '../../store/contract.js';
-import { runWithLease, stoppedExitCode, type AbortReason, type RunResult, type TaskContext } from '../../lease/runner.js';
+import { stoppedExitCode } from '../../lease/finish.js';
+import { runWithLease, type AbortReason, type RunResult, type TaskContext } from '../../lease/runner.js';
 import { typicalInterval } from '../../schedule/cron.js';
 import { chooseStore, openStore, type StoreChoice } from '../../store/choice.js';
 import type { LeaseStore } from '../../store/contract.js';
