@@ -119,7 +119,9 @@ const keysOf = (c: BackfillConfig): string[] => c.windows.map((w) => w.key);
 /** A window's state, in words. */
 function stateOf(s: WindowStates['windows'] extends Map<string, infer V> ? V | undefined : never): string {
   if (s === undefined) return 'new';
-  return s.completedAt !== null ? `completed (attempt ${s.attempts})` : s.outcome === 'running' ? 'running or abandoned' : `${s.outcome} (attempt ${s.attempts})`;
+  if (s.outcome === 'running' && s.completedAt === null) return 'running or abandoned';
+  // attempts 0: final without a run (marked by hand, skipped while paused).
+  return s.attempts > 0 ? `${s.outcome} (attempt ${s.attempts})` : s.completedAt !== null ? `${s.outcome} (marked or paused)` : s.outcome;
 }
 
 async function dryRun(c: BackfillConfig, choice: StoreChoice): Promise<number> {
@@ -215,8 +217,9 @@ async function runBackfill(c: BackfillConfig, choice: StoreChoice, log: Logger):
       return c.windows.filter((w) => c.rerun || states.get(w.key)?.completedAt == null)
         .map((w) => ({ key: w.key, scheduledAt: w.scheduledAt, rerun: c.rerun, role: 'backfill' as const }));
     };
+    const pending = (await toRun()).length;
     // Nothing left to run: no lease taken.
-    if ((await toRun()).length === 0) {
+    if (pending === 0) {
       process.stdout.write(`backfill ${config.name}: all ${c.windows.length} window(s) completed already; nothing to run (--rerun runs them again).\n`);
       return 0;
     }
@@ -230,11 +233,14 @@ async function runBackfill(c: BackfillConfig, choice: StoreChoice, log: Logger):
     }, (ctx) => superviseChild(config, ctx, databaseUrl, log, supervised), log);
     report.end();
     const n = report.counts;
-    const left = Math.max(0, report.total() - n.completed - n.done - n.missed);
+    // Paused (or busy): no lease was taken, nothing planned; what was to run is still open.
+    const notStarted = result.status === 'skipped' && (result.reason === 'paused' || result.reason === 'busy');
+    const left = notStarted ? pending : Math.max(0, report.total() - n.completed - n.done - n.missed);
     const code = exitCodeFor(result, cancel.signal);
     log.info({ completed: n.completed, failed: n.failed, alreadyCompleted: n.done, leftOpen: left, exitCode: code }, 'backfill finished');
     const why = result.status === 'skipped' && result.reason === 'busy' ? ` (the lease is busy: ${result.holder} holds it)`
-      : cancel.signal.aborted ? ` (stopped by ${String(cancel.signal.reason)})` : '';
+      : result.status === 'skipped' && result.reason === 'paused' ? ' (the job is paused: nothing was run; `leasejob status` says why and until when, `leasejob resume` ends it)'
+        : cancel.signal.aborted ? ` (stopped by ${String(cancel.signal.reason)})` : '';
     process.stdout.write(`backfill ${config.name}: ${n.completed} completed, ${n.failed} failed, ${left} left open${why}${left > 0 ? '; run the same command again to resume' : ''}.\n`);
     return code;
   } catch (err) {

@@ -74,11 +74,15 @@ export async function runCommand(
     log.info({ store: store.kind, location: store.location, occurrence: config.window?.source }, 'using store');
     warnIfLateWallClock(config, log);
     const sequence = await catchUpSequence(store, config, log);
-    const result = await runWithLease(store, {
+    const runOnce = (seq: SequenceOptions | undefined) => runWithLease(store!, {
       name: config.name, ttlMs: config.ttlMs, renewIntervalMs: config.renewIntervalMs, killGraceMs: config.killGraceMs,
       window: config.window, onBusy: config.onBusy, waitTimeoutMs: config.waitTimeoutMs, maxRuntimeMs: config.maxRuntimeMs,
-      signal: cancel.signal, spec: config.spec, sequence,
+      signal: cancel.signal, spec: config.spec, sequence: seq,
     }, (ctx) => superviseChild(config, ctx, databaseUrl, log, supervised), log);
+    let result = await runOnce(sequence);
+    // A sequence's acquire names no window, so a paused job's skip did not record this run's
+    // own occurrence: acquiring it alone does (skipped, paused), as a run without --catch-up.
+    if (sequence && result.status === 'skipped' && result.reason === 'paused' && !cancel.signal.aborted) result = await runOnce(undefined);
     noteReach(supervised.childStarted ? Reach.whole : result.status === 'skipped' ? Reach.answered : Reach.none);
     return exitCodeFor(result, cancel.signal);
   } catch (err) {
