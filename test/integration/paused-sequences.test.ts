@@ -82,6 +82,9 @@ describe.each(stores)('paused jobs, catch-up and backfill: %s', (kind, store) =>
     expect(await store.windows(job)).toEqual([{ key: T(0), outcome: 'completed', done: true }, { key: T(4), outcome: 'skipped', done: true }]);
     const status = JSON.parse((await cli(['status', '--name', job, '--json'])).stdout).jobs[0];
     expect(status).toMatchObject({ paused: true, overdue: false });
+    // One skip, one event, naming the window.
+    const skips = (JSON.parse((await cli(['history', '--name', job, '--json'])).stdout) as Array<{ kind: string; window: string | null }>).filter((e) => e.kind === 'paused-skip');
+    expect(skips.map((e) => e.window)).toEqual([T(4)]);
     // Resumed, the next run catches up the earlier ones and not the paused one.
     expect((await cli(['resume', '--name', job])).exitCode).toBe(0);
     const after = await cli(['run', '--name', job, ...SCHEDULE, '--window-from-schedule', '--scheduled-time', T(4), '--catch-up', '1h', ...append(out)]);

@@ -80,8 +80,8 @@ export async function runCommand(
       signal: cancel.signal, spec: config.spec, sequence: seq,
     }, (ctx) => superviseChild(config, ctx, databaseUrl, log, supervised), log);
     let result = await runOnce(sequence);
-    // A sequence's acquire names no window, so a paused job's skip did not record this run's
-    // own occurrence: acquiring it alone does (skipped, paused), as a run without --catch-up.
+    // A sequence's acquire names no window, so a pause written since the read above did not
+    // record this run's own occurrence: acquiring it alone does (skipped, paused).
     if (sequence && result.status === 'skipped' && result.reason === 'paused' && !cancel.signal.aborted) result = await runOnce(undefined);
     noteReach(supervised.childStarted ? Reach.whole : result.status === 'skipped' ? Reach.answered : Reach.none);
     return exitCodeFor(result, cancel.signal);
@@ -113,6 +113,8 @@ async function catchUpSequence(store: LeaseStore, config: RunConfig, log: Return
     log.debug({ catchUpMs: settings.windowMs }, 'catch-up: no earlier window open');
     return undefined;
   }
+  // Paused: this run acquires its own window alone, so that its skip records it (see runCommand).
+  if ((await store.readJobRows(config.name)).rows[0]?.paused) return undefined;
   log.info({ toRun: first.run.length, beyondLimit: first.beyondLimit.length, tooOld: first.tooOld.length, catchUpLimit: settings.limit }, 'catch-up: earlier windows open');
   return {
     plan: async (dbNow) => catchUpPlan(await find(dbNow), current, settings, current.maxDelayMs),
