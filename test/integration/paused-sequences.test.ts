@@ -96,7 +96,10 @@ describe.each(stores)('paused jobs, catch-up and backfill: %s', (kind, store) =>
     const job = n('bf-paused');
     const out = path.join(tmp, `${job}.txt`);
     await downSinceT0(job, out);
-    expect((await cli(['pause', '--name', job, '--until', '2h'])).exitCode).toBe(0);
+    expect((await cli(['pause', '--name', job, '--until', '2h', '--reason', 'quarter close'])).exitCode).toBe(0);
+    const dry = await cli(['backfill', '--name', job, ...SCHEDULE, '--from', T(0), '--to', T(4), '--dry-run']);
+    expect(dry.exitCode, dry.all).toBe(0);
+    expect(dry.stdout).toMatch(/^The job is paused since \S+ by \S+@\S+ until \S+ \(quarter close\): a backfill now runs nothing \(`leasejob resume` first\)\.$/m);
     const r = await cli(['backfill', '--name', job, ...SCHEDULE, '--from', T(0), '--to', T(4), ...append(out)]);
     expect(r.exitCode, r.all).toBe(0);
     expect(ran(out)).toEqual([T(0)]);

@@ -10,7 +10,7 @@ import { normalizeRunOptions, parseCount, type RawRunFlags, type RunConfig } fro
 import { chooseStore, openStore, type StoreChoice } from '../../store/choice.js';
 import { runWithLease } from '../../lease/runner.js';
 import type { SequenceWindow, WindowEvent } from '../../lease/sequence.js';
-import type { LeaseStore, WindowStates } from '../../store/contract.js';
+import type { JobRow, LeaseStore, WindowStates } from '../../store/contract.js';
 import { humanMs, renderTable } from '../../monitor/table.js';
 import { typicalInterval } from '../../schedule/cron.js';
 import { TooManyWindows, windowsBetween, type RangeWindow } from '../../schedule/window-range.js';
@@ -128,10 +128,13 @@ async function dryRun(c: BackfillConfig, choice: StoreChoice): Promise<number> {
   let store: LeaseStore | undefined;
   try {
     let states: WindowStates['windows'] = new Map();
+    let paused: JobRow['pause'] | undefined;
     try {
       store = await openStore(choice, { existingOnly: true });
       if (!store.readWindows) throw new UsageError(`\`backfill\` is not supported by this store (${store.kind})`);
       states = (await store.readWindows(c.run.name, keysOf(c))).windows;
+      const job = (await store.readJobRows(c.run.name)).rows[0];
+      if (job?.paused) paused = job.pause;
     } catch (err) {
       // No state file yet: nothing has run, every window is new.
       if (!(choice.kind === 'sqlite' && err instanceof DatabaseError && err.code === 'E_STATE_FILE' && /no embedded store/.test(err.message))) throw err;
@@ -145,6 +148,11 @@ async function dryRun(c: BackfillConfig, choice: StoreChoice): Promise<number> {
     });
     process.stdout.write(renderTable(['WINDOW', 'SCHEDULED AT', 'STATE', 'ACTION'], rows));
     process.stdout.write(`${c.windows.length} window(s) of ${c.run.name}: ${toRun} to run, ${c.windows.length - toRun} completed (skipped)${c.rerun || toRun === c.windows.length ? '' : '; --rerun runs them too'}. Dry run: nothing was run or written.\n`);
+    if (paused !== undefined) {
+      const p = paused;
+      process.stdout.write(`The job is paused${p ? ` since ${p.since.toISOString()}${p.by ? ` by ${p.by}` : ''}${p.until ? ` until ${p.until.toISOString()}` : ''}${p.reason ? ` (${p.reason})` : ''}` : ''}: ` +
+        'a backfill now runs nothing (`leasejob resume` first).\n');
+    }
     return 0;
   } catch (err) {
     if (err instanceof LeasejobError) throw err;
