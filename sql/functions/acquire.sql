@@ -1,9 +1,12 @@
 -- acquire(): take the lease and claim the window in one round trip (the current definition).
 -- outcome: acquired | busy (live holder) | stale (holder stopped renewing or lost its session:
 -- wait until expires_at and try again) | done (window already completed) | missed (occurrence
--- older than max delay) | paused (the job is paused: occurrence skipped, no lease; 012). A takeover records the loss of the generation it replaces, once.
+-- older than max delay, or scheduled before the job's retention horizon: 014) | paused (the job
+-- is paused: occurrence skipped, no lease; 012). A takeover records the loss of the generation it
+-- replaces, once.
 -- Sessions are looked up by pid with pg_stat_get_activity(pid), not the pg_stat_activity view
--- (which reports every session of the server before its WHERE picks one).
+-- (which reports every session of the server before its WHERE picks one). The generation is the
+-- fencing token, epoch * 10^12 + n, in the epoch of this server's history (fence_epoch()).
 CREATE OR REPLACE FUNCTION acquire(
   p_job text, p_owner text, p_ttl_ms integer, p_renew_ms integer,
   p_window text, p_scheduled_at timestamptz, p_rerun boolean, p_max_delay_ms bigint,
@@ -22,6 +25,8 @@ DECLARE
   v_done timestamptz;
   v_stale boolean;
   v_session_gone boolean;
+  v_epoch bigint; -- 011
+  v_horizon timestamptz; -- 014
 BEGIN
   db_now := now();
 
@@ -39,6 +44,25 @@ BEGIN
       RETURN NEXT; RETURN;
     END IF;
   END IF;
+
+  -- 014 (retention): windows scheduled before the job's horizon may have been pruned, so the
+  -- ledger no longer says whether this occurrence ran: it is missed, never run again (--rerun
+  -- asks to run it whatever the ledger says). Read after the done check: prune raises the
+  -- horizon before it deletes a window, so a window found gone there finds the horizon here.
+  IF p_window IS NOT NULL AND NOT p_rerun AND p_scheduled_at IS NOT NULL THEN
+    SELECT r.retained_from INTO v_horizon FROM retention r WHERE r.job = p_job;
+    IF p_scheduled_at < v_horizon THEN
+      PERFORM register_job(p_job, p_ttl_ms, p_spec);
+      PERFORM record_event(p_job, 'window-missed', p_window, p_owner, NULL, p_host_time,
+        jsonb_build_object('scheduled_at', p_scheduled_at, 'retained_from', v_horizon));
+      INSERT INTO windows AS w (job, window_key, scheduled_at, owner, generation, attempts, outcome, finished_at)
+      VALUES (p_job, p_window, p_scheduled_at, p_owner, 0, 0, 'missed', now())
+      ON CONFLICT (job, window_key) DO NOTHING;
+      outcome := 'missed';
+      RETURN NEXT; RETURN;
+    END IF;
+  END IF;
+  -- end 014
 
   -- 012 (h23b): a paused job (until its paused_until, on this clock) takes no lease and runs
   -- nothing; its occurrence is recorded as skipped. A run already holding the lease goes on.
@@ -70,6 +94,9 @@ BEGIN
   IF v_prev.expires_at > now() THEN
     v_gen := NULL;
   ELSE
+  -- 011: the fence epoch of this server's history, advanced first if the server was promoted,
+  -- restored or replaced since it was last read; the generation issued below is in it.
+  v_epoch := fence_epoch();
   -- The upsert locks the row even when its WHERE fails, so it waits behind an open fenced
   -- transaction (FOR SHARE). Bounded: a row locked that long means an owner is working (or
   -- paused mid-transaction); we answer from a plain read below instead of hanging.
@@ -86,11 +113,11 @@ BEGIN
   IF v_done IS NULL THEN
   INSERT INTO leases AS l (name, owner, generation, acquired_at, renewed_at, expires_at,
                            released_at, ttl_ms, renew_interval_ms, window_key, backend_pid, backend_start)
-  VALUES (p_job, p_owner, 1, now(), now(), now() + make_interval(secs => p_ttl_ms / 1000.0),
+  VALUES (p_job, p_owner, next_token(NULL, v_epoch), now(), now(), now() + make_interval(secs => p_ttl_ms / 1000.0),
           NULL, p_ttl_ms, p_renew_ms, p_window, pg_backend_pid(),
           (SELECT a.backend_start FROM pg_stat_get_activity(pg_backend_pid()) a))
   ON CONFLICT (name) DO UPDATE SET
-    owner = EXCLUDED.owner, generation = l.generation + 1, acquired_at = now(),
+    owner = EXCLUDED.owner, generation = next_token(l.generation, v_epoch), acquired_at = now(),
     renewed_at = now(), expires_at = EXCLUDED.expires_at, released_at = NULL,
     ttl_ms = EXCLUDED.ttl_ms, renew_interval_ms = EXCLUDED.renew_interval_ms,
     window_key = EXCLUDED.window_key, backend_pid = EXCLUDED.backend_pid,

@@ -71,6 +71,9 @@ export function buildProgram(only?: string): Command {
       .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')
       .option('--alert-after <duration>', 'grace after a scheduled tick before `check` and the exporter call its window overdue (default: half the interval, at most 1h)')
       .option('--rerun', 'run an already completed window again')
+      .option('--ping-url <url>', 'healthchecks.io-style ping URL: /start as the child starts, the URL on success, /<exit status> on failure or a lost lease (or LEASEJOB_PING_URL; a secret, never logged)')
+      .option('--notify-url <url>', 'webhook: a JSON POST for a failed window, a lost lease and a missed occurrence (or LEASEJOB_NOTIFY_URL; a secret, never logged)')
+      .option('--record-output [size]', 'keep the last bytes of the child\'s stdout and stderr with the window (default 4KiB when given, at most 64KiB): shown by history, sent with pings and the webhook; may hold secrets the child prints')
       .option('--catch-up <duration>', 'first run the earlier occurrences of --schedule within this long before this one that never completed, oldest first, each its own window (needs --window-from-schedule)')
       .option('--catch-up-limit <n>', 'with --catch-up: at most this many earlier windows per run (default 10); older ones beyond it are recorded as missed')
       .option('--pass-database-url', 'give the child DATABASE_URL (when a URL configured the store; PG* variables pass anyway) and PGPASSWORD (not passed by default)')
@@ -256,6 +259,22 @@ Pausing a paused job changes its reason and end (its start is kept).${operatorEx
   )).addHelpText('after', `
 Refused (exit 75) while a live owner runs that window.${operatorExits}`)
     .action(lazy(async () => (await import('./commands/operator.js')).markCommand));
+
+  if (want('prune')) dbOptions(
+    program
+      .command('prune')
+      .description("retention: delete events and finished windows older than --older-than, in small batches (never leases, the registry, open windows or a job's latest completion)")
+      .option('--older-than <duration>', 'required: the horizon, e.g. 90d; at least the longest --max-delay of the jobs pruned')
+      .option('--name <job>', 'only this job')
+      .option('--dry-run', 'count what would be deleted; write nothing')
+      .option('--batch-size <n>', 'rows deleted per transaction (default 2000)')
+      .option('--vacuum', 'embedded store: rewrite the state file once (VACUUM) so that later prunes give space back; holds runs meanwhile')
+      .addHelpText('after', `
+An occurrence scheduled before the horizon is recorded as missed and never run again: its
+window may be gone. Event sequence numbers are never reused; \`history\` says how many were
+pruned. Schedule it daily, e.g. in a crontab:
+  17 3 * * *  leasejob prune --older-than 90d`),
+  ).action(lazy(async () => (await import('./commands/prune.js')).pruneCommand));
 
   // cron-parser builds luxon dates without a locale, so luxon asks Intl for the system's, and
   // that loads ICU's data (a noticeable part of a start) even for a UTC schedule. Nothing the CLI prints

@@ -9,6 +9,7 @@ import { resolveLogLevel } from './log-level.js';
 import { validateFormattedWindowKey, validateName, validateSchema, validateWindowKey } from '../names.js';
 import { deriveOccurrence, validateWindowFormat, windowKey, type OccurrenceSource } from '../schedule/occurrence.js';
 import type { OnBusy } from '../lease/runner.js';
+import { parseRecordOutputSize } from '../lease/output-tail.js';
 import { canonicalZone, parseSchedule, typicalInterval, validateZone, type Schedule } from '../schedule/cron.js';
 import { MAX_CATCH_UP_TICKS, type CatchUpSettings } from '../lease/catch-up.js';
 import type { WindowNaming } from '../schedule/window-range.js';
@@ -35,6 +36,9 @@ export interface RawRunFlags {
   schema?: string;
   logLevel?: string;
   passDatabaseUrl?: boolean;
+  pingUrl?: string;
+  notifyUrl?: string;
+  recordOutput?: string | boolean;
   catchUp?: string;
   catchUpLimit?: string;
 }
@@ -57,6 +61,12 @@ export interface RunConfig {
   schema: string;
   logLevel: string;
   passDatabaseUrl: boolean;
+  /** healthchecks.io-style ping URL (a secret: never logged, never recorded). */
+  pingUrl?: string | undefined;
+  /** Webhook for failed, lost and missed windows (a secret likewise). */
+  notifyUrl?: string | undefined;
+  /** --record-output: how many bytes of the child's output to keep. */
+  recordOutputBytes?: number | undefined;
   /** --catch-up: the earlier occurrences to look for, and how the job names its windows. */
   catchUp?: (CatchUpSettings & { naming: WindowNaming }) | undefined;
 }
@@ -144,13 +154,55 @@ export function normalizeRunOptions(flags: RawRunFlags, command: string[], env: 
     alert_after_ms: alertAfterMs ?? null,
   };
 
+  const pingUrl = hookUrl(flags.pingUrl ?? nonEmpty(env.LEASEJOB_PING_URL), '--ping-url', 'LEASEJOB_PING_URL');
+  const notifyUrl = hookUrl(flags.notifyUrl ?? nonEmpty(env.LEASEJOB_NOTIFY_URL), '--notify-url', 'LEASEJOB_NOTIFY_URL');
+  const recordOutputBytes = parseRecordOutputSize(flags.recordOutput);
+
   return {
+    pingUrl, notifyUrl, recordOutputBytes,
     name, command: cmd, args, ttlMs, renewIntervalMs, killGraceMs, onBusy, waitTimeoutMs, maxRuntimeMs,
     schedule, tz, window, spec, databaseUrl: flags.databaseUrl, schema, logLevel, passDatabaseUrl: !!flags.passDatabaseUrl,
     catchUp: catchUp && schedule ? {
       ...catchUp, naming: { schedule, format: flags.windowFormat, offset: flags.windowOffset !== undefined ? parseIsoOffset(flags.windowOffset, '--window-offset') : undefined },
     } : undefined,
   };
+}
+
+const nonEmpty = (v: string | undefined): string | undefined => (v === undefined || v === '' ? undefined : v);
+
+/** An http(s) URL. The message never quotes it: it is a secret (its path names the check). */
+function hookUrl(value: string | undefined, flag: string, envName: string): string | undefined {
+  if (value === undefined) return undefined;
+  let url: URL | undefined;
+  try {
+    url = new URL(value);
+  } catch {
+    url = undefined;
+  }
+  if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+    throw new UsageError(`Expected \`${flag}\` (or ${envName}) to be an http:// or https:// URL, got one that is not (not shown: it may hold a secret).`);
+  }
+  return url.href;
+}
+
+/**
+ * What a ping or webhook URL would show in a log line: the URL itself and its path (a check's
+ * UUID, a ping key), for the logger to mask like a database password.
+ */
+export function hookSecrets(urls: ReadonlyArray<string | undefined>): string[] {
+  const out: string[] = [];
+  for (const u of urls) {
+    if (u === undefined) continue;
+    const url = new URL(u);
+    out.push(u, url.href, `${url.host}${url.pathname}`);
+    if (url.pathname.length > 1) out.push(url.pathname);
+    if (url.search.length > 1) out.push(url.search.slice(1));
+    if (url.password) out.push(url.password);
+    // A check's UUID or slug key alone (long enough never to be a word of a log line).
+    for (const part of url.pathname.split('/')) if (part.length >= 16) out.push(part);
+  }
+  for (const s of [...out]) out.push(JSON.stringify(s).slice(1, -1));
+  return [...new Set(out.filter((s) => s.length > 0))];
 }
 
 /** The most earlier windows one run may catch up (each is a run of the command). */

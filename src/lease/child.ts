@@ -1,10 +1,12 @@
 // Child supervision: spawn the command in its own process group, signal the group, stop it with a grace period.
 import { accessSync, constants as fsConstants, readdirSync, readFileSync, statSync } from 'node:fs';
+import type { Readable } from 'node:stream';
 import { constants as osConstants } from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { monoNow, sleep } from '../clock.js';
 import { LeasejobError } from '../errors.js';
+import type { TailBuffer } from './output-tail.js';
 
 export interface ChildResult {
   exitCode: number | null;
@@ -28,6 +30,13 @@ export interface ChildHandle {
    */
   /** settleMs: how long to wait after SIGKILL for the group's last members (default 1 s). */
   stop(opts: { graceMs: number; first?: NodeJS.Signals; settleMs?: number }): Promise<ChildResult>;
+  /**
+   * With `capture`: resolves once the child's stdout and stderr have both closed, or after
+   * `limitMs` (a process outside the group may hold them open); the tail is then final.
+   */
+  outputClosed(limitMs: number): Promise<void>;
+  /** With `capture`: resolves once what the child wrote has been written on to our stdout and stderr, or after `limitMs`. */
+  outputFlushed(limitMs: number): Promise<void>;
 }
 
 /** The command could not be started: 127 when not found, 126 when not executable, as a shell reports it. */
@@ -87,7 +96,7 @@ export function buildSpawnArgs(
 export async function startChild(
   command: string,
   args: string[],
-  opts: { env: Record<string, string>; parentDeathSignal?: boolean; cwd?: string },
+  opts: { env: Record<string, string>; parentDeathSignal?: boolean; cwd?: string; capture?: TailBuffer | undefined },
 ): Promise<ChildHandle> {
   const cwd = opts.cwd ?? process.cwd();
   // Checked up front because behind setpriv a missing command would only show up as setpriv's exit
@@ -102,7 +111,9 @@ export async function startChild(
     env: opts.env, // exactly what the caller decided the child sees (e.g. no DATABASE_URL)
     cwd,
     shell: false,
-    stdio: 'inherit', // the child's output is the user's, passed through untouched
+    // The child's output is the user's, passed through untouched: inherited, or with
+    // --record-output through pipes that copy it on byte for byte, keeping its tail.
+    stdio: opts.capture ? ['inherit', 'pipe', 'pipe'] : 'inherit',
     detached: true, // own process group (and session), so one signal reaches everything it started
   });
 
@@ -113,6 +124,7 @@ export async function startChild(
   }
   // An 'error' after a successful spawn (e.g. a failed kill) must not crash the runner.
   subprocess.on('error', () => {});
+  const copies = opts.capture ? [copyOutput(subprocess.stdout!, 1, opts.capture), copyOutput(subprocess.stderr!, 2, opts.capture)] : [];
 
   // The 'exit' event is the moment the leader is reaped: it fires once, whoever caused it.
   let leaderExited = false;
@@ -165,7 +177,52 @@ export async function startChild(
       stopping ??= stopGroup(first);
       return stopping;
     },
+    async outputClosed(limitMs) {
+      await within(Promise.all(copies.map((c) => c.closed)), limitMs);
+      // Whatever still holds them open is not heard any more.
+      for (const c of copies) c.from.destroy();
+    },
+    async outputFlushed(limitMs) {
+      await within(Promise.all(copies.map((c) => c.flushed)), limitMs);
+    },
   };
+}
+
+async function within(p: Promise<unknown>, limitMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([p, new Promise((resolve) => (timer = setTimeout(resolve, limitMs)))]);
+  clearTimeout(timer);
+}
+
+/**
+ * One of the child's streams copied on to ours (stdout or stderr), each chunk also kept in the
+ * tail. Through process.stdout and process.stderr: on a pipe or socket they write without
+ * blocking (a full one is polled by the event loop, so the renewals go on), and pipe() pauses
+ * the child's side while ours is full (the child then blocks on its write, as it would with the
+ * inherited descriptor). Ours is never ended: leasejob's own exit flushes and closes it.
+ */
+function copyOutput(from: Readable, fd: 1 | 2, tail: TailBuffer): { from: Readable; closed: Promise<void>; flushed: Promise<void> } {
+  const to = fd === 1 ? process.stdout : process.stderr;
+  // Ours gone (a reader that went away, a full disk): the child's output is still kept in the
+  // tail and read to the end, so that the child never blocks on a pipe nobody reads.
+  const onError = (): void => {
+    from.unpipe(to);
+    from.resume();
+  };
+  to.on('error', onError);
+  const closed = new Promise<void>((resolve) => {
+    from.once('close', resolve);
+    from.once('error', () => resolve());
+  });
+  const flushed = closed.then(() => new Promise<void>((resolve) => {
+    to.off('error', onError);
+    if (to.writableLength === 0 || to.destroyed) return resolve();
+    to.once('drain', resolve);
+    to.once('close', resolve);
+  }));
+  from.on('data', (chunk: Buffer) => tail.push(chunk));
+  from.pipe(to, { end: false });
+  return { from, closed, flushed };
 }
 
 function toResult(exitCode: number | null, signal: NodeJS.Signals | null): ChildResult {

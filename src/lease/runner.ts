@@ -6,6 +6,7 @@ import { isTransientDbError } from '../store/postgres/db-errors.js';
 import { LeasejobError, LeaseUnavailableError, UsageError } from '../errors.js';
 import { LeaseKeeper, safetyMarginMs, stopAfterMs, type LossReason } from './keeper.js';
 import type { Logger } from '../log.js';
+import type { OutputTail } from './output-tail.js';
 import { runSequenceHeld, type SequenceOptions } from './sequence.js';
 import { ACQUIRE_LOCK_TIMEOUT_MS, EVENT_TIMEOUT_MS, type AcquireInput, type AcquireRow, type FinishInput, type LeaseStore as Store } from '../store/contract.js';
 
@@ -40,6 +41,11 @@ export interface RunOptions {
    * whose answer was lost is then neither taken up nor given back (it expires by itself).
    */
   owner?: string;
+  /**
+   * What the task wrote, read once it has ended (--record-output): kept with the window, for
+   * this attempt, just before the outcome is recorded. Best effort, and only with a window.
+   */
+  output?: (() => OutputTail | undefined) | undefined;
   /**
    * Several windows one after another under this one lease (run --catch-up, backfill): the
    * lease is acquired without a window, then each is claimed, run and recorded in turn
@@ -420,6 +426,7 @@ async function runHeld<T>(
   keeper.stop();
 
   const outcome = !win ? 'none' : ok ? 'completed' : 'failed';
+  if (taskStarted && win) await recordOutput(store, opts, win.key, generation, eventTimeoutMs, log);
   let released = false;
   try {
     const r = await finishWithRetry(store, {
@@ -484,6 +491,19 @@ export async function recordLoss(
     }
   } catch {
     // Evidence only: the outcome is recorded already.
+  }
+}
+
+/** The task's output kept with its window; a failure to is said, and changes nothing else. */
+export async function recordOutput(store: Store, opts: RunOptions, window: string, generation: string, answerTimeoutMs: number, log: Logger): Promise<void> {
+  const output = opts.output?.();
+  if (output === undefined || !store.recordOutput) return;
+  try {
+    const recorded = await unlessAborted(store.recordOutput({ job: opts.name, window, generation, tail: output.tail, bytes: output.bytes, answerTimeoutMs }), opts.signal);
+    if (recorded) log.debug({ generation, bytes: output.bytes, kept: output.tail.length }, 'output recorded');
+    else if (recorded === false) log.warn({ generation }, 'output not recorded: the window has been claimed by another run since');
+  } catch (err) {
+    log.warn({ err: (err as Error).message, generation }, 'could not record the output');
   }
 }
 

@@ -6,7 +6,7 @@ import { isTransientDbError } from '../store/postgres/db-errors.js';
 import { LeaseUnavailableError } from '../errors.js';
 import { LeaseKeeper, safetyMarginMs, stopAfterMs } from './keeper.js';
 import type { Logger } from '../log.js';
-import { finishDetail, finishWithRetry, recordLoss, exitCodeOf, type AbortReason, type RunOptions, type RunResult, type TaskContext, type WindowClaim } from './runner.js';
+import { finishDetail, finishWithRetry, recordLoss, recordOutput, exitCodeOf, type AbortReason, type RunOptions, type RunResult, type TaskContext, type WindowClaim } from './runner.js';
 import { EVENT_TIMEOUT_MS, type LeaseStore as Store } from '../store/contract.js';
 
 /** One window of a sequence. */
@@ -218,6 +218,8 @@ export async function runSequenceHeld<T>(
       }
       const durationMs = monoNow() - windowStarted;
       const outcome = ok ? 'completed' : 'failed';
+      // --record-output: this window's tail, while the lease is held (as runHeld does).
+      await recordOutput(store, opts, w.key, generation, eventTimeoutMs, wlog);
       let r: { held: boolean };
       try {
         r = await finishWithRetry({ finish: finishWindow }, {

@@ -39,20 +39,27 @@ function metrics(registry: Registry) {
     takeovers: rc('leasejob_stale_takeovers_total', 'leases taken over from a stale (crashed or paused) owner'),
     renewFailures: rc('leasejob_renew_failures_total', 'episodes of failed renewals that later recovered'),
     fenceRefusals: rc('leasejob_fence_refusals_total', 'writes refused by assert_lease, as recorded by children'),
+    notifyFailures: rc('leasejob_notify_failures_total', 'pings (--ping-url) and webhook calls (--notify-url) that failed or timed out'),
     offset: g('leasejob_clock_offset_seconds', 'database clock minus host wall clock, from the latest run on the host (its latest precise measurement, else its least uncertain)', ['host']),
     offsetUncertainty: g('leasejob_clock_offset_uncertainty_seconds', 'half the round trip of that measurement', ['host']),
     jumps: c('leasejob_clock_jumps_total', 'wall-clock jumps detected by runners', ['host']),
     // Rows, not prom-client gauges: a gauge reset for the next scrape still says 0, and an
     // applied version that could not be read must be absent, not 0.
     schema: rg('leasejob_schema_version', 'the newest migration applied to the schema'),
+    // What a failover can lose (replication.ts); absent when the server hides it.
+    replicationMode: rg('leasejob_replication_mode', '1 for the replication setup leasejob sees: mode is synchronous, asynchronous (a failover can lose commits), single (no standby seen), standby (runs refused), embedded or unknown'),
+    replicationStandbys: rg('leasejob_replication_standbys', 'streaming standbys of the server leasejob uses'),
+    replicationSync: rg('leasejob_replication_synchronous_standbys', 'standbys in sync or in the quorum (absent when hidden from leasejob\'s role: grant pg_monitor)'),
+    replicationUnchecked: rg('leasejob_replication_unchecked', 'parts of the replication setup the server hides from leasejob\'s role (see `leasejob check`)'),
+    fenceEpoch: rg('leasejob_fence_epoch', 'the epoch of the tokens issued now: it advances when the database is promoted, restored or replaced'),
     schemaExpected: rg('leasejob_schema_version_expected', 'the newest migration this leasejob ships; above leasejob_schema_version, run `leasejob migrate`'),
   };
 }
 
 const RUN_KINDS: Record<string, string> = { 'window-completed': 'completed', 'window-failed': 'failed', 'window-missed': 'missed' };
-const PER_JOB: Record<string, 'lost' | 'takeovers' | 'renewFailures' | 'fenceRefusals' | 'pausedSkips'> = {
+const PER_JOB: Record<string, 'lost' | 'takeovers' | 'renewFailures' | 'fenceRefusals' | 'notifyFailures' | 'pausedSkips'> = {
   'lease-lost': 'lost', 'stale-takeover': 'takeovers', 'renew-failed': 'renewFailures', 'fence-refused': 'fenceRefusals',
-  'paused-skip': 'pausedSkips',
+  'notify-failed': 'notifyFailures', 'paused-skip': 'pausedSkips',
 };
 /** The event kinds a scrape exports; the others (acquired, released, ...) are not read. */
 const EXPORTED_KINDS = [...Object.keys(RUN_KINDS), ...Object.keys(PER_JOB), 'busy-skip', 'clock-jump'];
@@ -109,12 +116,17 @@ export class Exporter {
         this.expectedSchema = undefined; // read again at the next scrape
         throw err;
       });
-    const [{ jobs }, counts, hosts, schema, expected] = await Promise.all([
+    const [{ jobs }, counts, hosts, schema, expected, replication] = await Promise.all([
       readJobStates(this.store),
       this.store.readEventCounts(EXPORTED_KINDS),
       this.store.readHostClocks(),
       this.store.readSchemaVersion?.(),
       this.expectedSchema,
+      // Never fails the scrape: what the server hides is in `unchecked`, anything else is left out.
+      this.store.readReplication?.().catch((err: unknown) => {
+        this.log.warn({ err: (err as Error).message }, 'scrape could not read the replication setup');
+        return undefined;
+      }),
     ]);
     const m = this.m;
     m.jobs.set(jobs.length);
@@ -122,6 +134,13 @@ export class Exporter {
     // scrape, since `run` does not check (it would cost a statement on every run).
     if (schema !== undefined) m.schema.add('', schema);
     m.schemaExpected.add('', expected);
+    if (replication) {
+      m.replicationMode.add(labelText({ mode: replication.mode }), 1);
+      if (replication.standbys !== null) m.replicationStandbys.add('', replication.standbys);
+      if (replication.synchronousStandbys !== null) m.replicationSync.add('', replication.synchronousStandbys);
+      m.replicationUnchecked.add('', replication.unchecked.length);
+      if (replication.fenceEpoch !== null) m.fenceEpoch.add('', replication.fenceEpoch);
+    }
     for (const j of jobs) {
       const job = labelText({ job: j.name });
       if (j.due) m.overdue.add(job, j.overdue ? 1 : 0);

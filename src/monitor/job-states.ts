@@ -167,7 +167,7 @@ export function statesToJson(doc: { store: string; location: string; dbNow: Date
 export interface Problem {
   job: string;
   severity: 'critical' | 'warning';
-  kind: 'overdue' | 'stuck-owner' | 'failing' | 'settings-disagree';
+  kind: 'overdue' | 'stuck-owner' | 'failing' | 'settings-disagree' | 'replication';
   message: string;
   since?: Date | undefined;
 }

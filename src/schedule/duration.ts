@@ -15,15 +15,15 @@ type Unit = keyof typeof UNIT_MS;
 const UNITS: readonly Unit[] = ['d', 'h', 'm', 's', 'ms'];
 
 /** `500ms`, `90s`, `1h30m`, `1.5s`, or ISO-8601 (`PT90S`, `P1D`); returns milliseconds. */
-export function parseDuration(text: string, flag: string): number {
+export function parseDuration(text: string, flag: string, maxMs = MAX_DURATION_MS): number {
   const trimmed = text.trim();
   const raw = trimmed.startsWith('P') || trimmed.startsWith('-P') ? isoMillis(trimmed) : shortMillis(trimmed.replace(/^-/, ''));
   if (raw === undefined) throw new UsageError(`Expected \`${flag}\` to be a duration like 90s, 2m or PT90S, got \`${text}\`.`);
   const ms = Math.round(trimmed.startsWith('-') && !trimmed.startsWith('-P') ? -raw : raw);
   if (!(ms >= 1)) throw new UsageError(`Expected \`${flag}\` to be a positive duration like 90s, 2m or PT90S, got \`${text}\`.`);
-  if (ms > MAX_DURATION_MS) {
+  if (ms > maxMs) {
     throw new UsageError(
-      `Expected \`${flag}\` to be a duration of at most 366 days, like 90s, 2m or PT90S, got \`${text}\`.`,
+      `Expected \`${flag}\` to be a duration of at most ${Math.round(maxMs / DAY)} days, like 90s, 2m or PT90S, got \`${text}\`.`,
     );
   }
   return ms;

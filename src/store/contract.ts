@@ -1,6 +1,7 @@
 // The store contract: what the runner, status, check and the exporter need from wherever the
 // leases live (PostgreSQL for several hosts, SQLite for one). Both implementations keep the same
 // semantics: generation never restarts, completed windows are final, events are gap-free.
+import type { ReplicationReport } from '../replication.js';
 
 /** `paused`: the job is paused (leasejob pause); its occurrence was recorded as skipped, no lease taken. */
 export type AcquireOutcome = 'acquired' | 'busy' | 'stale' | 'done' | 'missed' | 'paused';
@@ -181,6 +182,30 @@ export interface HistoryEvent {
   detail: Record<string, unknown>;
 }
 
+/** A window's recorded output (--record-output): the tail of its latest recorded attempt. */
+export interface WindowOutput {
+  window: string;
+  /** The generation and attempt the output is of (a later attempt may not have recorded one). */
+  generation: string;
+  attempt: number;
+  /** The window's outcome now, and its exit code (of its latest attempt). */
+  outcome: string;
+  exitCode: number | null;
+  recordedAt: Date;
+  /** How many bytes the child wrote in all; `tail` is the last of them. */
+  bytes: number;
+  tail: Buffer;
+}
+
+export interface RecordOutputInput {
+  job: string;
+  window: string;
+  generation: string;
+  tail: Buffer;
+  bytes: number;
+  answerTimeoutMs?: number | undefined;
+}
+
 export interface EventCount {
   job: string;
   kind: string;
@@ -192,6 +217,43 @@ export interface HostClock {
   host: string;
   offsetMs: number;
   uncertaintyMs: number;
+}
+
+/** What `leasejob prune` needs to know of one job. */
+export interface RetentionRow {
+  name: string;
+  /** Its --max-delay: a horizon must be older, or an occurrence still due would be missed. */
+  maxDelayMs: number | null;
+  /** Windows scheduled before this may have been pruned: such an occurrence is missed, never run. */
+  retainedFrom: Date | null;
+  /** Events 1..N of the job were pruned (0: none). */
+  prunedThroughSeq: number;
+  /** Windows pruned in all. */
+  prunedWindows: number;
+  /** When the lease's current generation was acquired: its events are kept (a late finish or a takeover reads them). */
+  leaseAcquiredAt: Date | null;
+}
+
+/** Retention (`leasejob prune`): small batches, each its own transaction. */
+export interface RetentionStore {
+  /** Every registered job (or the one named), on the store's clock. */
+  read(name?: string): Promise<{ dbNow: Date; jobs: RetentionRow[] }>;
+  /** Raise these jobs' horizon to `horizon` (never lowers it), in one statement; done before any of their windows is deleted. */
+  raiseHorizon(jobs: readonly string[], horizon: Date): Promise<void>;
+  /**
+   * Up to `limit` of the job's final windows (completed, skipped, missed) scheduled before
+   * `horizon`, never its latest completed one, never an open one (running, failed, lost).
+   */
+  pruneWindows(job: string, horizon: Date, limit: number): Promise<{ deleted: number; more: boolean }>;
+  /** Up to `limit` of the job's oldest events, stopping at the first one written at or after `before`. */
+  pruneEvents(job: string, before: Date, limit: number): Promise<{ deleted: number; throughSeq: number; more: boolean }>;
+  /** What pruneWindows and pruneEvents would delete of the job in all; nothing written. */
+  countPrunable(job: string, horizon: Date, eventsBefore: Date): Promise<{ events: number; windows: number }>;
+  /**
+   * Give the space freed back to the file system (the embedded store; PostgreSQL's autovacuum
+   * makes it reusable). `full`: rewrite the file (VACUUM), which an older file needs once.
+   */
+  reclaimSpace?(opts: { full: boolean }): Promise<{ mode: 'incremental' | 'full' | 'none'; freedBytes: number }>;
 }
 
 /** Who made an operator write and the version it read (compare-and-set; undefined: the current one, read in the same statement). */
@@ -247,6 +309,8 @@ export const JOB_CHANGES_WARN = 3;
 
 export interface LeaseStore {
   readonly kind: 'postgresql' | 'sqlite';
+  /** Retention (`leasejob prune`); a store of your own may leave it out (prune then refuses it). */
+  readonly retention?: RetentionStore;
   /** Where the state lives, for logs and status (never a password). */
   readonly location: string;
   acquire(i: AcquireInput): Promise<AcquireRow>;
@@ -269,6 +333,13 @@ export interface LeaseStore {
   /** Record the window outcome (if still held) and release. held=false: the lease was not ours. */
   finish(i: FinishInput): Promise<{ held: boolean; dbNow: Date }>;
   recordEvent(e: RecordEventInput): Promise<string>;
+  /**
+   * Keep the output's tail with the window, for the attempt of `generation` (false when the
+   * window has been claimed by another since). Optional for a store of your own.
+   */
+  recordOutput?(i: RecordOutputInput): Promise<boolean>;
+  /** The job's windows with a recorded output, newest first (at most `limit`). */
+  readOutputs?(job: string, limit: number): Promise<WindowOutput[]>;
   /**
    * Sequences of windows under one lease (run --catch-up, backfill); optional for a store of
    * your own, which then cannot run them. claimWindow: one more window for the generation
@@ -304,6 +375,12 @@ export interface LeaseStore {
   /** Event counts by (job, kind, host), of these kinds only (a scrape exports a few of them). */
   readEventCounts(kinds: readonly string[]): Promise<EventCount[]>;
   readHostClocks(): Promise<HostClock[]>;
+  /**
+   * The replication setup the store sees (replication.ts): what a failover can lose. The
+   * embedded store has none. Never throws for what the server hides: that is in `unchecked`.
+   * Optional for a store of your own (then not reported).
+   */
+  readReplication?(): Promise<ReplicationReport>;
   ping(): Promise<void>;
   /** limitMs: how long a statement still in flight may hold it up (the store's default when unset). */
   close(limitMs?: number): Promise<void>;

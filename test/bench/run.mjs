@@ -19,14 +19,15 @@ import { startBenchPgbouncer } from './lib/pgbouncer.mjs';
 import { BIN, NODE, ROOT, timed } from './lib/proc.mjs';
 import { Report } from './lib/report.mjs';
 
-const BENCHES = ['startup', 'overhead', 'instructions', 'statements', 'rss', 'herd', 'recovery', 'loss', 'monitor'];
+const BENCHES = ['startup', 'overhead', 'instructions', 'statements', 'rss', 'herd', 'recovery', 'loss', 'monitor', 'scale'];
 
 const USAGE = `usage: node test/bench/run.mjs [--quick] [--only ${BENCHES.join(',')}] [--out FILE] [--stmt-method pgss|log]
   --quick         few iterations (smoke run); figures are indicative only
   --only NAMES    comma-separated subset of: ${BENCHES.join(', ')}
   --out FILE      JSON output (default: bench-results.json in the current directory)
   --stmt-method   how statements are counted: pg_stat_statements (default when the server has it) or the server log
-  --herd-sizes    comma-separated contender counts for the herd bench (default 10,50,100)`;
+  --herd-sizes    comma-separated contender counts for the herd bench (default 10,50,100)
+  --scale F       the scale bench's history: F x (10 million events, 2 million windows) over 10,000 jobs (default 1; --quick 0.02)`;
 
 const { values: opts } = parseArgs({
   options: {
@@ -35,6 +36,7 @@ const { values: opts } = parseArgs({
     out: { type: 'string', default: 'bench-results.json' },
     'stmt-method': { type: 'string' },
     'herd-sizes': { type: 'string', default: '10,50,100' },
+    scale: { type: 'string' },
     help: { type: 'boolean', short: 'h', default: false },
   },
   allowPositionals: false,
@@ -156,6 +158,7 @@ try {
     observer,
     pgss,
     serverLog,
+    scale: opts.scale === undefined ? undefined : Number(opts.scale),
     herdSizes: opts['herd-sizes'].split(',').map(Number).filter((n) => n > 0),
     etcd: undefined,
     pgbouncer: undefined,

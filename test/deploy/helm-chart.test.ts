@@ -82,6 +82,13 @@ describe('values.yaml against values.schema.json', () => {
     expect(errorsOf(valuesWith(edit)).join('\n')).toMatch(message);
   });
 
+  it('prune: olderThan is a positive duration, batchSize within 1-100000, no unknown keys', () => {
+    expect(errorsOf(valuesWith((v) => { v.prune.olderThan = '30d'; v.prune.batchSize = 500; }))).toEqual([]);
+    for (const bad of [{ olderThan: '0' }, { olderThan: '' }, { olderThan: 'soon' }, { batchSize: 0 }, { batchSize: 100_001 }, { retention: '90d' }]) {
+      expect(errorsOf(valuesWith((v) => Object.assign(v.prune, bad))), JSON.stringify(bad)).not.toEqual([]);
+    }
+  });
+
   it('accepts an empty URL when an existing Secret is named', () => {
     expect(errorsOf(valuesWith((v) => Object.assign(v.database, { url: '', existingSecret: 'pg' })))).toEqual([]);
   });
@@ -145,7 +152,7 @@ describe('deploy/kubernetes says what the chart says', () => {
   const cronLines = cronTpl.split('\n').map((l) => l.trim());
   const helpers = chartTemplate('_helpers.tpl');
   const name = fullname(PLAIN_RELEASE);
-  const plainCronJobs = plainObjects().filter(({ object }) => object.kind === 'CronJob').map(({ object }) => object as K8sObject & { spec: any });
+  const plainCronJobs = plainObjects().filter(({ object }) => object.kind === 'CronJob' && object.metadata.name !== `${fullname(PLAIN_RELEASE)}-prune`).map(({ object }) => object as K8sObject & { spec: any });
 
   it('one CronJob per values job, named <fullname>-<job>', () => {
     expect(plainCronJobs.map((c) => c.metadata.name).sort()).toEqual(values.jobs.map((j: Values) => `${name}-${j.name}`).sort());
@@ -340,11 +347,13 @@ describe.skipIf(!helm)('with a helm binary', () => {
         podLabels: { team: 'billing' }, nodeSelector: { pool: 'batch' }, tolerations: [{ key: 'batch', operator: 'Exists' }],
         serviceMonitor: { enabled: true }, prometheusRule: { enabled: true },
         jobs: [...values.jobs, { ...commentedExampleJob(), entrypoint: ['leasejob'], passDatabaseUrl: true, maxDelay: '6h', catchUp: '1d', catchUpLimit: 24, activeDeadlineSeconds: 7200,
+          pingUrlSecret: { name: 'hc-nightly', key: 'url' }, notifyUrlSecret: { name: 'hooks', key: 'billing' }, recordOutput: '16KiB',
           env: [{ name: 'A', value: 'b' }], volumes: [{ name: 'cfg', configMap: { name: 'cfg' } }], volumeMounts: [{ name: 'cfg', mountPath: '/etc/cfg' }] }],
       };
       writeFileSync(file, JSON.stringify(extra));
       const objects = render(['rel', CHART_DIR, '--namespace', 'billing', '-f', file]);
-      expect(objects.map((o) => o.kind).sort()).toEqual(['CronJob', 'CronJob', 'Deployment', 'Job', 'PrometheusRule', 'Service', 'ServiceMonitor']);
+      // Two jobs and the prune CronJob.
+      expect(objects.map((o) => o.kind).sort()).toEqual(['CronJob', 'CronJob', 'CronJob', 'Deployment', 'Job', 'PrometheusRule', 'Service', 'ServiceMonitor']);
       for (const o of objects.filter((x) => !['ServiceMonitor', 'PrometheusRule'].includes(x.kind))) {
         expect(await schemaErrors(o), `${o.kind} ${o.metadata.name}`).toEqual([]);
         expect(unknownFields(o), `${o.kind} ${o.metadata.name}`).toEqual([]);
@@ -352,10 +361,23 @@ describe.skipIf(!helm)('with a helm binary', () => {
       const migration = podSpecOf(objects.find((o) => o.kind === 'Job')!).containers[0];
       expect(migration.args).toEqual(['migrate', '--schema', 'leasejob', '--grant-to', 'leasejob_runner']);
       expect(migration.env[0].valueFrom.secretKeyRef).toEqual({ name: 'pg-owner', key: 'database-url' });
-      for (const cron of objects.filter((o) => o.kind === 'CronJob')) {
+      // prune deletes rows: it runs as the schema owner, as the migration does.
+      const prune = podSpecOf(objects.find((o) => o.kind === 'CronJob' && o.metadata.name === 'rel-leasejob-prune')!).containers[0];
+      expect(prune.args).toEqual(['prune', '--older-than', '90d', '--batch-size', '2000', '--schema', 'leasejob']);
+      expect(prune.env[0].valueFrom.secretKeyRef).toEqual({ name: 'pg-owner', key: 'database-url' });
+      for (const cron of objects.filter((o) => o.kind === 'CronJob' && o.metadata.name !== 'rel-leasejob-prune')) {
         const args = podSpecOf(cron).containers[0].args as string[];
         expect(args.slice(args.indexOf('--alert-after'), args.indexOf('--alert-after') + 2)).toEqual(['--alert-after', '10m']);
       }
+      // The ping and webhook URLs come from their Secrets as environment, never as args; a job without them has none.
+      const [plainJob, notifying] = objects.filter((o) => o.kind === 'CronJob').map((o) => podSpecOf(o).containers[0] as { args: string[]; env: Array<{ name: string; valueFrom?: unknown }> });
+      const envOf = (c: typeof notifying) => Object.fromEntries(c!.env.map((e) => [e.name, e.valueFrom]));
+      expect(envOf(notifying).LEASEJOB_PING_URL).toEqual({ secretKeyRef: { name: 'hc-nightly', key: 'url' } });
+      expect(envOf(notifying).LEASEJOB_NOTIFY_URL).toEqual({ secretKeyRef: { name: 'hooks', key: 'billing' } });
+      expect(notifying!.args.slice(notifying!.args.indexOf('--record-output'), notifying!.args.indexOf('--record-output') + 2)).toEqual(['--record-output', '16KiB']);
+      expect(envOf(plainJob).LEASEJOB_PING_URL).toBeUndefined();
+      expect(envOf(plainJob).LEASEJOB_NOTIFY_URL).toBeUndefined();
+      expect(plainJob!.args).not.toContain('--record-output');
       // Catch-up per job: only the job that asks for it.
       const catchUp = objects.filter((o) => o.kind === 'CronJob').map((o) => podSpecOf(o).containers[0].args as string[])
         .map((args) => args.includes('--catch-up') ? args.slice(args.indexOf('--catch-up'), args.indexOf('--catch-up') + 4) : []);
@@ -369,6 +391,14 @@ describe.skipIf(!helm)('with a helm binary', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it('the prune CronJob: on by default with the retention of the values, off with prune.enabled=false', () => {
+    const cron = render([PLAIN_RELEASE, CHART_DIR, '--set', 'prune.olderThan=400d,prune.schedule=0 4 * * 0']).find((o) => o.metadata.name === 'leasejob-prune') as K8sObject & { spec: any };
+    expect(cron.spec.schedule).toBe('0 4 * * 0');
+    expect(podSpecOf(cron).containers[0].args.slice(0, 3)).toEqual(['prune', '--older-than', '400d']);
+    expect(podSpecOf(cron).containers[0].env[0].valueFrom.secretKeyRef).toEqual({ name: 'leasejob-database', key: 'database-url' });
+    expect(render([PLAIN_RELEASE, CHART_DIR, '--set', 'prune.enabled=false']).map((o) => o.metadata.name)).not.toContain('leasejob-prune');
   });
 
   it('refuses a grace period that does not cover --kill-grace, a kill grace the ttl has no room for, a duplicate job name, and catch-up without windowFromSchedule', () => {

@@ -92,6 +92,10 @@ rows.push({ patch: { windowFromSchedule: false, windowFormat: 'yyyy-MM-dd' }, cl
 rows.push({ patch: { windowFromSchedule: false, windowOffset: '-P1D' }, cli: 'refuses' });
 looser({ windowFromSchedule: false, maxDelay: '6h' }, 'maxDelay without a window (extraRunArgs could give one)');
 accepted('passDatabaseUrl', true);
+accepted('recordOutput', '4KiB', '65536', '16k', '10 kB');
+refused('recordOutput', '4 kilobytes', '4x', '4.5KiB');
+looser({ recordOutput: '1MiB' }, 'above 64KiB');
+looser({ recordOutput: '0' }, 'zero bytes');
 
 accepted('name', 'nightly-close');
 refused('name', ' x');

@@ -11,7 +11,7 @@ const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 describe('deploy/kubernetes manifests', () => {
   it('hold the expected objects', () => {
     const kinds = objects.map(({ object }) => `${object.kind}/${object.metadata.name}`).sort();
-    expect(kinds).toEqual(['CronJob/leasejob-example', 'Deployment/leasejob-exporter', 'Job/leasejob-migrate', 'Secret/leasejob-database', 'Service/leasejob-exporter']);
+    expect(kinds).toEqual(['CronJob/leasejob-example', 'CronJob/leasejob-prune', 'Deployment/leasejob-exporter', 'Job/leasejob-migrate', 'Secret/leasejob-database', 'Service/leasejob-exporter']);
   });
 
   it.each(objects.map(({ file, object }) => [`${file}: ${object.kind} ${object.metadata?.name}`, object] as const))(
@@ -57,7 +57,7 @@ describe('deploy/kubernetes manifests', () => {
       .flatMap(({ object }) => (podSpecOf(object).containers as any[]).flatMap((c) => (c.env ?? []) as any[]))
       .map((e) => e.valueFrom?.secretKeyRef)
       .filter(Boolean);
-    expect(refs.length).toBe(3);
+    expect(refs.length).toBe(4); // migration, example job, exporter, prune
     for (const ref of refs) expect(secrets.get(ref.name)?.has(ref.key), `${ref.name}/${ref.key}`).toBe(true);
   });
 

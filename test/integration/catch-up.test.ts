@@ -97,6 +97,17 @@ describe.each(stores)('run --catch-up: %s', (kind, store) => {
     expect(envLines(out)).toHaveLength(6);
   });
 
+  it('with --record-output each caught-up window keeps its own output, shown by history', async () => {
+    await downSinceT0('rec');
+    const r = await runCli(['run', ...store.args(), '--name', 'rec', ...SCHEDULE, '--scheduled-time', T(3), '--catch-up', '1h', '--record-output', '--log-level', 'error',
+      '--', 'sh', '-c', 'echo "out $LEASEJOB_WINDOW"']);
+    expect(r.exitCode, r.all).toBe(0);
+    const h = await runCli(['history', ...store.args(), '--name', 'rec', '--json']);
+    const ends = (JSON.parse(h.stdout) as Array<{ kind: string; window: string; output?: { tail: string } }>).filter((e) => e.kind === 'window-completed' && e.output);
+    expect(ends.length).toBeGreaterThanOrEqual(3);
+    for (const e of ends) expect(e.output!.tail).toBe(`out ${e.window}\n`);
+  });
+
   it('--catch-up-limit runs the newest earlier windows and records the older ones as missed, saying how many and why', async () => {
     const out = await downSinceT0('limited');
     const r = await run('limited', 4, ['--catch-up', '1h', '--catch-up-limit', '2'], out);

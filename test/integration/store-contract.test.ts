@@ -76,6 +76,26 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     expect(await s.renew('n', 'host-b:2:bbbb', '2', 3_000, 500, 2_000)).toBeDefined();
   });
 
+  it('keeps a window\'s output for the attempt that recorded it (binary-safe); a generation that no longer claims the window writes nothing', async () => {
+    const s = await make();
+    const bytes = Buffer.from([0, 255, 10, 0xc3, 0x28, 65]);
+    await s.acquire({ ...base, job: 'o', window: 'k' });
+    expect(await s.recordOutput!({ job: 'o', window: 'k', generation: '1', tail: bytes, bytes: 6000 })).toBe(true);
+    await s.finish({ job: 'o', owner: base.owner, generation: '1', window: 'k', outcome: 'failed', exitCode: 3, hostTime: new Date() });
+    let [o] = await s.readOutputs!('o', 10);
+    expect(o).toMatchObject({ window: 'k', generation: '1', attempt: 1, outcome: 'failed', exitCode: 3, bytes: 6000 });
+    expect(Buffer.compare(o!.tail, bytes)).toBe(0);
+    expect(o!.recordedAt).toBeInstanceOf(Date);
+    // The retry claims the window as generation 2: the first attempt's late write is refused.
+    await s.acquire({ ...base, job: 'o', window: 'k' });
+    expect(await s.recordOutput!({ job: 'o', window: 'k', generation: '1', tail: Buffer.from('late'), bytes: 4 })).toBe(false);
+    expect(await s.recordOutput!({ job: 'o', window: 'k', generation: '2', tail: Buffer.from('second'), bytes: 6 })).toBe(true);
+    [o] = await s.readOutputs!('o', 10);
+    expect(o).toMatchObject({ generation: '2', attempt: 2, bytes: 6 });
+    expect(o!.tail.toString()).toBe('second');
+    expect(await s.readOutputs!('nothing-here', 10)).toEqual([]);
+  });
+
   it('renews only the live owner and generation', async () => {
     const s = await make();
     await s.acquire({ ...base, job: 'r' });
@@ -274,6 +294,27 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     expect(await done([])).toEqual([]);
   });
 
+  it('tokens: decimal strings of a bigint, epoch * 10^12 + n, strictly increasing per job; epoch 0 on a history that never changed', async () => {
+    const s = await make();
+    const tokens: bigint[] = [];
+    for (let i = 0; i < 3; i++) {
+      const a = await s.acquire({ ...base, job: 'tok' });
+      expect(a.generation).toMatch(/^[1-9][0-9]{0,18}$/);
+      tokens.push(BigInt(a.generation!));
+      expect((await s.finish({ job: 'tok', owner: base.owner, generation: a.generation!, outcome: 'none', hostTime: new Date() })).held).toBe(true);
+    }
+    expect(tokens).toEqual([1n, 2n, 3n]);
+    for (const t of tokens) expect(t).toBeLessThanOrEqual(9_223_372_036_854_775_807n);
+  });
+
+  it('reports its replication setup without failing: the embedded store none, a lone PostgreSQL server no standby', async () => {
+    const s = await make();
+    const r = await s.readReplication!();
+    expect(r.mode).toBe(s.kind === 'sqlite' ? 'embedded' : 'single');
+    expect(r.fenceEpoch).toBe(0);
+    expect(r.unchecked).toEqual([]);
+  });
+
   it('a sequence under one lease: windows claimed, finished without releasing, missed recorded, then one release', async () => {
     const s = await make();
     const lease = { job: 'seq', owner: base.owner, generation: '1' };
@@ -336,6 +377,38 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     const { jobs } = await readJobStates(s, 'e');
     expect(jobs[0]).toMatchObject({ name: 'e', schedule: '0 * * * *', generation: '3', held: false, lastWindow: 'c', openWindows: [] });
     expect(jobs[0]!.lastDurationMs).toBeGreaterThanOrEqual(0);
+  });
+
+  it('retention: the horizon refuses an older occurrence, final windows before it go (never the latest completed, never an open one), events go as a prefix', async () => {
+    const s = await make();
+    const r = s.retention!;
+    const at = (minutes: number): Date => new Date(Date.now() - minutes * 60_000);
+    // w1, w2 completed, w3 failed (open), w4 completed (the latest), all scheduled long ago.
+    for (const [key, ok] of [['w1', true], ['w2', true], ['w3', false], ['w4', true]] as const) {
+      const a = await s.acquire({ ...base, job: 'r', window: key, scheduledAt: at(600) });
+      expect(a.outcome).toBe('acquired');
+      await s.finish({ job: 'r', owner: base.owner, generation: a.generation!, window: key, outcome: ok ? 'completed' : 'failed', exitCode: ok ? 0 : 1, hostTime: new Date() });
+    }
+    const { dbNow, jobs } = await r.read('r');
+    expect(jobs).toMatchObject([{ name: 'r', retainedFrom: null, prunedThroughSeq: 0, prunedWindows: 0 }]);
+    const horizon = new Date(dbNow.getTime() - 60_000);
+    expect(await r.countPrunable('r', horizon, new Date(dbNow.getTime() + 60_000))).toEqual({ events: 16, windows: 2 });
+    await r.raiseHorizon(['r'], horizon);
+    await r.raiseHorizon(['r'], new Date(horizon.getTime() - 3_600_000)); // never moves back
+    expect((await r.read('r')).jobs[0]!.retainedFrom).toEqual(horizon);
+    expect(await r.pruneWindows('r', horizon, 1)).toEqual({ deleted: 1, more: true });
+    expect(await r.pruneWindows('r', horizon, 10)).toEqual({ deleted: 1, more: false });
+    const open = (await s.readJobRows('r')).rows[0]!;
+    expect(open).toMatchObject({ lastWindow: 'w4', openWindows: [{ window: 'w3', outcome: 'failed' }] });
+    // Events: a prefix, stopping at the first one written at or after `before`.
+    expect(await r.pruneEvents('r', new Date(dbNow.getTime() + 60_000), 10)).toEqual({ deleted: 10, throughSeq: 10, more: true });
+    expect(await r.pruneEvents('r', new Date(dbNow.getTime() + 60_000), 10)).toEqual({ deleted: 6, throughSeq: 16, more: false });
+    expect(await s.readHistory('r', 100)).toEqual([]);
+    expect((await r.read('r')).jobs[0]).toMatchObject({ prunedThroughSeq: 16, prunedWindows: 2 });
+    // A late duplicate of an occurrence before the horizon: missed, no lease taken; --rerun runs it.
+    expect((await s.acquire({ ...base, job: 'r', window: 'w1', scheduledAt: at(600) })).outcome).toBe('missed');
+    expect((await s.acquire({ ...base, job: 'r', window: 'w5', scheduledAt: at(0.5) })).outcome).toBe('acquired');
+    expect((await s.readHistory('r', 100)).map((e) => [Number(e.seq), e.kind])).toEqual([[17, 'window-missed'], [18, 'acquired'], [19, 'window-claimed']]);
   });
 
   // Versions, not last-write-wins (seed 003; sql/012_versions_pause_mark.sql).

@@ -7,7 +7,10 @@ import { MAX_TIMER_MS } from '../../schedule/duration.js';
 import { ExitCode, LeasejobError, UsageError } from '../../errors.js';
 import { createLogger } from '../../log.js';
 import { safetyMarginMs } from '../../lease/keeper.js';
-import { normalizeRunOptions, type RawRunFlags, type RunConfig } from '../options.js';
+import { hookSecrets, normalizeRunOptions, type RawRunFlags, type RunConfig } from '../options.js';
+import { TailBuffer } from '../../lease/output-tail.js';
+import type { RunHooks, WindowEnd } from '../../lease/run-hooks.js';
+import { EVENT_TIMEOUT_MS } from '../../store/contract.js';
 import { runWithLease, type AbortReason, type RunResult, type TaskContext } from '../../lease/runner.js';
 import { typicalInterval } from '../../schedule/cron.js';
 import { chooseStore, openStore, type StoreChoice } from '../../store/choice.js';
@@ -54,12 +57,13 @@ export async function runCommand(
     void early?.store.then((s) => s.close(), () => {});
     throw err;
   }
-  const log = createLogger(config.logLevel, choice.secrets);
+  const hookUrls = [config.pingUrl, config.notifyUrl];
+  const log = createLogger(config.logLevel, hookUrls.some((u) => u !== undefined) ? [...choice.secrets, ...hookSecrets(hookUrls)] : choice.secrets);
   passwordFileWarnings.sendTo((message) => log.warn(message));
   const databaseUrl = choice.kind === 'postgresql' ? choice.source.connectionString : undefined;
 
   const cancel = new AbortController();
-  const supervised = { childRunning: false, childStarted: false, sharedStore: choice.kind === 'postgresql' };
+  const supervised: Supervised = { childRunning: false, childStarted: false, sharedStore: choice.kind === 'postgresql' };
   const onSignal = (sig: NodeJS.Signals): void => {
     if (supervised.childRunning) log.warn({ signal: sig }, 'signal received, stopping child');
     else log.warn({ signal: sig }, 'signal received');
@@ -68,28 +72,57 @@ export async function runCommand(
   for (const s of FORWARDED) process.on(s, onSignal);
 
   let store: LeaseStore | undefined;
+  const pendingReports: Array<Promise<unknown>> = [];
   try {
     store = await (early?.store ?? openStore(choice));
     if (parentDeathSignalSupport() === 'none') log.warn('no parent-death signal on this platform: if leasejob is SIGKILLed its child runs on until the lease would have expired');
     log.info({ store: store.kind, location: store.location, occurrence: config.window?.source }, 'using store');
     warnIfLateWallClock(config, log);
     const sequence = await catchUpSequence(store, config, log);
+    if (config.pingUrl !== undefined || config.notifyUrl !== undefined) supervised.hooks = await loadHooks(config, store, log, pendingReports, () => supervised.ctx?.owner);
     const runOnce = (seq: SequenceOptions | undefined) => runWithLease(store!, {
       name: config.name, ttlMs: config.ttlMs, renewIntervalMs: config.renewIntervalMs, killGraceMs: config.killGraceMs,
       window: config.window, onBusy: config.onBusy, waitTimeoutMs: config.waitTimeoutMs, maxRuntimeMs: config.maxRuntimeMs,
-      signal: cancel.signal, spec: config.spec, sequence: seq,
+      signal: cancel.signal, spec: config.spec, sequence: seq, output: () => supervised.tail?.read(),
     }, (ctx) => superviseChild(config, ctx, databaseUrl, log, supervised), log);
-    let result = await runOnce(sequence);
-    // A sequence's acquire names no window, so a pause written since the read above did not
-    // record this run's own occurrence: acquiring it alone does (skipped, paused).
-    if (sequence && result.status === 'skipped' && result.reason === 'paused' && !cancel.signal.aborted) result = await runOnce(undefined);
+    let result: RunResult<ChildResult>;
+    try {
+      result = await runOnce(sequence);
+      // A sequence's acquire names no window, so a pause written since the read above did not
+      // record this run's own occurrence: acquiring it alone does (skipped, paused).
+      if (sequence && result.status === 'skipped' && result.reason === 'paused' && !cancel.signal.aborted) result = await runOnce(undefined);
+    } catch (err) {
+      // A start was pinged: its end is too (healthchecks.io would otherwise wait for its timeout).
+      if (supervised.hooks && supervised.childStarted) {
+        await supervised.hooks.finished(windowEnd(windowOf(config), supervised, 'failed', err instanceof LeasejobError ? err.exitCode : ExitCode.internal), cancel.signal);
+      }
+      throw err;
+    }
     noteReach(supervised.childStarted ? Reach.whole : result.status === 'skipped' ? Reach.answered : Reach.none);
-    return exitCodeFor(result, cancel.signal);
+    let code: number | undefined;
+    let failure: unknown;
+    try {
+      code = exitCodeFor(result, cancel.signal);
+    } catch (err) {
+      failure = err;
+    }
+    if (supervised.hooks) {
+      const t = monoNow();
+      await report(supervised.hooks, windowOf(config), supervised, result, code, cancel.signal);
+      log.debug({ durationMs: Math.round(monoNow() - t) }, 'reports sent');
+    }
+    if (failure !== undefined) throw failure;
+    return code!;
   } catch (err) {
     if (err instanceof LeasejobError) throw err;
     throw storeError(err, choice) ?? err;
   } finally {
     for (const s of FORWARDED) process.off(s, onSignal);
+    // The failed pings' events, before the store closes (each bounded by its own timeout).
+    await Promise.all(pendingReports);
+    // What the child wrote, on its way to our stdout and stderr (--record-output): a reader
+    // that never reads cannot hold the exit for long.
+    await supervised.child?.outputFlushed(OUTPUT_FLUSH_LIMIT_MS);
     // Told to stop: a statement still waiting on a silent connection is not waited for long.
     await store?.close(cancel.signal.aborted ? CLOSE_AFTER_SIGNAL_MS : undefined);
   }
@@ -131,6 +164,9 @@ export function childEnv(config: RunConfig, ctx: TaskContext, databaseUrl: strin
   // Least privilege: the child does not get our database URL unless asked.
   delete env.LEASEJOB_DATABASE_URL;
   delete env.DATABASE_URL;
+  // Nor the ping and webhook URLs: secrets of leasejob's, not the child's.
+  delete env.LEASEJOB_PING_URL;
+  delete env.LEASEJOB_NOTIFY_URL;
   // Nor the password of a connection made from the libpq variables (PGHOST, PGUSER, ...),
   // which a child using libpq would pick up. The other PG* variables hold no secret.
   if (!config.passDatabaseUrl) delete env.PGPASSWORD;
@@ -150,14 +186,88 @@ export function childEnv(config: RunConfig, ctx: TaskContext, databaseUrl: strin
   return env;
 }
 
+/** What the run path shares with the child's supervision (one window at a time). */
+export interface Supervised {
+  childRunning: boolean;
+  childStarted: boolean;
+  sharedStore: boolean;
+  hooks?: RunHooks | undefined;
+  /** --record-output: the current window's child's output. */
+  tail?: TailBuffer | undefined;
+  child?: ChildHandle | undefined;
+  startedAt?: Date | undefined;
+  ctx?: TaskContext | undefined;
+  result?: ChildResult | undefined;
+}
+
+/** How long the child's output may still take to reach our stdout and stderr once it has exited. */
+const OUTPUT_FLUSH_LIMIT_MS = 10_000;
+/** After the child's group is gone, how long its stdout and stderr may stay open (a process outside the group). */
+const OUTPUT_CLOSE_LIMIT_MS = 1_000;
+
+/** The ping and webhook module, only when a URL is given: a failed request is a warning and a counted event. */
+async function loadHooks(config: RunConfig, store: LeaseStore, log: ReturnType<typeof createLogger>, pending: Array<Promise<unknown>>, owner: () => string | undefined): Promise<RunHooks> {
+  const { RunHooks } = await import('../../lease/run-hooks.js');
+  const { packageVersion } = await import('../../package-root.js');
+  return new RunHooks({ pingUrl: config.pingUrl, notifyUrl: config.notifyUrl, userAgent: `leasejob/${packageVersion()}` }, (f) => {
+    log.warn({ target: f.target, stage: f.stage, err: f.error }, f.target === 'ping' ? 'ping failed' : 'notification failed');
+    pending.push(store.recordEvent({
+      job: config.name, kind: 'notify-failed', window: config.window?.key, owner: owner(), hostTime: new Date(),
+      detail: { target: f.target, stage: f.stage, error: f.error }, answerTimeoutMs: EVENT_TIMEOUT_MS,
+    }).catch(() => {}));
+  });
+}
+
+/** The window a report is about: the run's own, or (backfill, --catch-up) each window in turn. */
+export interface ReportedWindow {
+  job: string;
+  window?: string | undefined;
+  scheduledAt?: Date | undefined;
+}
+
+const windowOf = (config: RunConfig): ReportedWindow => ({ job: config.name, window: config.window?.key, scheduledAt: config.window?.scheduledAt });
+
+function windowEnd(w: ReportedWindow, s: Supervised, outcome: WindowEnd['outcome'], exitCode: number | undefined): WindowEnd {
+  return {
+    job: w.job, window: w.window, scheduledAt: w.scheduledAt,
+    attempt: s.ctx?.attempt, generation: s.ctx?.fenceToken, owner: s.ctx?.owner,
+    outcome, exitCode, childExitCode: s.result?.exitCode, signal: s.result?.signal,
+    output: s.tail?.read(), startedAt: s.startedAt, finishedAt: new Date(),
+  };
+}
+
+/**
+ * A window's end to the ping URL and the webhook; a skip (busy, done, cancelled before the child)
+ * says nothing. `code`: what leasejob exits with for it (undefined: unknown, pinged as /fail).
+ * Called once per window that runWithLease handled (superviseChild has sent its start).
+ */
+export async function report(hooks: RunHooks, w: ReportedWindow, s: Supervised, result: RunResult<ChildResult>, code: number | undefined, signal: AbortSignal): Promise<void> {
+  let outcome: WindowEnd['outcome'];
+  if (result.status === 'completed') outcome = 'completed';
+  else if (result.status === 'skipped') {
+    if (result.reason !== 'missed') return;
+    outcome = 'missed';
+  } else {
+    const kind = result.aborted?.kind;
+    outcome = kind === 'lease-lost' || kind === 'deadline' ? 'lost' : 'failed';
+  }
+  // A missed window never reached superviseChild: nothing of the supervision is its.
+  await hooks.finished(windowEnd(w, outcome === 'missed' ? { childRunning: false, childStarted: false, sharedStore: s.sharedStore } : s, outcome, code), signal);
+}
+
 export async function superviseChild(
-  config: RunConfig, ctx: TaskContext, databaseUrl: string | undefined, log: ReturnType<typeof createLogger>, supervised: { childRunning: boolean; childStarted: boolean; sharedStore: boolean },
+  config: RunConfig, ctx: TaskContext, databaseUrl: string | undefined, log: ReturnType<typeof createLogger>, supervised: Supervised,
 ): Promise<ChildResult> {
   // The lease may have been lost (or its stop point passed) while we got here: never start then.
   ctx.signal.throwIfAborted();
   let child: ChildHandle;
+  // This window's, from here: nothing of an earlier window's (backfill, --catch-up) is reported with it.
+  supervised.ctx = ctx;
+  supervised.startedAt = undefined;
+  supervised.result = undefined;
+  supervised.tail = config.recordOutputBytes !== undefined ? new TailBuffer(config.recordOutputBytes) : undefined;
   try {
-    child = await startChild(config.command, config.args, { env: childEnv(config, ctx, databaseUrl, supervised.sharedStore) });
+    child = await startChild(config.command, config.args, { env: childEnv(config, ctx, databaseUrl, supervised.sharedStore), capture: supervised.tail });
   } catch (err) {
     // Said here, or a crontab sees only exit 127 or 126.
     if (err instanceof SpawnError) log.error({ command: config.command, exitCode: err.exitCode }, err.message);
@@ -166,6 +276,9 @@ export async function superviseChild(
   const started = monoNow();
   supervised.childRunning = true;
   supervised.childStarted = true;
+  supervised.child = child;
+  supervised.startedAt = new Date();
+  supervised.hooks?.started({ job: config.name, window: ctx.window, scheduledAt: ctx.scheduledAt, attempt: ctx.attempt, generation: ctx.fenceToken, owner: ctx.owner });
   // After SIGKILL, the group's last members are waited for within the margin kept before expiry.
   const settleMs = safetyMarginMs(config.ttlMs);
   log.info({ childPid: child.pid, command: config.command, generation: ctx.fenceToken, attempt: ctx.attempt }, 'child started');
@@ -198,6 +311,9 @@ export async function superviseChild(
   }
   ctx.signal.removeEventListener('abort', onAbort);
   supervised.childRunning = false;
+  supervised.result = result;
+  // The whole tail, before the runner records it with the outcome.
+  if (supervised.tail) await child.outputClosed(OUTPUT_CLOSE_LIMIT_MS);
   if (result.code !== 0) throw new ChildFailedError(result);
   return result;
 }

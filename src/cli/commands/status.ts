@@ -6,7 +6,8 @@ import { findProblems, readJobStates, statesToJson, type JobState } from '../../
 import { validateName } from '../../names.js';
 import { humanMs, renderTable } from '../../monitor/table.js';
 import type { Logger } from '../../log.js';
-import type { LeaseStore } from '../../store/contract.js';
+import { replicationProblems, type ReplicationReport } from '../../replication.js';
+import type { HistoryEvent, LeaseStore, WindowOutput } from '../../store/contract.js';
 import { unknownJob, withStore, type DbFlags } from './admin.js';
 import { Reach, noteReach } from '../../startup/start-reach.js';
 
@@ -72,16 +73,58 @@ export async function historyCommand(flags: DbFlags & { name?: string; limit?: s
   return withStore(flags, async (store) => {
     const events = await store.readHistory(name, limit);
     if (events.length === 0 && (await store.readJobRows(name)).rows.length === 0) throw unknownJob(name, store.location);
+    const outputs = await outputsOf(store, name, events);
     if (flags.json) {
-      out(JSON.stringify(events, null, 2) + '\n');
+      out(JSON.stringify(events.map((e) => {
+        const o = outputs.get(e);
+        return o ? { ...e, output: { tail: o.tail.toString('utf8'), bytes: o.bytes, kept: o.tail.length, attempt: o.attempt } } : e;
+      }), null, 2) + '\n');
     } else {
+      // The gap before the first kept event is said, not silent (`leasejob prune`).
+      const pruned = (await store.retention?.read(name))?.jobs[0];
+      if (pruned && pruned.prunedThroughSeq > 0) {
+        out(`events 1-${pruned.prunedThroughSeq} pruned (leasejob prune, horizon ${pruned.retainedFrom?.toISOString() ?? '-'}); kept from seq ${pruned.prunedThroughSeq + 1}\n`);
+      }
       out(renderTable(
         ['SEQ', 'DB TIME', 'KIND', 'WINDOW', 'GEN', 'OWNER', 'DETAIL'],
         events.map((e) => [e.seq, e.dbTime.toISOString(), e.kind, e.window ?? '-', e.generation ?? '-', e.owner ?? '-', Object.keys(e.detail).length ? JSON.stringify(e.detail) : '']),
       ));
+      for (const [e, o] of outputs) {
+        const kept = o.tail.length < o.bytes ? `the last ${o.tail.length} of ${o.bytes} bytes` : `${o.bytes} bytes`;
+        out(`\noutput of window ${e.window}, generation ${o.generation} (seq ${e.seq}, attempt ${o.attempt}, ${e.kind}), ${kept}:\n`);
+        const text = o.tail.toString('utf8');
+        out(text.endsWith('\n') || text === '' ? text : `${text}\n`);
+      }
     }
     return 0;
   });
+}
+
+/** The events a window's attempt ended with. */
+const END_KINDS = new Set(['window-completed', 'window-failed', 'lease-lost']);
+/** How many windows' outputs `history` reads (the newest). */
+const HISTORY_OUTPUTS = 50;
+
+/**
+ * Each recorded output (--record-output) beside the event its attempt ended with, when that
+ * event is among those shown: the latest such event of its window and generation.
+ */
+async function outputsOf(store: LeaseStore, job: string, events: HistoryEvent[]): Promise<Map<HistoryEvent, WindowOutput>> {
+  const found = new Map<HistoryEvent, WindowOutput>();
+  if (!store.readOutputs) return found;
+  const outputs = await store.readOutputs(job, HISTORY_OUTPUTS);
+  if (outputs.length === 0) return found;
+  const byAttempt = new Map(outputs.map((o) => [`${o.window}\u0000${o.generation}`, o]));
+  const taken = new Set<string>();
+  for (const e of [...events].reverse()) {
+    if (!END_KINDS.has(e.kind) || e.window === null || e.generation === null) continue;
+    const key = `${e.window}\u0000${e.generation}`;
+    const o = byAttempt.get(key);
+    if (o === undefined || taken.has(key)) continue;
+    taken.add(key);
+    found.set(e, o);
+  }
+  return new Map([...found].reverse());
 }
 
 /** Nagios-style: 0 healthy, 1 warning only, 2 at least one critical problem. */
@@ -109,12 +152,32 @@ async function check(flags: DbFlags & { name?: string; all?: boolean; maxHold?: 
     const problems = findProblems(jobs, dbNow, { maxHoldMs, maxAttempts });
     // Paused jobs are not problems (an operator said so), but a monitor should show them.
     const paused = jobs.filter((j) => j.paused && j.pause).map((j) => ({ job: j.name, reason: j.pause!.reason, since: j.pause!.since, until: j.pause!.until, by: j.pause!.by, version: j.version }));
-    if (flags.json) out(JSON.stringify({ dbNow, jobs: jobs.length, problems, paused, ...(schema ? { schemaVersion: schema.version, knownSchemaVersion: schema.known } : {}) }, null, 2) + '\n');
-    else if (problems.length === 0) out(`OK: ${jobs.length} job(s) healthy${paused.length ? `, ${paused.length} paused` : ''}\n`);
-    else for (const p of problems) out(`${p.severity.toUpperCase()} ${p.job}: ${p.kind}: ${p.message}\n`);
+    // What a failover can lose (issue 22): a problem of the database, not of one job.
+    const replication = await readReplicationSafely(store, log);
+    if (replication) for (const p of replicationProblems(replication)) problems.push({ job: DATABASE, severity: p.severity, kind: 'replication', message: p.message });
+    if (flags.json) out(JSON.stringify({ dbNow, jobs: jobs.length, problems, paused, ...(schema ? { schemaVersion: schema.version, knownSchemaVersion: schema.known } : {}), ...(replication ? { replication } : {}) }, null, 2) + '\n');
+    else {
+      if (problems.length === 0) out(`OK: ${jobs.length} job(s) healthy${paused.length ? `, ${paused.length} paused` : ''}\n`);
+      else for (const p of problems) out(`${p.severity.toUpperCase()} ${p.job}: ${p.kind}: ${p.message}\n`);
+      // Said, never counted as a problem: the server hides it from this role.
+      for (const u of replication?.unchecked ?? []) out(`UNCHECKED ${DATABASE}: replication: ${u}\n`);
+    }
     if (problems.some((p) => p.severity === 'critical')) return 2;
     return problems.length ? 1 : 0;
   });
+}
+
+/** The name problems of the database itself are reported under. */
+const DATABASE = '(database)';
+
+/** The replication report, or undefined (logged) when even that could not be read: check goes on. */
+async function readReplicationSafely(store: LeaseStore, log: Logger): Promise<ReplicationReport | undefined> {
+  try {
+    return await store.readReplication?.();
+  } catch (err) {
+    log.warn({ err: maskPasswords((err as Error).message) }, 'could not read the replication setup');
+    return undefined;
+  }
 }
 
 const LISTEN_ERRORS: Record<string, string> = {

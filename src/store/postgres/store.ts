@@ -8,11 +8,13 @@ import { monoNow, sleep } from '../../clock.js';
 import { passwordFileWarnings, type ConnectionSource } from './connection.js';
 import { noAnswerWithin, wasRolledBack } from './db-errors.js';
 import { quoteIdent } from '../../names.js';
+import { PgRetention } from './retention.js';
+import type { ReplicationReadings, ReplicationReport } from '../../replication.js';
 import { driverTls } from './tls.js';
 import type {
   AcquireInput, AcquireRow, AdoptInput, ClaimWindowInput, ClaimWindowRow, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobChange,
-  JobRow, LeaseStore, MarkInput, OperatorResult, OperatorWrite, PauseInput, RecordEventInput, RecordMissedInput, ReleaseInput, RenewRow,
-  ScheduleKey, WindowStates,
+  JobRow, LeaseStore, MarkInput, OperatorResult, OperatorWrite, PauseInput, RecordEventInput, RecordMissedInput, RecordOutputInput, ReleaseInput, RenewRow,
+  ScheduleKey, WindowOutput, WindowStates,
 } from '../contract.js';
 import { ACQUIRE_LOCK_TIMEOUT_MS, EVENT_TIMEOUT_MS, JOB_CHANGES_WINDOW_MS } from '../contract.js';
 
@@ -143,6 +145,7 @@ export class PgStore implements LeaseStore {
   readonly location: string;
 
   private readonly s: string;
+  readonly retention: PgRetention;
 
   constructor(
     readonly pool: pg.Pool,
@@ -153,6 +156,7 @@ export class PgStore implements LeaseStore {
   ) {
     this.s = quoteIdent(schema);
     this.location = location;
+    this.retention = new PgRetention((text, values) => this.query(text, values), this.s);
   }
 
   /**
@@ -405,6 +409,34 @@ export class PgStore implements LeaseStore {
     return rows[0].seq;
   }
 
+  async recordOutput(i: RecordOutputInput): Promise<boolean> {
+    const { rows } = await this.query(
+      `SELECT ${this.s}.record_output($1, $2, $3, $4, $5) AS recorded`,
+      [i.job, i.window, i.generation, i.tail, i.bytes],
+      i.answerTimeoutMs ?? EVENT_TIMEOUT_MS,
+    );
+    return rows[0].recorded === true;
+  }
+
+  async readOutputs(job: string, limit: number): Promise<WindowOutput[]> {
+    let rows;
+    try {
+      ({ rows } = await this.query(
+        `SELECT window_key, output_generation, output_attempt, outcome, exit_code, output_at, output_bytes, output_tail
+           FROM ${this.s}.windows WHERE job = $1 AND output_at IS NOT NULL ORDER BY output_at DESC, window_key LIMIT $2`,
+        [job, limit],
+      ));
+    } catch (err) {
+      // A schema before 015 (sql/015_output_tail.sql) has no outputs to show.
+      if ((err as { code?: unknown }).code === '42703') return [];
+      throw err;
+    }
+    return rows.map((r) => ({
+      window: r.window_key, generation: String(r.output_generation), attempt: r.output_attempt, outcome: r.outcome, exitCode: r.exit_code,
+      recordedAt: r.output_at, bytes: Number(r.output_bytes), tail: r.output_tail,
+    }));
+  }
+
   /** Administrative release: expire now, keep the generation. */
   async release(job: string, hostTime: Date): Promise<{ owner: string; generation: string } | undefined> {
     const { rows } = await this.query(
@@ -590,6 +622,45 @@ export class PgStore implements LeaseStore {
     } catch {
       return undefined;
     }
+  }
+
+  /** See LeaseStore.readReplication: each part read on its own, so what is refused leaves the rest. */
+  async readReplication(): Promise<ReplicationReport> {
+    const x: ReplicationReadings = { errors: {} };
+    const why = (err: unknown): string => `${(err as Error).message}${(err as { code?: string }).code ? ` (SQLSTATE ${(err as { code?: string }).code})` : ''}`;
+    try {
+      const { rows } = await this.query(
+        `SELECT current_user AS role, pg_is_in_recovery() AS recovery,
+                current_setting('synchronous_standby_names') AS names, current_setting('synchronous_commit') AS commit`, []);
+      x.role = rows[0].role;
+      x.inRecovery = rows[0].recovery;
+      x.synchronousStandbyNames = rows[0].names;
+      x.synchronousCommit = rows[0].commit;
+    } catch (err) {
+      x.errors.settings = why(err);
+    }
+    try {
+      // A role without pg_read_all_stats sees one row per standby, its details NULL.
+      const { rows } = await this.query(
+        `SELECT count(*)::int AS n, count(*) FILTER (WHERE sync_state IN ('sync', 'quorum'))::int AS sync,
+                count(*) FILTER (WHERE state IS NULL)::int AS hidden
+           FROM pg_stat_replication`, []);
+      x.senders = { n: rows[0].n, sync: rows[0].sync, hidden: rows[0].hidden };
+    } catch (err) {
+      x.errors.senders = why(err);
+    }
+    try {
+      const { rows } = await this.query(`SELECT epoch, server_timeline FROM ${this.s}.fence_status()`, []);
+      if (rows[0]) x.fence = { epoch: Number(rows[0].epoch), timeline: rows[0].server_timeline === null ? null : Number(rows[0].server_timeline) };
+    } catch (err) {
+      // 42883: the schema predates migration 011.
+      x.errors.fence = (err as { code?: string }).code === '42883'
+        ? 'the schema predates migration 011 (tokens do not yet follow a failover): run `leasejob migrate`'
+        : why(err);
+    }
+    // Loaded here: `run` never asks.
+    const { judgeReplication } = await import('../../replication.js');
+    return judgeReplication(x);
   }
 
   async ping(): Promise<void> {

@@ -9,11 +9,13 @@ import type BetterSqlite3 from 'better-sqlite3';
 import Database from 'better-sqlite3';
 import { monoNow } from '../../clock.js';
 import { DatabaseError, UsageError } from '../../errors.js';
+import type { ReplicationReport } from '../../replication.js';
 import { migrateSqlite } from './schema.js';
+import { SqliteRetention } from './retention.js';
 import type {
   AcquireInput, AcquireRow, AdoptInput, ClaimWindowInput, ClaimWindowRow, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobChange,
-  JobRow, JobSettings, LeaseStore, MarkInput, OperatorResult, OperatorWrite, PauseInput, RecordEventInput, RecordMissedInput, ReleaseInput,
-  RenewRow, ScheduleKey, WindowStates,
+  JobRow, JobSettings, LeaseStore, MarkInput, OperatorResult, OperatorWrite, PauseInput, RecordEventInput, RecordMissedInput, RecordOutputInput, ReleaseInput,
+  RenewRow, ScheduleKey, WindowOutput, WindowStates,
 } from '../contract.js';
 import { JOB_CHANGES_WINDOW_MS } from '../contract.js';
 
@@ -130,10 +132,14 @@ export class SqliteStore implements LeaseStore {
   private readonly boot = bootId();
   private readonly host = hostname();
 
+  readonly retention: SqliteRetention;
+
   private constructor(
     private readonly db: BetterSqlite3.Database,
     readonly location: string,
-  ) {}
+  ) {
+    this.retention = new SqliteRetention(db);
+  }
 
   static open(file: string, opts: { create?: boolean } = {}): SqliteStore {
     const dir = path.dirname(file);
@@ -168,6 +174,10 @@ export class SqliteStore implements LeaseStore {
       );
     }
     const db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
+    // A new file gives the pages `leasejob prune` frees back in steps (retention.ts).
+    // Only takes effect before the first table exists; an older file keeps its mode until a
+    // VACUUM (`prune --vacuum`).
+    db.pragma('auto_vacuum = INCREMENTAL');
     // WAL: readers never block the writer; NORMAL is durable across process crashes, which is
     // what one host's ledger needs (a power loss may drop the last transaction).
     db.pragma('journal_mode = WAL');
@@ -218,6 +228,18 @@ export class SqliteStore implements LeaseStore {
       if (i.window !== undefined && !i.rerun) {
         const w = this.db.prepare('SELECT completed_at FROM windows WHERE job = ? AND window_key = ?').get(i.job, i.window) as { completed_at: number | null } | undefined;
         if (w?.completed_at != null) return { ...none, outcome: 'done', completedAt: new Date(w.completed_at) };
+      }
+      // As sql/014_retention.sql: before the job's horizon the window may have been pruned; missed, never run.
+      if (i.window !== undefined && !i.rerun && i.scheduledAt) {
+        const horizon = this.db.prepare('SELECT retained_from FROM retention WHERE job = ?').pluck().get(i.job) as number | null | undefined;
+        if (horizon != null && i.scheduledAt.getTime() < horizon) {
+          this.db.prepare(
+            `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, outcome)
+             VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?, 'missed') ON CONFLICT (job, window_key) DO NOTHING`,
+          ).run(i.job, i.window, i.scheduledAt.getTime(), i.owner, now, now, now);
+          this.recordEventSync({ job: i.job, kind: 'window-missed', window: i.window, owner: i.owner, hostTime: i.hostTime, detail: { scheduled_at: i.scheduledAt.toISOString(), retained_from: new Date(horizon).toISOString() } }, now);
+          return { ...none, outcome: 'missed' };
+        }
       }
       // As sql/012 (acquire, skip_paused): a paused job takes no lease and runs nothing; its
       // occurrence is recorded as skipped when it has no window yet.
@@ -602,6 +624,24 @@ export class SqliteStore implements LeaseStore {
     return String(this.db.transaction(() => this.recordEventSync(e, Date.now())).immediate());
   }
 
+  async recordOutput(i: RecordOutputInput): Promise<boolean> {
+    return this.db.transaction(() => this.db.prepare(
+      `UPDATE windows SET output_tail = ?, output_bytes = ?, output_generation = generation, output_attempt = attempts, output_at = ?
+        WHERE job = ? AND window_key = ? AND generation = ?`,
+    ).run(i.tail, i.bytes, Date.now(), i.job, i.window, Number(i.generation)).changes === 1).immediate();
+  }
+
+  async readOutputs(job: string, limit: number): Promise<WindowOutput[]> {
+    const rows = this.db.prepare(
+      `SELECT window_key, output_generation, output_attempt, outcome, exit_code, output_at, output_bytes, output_tail
+         FROM windows WHERE job = ? AND output_at IS NOT NULL ORDER BY output_at DESC, window_key LIMIT ?`,
+    ).all(job, limit) as Array<Record<string, unknown>>;
+    return rows.map((r) => ({
+      window: r.window_key as string, generation: String(r.output_generation), attempt: r.output_attempt as number, outcome: r.outcome as string,
+      exitCode: (r.exit_code as number | null) ?? null, recordedAt: new Date(r.output_at as number), bytes: r.output_bytes as number, tail: r.output_tail as Buffer,
+    }));
+  }
+
   async release(job: string, hostTime: Date): Promise<{ owner: string; generation: string } | undefined> {
     return this.db.transaction(() => {
       const now = Date.now();
@@ -698,6 +738,14 @@ export class SqliteStore implements LeaseStore {
 
   async readEventCounts(kinds: readonly string[]): Promise<EventCount[]> {
     return this.db.prepare('SELECT job, kind, host, n FROM event_counts WHERE kind IN (SELECT value FROM json_each(?))').all(JSON.stringify(kinds)) as EventCount[];
+  }
+
+  /** One file on one host: no replication, no failover (the tokens' epoch is always 0). */
+  async readReplication(): Promise<ReplicationReport> {
+    return {
+      mode: 'embedded', standbys: null, synchronousStandbys: null, synchronousStandbyNames: null,
+      synchronousCommit: null, timeline: null, fenceEpoch: 0, unchecked: [],
+    };
   }
 
   async readHostClocks(): Promise<HostClock[]> {

@@ -1,0 +1,130 @@
+// Retention: what `leasejob prune` deletes and keeps, job by job in small batches, with
+// progress as it goes. The SQL of each batch is the store's (store/postgres/retention.ts, store/sqlite/retention.ts).
+import { hostname } from 'node:os';
+import { monoNow } from '../clock.js';
+import { humanMs } from '../monitor/table.js';
+import { UsageError } from '../errors.js';
+import type { LeaseStore, RetentionRow, RetentionStore } from '../store/contract.js';
+
+/**
+ * Rows per batch: each batch is one transaction of about this many deletions (milliseconds on
+ * PostgreSQL; on the embedded store every run waits for the batch in progress, so it stays short).
+ */
+export const PRUNE_BATCH_ROWS = 2_000;
+
+/** Jobs whose horizon one statement raises (a few milliseconds of retention rows, which runs do not lock). */
+const HORIZON_CHUNK = 1_000;
+
+export interface PruneOptions {
+  olderThanMs: number;
+  name?: string | undefined;
+  dryRun: boolean;
+  batchRows?: number;
+  onProgress?: (p: PruneProgress) => void;
+}
+
+export interface PruneProgress {
+  jobsDone: number;
+  jobs: number;
+  events: number;
+  windows: number;
+  batches: number;
+  elapsedMs: number;
+}
+
+export interface PruneSummary extends PruneProgress {
+  dryRun: boolean;
+  /** Windows scheduled before it are gone (but each job's latest completed and the open ones). */
+  horizon: Date;
+  /** The jobs something was (or would be) deleted of. */
+  jobsPruned: number;
+}
+
+/** The longest time, besides --max-delay, a registered job may still run a past occurrence. */
+function lateRunMs(job: RetentionRow): number {
+  return job.maxDelayMs ?? 0;
+}
+
+/**
+ * Refuses a horizon that would call an occurrence missed that a job may still run: shorter
+ * than a job's --max-delay. Nothing is written before this check.
+ */
+export function checkHorizon(jobs: RetentionRow[], olderThanMs: number, olderThan: string): void {
+  const longest = jobs.reduce<RetentionRow | undefined>((a, j) => (a === undefined || lateRunMs(j) > lateRunMs(a) ? j : a), undefined);
+  if (longest !== undefined && lateRunMs(longest) > olderThanMs) {
+    throw new UsageError(
+      `Expected \`--older-than\` to be at least the longest --max-delay of the jobs it prunes (job "${longest.name}": ${humanMs(lateRunMs(longest))}), got \`${olderThan}\`: ` +
+        'an occurrence that job may still run would be recorded as missed. Prune with a longer --older-than (or lower that job\'s --max-delay).',
+    );
+  }
+}
+
+export function retentionOf(store: LeaseStore): RetentionStore {
+  if (!store.retention) throw new UsageError(`this store (${store.location}) does not support prune`);
+  return store.retention;
+}
+
+/** Prune every job of `jobs` (read with `dbNow` from the store) older than `opts.olderThanMs`. */
+export async function pruneJobs(store: LeaseStore, jobs: RetentionRow[], dbNow: Date, opts: PruneOptions): Promise<PruneSummary> {
+  const r = retentionOf(store);
+  const limit = opts.batchRows ?? PRUNE_BATCH_ROWS;
+  const horizon = new Date(dbNow.getTime() - opts.olderThanMs);
+  const owner = `${hostname()}:${process.pid}:prune`;
+  const started = monoNow();
+  const p: PruneProgress = { jobsDone: 0, jobs: jobs.length, events: 0, windows: 0, batches: 0, elapsedMs: 0 };
+  let jobsPruned = 0;
+  const report = (): void => {
+    p.elapsedMs = monoNow() - started;
+    opts.onProgress?.({ ...p });
+  };
+  // Every job's horizon first, HORIZON_CHUNK at a time: before any window of it goes, so a
+  // late duplicate of one is refused. One statement per chunk instead of one per job.
+  if (!opts.dryRun) {
+    for (let i = 0; i < jobs.length; i += HORIZON_CHUNK) await r.raiseHorizon(jobs.slice(i, i + HORIZON_CHUNK).map((j) => j.name), horizon);
+  }
+  for (const job of jobs) {
+    // The events of the lease's current generation stay: its owner's finish (and its retry)
+    // and a takeover's lost-lease record look for them.
+    const eventsBefore = job.leaseAcquiredAt && job.leaseAcquiredAt < horizon ? job.leaseAcquiredAt : horizon;
+    if (opts.dryRun) {
+      const n = await r.countPrunable(job.name, horizon, eventsBefore);
+      p.events += n.events;
+      p.windows += n.windows;
+      p.batches += 1;
+      if (n.events + n.windows > 0) jobsPruned += 1;
+    } else {
+      let windows = 0;
+      let events = 0;
+      let throughSeq = job.prunedThroughSeq;
+      for (let more = true; more;) {
+        const b = await r.pruneWindows(job.name, horizon, limit);
+        windows += b.deleted;
+        p.windows += b.deleted;
+        p.batches += 1;
+        more = b.more;
+        report();
+      }
+      for (let more = true; more;) {
+        const b = await r.pruneEvents(job.name, eventsBefore, limit);
+        events += b.deleted;
+        p.events += b.deleted;
+        p.batches += 1;
+        throughSeq = b.throughSeq;
+        more = b.more;
+        report();
+      }
+      if (events + windows > 0) {
+        jobsPruned += 1;
+        // In the job's own log, so that `history` (and its --json) says what went and why.
+        await store.recordEvent({
+          job: job.name, kind: 'pruned', owner, hostTime: new Date(),
+          detail: { retained_from: horizon.toISOString(), events, windows, pruned_through_seq: throughSeq },
+        });
+      }
+    }
+    p.jobsDone += 1;
+    report();
+  }
+  p.elapsedMs = monoNow() - started;
+  return { ...p, dryRun: opts.dryRun, horizon, jobsPruned };
+}

@@ -1,0 +1,60 @@
+// --record-output's size and tail, and the ping URL's suffixes and run id.
+import { describe, expect, it } from 'vitest';
+import { hookSecrets } from '../../src/cli/options.js';
+import { parseRecordOutputSize, TailBuffer } from '../../src/lease/output-tail.js';
+import { pingTarget, runId } from '../../src/lease/run-hooks.js';
+
+describe('--record-output', () => {
+  it('reads sizes in bytes, k/KiB, kB, M/MiB; bare means 4KiB; off unless given', () => {
+    expect(parseRecordOutputSize(undefined)).toBeUndefined();
+    expect(parseRecordOutputSize(true)).toBe(4096);
+    expect(parseRecordOutputSize('4096')).toBe(4096);
+    expect(parseRecordOutputSize('16KiB')).toBe(16384);
+    expect(parseRecordOutputSize('16k')).toBe(16384);
+    expect(parseRecordOutputSize('10 kB')).toBe(10_000);
+    expect(parseRecordOutputSize('64KiB')).toBe(65536);
+    for (const bad of ['0', '65537', '1MiB', '4.5k', '4 kilobytes', '', 'k'])
+      expect(() => parseRecordOutputSize(bad), bad).toThrow(/--record-output/);
+  });
+
+  it('keeps exactly the newest bytes, whatever the chunks', () => {
+    const t = new TailBuffer(5);
+    for (const c of ['ab', 'cdefgh', '', 'i', 'jk']) t.push(Buffer.from(c));
+    expect(t.read().tail.toString()).toBe('ghijk');
+    expect(t.read().bytes).toBe(11);
+    const big = new TailBuffer(3);
+    big.push(Buffer.from('0123456789'));
+    expect(big.read()).toMatchObject({ bytes: 10 });
+    expect(big.read().tail.toString()).toBe('789');
+    expect(new TailBuffer(4).read().tail.length).toBe(0);
+  });
+});
+
+describe('ping URLs', () => {
+  it('appends the suffix to the path, keeps the query, adds the run id', () => {
+    expect(pingTarget('https://hc-ping.com/abc', 'start', 'r1')).toBe('https://hc-ping.com/abc/start?rid=r1');
+    expect(pingTarget('https://hc-ping.com/abc/', '', 'r1')).toBe('https://hc-ping.com/abc/?rid=r1'); // success: the URL as given
+    expect(pingTarget('https://hc-ping.com/abc/', 'fail', 'r1')).toBe('https://hc-ping.com/abc/fail?rid=r1');
+    expect(pingTarget('https://hc-ping.com/key/slug?create=1', '3', undefined)).toBe(
+      'https://hc-ping.com/key/slug/3?create=1',
+    );
+  });
+
+  it('run ids are version 4 UUIDs, each new', () => {
+    const ids = new Set(Array.from({ length: 100 }, runId));
+    expect(ids.size).toBe(100);
+    for (const id of ids) expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  });
+
+  it('the secrets to mask: the URL, its path, and a long key in it', () => {
+    const s = hookSecrets(['https://hc-ping.com/0c6e4f8a-1b1e-4d84-9a36-6d1f0e2b7a11', undefined]);
+    expect(s).toEqual(
+      expect.arrayContaining([
+        'https://hc-ping.com/0c6e4f8a-1b1e-4d84-9a36-6d1f0e2b7a11',
+        '/0c6e4f8a-1b1e-4d84-9a36-6d1f0e2b7a11',
+        '0c6e4f8a-1b1e-4d84-9a36-6d1f0e2b7a11',
+      ]),
+    );
+    expect(hookSecrets(['https://h.example/hook?token=abc'])).toEqual(expect.arrayContaining(['token=abc']));
+  });
+});
