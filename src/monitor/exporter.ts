@@ -6,6 +6,7 @@ import { monoNow } from '../clock.js';
 import type { Logger } from '../log.js';
 import { labelText, MetricRows } from './metric-rows.js';
 import { readJobStates } from './job-states.js';
+import { StatusPages } from './status-server.js';
 import type { LeaseStore } from '../store/contract.js';
 
 function metrics(registry: Registry) {
@@ -19,6 +20,7 @@ function metrics(registry: Registry) {
     scrape: g('leasejob_scrape_duration_seconds', 'time spent reading the database for this scrape'),
     jobs: g('leasejob_jobs', 'registered jobs'),
     overdue: rg('leasejob_window_overdue', '1 when the latest due window plus its grace is not completed'),
+    notCompleted: rg('leasejob_due_occurrences_not_completed', 'due occurrences within the lookback, past their grace, not completed (the latest included): failed, lost, missed, or never run'),
     lastCompleted: rg('leasejob_last_completed_window_timestamp_seconds', 'when the last window of the job was completed (database clock)'),
     held: rg('leasejob_lease_held', '1 while the lease is held (not expired)'),
     generation: rg('leasejob_lease_generation', 'current lease generation (the fencing token)'),
@@ -34,6 +36,7 @@ function metrics(registry: Registry) {
     ratio: rg('leasejob_duration_interval_ratio', 'last duration over the schedule interval; above 0.5 overlap is no longer hypothetical'),
     runs: rc('leasejob_runs_total', 'finished windows by outcome (completed, failed, missed)'),
     skips: rc('leasejob_busy_skips_total', 'runs that skipped because a live owner held the lease'),
+    doneSkips: rc('leasejob_done_skips_total', 'runs that skipped because their window was already completed (late duplicates, a second host)'),
     pausedSkips: rc('leasejob_paused_skips_total', 'runs that skipped because the job was paused (leasejob pause)'),
     lost: rc('leasejob_leases_lost_total', 'leases lost while running (child stopped)'),
     takeovers: rc('leasejob_stale_takeovers_total', 'leases taken over from a stale (crashed or paused) owner'),
@@ -62,7 +65,7 @@ const PER_JOB: Record<string, 'lost' | 'takeovers' | 'renewFailures' | 'fenceRef
   'notify-failed': 'notifyFailures', 'paused-skip': 'pausedSkips',
 };
 /** The event kinds a scrape exports; the others (acquired, released, ...) are not read. */
-const EXPORTED_KINDS = [...Object.keys(RUN_KINDS), ...Object.keys(PER_JOB), 'busy-skip', 'clock-jump'];
+const EXPORTED_KINDS = [...Object.keys(RUN_KINDS), ...Object.keys(PER_JOB), 'busy-skip', 'done-skip', 'clock-jump'];
 
 export class Exporter {
   readonly registry = new Registry();
@@ -144,6 +147,7 @@ export class Exporter {
     for (const j of jobs) {
       const job = labelText({ job: j.name });
       if (j.due) m.overdue.add(job, j.overdue ? 1 : 0);
+      if (j.due || j.notCompletedCount > 0) m.notCompleted.add(job, j.notCompletedCount);
       if (j.lastCompletedAt) m.lastCompleted.add(job, j.lastCompletedAt.getTime() / 1000);
       m.held.add(job, j.held ? 1 : 0);
       if (j.generation !== null) m.generation.add(job, Number(j.generation));
@@ -175,6 +179,7 @@ export class Exporter {
       if (outcome) m.runs.addTo(`${r.job}\u0000${outcome}`, labelText({ job: r.job, outcome }), r.n);
       else if (family) m[family].addTo(r.job, labelText({ job: r.job }), r.n);
       else if (r.kind === 'busy-skip') m.skips.add(labelText({ job: r.job, host: r.host }), r.n);
+      else if (r.kind === 'done-skip') m.doneSkips.add(labelText({ job: r.job, host: r.host }), r.n);
       else if (r.kind === 'clock-jump') m.jumps.inc({ host: r.host }, r.n);
     }
     for (const h of hosts) {
@@ -183,14 +188,20 @@ export class Exporter {
     }
   }
 
-  /** HTTP server: /metrics (Prometheus text), /healthz (200 when the database answers). */
-  createServer(): http.Server {
+  /** HTTP server: /metrics (Prometheus text), /healthz (200 when the database answers), the status page at / and /job. */
+  createServer(opts: { statusPage?: boolean } = {}): http.Server {
+    const pages = opts.statusPage === false ? undefined : new StatusPages(this.store, this.log);
     return http.createServer((req, res) => {
-      const path = (req.url ?? '/').split('?')[0];
+      const url = req.url ?? '/';
+      const q = url.indexOf('?');
+      const path = q < 0 ? url : url.slice(0, q);
+      const query = q < 0 ? '' : url.slice(q + 1);
       if (req.method !== 'GET' && req.method !== 'HEAD') {
-        res.writeHead(405).end();
+        // Read-only: nothing here changes the database.
+        res.writeHead(405, { allow: 'GET, HEAD' }).end();
         return;
       }
+      if (pages?.handle(path, new URLSearchParams(query), res)) return;
       if (path === '/metrics') {
         this.scrape().then(
           (body) => res.writeHead(200, { 'content-type': this.registry.contentType }).end(body),
@@ -202,7 +213,7 @@ export class Exporter {
           () => res.writeHead(503, { 'content-type': 'text/plain' }).end('database unreachable\n'),
         );
       } else {
-        res.writeHead(404, { 'content-type': 'text/plain' }).end('leasejob exporter: see /metrics and /healthz\n');
+        res.writeHead(404, { 'content-type': 'text/plain' }).end(`leasejob exporter: see ${pages ? '/, ' : ''}/metrics and /healthz\n`);
       }
     });
   }

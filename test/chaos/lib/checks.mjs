@@ -245,9 +245,15 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
   }
 
   // --- child lifetime ------------------------------------------------------------------------
-  // For a run of generation g whose child ended at E (database clock: the child's own stamp if
-  // it made one, else the earliest of the harness seeing it gone in /proc and the runner logging
-  // its exit):
+  // For a run of generation g whose child ended at E (database clock: the earliest of the child's
+  // own stamp, the harness seeing it gone in /proc, the runner logging its exit, and 'child
+  // started' plus the runner's monotonic durationMs in 'child exited'). Each is at or after the
+  // end (the stamp within the child's 300 ms of it), but any may come late: the server processing
+  // the stamp's INSERT late, the harness's event loop busy (spawning 50 contenders) reading the
+  // runner's lines and /proc late. A runner on a real clock stamps its lines itself; one under
+  // libfaketime cannot be believed, so its lines are dated on arrival, and only the monotonic
+  // bound is exact there (seed 210995442: an end 7 s late on clock-1, though the runner stopped
+  // its child 0.6 s before the lease's earliest possible expiry):
   //   L(g): the latest the lease of g could have expired: its release time if g released it,
   //         else the expiry the successor found passed (stale-takeover detail previous_expired_at),
   //         else the lease row's expires_at (g is still the last generation).
@@ -269,8 +275,10 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
     const j = J(r.job);
     const g = r.generation;
     const stamp = endsByRun.get(k2(r.job, `${g}:${r.child.pid}`));
-    const observed = [r.child.goneAt, r.child.exitedLineAt].filter((t) => t !== undefined).map(db);
-    const E = stamp ? ms(stamp.ended_at) : observed.length ? Math.min(...observed) : undefined;
+    const byDuration = r.child.durationMs !== undefined && r.child.startedAt !== undefined ? r.child.startedAt + r.child.durationMs : undefined;
+    const observed = [r.child.goneAt, r.child.exitedLineAt, byDuration].filter((t) => t !== undefined).map(db);
+    if (stamp) observed.push(ms(stamp.ended_at));
+    const E = observed.length ? Math.min(...observed) : undefined;
     r.child.end = E;
     const who = `${r.job} ${r.window} generation ${g} (run ${r.id}, host ${r.host}, child ${r.child.pid})`;
     if (E === undefined) {
