@@ -252,7 +252,12 @@ export async function runSequenceHeld<T>(
       }
       firstFailure ??= { status: 'failed', error: error ?? new Error('task aborted'), generation, attempt, released: false, ...(win.aborted ? { aborted: win.aborted } : {}) };
       if (!seq.keepGoing || stopped) {
-        if (index + 1 < total) log.info({ left: total - index - 1 }, 'a window failed: the later windows stay open for the next run');
+        if (index + 1 < total) {
+          // Set by the keeper or a signal meanwhile (closures the narrowing above cannot see).
+          const why = stopped as AbortReason | undefined;
+          if (why) log.info({ left: total - index - 1, stoppedBy: why.kind }, 'stopped: the later windows stay open for the next run');
+          else log.info({ left: total - index - 1 }, 'a window failed: the later windows stay open for the next run');
+        }
         break;
       }
     }
