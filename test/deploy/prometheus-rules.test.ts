@@ -177,6 +177,15 @@ describe.skipIf(!helm || !promtool)('alert rules under promtool', () => {
     expect(r.stdout).toMatch(/SUCCESS: \d+ rules found/);
   });
 
+  it('prometheusRule.replicationAsynchronous.enabled=false leaves that alert out, and only it', () => {
+    const r = spawnSync(helm!, ['template', RELEASE, CHART_DIR, '--namespace', NAMESPACE, '--kube-version', '1.27.0',
+      '--set', 'prometheusRule.enabled=true', '--set', 'prometheusRule.replicationAsynchronous.enabled=false', '--show-only', 'templates/prometheusrule.yaml'], { encoding: 'utf8', timeout: 60_000 });
+    expect(r.status, r.stderr).toBe(0);
+    const [rule] = parseDocuments(r.stdout, 'helm template') as Array<K8sObject & { spec: { groups: Array<{ rules: Rule[] }> } }>;
+    const names = rule!.spec.groups.flatMap((g) => g.rules).map((x) => x.alert);
+    expect(names).toEqual([...alerts.keys()].filter((n) => n !== 'LeasejobReplicationAsynchronous'));
+  });
+
   it('every alert the chart renders has a case where it fires and one where it stays quiet', () => {
     for (const name of alerts.keys()) {
       const mine = CASES.filter((c) => c.alert === name);
