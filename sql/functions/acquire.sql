@@ -5,7 +5,8 @@
 -- is paused: occurrence skipped, no lease; 012). A takeover records the loss of the generation it
 -- replaces, once.
 -- Sessions are looked up by pid with pg_stat_get_activity(pid), not the pg_stat_activity view
--- (which reports every session of the server before its WHERE picks one).
+-- (which reports every session of the server before its WHERE picks one). The generation is the
+-- fencing token, epoch * 10^12 + n, in the epoch of this server's history (fence_epoch()).
 CREATE OR REPLACE FUNCTION acquire(
   p_job text, p_owner text, p_ttl_ms integer, p_renew_ms integer,
   p_window text, p_scheduled_at timestamptz, p_rerun boolean, p_max_delay_ms bigint,
@@ -24,6 +25,7 @@ DECLARE
   v_done timestamptz;
   v_stale boolean;
   v_session_gone boolean;
+  v_epoch bigint; -- 011
   v_horizon timestamptz; -- 014
 BEGIN
   db_now := now();
@@ -92,6 +94,9 @@ BEGIN
   IF v_prev.expires_at > now() THEN
     v_gen := NULL;
   ELSE
+  -- 011: the fence epoch of this server's history, advanced first if the server was promoted,
+  -- restored or replaced since it was last read; the generation issued below is in it.
+  v_epoch := fence_epoch();
   -- The upsert locks the row even when its WHERE fails, so it waits behind an open fenced
   -- transaction (FOR SHARE). Bounded: a row locked that long means an owner is working (or
   -- paused mid-transaction); we answer from a plain read below instead of hanging.
@@ -108,11 +113,11 @@ BEGIN
   IF v_done IS NULL THEN
   INSERT INTO leases AS l (name, owner, generation, acquired_at, renewed_at, expires_at,
                            released_at, ttl_ms, renew_interval_ms, window_key, backend_pid, backend_start)
-  VALUES (p_job, p_owner, 1, now(), now(), now() + make_interval(secs => p_ttl_ms / 1000.0),
+  VALUES (p_job, p_owner, next_token(NULL, v_epoch), now(), now(), now() + make_interval(secs => p_ttl_ms / 1000.0),
           NULL, p_ttl_ms, p_renew_ms, p_window, pg_backend_pid(),
           (SELECT a.backend_start FROM pg_stat_get_activity(pg_backend_pid()) a))
   ON CONFLICT (name) DO UPDATE SET
-    owner = EXCLUDED.owner, generation = l.generation + 1, acquired_at = now(),
+    owner = EXCLUDED.owner, generation = next_token(l.generation, v_epoch), acquired_at = now(),
     renewed_at = now(), expires_at = EXCLUDED.expires_at, released_at = NULL,
     ttl_ms = EXCLUDED.ttl_ms, renew_interval_ms = EXCLUDED.renew_interval_ms,
     window_key = EXCLUDED.window_key, backend_pid = EXCLUDED.backend_pid,

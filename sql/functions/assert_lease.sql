@@ -42,6 +42,9 @@
 -- Privileges: SECURITY DEFINER (as every leasejob function, since 003_least_privilege.sql), so
 -- the caller needs USAGE on the schema and EXECUTE on this function only; `leasejob migrate
 -- --grant-to <role>` grants both. The row lock still belongs to the caller's transaction.
+--
+-- The token is compared whole (epoch * 10^12 + n), so a token of a branch a failover lost is
+-- refused even where its n matches; the message names both epochs when they differ.
 CREATE OR REPLACE FUNCTION assert_lease(p_job text, p_token bigint) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 #variable_conflict use_column
@@ -82,8 +85,21 @@ BEGIN
       to_char(coalesce(v_lease.released_at, v_lease.expires_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
       p_token);
     v_hint := 'The lease is no longer held (the runner is stopping this child, or it already finished): stop writing and exit.';
+  ELSIF NOT token_current(p_token) THEN
+    -- 011: the lease is of an earlier history of the database (before a failover or restore).
+    v_state := 'other-history';
+    v_reason := format('token %s was issued before the database failed over or was restored (fence epoch %s): the lease does not outlive it',
+      p_token, CASE WHEN p_token < 1000000000000 THEN (SELECT f.base_epoch FROM fence_epoch f) ELSE p_token / 1000000000000 END);
+    v_hint := 'What this run wrote just before the failover may be lost: stop and exit; the next run redoes the window, skipping what was kept.';
   ELSE
     RETURN;
+  END IF;
+
+  -- 011: a token of another epoch was issued on another history of the database: before a
+  -- failover or restore (stale), or on a branch the promotion lost (never issued here).
+  IF v_lease.generation IS NOT NULL AND p_token / 1000000000000 <> v_lease.generation / 1000000000000 THEN
+    v_reason := v_reason || format(' (token of fence epoch %s, the lease is at epoch %s: the database failed over or was restored in between)',
+      p_token / 1000000000000, v_lease.generation / 1000000000000);
   END IF;
 
   RAISE EXCEPTION USING

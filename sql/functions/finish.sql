@@ -4,6 +4,7 @@
 -- event). Safe to retry: an earlier attempt that committed with its reply lost is recognised by
 -- this owner's and generation's released event (index events_released), whoever holds the
 -- lease since, and answered as it was, changing nothing.
+-- A lease of an earlier history of the database (a failover, a restore) records no outcome (011).
 CREATE OR REPLACE FUNCTION finish(
   p_job text, p_owner text, p_generation bigint, p_window text, p_outcome text,
   p_exit_code integer, p_host_time timestamptz, p_detail jsonb
@@ -18,7 +19,9 @@ BEGIN
   -- lease and the new owner's acquire then serialize here instead of deadlocking later on
   -- the window and job rows.
   SELECT * INTO v_lease FROM leases l WHERE l.name = p_job FOR UPDATE;
-  held := FOUND AND v_lease.owner = p_owner AND v_lease.generation = p_generation AND v_lease.expires_at > now();
+  held := FOUND AND v_lease.owner = p_owner AND v_lease.generation = p_generation AND v_lease.expires_at > now()
+    -- 011: a lease of an earlier history (before a failover or restore) records no outcome.
+    AND token_current(p_generation);
 
   -- A retry after an attempt whose reply was lost: if this generation already released the
   -- lease itself, that attempt committed, whoever has taken the lease since (008). Answer as

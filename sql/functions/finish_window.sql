@@ -14,7 +14,9 @@ BEGIN
   db_now := now();
   SELECT * INTO v_lease FROM leases l WHERE l.name = p_job FOR UPDATE;
   held := FOUND AND v_lease.owner = p_owner AND v_lease.generation = p_generation
-          AND v_lease.expires_at > now() AND v_lease.released_at IS NULL;
+          AND v_lease.expires_at > now() AND v_lease.released_at IS NULL
+          -- 011/017: a lease of an earlier history (before a failover or restore) records no outcome.
+          AND token_current(p_generation);
   SELECT * INTO v_window FROM windows w WHERE w.job = p_job AND w.window_key = p_window AND w.generation = p_generation;
 
   -- A retry of an attempt that committed (its answer lost): the window already says so.

@@ -16,11 +16,11 @@ BEGIN
   -- Unchanged (the common case): nothing written, no row lock (a herd would queue on it).
   SELECT * INTO v_old FROM jobs j WHERE j.name = p_job;
   IF FOUND AND ((v_old.schedule, v_old.tz, v_old.window_mode, v_old.window_format, v_old.window_offset, v_old.ttl_ms,
-                 v_old.max_delay_ms, v_old.alert_after_ms)
+                 v_old.max_delay_ms, v_old.alert_after_ms, v_old.alert_lookback_ms)
                 IS NOT DISTINCT FROM
                 (p_spec->>'schedule', p_spec->>'tz', p_spec->>'window_mode', p_spec->>'window_format',
                  p_spec->>'window_offset', p_ttl_ms, (p_spec->>'max_delay_ms')::bigint,
-                 (p_spec->>'alert_after_ms')::bigint)
+                 (p_spec->>'alert_after_ms')::bigint, (p_spec->>'alert_lookback_ms')::bigint)
              -- A run with no schedule settings says nothing about the schedule: never erases it.
              OR (v_old.schedule IS NOT NULL AND p_spec->>'schedule' IS NULL AND p_spec->>'window_mode' IS DISTINCT FROM 'schedule')) THEN
     RETURN;
@@ -29,10 +29,11 @@ BEGIN
   SELECT * INTO v_old FROM jobs j WHERE j.name = p_job FOR UPDATE;
   v_new := jsonb_build_object('schedule', p_spec->>'schedule', 'tz', p_spec->>'tz', 'window_mode', p_spec->>'window_mode',
     'window_format', p_spec->>'window_format', 'window_offset', p_spec->>'window_offset', 'ttl_ms', p_ttl_ms,
-    'max_delay_ms', (p_spec->>'max_delay_ms')::bigint, 'alert_after_ms', (p_spec->>'alert_after_ms')::bigint);
+    'max_delay_ms', (p_spec->>'max_delay_ms')::bigint, 'alert_after_ms', (p_spec->>'alert_after_ms')::bigint,
+    'alert_lookback_ms', (p_spec->>'alert_lookback_ms')::bigint); -- 018: the lookback (issue 20)
   v_old_spec := jsonb_build_object('schedule', v_old.schedule, 'tz', v_old.tz, 'window_mode', v_old.window_mode,
     'window_format', v_old.window_format, 'window_offset', v_old.window_offset, 'ttl_ms', v_old.ttl_ms,
-    'max_delay_ms', v_old.max_delay_ms, 'alert_after_ms', v_old.alert_after_ms);
+    'max_delay_ms', v_old.max_delay_ms, 'alert_after_ms', v_old.alert_after_ms, 'alert_lookback_ms', v_old.alert_lookback_ms);
   -- Checked again under the row lock: a concurrent run may have registered the same.
   IF v_old_spec = v_new OR (v_old.schedule IS NOT NULL AND p_spec->>'schedule' IS NULL AND p_spec->>'window_mode' IS DISTINCT FROM 'schedule') THEN
     RETURN;
@@ -41,7 +42,8 @@ BEGIN
     schedule = v_new->>'schedule', tz = v_new->>'tz', window_mode = v_new->>'window_mode',
     window_format = v_new->>'window_format', window_offset = v_new->>'window_offset',
     ttl_ms = p_ttl_ms, max_delay_ms = (v_new->>'max_delay_ms')::bigint,
-    alert_after_ms = (v_new->>'alert_after_ms')::bigint, updated_at = now(), version = j.version + 1
+    alert_after_ms = (v_new->>'alert_after_ms')::bigint, alert_lookback_ms = (v_new->>'alert_lookback_ms')::bigint,
+    updated_at = now(), version = j.version + 1
    WHERE j.name = p_job
   RETURNING j.version INTO v_version;
   -- A schedule registered before, or one now: a disagreement monitoring depends on, said as an

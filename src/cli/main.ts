@@ -73,7 +73,7 @@ export function buildProgram(only?: string): Command {
       .option('--window <key>', 'use this literal window key')
       .option('--scheduled-time <iso>', 'the occurrence this run is for, ISO-8601 with offset (a tick of --schedule, if given)')
       .option('--window-format <luxon>', 'format the occurrence as the window key (luxon tokens with every field from the year down, e.g. yyyy-MM-dd)')
-      .option('--window-offset <iso-duration>', 'shift the occurrence before formatting (e.g. -P1D to close yesterday)')
+      .option('--window-offset <duration>', 'shift the occurrence before formatting, signed (e.g. -1d or -P1D to close yesterday)')
       .option('--ttl <duration>', 'lease time to live, 1.5s to 24h; renewed every TTL/3', DEFAULTS.ttl)
       .option('--kill-grace <duration>', `SIGTERM-to-SIGKILL grace when the child must stop (default: ${DEFAULTS.killGrace}, or half of what a short --ttl leaves)`)
       .addOption(new Option('--on-busy <policy>', 'when a live owner holds the lease').choices(['skip', 'wait', 'fail']).default(DEFAULTS.onBusy))
@@ -81,6 +81,7 @@ export function buildProgram(only?: string): Command {
       .option('--max-runtime <duration>', 'stop the child after this long (exit 124; at most 24 days)')
       .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')
       .option('--alert-after <duration>', 'grace after a scheduled tick before `check` and the exporter call its window overdue (default: half the interval, at most 1h)')
+      .option('--alert-lookback <duration>', 'how far back `check`, `status` and the exporter report due occurrences that did not complete (default: the longer of 24h and 3 intervals; at most the newest 24 occurrences)')
       .option('--rerun', 'run an already completed window again'))
       .option('--catch-up <duration>', 'first run the earlier occurrences of --schedule within this long before this one that never completed, oldest first, each its own window (needs --window-from-schedule)')
       .option('--catch-up-limit <n>', 'with --catch-up: at most this many earlier windows per run (default 10); older ones beyond it are recorded as missed')
@@ -92,12 +93,13 @@ The child gets FENCE_TOKEN, IDEMPOTENCY_KEY, LEASEJOB_NAME, LEASEJOB_WINDOW, LEA
 LEASEJOB_SCHEDULED_AT, LEASEJOB_OWNER, LEASEJOB_SCHEMA, and LEASEJOB_REQUIRE_SHARED=1 when this
 run uses PostgreSQL (a leasejob inside the child then refuses the one-host store); not the
 database URL, unless --pass-database-url.
-Exit codes: 0 ok or nothing to do; the child's own code; 128+N child killed by signal N;
-64 usage; 69 database unreachable, refusing the statement (read-only standby, cancelled,
+Exit codes: 0 ok or nothing to do; the child's own code; 128+N leasejob told to stop by
+signal N (whatever the child then did), or the child killed by signal N; 64 usage; 69 database unreachable, refusing the statement (read-only standby, cancelled,
 rolled back on every try) or schema not migrated; 70 internal; 75 lease lost, acquired too
 late to start safely, busy (--on-busy fail, wait timeout), or the occurrence not yet due by
 the database clock; 124 --max-runtime exceeded; 126 the command is not executable, 127 not
-found (as a shell).
+found (as a shell). The window's recorded exit code is always the one leasejob exits with.
+In a crontab, --log-level warn prints only failures (cron mails only those).
 
 Example:
   leasejob run --name nightly-close --schedule '5 0 * * *' --tz America/Sao_Paulo \\
@@ -197,20 +199,21 @@ Example:
   if (want('check')) dbOptions(
     program
       .command('check')
-      .description('exit 2 when an expected window is overdue or an owner is stuck, 1 when a window keeps failing, 0 when healthy')
+      .description('monitoring-plugin exit codes: 0 OK, 1 WARNING (a window failed), 2 CRITICAL (a due occurrence not completed, an owner stuck), 3 UNKNOWN (no answer: bad flags, database unreachable)')
       .option('--name <job>', 'only this job')
       .option('--all', 'every registered job (the default)')
       .option('--max-hold <duration>', 'an owner holding one generation longer than this is stuck')
-      .option('--max-attempts <n>', 'an open window with this many failed attempts keeps failing', '3')
+      .option('--max-attempts <n>', 'warn about an open window once it has failed this many attempts (default 1: from the first failure)')
       .option('--json', 'JSON instead of one line per problem'),
   ).action(lazy(async () => (await import('./commands/status.js')).checkCommand));
 
   if (want('exporter')) dbOptions(
     program
       .command('exporter')
-      .description('serve Prometheus /metrics and /healthz, computed from the database on each scrape')
+      .description('serve Prometheus /metrics, /healthz and a read-only status page at /, computed from the database on each request')
       .option('--port <port>', 'TCP port', '9464')
-      .option('--host <address>', 'address to listen on', '0.0.0.0'),
+      .option('--host <address>', 'address to listen on', '0.0.0.0')
+      .option('--no-status-page', 'serve only /metrics and /healthz: no job names, hosts or events at / and /job'),
   ).action(lazy(async () => (await import('./commands/status.js')).exporterCommand));
 
   const operatorExits = `
@@ -315,6 +318,16 @@ function commanderMessage(str: string): string {
 
 /** Parse argv, run the command, and return the exit code (bin/leasejob.js exits with it). */
 export async function main(argv: string[]): Promise<number> {
+  const code = await mainCode(argv);
+  // `check` is a monitoring plugin: 0 OK, 1 WARNING, 2 CRITICAL, and 3 UNKNOWN for every way of
+  // having no answer (bad flags, no database, an internal error), as Nagios and Icinga read it.
+  return argv[2] === 'check' && code > 2 ? CHECK_UNKNOWN : code;
+}
+
+/** `check`'s exit code when it has no answer (the monitoring-plugin UNKNOWN). */
+export const CHECK_UNKNOWN = 3;
+
+async function mainCode(argv: string[]): Promise<number> {
   const program = buildProgram(COMMANDS.has(argv[2] ?? '') ? argv[2] : undefined);
   program.exitOverride();
   for (const c of program.commands) c.exitOverride();
@@ -330,7 +343,7 @@ export async function main(argv: string[]): Promise<number> {
       // A program reading `check --json` gets JSON whatever happened (src/cli/commands/status.ts).
       const dashes = argv.indexOf('--');
       if (argv[2] === 'check' && argv.slice(3, dashes === -1 ? undefined : dashes).includes('--json')) {
-        process.stdout.write(JSON.stringify({ error: { code: 'E_USAGE', exitCode: ExitCode.usage, message: commanderMessage(err.message) } }, null, 2) + '\n');
+        process.stdout.write(JSON.stringify({ error: { code: 'E_USAGE', exitCode: CHECK_UNKNOWN, message: commanderMessage(err.message) } }, null, 2) + '\n');
       }
       return ExitCode.usage;
     }

@@ -31,6 +31,7 @@ export interface RawRunFlags {
   maxRuntime?: string;
   maxDelay?: string;
   alertAfter?: string;
+  alertLookback?: string;
   rerun?: boolean;
   databaseUrl?: string;
   schema?: string;
@@ -108,6 +109,12 @@ export function normalizeRunOptions(flags: RawRunFlags, command: string[], env: 
   }
   const maxDelayMs = flags.maxDelay !== undefined ? parseDuration(flags.maxDelay, '--max-delay') : undefined;
   const alertAfterMs = flags.alertAfter !== undefined ? parseDuration(flags.alertAfter, '--alert-after') : undefined;
+  const alertLookbackMs = flags.alertLookback !== undefined ? parseDuration(flags.alertLookback, '--alert-lookback') : undefined;
+  // Occurrences are judged once past their grace: a lookback inside the grace would judge none
+  // but the latest (which is always judged).
+  if (alertLookbackMs !== undefined && alertAfterMs !== undefined && alertLookbackMs < alertAfterMs) {
+    throw new UsageError(`Expected \`--alert-lookback\` to be at least \`--alert-after\` (${flags.alertAfter}), got \`${flags.alertLookback}\`: an occurrence is judged only once its grace is over.`);
+  }
 
   const tz = canonicalZone(flags.tz ?? DEFAULTS.tz);
   validateZone(tz);
@@ -152,6 +159,7 @@ export function normalizeRunOptions(flags: RawRunFlags, command: string[], env: 
     window_offset: flags.windowOffset ?? null,
     max_delay_ms: maxDelayMs ?? null,
     alert_after_ms: alertAfterMs ?? null,
+    alert_lookback_ms: alertLookbackMs ?? null,
   };
 
   const pingUrl = hookUrl(flags.pingUrl ?? nonEmpty(env.LEASEJOB_PING_URL), '--ping-url', 'LEASEJOB_PING_URL');

@@ -1,9 +1,9 @@
 // runWithLease: acquire the lease and claim the window, run a task while the keeper renews,
 // stop the task when the lease is in doubt, record the outcome and release.
-import { hostname } from 'node:os';
+import { constants as osConstants, hostname } from 'node:os';
 import { MAX_AHEAD_MS, measureOffset, monoNow, offsetIsLarge, sleep, stamp, type OffsetMeasurement } from '../clock.js';
 import { isTransientDbError } from '../store/postgres/db-errors.js';
-import { LeasejobError, LeaseUnavailableError, UsageError } from '../errors.js';
+import { ExitCode, LeasejobError, LeaseUnavailableError, UsageError } from '../errors.js';
 import { LeaseKeeper, safetyMarginMs, stopAfterMs, type LossReason } from './keeper.js';
 import type { Logger } from '../log.js';
 import type { OutputTail } from './output-tail.js';
@@ -270,6 +270,10 @@ export async function runWithLease<T>(
     }
     if (row.outcome === 'done') {
       jlog.info({ completedAt: row.completedAt }, 'window already completed');
+      // Evidence like a busy skip (an event, so a counter): a late duplicate, a retry of a run
+      // that did finish, or a second host's cron. Best effort: the skip stands either way.
+      await unlessAborted(store.recordEvent({ job: opts.name, kind: 'done-skip', window: win?.key, owner, hostTime: new Date(), detail: { completed_at: row.completedAt?.toISOString() } })
+        .catch((err: unknown) => jlog.debug({ err: (err as Error).message }, 'could not record done-skip event')), opts.signal);
       return { status: 'skipped', reason: 'done', completedAt: row.completedAt };
     }
     if (row.outcome === 'missed') {
@@ -427,16 +431,21 @@ async function runHeld<T>(
 
   const outcome = !win ? 'none' : ok ? 'completed' : 'failed';
   if (taskStarted && win) await recordOutput(store, opts, win.key, generation, eventTimeoutMs, log);
+  // One code per run, in the ledger, its event and leasejob's exit (src/commands/run.ts).
+  const exitCode = ok ? 0 : stoppedExitCode(aborted) ?? exitCodeOf(error);
   let released = false;
   try {
     const r = await finishWithRetry(store, {
       job: opts.name, owner, generation, window: win?.key, outcome, hostTime: new Date(),
-      exitCode: ok ? 0 : exitCodeOf(error),
+      exitCode,
       detail: finishDetail(attempt, monoNow() - startedMono, aborted?.kind, keeper.offsetToRecord()),
     }, () => keeper.remainingMs(), log, opts.signal);
     released = r.held;
     if (r.held) {
-      if (win) log.info({ generation, attempt, outcome }, ok ? 'window completed' : 'window left open');
+      // A failure is said at warn (crontab mails what reaches stderr at --log-level warn).
+      if (win && ok) log.info({ generation, attempt, outcome }, 'window completed');
+      else if (win) log.warn({ generation, attempt, outcome, exitCode, ...(aborted ? { aborted: aborted.kind } : {}) }, 'window left open');
+      else if (!ok) log.warn({ generation, exitCode, ...(aborted ? { aborted: aborted.kind } : {}) }, 'run failed');
       log.info({ generation }, 'lease released');
     } else {
       log.warn({ generation }, 'lease was no longer held at finish; outcome not recorded');
@@ -587,6 +596,31 @@ export function finishDetail(attempt: number, durationMs: number, aborted: strin
     // and finish() would fail after the child succeeded. Clamped; the log has the real figure.
     ...(offset ? { offset_ms: clampInt32(offset.offsetMs), uncertainty_ms: clampInt32(offset.uncertaintyMs), offset_large: offsetIsLarge(offset) } : {}),
   };
+}
+
+/**
+ * The exit code of a run leasejob stopped, whatever its child then did (exited, trapped the
+ * signal and exited 0, or was SIGKILLed after the grace): 128+N when leasejob was told to stop by
+ * signal N (its AbortSignal's reason a signal name, as `leasejob run` gives it), 124 past
+ * --max-runtime, 75 when the lease could not be kept. Recorded in the ledger and the
+ * window-failed event, and what `leasejob run` exits with, so the three always agree; the
+ * child's own status is in the `child exited` log line. Undefined for a run not stopped.
+ */
+export function stoppedExitCode(aborted: AbortReason | undefined): number | undefined {
+  switch (aborted?.kind) {
+    case 'lease-lost':
+    case 'deadline':
+    case 'not-due':
+      return ExitCode.leaseLost;
+    case 'max-runtime':
+      return ExitCode.timeout;
+    case 'cancelled': {
+      const n = typeof aborted.reason === 'string' ? osConstants.signals[aborted.reason as NodeJS.Signals] : undefined;
+      return n === undefined ? undefined : 128 + n;
+    }
+    default:
+      return undefined;
+  }
 }
 
 export function exitCodeOf(err: unknown): number | undefined {

@@ -6,7 +6,7 @@ import { isTransientDbError } from '../store/postgres/db-errors.js';
 import { LeaseUnavailableError } from '../errors.js';
 import { LeaseKeeper, safetyMarginMs, stopAfterMs } from './keeper.js';
 import type { Logger } from '../log.js';
-import { finishDetail, finishWithRetry, recordLoss, recordOutput, exitCodeOf, type AbortReason, type RunOptions, type RunResult, type TaskContext, type WindowClaim } from './runner.js';
+import { finishDetail, finishWithRetry, recordLoss, recordOutput, exitCodeOf, stoppedExitCode, type AbortReason, type RunOptions, type RunResult, type TaskContext, type WindowClaim } from './runner.js';
 import { EVENT_TIMEOUT_MS, type LeaseStore as Store } from '../store/contract.js';
 
 /** One window of a sequence. */
@@ -238,11 +238,13 @@ export async function runSequenceHeld<T>(
       const outcome = ok ? 'completed' : 'failed';
       // --record-output: this window's tail, while the lease is held (as runHeld does).
       await recordOutput(store, opts, w.key, generation, eventTimeoutMs, wlog);
+      // One code in the ledger, the event and the exit (runner.ts stoppedExitCode, issue 20).
+      const exitCode = ok ? 0 : stoppedExitCode(win.aborted) ?? exitCodeOf(error);
       let r: { held: boolean };
       try {
         r = await finishWithRetry({ finish: finishWindow }, {
           job: opts.name, owner, generation, window: w.key, outcome, hostTime: new Date(),
-          exitCode: ok ? 0 : exitCodeOf(error), detail: finishDetail(attempt, durationMs, win.aborted?.kind, undefined),
+          exitCode, detail: finishDetail(attempt, durationMs, win.aborted?.kind, undefined),
         }, () => keeper.remainingMs(), wlog, opts.signal);
       } catch (err) {
         wlog.error({ err: (err as Error).message, generation }, isTransientDbError(err)
@@ -251,7 +253,7 @@ export async function runSequenceHeld<T>(
         gone = true;
         const unknown: RunResult<T> = { status: 'failed', error: ok ? err : error, generation, attempt, released: false, ...(win.aborted ? { aborted: win.aborted } : {}) };
         firstFailure ??= unknown;
-        await tell({ phase: 'end', index, total, window: w, generation, outcome: 'lost', attempt, durationMs, exitCode: exitCodeOf(error), error, result: unknown });
+        await tell({ phase: 'end', index, total, window: w, generation, outcome: 'lost', attempt, durationMs, exitCode, error, result: unknown });
         break;
       }
       if (!r.held) {
@@ -259,14 +261,15 @@ export async function runSequenceHeld<T>(
         wlog.warn({ generation }, 'lease was no longer held at finish; outcome not recorded');
         const lost: RunResult<T> = win.aborted ? { status: 'failed', error: error ?? new Error('task aborted'), generation, attempt, aborted: win.aborted, released: false } : lostResult('not held at finish');
         firstFailure ??= lost;
-        await tell({ phase: 'end', index, total, window: w, generation, outcome: 'lost', attempt, durationMs, exitCode: exitCodeOf(error), error, result: lost });
+        await tell({ phase: 'end', index, total, window: w, generation, outcome: 'lost', attempt, durationMs, exitCode, error, result: lost });
         break;
       }
-      wlog.info({ generation, attempt, outcome }, ok ? 'window completed' : 'window left open');
+      // A failure at warn, as runner.ts says it (a crontab's --log-level warn prints it).
+      wlog[ok ? 'info' : 'warn']({ generation, attempt, outcome, ...(ok ? {} : { exitCode }) }, ok ? 'window completed' : 'window left open');
       const result: RunResult<T> = ok
         ? { status: 'completed', value: value as T, generation, attempt }
         : { status: 'failed', error: error ?? new Error('task aborted'), generation, attempt, released: false, ...(win.aborted ? { aborted: win.aborted } : {}) };
-      await tell({ phase: 'end', index, total, window: w, generation, outcome, attempt, durationMs, exitCode: ok ? 0 : exitCodeOf(error), error, result });
+      await tell({ phase: 'end', index, total, window: w, generation, outcome, attempt, durationMs, exitCode, error, result });
       if (result.status === 'completed') {
         lastCompleted = result;
         continue;

@@ -6,6 +6,7 @@ import { monoNow } from '../clock.js';
 import type { Logger } from '../log.js';
 import { labelText, MetricRows } from './metric-rows.js';
 import { readJobStates } from './job-states.js';
+import { StatusPages } from './status-server.js';
 import type { LeaseStore } from '../store/contract.js';
 
 function metrics(registry: Registry) {
@@ -19,6 +20,7 @@ function metrics(registry: Registry) {
     scrape: g('leasejob_scrape_duration_seconds', 'time spent reading the database for this scrape'),
     jobs: g('leasejob_jobs', 'registered jobs'),
     overdue: rg('leasejob_window_overdue', '1 when the latest due window plus its grace is not completed'),
+    notCompleted: rg('leasejob_due_occurrences_not_completed', 'due occurrences within the lookback, past their grace, not completed (the latest included): failed, lost, missed, or never run'),
     lastCompleted: rg('leasejob_last_completed_window_timestamp_seconds', 'when the last window of the job was completed (database clock)'),
     held: rg('leasejob_lease_held', '1 while the lease is held (not expired)'),
     generation: rg('leasejob_lease_generation', 'current lease generation (the fencing token)'),
@@ -34,6 +36,7 @@ function metrics(registry: Registry) {
     ratio: rg('leasejob_duration_interval_ratio', 'last duration over the schedule interval; above 0.5 overlap is no longer hypothetical'),
     runs: rc('leasejob_runs_total', 'finished windows by outcome (completed, failed, missed)'),
     skips: rc('leasejob_busy_skips_total', 'runs that skipped because a live owner held the lease'),
+    doneSkips: rc('leasejob_done_skips_total', 'runs that skipped because their window was already completed (late duplicates, a second host)'),
     lost: rc('leasejob_leases_lost_total', 'leases lost while running (child stopped)'),
     takeovers: rc('leasejob_stale_takeovers_total', 'leases taken over from a stale (crashed or paused) owner'),
     renewFailures: rc('leasejob_renew_failures_total', 'episodes of failed renewals that later recovered'),
@@ -45,6 +48,12 @@ function metrics(registry: Registry) {
     // Rows, not prom-client gauges: a gauge reset for the next scrape still says 0, and an
     // applied version that could not be read must be absent, not 0.
     schema: rg('leasejob_schema_version', 'the newest migration applied to the schema'),
+    // What a failover can lose (replication.ts); absent when the server hides it.
+    replicationMode: rg('leasejob_replication_mode', '1 for the replication setup leasejob sees: mode is synchronous, asynchronous (a failover can lose commits), single (no standby seen), standby (runs refused), embedded or unknown'),
+    replicationStandbys: rg('leasejob_replication_standbys', 'streaming standbys of the server leasejob uses'),
+    replicationSync: rg('leasejob_replication_synchronous_standbys', 'standbys in sync or in the quorum (absent when hidden from leasejob\'s role: grant pg_monitor)'),
+    replicationUnchecked: rg('leasejob_replication_unchecked', 'parts of the replication setup the server hides from leasejob\'s role (see `leasejob check`)'),
+    fenceEpoch: rg('leasejob_fence_epoch', 'the epoch of the tokens issued now: it advances when the database is promoted, restored or replaced'),
     schemaExpected: rg('leasejob_schema_version_expected', 'the newest migration this leasejob ships; above leasejob_schema_version, run `leasejob migrate`'),
   };
 }
@@ -55,7 +64,7 @@ const PER_JOB: Record<string, 'lost' | 'takeovers' | 'renewFailures' | 'fenceRef
   'notify-failed': 'notifyFailures',
 };
 /** The event kinds a scrape exports; the others (acquired, released, ...) are not read. */
-const EXPORTED_KINDS = [...Object.keys(RUN_KINDS), ...Object.keys(PER_JOB), 'busy-skip', 'clock-jump'];
+const EXPORTED_KINDS = [...Object.keys(RUN_KINDS), ...Object.keys(PER_JOB), 'busy-skip', 'done-skip', 'clock-jump'];
 
 export class Exporter {
   readonly registry = new Registry();
@@ -109,12 +118,17 @@ export class Exporter {
         this.expectedSchema = undefined; // read again at the next scrape
         throw err;
       });
-    const [{ jobs }, counts, hosts, schema, expected] = await Promise.all([
+    const [{ jobs }, counts, hosts, schema, expected, replication] = await Promise.all([
       readJobStates(this.store),
       this.store.readEventCounts(EXPORTED_KINDS),
       this.store.readHostClocks(),
       this.store.readSchemaVersion?.(),
       this.expectedSchema,
+      // Never fails the scrape: what the server hides is in `unchecked`, anything else is left out.
+      this.store.readReplication?.().catch((err: unknown) => {
+        this.log.warn({ err: (err as Error).message }, 'scrape could not read the replication setup');
+        return undefined;
+      }),
     ]);
     const m = this.m;
     m.jobs.set(jobs.length);
@@ -122,9 +136,17 @@ export class Exporter {
     // scrape, since `run` does not check (it would cost a statement on every run).
     if (schema !== undefined) m.schema.add('', schema);
     m.schemaExpected.add('', expected);
+    if (replication) {
+      m.replicationMode.add(labelText({ mode: replication.mode }), 1);
+      if (replication.standbys !== null) m.replicationStandbys.add('', replication.standbys);
+      if (replication.synchronousStandbys !== null) m.replicationSync.add('', replication.synchronousStandbys);
+      m.replicationUnchecked.add('', replication.unchecked.length);
+      if (replication.fenceEpoch !== null) m.fenceEpoch.add('', replication.fenceEpoch);
+    }
     for (const j of jobs) {
       const job = labelText({ job: j.name });
       if (j.due) m.overdue.add(job, j.overdue ? 1 : 0);
+      if (j.due || j.notCompletedCount > 0) m.notCompleted.add(job, j.notCompletedCount);
       if (j.lastCompletedAt) m.lastCompleted.add(job, j.lastCompletedAt.getTime() / 1000);
       m.held.add(job, j.held ? 1 : 0);
       if (j.generation !== null) m.generation.add(job, Number(j.generation));
@@ -156,6 +178,7 @@ export class Exporter {
       if (outcome) m.runs.addTo(`${r.job}\u0000${outcome}`, labelText({ job: r.job, outcome }), r.n);
       else if (family) m[family].addTo(r.job, labelText({ job: r.job }), r.n);
       else if (r.kind === 'busy-skip') m.skips.add(labelText({ job: r.job, host: r.host }), r.n);
+      else if (r.kind === 'done-skip') m.doneSkips.add(labelText({ job: r.job, host: r.host }), r.n);
       else if (r.kind === 'clock-jump') m.jumps.inc({ host: r.host }, r.n);
     }
     for (const h of hosts) {
@@ -164,14 +187,20 @@ export class Exporter {
     }
   }
 
-  /** HTTP server: /metrics (Prometheus text), /healthz (200 when the database answers). */
-  createServer(): http.Server {
+  /** HTTP server: /metrics (Prometheus text), /healthz (200 when the database answers), the status page at / and /job. */
+  createServer(opts: { statusPage?: boolean } = {}): http.Server {
+    const pages = opts.statusPage === false ? undefined : new StatusPages(this.store, this.log);
     return http.createServer((req, res) => {
-      const path = (req.url ?? '/').split('?')[0];
+      const url = req.url ?? '/';
+      const q = url.indexOf('?');
+      const path = q < 0 ? url : url.slice(0, q);
+      const query = q < 0 ? '' : url.slice(q + 1);
       if (req.method !== 'GET' && req.method !== 'HEAD') {
-        res.writeHead(405).end();
+        // Read-only: nothing here changes the database.
+        res.writeHead(405, { allow: 'GET, HEAD' }).end();
         return;
       }
+      if (pages?.handle(path, new URLSearchParams(query), res)) return;
       if (path === '/metrics') {
         this.scrape().then(
           (body) => res.writeHead(200, { 'content-type': this.registry.contentType }).end(body),
@@ -183,7 +212,7 @@ export class Exporter {
           () => res.writeHead(503, { 'content-type': 'text/plain' }).end('database unreachable\n'),
         );
       } else {
-        res.writeHead(404, { 'content-type': 'text/plain' }).end('leasejob exporter: see /metrics and /healthz\n');
+        res.writeHead(404, { 'content-type': 'text/plain' }).end(`leasejob exporter: see ${pages ? '/, ' : ''}/metrics and /healthz\n`);
       }
     });
   }

@@ -30,16 +30,30 @@ export function parseDuration(text: string, flag: string, maxMs = MAX_DURATION_M
 }
 
 /**
- * `--window-offset`: a signed ISO-8601 duration (`-P1D`, `-PT1H`, `P1D`). Luxon accepts the
- * leading `-` itself. Units are kept as written so that `P1D` stays one calendar day when
- * added in a zone (23 or 25 hours across DST), unlike `PT24H`.
+ * `--window-offset`: a signed duration, ISO-8601 (`-P1D`, `-PT1H`, `P1D`; luxon accepts the
+ * leading `-` itself) or short (`-1d`, `1d`, `-2h`, `-1d12h`), as every other duration flag
+ * takes. Units are kept as written so that `P1D` and `1d` stay one calendar day when added in a
+ * zone (23 or 25 hours across DST), unlike `PT24H` or `24h`.
  */
 export function parseIsoOffset(text: string, flag: string): Duration {
-  const duration = Duration.fromISO(text.trim());
-  if (!duration.isValid || !hasUnits(duration)) {
-    throw new UsageError(`Expected \`${flag}\` to be an ISO-8601 duration like -P1D, PT1H or P1D, got \`${text}\`.`);
+  const trimmed = text.trim();
+  const duration = /^-?P/.test(trimmed) ? Duration.fromISO(trimmed) : shortDuration(trimmed);
+  if (duration === undefined || !duration.isValid || !hasUnits(duration)) {
+    throw new UsageError(`Expected \`${flag}\` to be a duration like -1d, -2h, 1d or -P1D (ISO-8601), got \`${text}\`.`);
   }
   return duration;
+}
+
+const UNIT_NAMES = { d: 'days', h: 'hours', m: 'minutes', s: 'seconds', ms: 'milliseconds' } as const;
+
+/** `-1d12h` as luxon units (days stay calendar days), with the sign on every unit; undefined when not one. */
+function shortDuration(text: string): Duration | undefined {
+  const sign = text.startsWith('-') ? -1 : 1;
+  const body = text.replace(/^-/, '');
+  if (shortMillis(body) === undefined) return undefined;
+  const units: Record<string, number> = {};
+  for (const m of body.matchAll(/(\d+(?:\.\d+)?)(ms|d|h|m|s)/g)) units[UNIT_NAMES[m[2] as Unit]] = sign * Number(m[1]);
+  return Duration.fromObject(units);
 }
 
 function isoMillis(text: string): number | undefined {

@@ -1,5 +1,6 @@
 // Which store a command uses: PostgreSQL when a database is configured, else the embedded SQLite
 // file for one host; refused inside Kubernetes or with --require-shared.
+import { statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import { DEFAULTS } from '../defaults.js';
@@ -98,8 +99,24 @@ export function chooseStore(flags: StoreFlags, env: NodeJS.ProcessEnv = process.
     throw new UsageError('`--schema` names a PostgreSQL schema, but no PostgreSQL is configured and the embedded store has none; leave it out, give each group of jobs its own --state-file, or set LEASEJOB_DATABASE_URL.');
   }
   // An empty variable is unset, as a chart's `value: ""` means.
+  const given = flags.stateFile !== undefined ? '--state-file' : env.LEASEJOB_STATE_FILE ? 'LEASEJOB_STATE_FILE' : undefined;
   const file = path.resolve(flags.stateFile ?? (env.LEASEJOB_STATE_FILE || undefined) ?? defaultStateFile(env));
+  // Only the default location's directories are created: a path given by hand whose directory
+  // is missing is far likelier a typo than a wish, and would quietly start a second, empty store.
+  if (given !== undefined && directoryMissing(path.dirname(file))) {
+    throw new UsageError(`the directory of the state file ${file} (${given}) does not exist; create it (mkdir -p ${path.dirname(file)}) or correct the path.`);
+  }
   return { kind: 'sqlite', file, secrets: [], location: file };
+}
+
+/** True only when nothing is there (a directory we may not search is the store's to report). */
+function directoryMissing(dir: string): boolean {
+  try {
+    statSync(dir);
+    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ENOENT';
+  }
 }
 
 export async function openStore(choice: StoreChoice, flags: StoreFlags = {}, opts: { connectEarly?: boolean } = {}): Promise<LeaseStore> {

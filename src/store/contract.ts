@@ -1,6 +1,7 @@
 // The store contract: what the runner, status, check and the exporter need from wherever the
 // leases live (PostgreSQL for several hosts, SQLite for one). Both implementations keep the same
 // semantics: generation never restarts, completed windows are final, events are gap-free.
+import type { ReplicationReport } from '../replication.js';
 
 /** `paused`: the job is paused (leasejob pause); its occurrence was recorded as skipped, no lease taken. */
 export type AcquireOutcome = 'acquired' | 'busy' | 'stale' | 'done' | 'missed' | 'paused';
@@ -141,6 +142,8 @@ export interface JobRow {
   windowFormat: string | null;
   windowOffset: string | null;
   alertAfterMs: number | null;
+  /** `run --alert-lookback` (null: the default). */
+  alertLookbackMs: number | null;
   createdAt: Date;
   owner: string | null;
   generation: string | null;
@@ -179,6 +182,22 @@ export interface HistoryEvent {
   dbTime: Date;
   hostTime: Date | null;
   detail: Record<string, unknown>;
+}
+
+/** One window of a job's ledger, as the status page lists it. */
+export interface WindowRow {
+  window: string;
+  scheduledAt: Date | null;
+  /** As recorded: running, completed, skipped, failed, lost or missed. */
+  outcome: string;
+  attempts: number;
+  generation: string;
+  owner: string;
+  firstStartedAt: Date;
+  startedAt: Date;
+  finishedAt: Date | null;
+  completedAt: Date | null;
+  exitCode: number | null;
 }
 
 /** A window's recorded output (--record-output): the tail of its latest recorded attempt. */
@@ -367,30 +386,71 @@ export interface LeaseStore {
   readScheduleKeys(name?: string): Promise<{ dbNow: Date; keys: ScheduleKey[] }>;
   /** The PostgreSQL schema's newest applied migration (the embedded store migrates itself: absent). */
   readSchemaVersion?(): Promise<number | undefined>;
-  /** The jobs of these keys (or the one named) that have completed the window given for their key. */
-  readCompletedDue(due: DueProbe[], name?: string): Promise<Set<string>>;
+  /**
+   * For the jobs of these keys (or the one named): each due window of their key that is not
+   * final (no row, or a row whose completed_at is NULL), with its row's outcome and generation
+   * (null: no row). A window without a row whose occurrence predates the job's registration is
+   * not expected of it, and left out. Each job's windows come together, in its group's order;
+   * only its oldest NOT_COMPLETED_LISTED and its group's latest window, with `count` saying how
+   * many there are in all (a broken job with a long lookback must not make every read large).
+   */
+  readDueNotCompleted(groups: DueGroup[], name?: string): Promise<DueNotCompleted[]>;
   /** The job's latest `limit` events, oldest first. */
   readHistory(job: string, limit: number): Promise<HistoryEvent[]>;
+  /**
+   * The job's windows for its status page: every open one (at most `limit`, newest started
+   * first), then its latest `limit` completed ones (newest completed first). Two index reads,
+   * however long the ledger. Optional for a store of your own: the page then lists the open
+   * windows status reads.
+   */
+  readJobWindows?(job: string, limit: number): Promise<WindowRow[]>;
   /** Event counts by (job, kind, host), of these kinds only (a scrape exports a few of them). */
   readEventCounts(kinds: readonly string[]): Promise<EventCount[]>;
   readHostClocks(): Promise<HostClock[]>;
+  /**
+   * The replication setup the store sees (replication.ts): what a failover can lose. The
+   * embedded store has none. Never throws for what the server hides: that is in `unchecked`.
+   * Optional for a store of your own (then not reported).
+   */
+  readReplication?(): Promise<ReplicationReport>;
   ping(): Promise<void>;
   /** limitMs: how long a statement still in flight may hold it up (the store's default when unset). */
   close(limitMs?: number): Promise<void>;
 }
 
-/** What a job's due window follows from: every job with the same key has the same due window. */
+/** What a job's due windows follow from: every job with the same key has the same due windows. */
 export interface ScheduleKey {
   schedule: string;
   tz: string | null;
   windowFormat: string | null;
   windowOffset: string | null;
   alertAfterMs: number | null;
+  /** `run --alert-lookback`: how far back due occurrences are judged (null: the default). */
+  alertLookbackMs: number | null;
 }
 
-/** The window due for every job of a schedule key. */
-export interface DueProbe extends ScheduleKey {
+/** The windows due for every job of a schedule key (past their grace, within the lookback). */
+export interface DueGroup extends ScheduleKey {
+  windows: Array<{
+    window: string;
+    /** The same occurrence's `+00:00` spelling, for a zone that is an alias of UTC (monitor.ts). */
+    legacy?: string | undefined;
+    scheduledAt: Date;
+  }>;
+}
+
+/** How many of a job's due windows that are not final readDueNotCompleted lists (the oldest). */
+export const NOT_COMPLETED_LISTED = 10;
+
+/** One due window of one job that is not final. */
+export interface DueNotCompleted {
+  job: string;
+  /** How many of the job's due windows are not final, listed or not. */
+  count: number;
   window: string;
+  /** The row's outcome (failed, lost, missed, running), or null when no run claimed it. */
+  outcome: string | null;
+  generation: string | null;
 }
 
 /**

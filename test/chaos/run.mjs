@@ -3,7 +3,7 @@
 // injected at seeded random times, invariants checked after every round, figures reported.
 //
 //   npm run chaos -- --rounds N --seed S [--duration-s D] [--bounded] [--jobs J] [--keep] [--json FILE] [--sabotage no-fence]
-//                    [--isolation LEVEL]
+//                    [--isolation LEVEL] [--failover]
 //
 // Plain Node (no TypeScript, no vitest) against the built CLI (`npm run build` first; the
 // `chaos` script does it). It starts its own PostgreSQL so that it can restart it. The seed
@@ -39,6 +39,9 @@ const { values: args } = parseArgs({
     // The chaos database's default_transaction_isolation, for every runner, child, PgBouncer
     // and checker connection: leasejob must hold its invariants under a stricter default.
     isolation: { type: 'string' },
+    // A real failover fault: the database is Debian postgresql-15 with a streaming standby
+    // behind one moving address (opt-in: it needs postgresql-15, and each failover a base backup).
+    failover: { type: 'boolean', default: false },
   },
 });
 if (args.sabotage !== undefined && args.sabotage !== 'no-fence') {
@@ -108,11 +111,19 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function main() {
   const started = Date.now();
-  say(`seed ${SEED} (reproduce: npm run chaos -- --rounds ${ROUNDS} --seed ${SEED}${args['duration-s'] ? ` --duration-s ${DURATION_S}` : ''}${args.bounded ? ' --bounded' : ''}${args.isolation ? ` --isolation '${args.isolation}'` : ''})`);
+  say(`seed ${SEED} (reproduce: npm run chaos -- --rounds ${ROUNDS} --seed ${SEED}${args['duration-s'] ? ` --duration-s ${DURATION_S}` : ''}${args.bounded ? ' --bounded' : ''}${args.isolation ? ` --isolation '${args.isolation}'` : ''}${args.failover ? ' --failover' : ''})`);
   const workDir = mkdtempSync(path.join(tmpdir(), 'leasejob-chaos-'));
   chmodSync(workDir, 0o755);
   const notes = [];
-  const cluster = await startCluster({ schema: 'leasejob', isolation: args.isolation });
+  if (args.failover) {
+    const { replicationMissing } = await import('../helpers/replication.mjs');
+    const why = replicationMissing();
+    if (why) {
+      process.stderr.write(`chaos: --failover needs PostgreSQL streaming replication: ${why}\n`);
+      process.exit(2);
+    }
+  }
+  const cluster = await startCluster({ schema: 'leasejob', isolation: args.isolation, failover: args.failover });
   live.stops.push(() => cluster.stop());
   let hostsCtl;
   const rounds = [];
@@ -127,6 +138,7 @@ async function main() {
     for (const k of FAULT_KINDS) {
       if (k.needs === 'clock' && !hostsCtl.hosts.some((h) => h.clockFile)) skippedKinds[k.kind] = 'libfaketime absent';
       else if (k.needs === 'bouncer' && !hostsCtl.byName('bouncer')) skippedKinds[k.kind] = 'pgbouncer absent';
+      else if (k.needs === 'failover' && !args.failover) skippedKinds[k.kind] = 'opt-in: --failover';
       else available.add(k.kind);
     }
     for (let round = 1; round <= ROUNDS; round += 1) {

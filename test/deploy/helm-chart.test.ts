@@ -70,7 +70,7 @@ describe('values.yaml against values.schema.json', () => {
 
   it.each([
     ['a misspelt key', (v: Values) => (v.jobDefaults.tll = '90s'), /must NOT have additional properties.*tll/],
-    ['a 4-field schedule', (v: Values) => (v.jobs[0].schedule = '0 0 * *'), /\/jobs\/0\/schedule must match pattern/],
+    ['a 4-field schedule', (v: Values) => (v.jobs[0].schedule = '0 0 * *'), /\/jobs\/0\/schedule must be equal to constant .*a cron schedule of 5 fields/],
     ['a duration in words', (v: Values) => (v.jobDefaults.ttl = '90 seconds'), /\/jobDefaults\/ttl must match pattern/],
     ['an unknown --on-busy', (v: Values) => (v.jobs[0].onBusy = 'queue'), /\/jobs\/0\/onBusy must be equal to one of the allowed values/],
     ['a job name that is not a DNS label', (v: Values) => (v.jobs[0].name = 'Nightly_Close'), /\/jobs\/0\/name must match pattern/],
@@ -345,15 +345,15 @@ describe.skipIf(!helm)('with a helm binary', () => {
         database: { existingSecret: 'pg', secretKey: 'url' }, serviceAccountName: 'jobs', imagePullSecrets: [{ name: 'regcred' }],
         migration: { existingSecret: 'pg-owner', grantTo: ['leasejob_runner'] }, jobDefaults: { alertAfter: '10m' },
         podLabels: { team: 'billing' }, nodeSelector: { pool: 'batch' }, tolerations: [{ key: 'batch', operator: 'Exists' }],
-        serviceMonitor: { enabled: true }, prometheusRule: { enabled: true },
+        serviceMonitor: { enabled: true }, prometheusRule: { enabled: true }, grafanaDashboard: { enabled: true, annotations: { grafana_folder: 'Jobs' } },
         jobs: [...values.jobs, { ...commentedExampleJob(), entrypoint: ['leasejob'], passDatabaseUrl: true, maxDelay: '6h', catchUp: '1d', catchUpLimit: 24, activeDeadlineSeconds: 7200,
           pingUrlSecret: { name: 'hc-nightly', key: 'url' }, notifyUrlSecret: { name: 'hooks', key: 'billing' }, recordOutput: '16KiB',
           env: [{ name: 'A', value: 'b' }], volumes: [{ name: 'cfg', configMap: { name: 'cfg' } }], volumeMounts: [{ name: 'cfg', mountPath: '/etc/cfg' }] }],
       };
       writeFileSync(file, JSON.stringify(extra));
       const objects = render(['rel', CHART_DIR, '--namespace', 'billing', '-f', file]);
-      // Two jobs and the prune CronJob.
-      expect(objects.map((o) => o.kind).sort()).toEqual(['CronJob', 'CronJob', 'CronJob', 'Deployment', 'Job', 'PrometheusRule', 'Service', 'ServiceMonitor']);
+      // Two jobs and the prune CronJob; the dashboard's ConfigMap.
+      expect(objects.map((o) => o.kind).sort()).toEqual(['ConfigMap', 'CronJob', 'CronJob', 'CronJob', 'Deployment', 'Job', 'PrometheusRule', 'Service', 'ServiceMonitor']);
       for (const o of objects.filter((x) => !['ServiceMonitor', 'PrometheusRule'].includes(x.kind))) {
         expect(await schemaErrors(o), `${o.kind} ${o.metadata.name}`).toEqual([]);
         expect(unknownFields(o), `${o.kind} ${o.metadata.name}`).toEqual([]);
@@ -391,6 +391,30 @@ describe.skipIf(!helm)('with a helm binary', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it('refuses a bad schedule and an unknown zone in words, not as a regular expression or the zone list (issue 20)', () => {
+    const fail = (set: string): string => spawnSync(helm!, ['template', 'x', CHART_DIR, '--set', set, ...KUBE_VERSION], { encoding: 'utf8', timeout: 60_000 }).stderr;
+    const job = 'jobs[0].name=a,jobs[0].command[0]=echo';
+    const schedule = fail(`${job},jobs[0].schedule=61 * * * *`);
+    expect(schedule).toContain("at '/jobs/0/schedule'");
+    expect(schedule).toContain('a cron schedule whose minute (1st field) is 0-59');
+    expect(schedule).not.toMatch(/pattern|\(\?:/);
+    const zone = fail(`${job},jobs[0].schedule=@daily,jobs[0].timeZone=America/Sao_Paolo`);
+    expect(zone).toContain("at '/jobs/0/timeZone'");
+    expect(zone).toContain('an IANA time zone name of the tz database');
+    expect(zone).not.toContain('America/Sao_Paulo"');
+    expect(zone.length).toBeLessThan(600);
+    expect(fail(`${job},jobs[0].schedule=@daily,jobs[0].timeZone=America/Sao_Paulo`)).toBe('');
+  });
+
+  it('exporter.statusPage=false starts the exporter with --no-status-page; the default serves the page', () => {
+    const argsOf = (...set: string[]): string[] => {
+      const deployment = render(['rel', CHART_DIR, ...set.flatMap((x) => ['--set', x])]).find((o) => o.kind === 'Deployment')!;
+      return podSpecOf(deployment).containers[0].args as string[];
+    };
+    expect(argsOf()).not.toContain('--no-status-page');
+    expect(argsOf('exporter.statusPage=false')).toEqual(['exporter', '--port', '9464', '--schema', 'leasejob', '--no-status-page']);
   });
 
   it('the prune CronJob: on by default with the retention of the values, off with prune.enabled=false', () => {

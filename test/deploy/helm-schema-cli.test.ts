@@ -42,17 +42,17 @@ looser({ schedule: '1,1 * * * *' }, 'a value listed twice');
 looser({ schedule: '0 0 31 4-6/2 *' }, "a day of month none of a range's months has");
 stricter({ schedule: '0 0 * JANFEB *' }, 'names run together, which cron-parser reads as 12');
 
-accepted('timeZone', 'UTC', 'Etc/GMT+3', 'Etc/GMT-14', 'America/Argentina/Buenos_Aires', 'america/sao_paulo', 'EST5EDT');
-refused('timeZone', 'Mars/Base', 'America/Sao Paulo', 'Etc/GMT+13', 'GMT+3', '+03:00');
-looser({ timeZone: 'America/Atlantis' }, 'a well-formed zone tzdata does not have (the pattern cannot hold the zone list)');
+accepted('timeZone', 'UTC', 'Etc/UTC', 'Etc/GMT+3', 'Etc/GMT-14', 'America/Argentina/Buenos_Aires', 'EST5EDT', 'US/Eastern');
+refused('timeZone', 'Mars/Base', 'America/Sao Paulo', 'Etc/GMT+13', 'GMT+3', '+03:00', 'America/Atlantis', 'America/Sao_Paolo');
+stricter({ timeZone: 'america/sao_paulo' }, 'the tz database spelling only: the Kubernetes API server refuses a CronJob timeZone in another case');
 
 accepted('windowFormat', 'yyyy-MM-dd', "yyyy-MM-dd'T'HH:mm", 'kkkk-WW', 'X', "'day 'yy-MM-dd");
 refused('windowFormat', 'HH:mm', 'MM-dd', "'yyyy'-MM-dd", 'yyy-MM-dd', 'MM-dd EEE', 'cooo');
 looser({ windowFormat: 'yyyy-dd' }, 'a field between the year and the day left out');
 looser({ windowFormat: 'yyyy-MM-dd hh:mm' }, 'a 12-hour clock without a');
 
-accepted('windowOffset', '-P1D', 'P0D', 'P1DT-1H');
-refused('windowOffset', '-1d', '+P1D', 'PT');
+accepted('windowOffset', '-P1D', 'P0D', 'P1DT-1H', '-1d', '1d', '-2h', '-1d12h', '90m');
+refused('windowOffset', '+P1D', 'PT', '-', '1x', '30s1m');
 
 accepted('ttl', '1h30m', '24h', 'PT90S');
 rows.push({ patch: { ttl: '1.5s', killGrace: '500ms' }, cli: 'accepts' });
@@ -86,6 +86,8 @@ accepted('alertAfter', '366d');
 refused('alertAfter', '-10m');
 looser({ alertAfter: '400d' }, 'above 366 days');
 looser({ alertAfter: '0.4ms' }, 'below half a millisecond');
+accepted('alertLookback', '7d', 'PT48H');
+refused('alertLookback', '-1d', 'a week');
 
 rows.push({ patch: { windowFromSchedule: false }, cli: 'accepts' });
 rows.push({ patch: { windowFromSchedule: false, windowFormat: 'yyyy-MM-dd' }, cli: 'refuses' });
@@ -143,7 +145,7 @@ describe('values.schema.json refuses what `leasejob run` refuses, and only that'
 
   it('the table has values of every job setting the CLI checks, accepted and refused', () => {
     const keys = (cli: Row['cli']): Set<string> => new Set(rows.filter((r) => r.cli === cli && !r.differs).flatMap((r) => Object.keys(r.patch)));
-    for (const key of ['name', 'schedule', 'timeZone', 'windowFormat', 'windowOffset', 'ttl', 'killGrace', 'onBusy', 'waitTimeout', 'maxRuntime', 'maxDelay', 'catchUp', 'alertAfter']) {
+    for (const key of ['name', 'schedule', 'timeZone', 'windowFormat', 'windowOffset', 'ttl', 'killGrace', 'onBusy', 'waitTimeout', 'maxRuntime', 'maxDelay', 'catchUp', 'alertAfter', 'alertLookback']) {
       expect(keys('accepts'), key).toContain(key);
       expect(keys('refuses'), key).toContain(key);
     }

@@ -7,6 +7,8 @@ export interface Proxy {
   silence(text: string): Promise<void>;
   /** From the next statement containing `text`, for `ms`, answers to such statements arrive only when the `ms` are over (the database is slow; the statements ran). */
   slowAnswers(text: string, ms: number): void;
+  /** Open connections reset; new ones go to `target`'s host and port (the address moved to another server). */
+  retarget(target: string): void;
   /** Leave new connections unanswered until heal(); open ones go on. */
   hold(): void;
   /** Forward again, delivering whatever was held. */

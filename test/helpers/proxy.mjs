@@ -12,7 +12,9 @@
 // - slowAnswers(text, ms): from the next statement containing `text`, for `ms`, such statements
 //   reach the database at once, but what it answers on their connections is delivered only when
 //   the `ms` are over, as from a database too busy to answer in time (their work is done, their
-//   answers late).
+//   answers late);
+// - retarget(url): open connections reset and new ones go to another server, as a virtual IP,
+//   a Patroni HAProxy or a CloudNativePG -rw service moves to a promoted standby.
 import net from 'node:net';
 
 /**
@@ -20,7 +22,7 @@ import net from 'node:net';
  */
 export async function startProxy(target) {
   const dest = new URL(target);
-  const [targetPort, targetHost] = [Number(dest.port), dest.hostname];
+  let [targetPort, targetHost] = [Number(dest.port), dest.hostname];
   const pairs = new Set();
   const heldClients = [];
   /** Armed by silence(): the text to look for and what resolves once it was seen. */
@@ -123,6 +125,16 @@ export async function startProxy(target) {
      */
     slowAnswers(text, ms) {
       slow = { text, ms, until: undefined };
+    },
+    /** Open connections reset; new ones go to `url`'s host and port (the address moved). */
+    retarget(url) {
+      const next = new URL(url);
+      [targetPort, targetHost] = [Number(next.port), next.hostname];
+      for (const p of pairs) {
+        p.client.resetAndDestroy();
+        p.upstream.destroy();
+      }
+      pairs.clear();
     },
     /** Leave new connections unanswered until heal(). */
     hold() {

@@ -91,9 +91,9 @@ describe('bad input', () => {
     ['mistyped flag', ['run', '--name', 'j', '--windwo', 'w', ...ok], 64, /unknown option '--windwo' \(did you mean --window\?\); see --help$/m],
     ['history without --name', ['history'], 64, /--name/],
     ['history with a bad --limit', ['history', '--name', 'j', '--limit', '0'], 64, /--limit/],
-    ['check with --name and --all', ['check', '--name', 'j', '--all'], 64, /either/],
-    ['check with a bad --max-hold', ['check', '--max-hold', 'forever'], 64, /--max-hold/],
-    ['check with a bad --max-attempts', ['check', '--max-attempts', '0'], 64, /--max-attempts/],
+    ['check with --name and --all', ['check', '--name', 'j', '--all'], 3, /either/],
+    ['check with a bad --max-hold', ['check', '--max-hold', 'forever'], 3, /--max-hold/],
+    ['check with a bad --max-attempts', ['check', '--max-attempts', '0'], 3, /--max-attempts/],
     ['exporter on a bad port', ['exporter', '--port', '99999'], 64, /--port/],
     ['exporter on a link-local address without its interface', ['exporter', '--host', 'fe80::1', '--port', '0'], 64, /^leasejob: cannot listen on fe80::1 port 0: not an address to listen on .*\(EINVAL\); choose another with --port or --host\.$/m],
     ['exporter on a host name that does not exist', ['exporter', '--host', 'no-such-host.invalid', '--port', '0'], 64, /^leasejob: cannot listen on no-such-host\.invalid port 0: no such host name \(ENOTFOUND\); choose another with --port or --host\.$/m],
@@ -129,7 +129,8 @@ describe('bad input', () => {
   it('a bad LEASEJOB_LOG_LEVEL is a usage error (64, one line) for every command, not an internal error', async () => {
     for (const args of [['run', '--name', 'j', '--window', 'w', ...ok], ['status'], ['history', '--name', 'j'], ['check', '--all'], ['release', '--name', 'j'], ['migrate']]) {
       const r = await runCli([args[0]!, '--database-url', db.url, '--schema', db.schema, ...args.slice(1)], { LEASEJOB_LOG_LEVEL: 'loud' });
-      expect(r.exitCode, `${args[0]}: ${r.all}`).toBe(64);
+      // check: the monitoring plugin's UNKNOWN.
+      expect(r.exitCode, `${args[0]}: ${r.all}`).toBe(args[0] === 'check' ? 3 : 64);
       expect(r.stderr.trim().split('\n'), args[0]).toHaveLength(1);
       expect(r.stderr).toMatch(/LEASEJOB_LOG_LEVEL/);
     }
@@ -148,19 +149,19 @@ describe('bad input', () => {
     for (const cmd of ['run', 'status', 'check']) {
       const [command, ...rest] = reading(cmd);
       const r = await runCli([command!, '--database-url', `postgres://u:sentinel-pw-123@127.0.0.1:${port}/db`, ...rest]);
-      expect(r.exitCode, `${cmd}: ${r.all}`).toBe(69);
+      expect(r.exitCode, `${cmd}: ${r.all}`).toBe(cmd === 'check' ? 3 : 69); // check: UNKNOWN
       expect(r.stderr, cmd).toMatch(/unreachable/);
       if (cmd !== 'run') expect(r.stderr.trim().split('\n'), cmd).toHaveLength(1); // run logs first
       expect(r.all, cmd).not.toContain('sentinel-pw-123');
     }
     // `check --json` still answers JSON on stdout, saying why it has no answer.
     const j = await runCli(['check', '--json', '--database-url', `postgres://u:sentinel-pw-123@127.0.0.1:${port}/db`]);
-    expect(j.exitCode, j.all).toBe(69);
-    expect(JSON.parse(j.stdout)).toMatchObject({ error: { code: 'E_DB_UNREACHABLE', exitCode: 69, message: expect.stringMatching(/unreachable/) } });
+    expect(j.exitCode, j.all).toBe(3);
+    expect(JSON.parse(j.stdout)).toMatchObject({ error: { code: 'E_DB_UNREACHABLE', exitCode: 3, message: expect.stringMatching(/unreachable/) } });
     expect(j.all).not.toContain('sentinel-pw-123');
     const bad = await runCli(['check', '--json', '--max-attempts', '0', ...c()]);
-    expect(bad.exitCode, bad.all).toBe(64);
-    expect(JSON.parse(bad.stdout)).toMatchObject({ error: { exitCode: 64, message: expect.stringMatching(/--max-attempts/) } });
+    expect(bad.exitCode, bad.all).toBe(3);
+    expect(JSON.parse(bad.stdout)).toMatchObject({ error: { exitCode: 3, message: expect.stringMatching(/--max-attempts/) } });
     // Refused by the argument parser itself: JSON all the same, the stderr line unchanged.
     for (const [args, message] of [
       [['--nmae', 'x'], "unknown option '--nmae' (did you mean --name?); see --help"],
@@ -169,8 +170,8 @@ describe('bad input', () => {
       [['--log-level', 'loud'], /^option '--log-level <level>' argument 'loud' is invalid\. Allowed choices are .*, silent; see --help$/],
     ] as Array<[string[], string | RegExp]>) {
       const r = await runCli(['check', '--json', ...c(), ...args]);
-      expect(r.exitCode, r.all).toBe(64);
-      expect(JSON.parse(r.stdout), args.join(' ')).toEqual({ error: { code: 'E_USAGE', exitCode: 64, message: typeof message === 'string' ? message : expect.stringMatching(message) } });
+      expect(r.exitCode, r.all).toBe(3);
+      expect(JSON.parse(r.stdout), args.join(' ')).toEqual({ error: { code: 'E_USAGE', exitCode: 3, message: typeof message === 'string' ? message : expect.stringMatching(message) } });
       expect(r.stderr.trim()).toBe(`leasejob: ${JSON.parse(r.stdout).error.message}`);
     }
   });
@@ -181,7 +182,7 @@ describe('bad input', () => {
     for (const cmd of ['run', 'status', 'check']) {
       const [command, ...rest] = reading(cmd);
       const r = await runCli([command!, '--database-url', url.toString(), '--schema', db.schema, ...rest]);
-      expect(r.exitCode, `${cmd}: ${r.all}`).toBe(69);
+      expect(r.exitCode, `${cmd}: ${r.all}`).toBe(cmd === 'check' ? 3 : 69); // check: UNKNOWN
       expect(r.stderr.trim().split('\n').at(-1), cmd).toMatch(/^leasejob: TLS to .* failed: .*sslmode/);
       expect(r.stderr, cmd).not.toMatch(/internal error|\n\s+at /);
       if (cmd !== 'run') expect(r.stderr.trim().split('\n'), cmd).toHaveLength(1);
@@ -225,7 +226,7 @@ describe('bad input', () => {
       ['check', '--json', '--database-url', db.url, '--schema', db.schema, '--name', 'postgres://u:Zx9secretQ@h/db'], // no such job: its JSON on stdout too
     ]) {
       const r = await runCli(args);
-      expect(r.exitCode, r.all).toBe(64);
+      expect(r.exitCode, r.all).toBe(args[0] === 'check' ? 3 : 64);
       expect(r.all).not.toContain('Zx9secretQ');
       expect(r.all).toContain('***');
     }
@@ -246,7 +247,7 @@ describe('bad input', () => {
     for (const cmd of ['run', 'status', 'check']) {
       const [command, ...rest] = reading(cmd);
       const r = await runCli([command!, '--database-url', url.toString(), '--schema', db.schema, ...rest]);
-      expect(r.exitCode, `${cmd}: ${r.all}`).toBe(69);
+      expect(r.exitCode, `${cmd}: ${r.all}`).toBe(cmd === 'check' ? 3 : 69); // check: UNKNOWN
       expect(r.all, cmd).not.toContain('sentinel-wrong-pw');
     }
   });
@@ -325,7 +326,7 @@ describe('bad input', () => {
     for (const cmd of ['run', 'status', 'check']) {
       const [command, ...rest] = reading(cmd);
       const r = await runCli([command!, '--database-url', db.url, '--schema', newSchemaName('unmigrated'), ...rest]);
-      expect(r.exitCode, `${cmd}: ${r.all}`).toBe(69);
+      expect(r.exitCode, `${cmd}: ${r.all}`).toBe(cmd === 'check' ? 3 : 69); // check: UNKNOWN
       expect(r.stderr, cmd).toMatch(/leasejob migrate/);
       if (cmd !== 'run') expect(r.stderr.trim().split('\n'), cmd).toHaveLength(1); // run logs first
     }

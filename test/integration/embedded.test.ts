@@ -1,5 +1,5 @@
 // The embedded one-host store: no database server, several processes sharing one SQLite file.
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
 import { beforeEach, describe, expect, it } from 'vitest';
@@ -14,6 +14,8 @@ let state: string;
 beforeEach(() => {
   dir = testDir();
   state = path.join(dir, 'state', 'leasejob.db');
+  // A state file given by hand needs its directory (issue 20: a typo is not a second store).
+  mkdirSync(path.dirname(state));
 });
 // No database variables at all: the embedded store is the default.
 const noDb = {
@@ -171,23 +173,45 @@ describe('embedded store (SQLite)', () => {
   });
 
   it('status, history, check, release and the exporter never create the store: a mistyped --state-file is exit 69, not an empty, healthy store', async () => {
-    const typo = path.join(dir, 'typo', 'leasejob.db');
-    const reads = [['status'], ['status', '--json'], ['check'], ['history', '--name', 'x'], ['release', '--name', 'x'], ['exporter', '--port', '0']];
+    const typo = path.join(dir, 'typo.db');
+    const reads = [['status'], ['status', '--json'], ['history', '--name', 'x'], ['release', '--name', 'x'], ['exporter', '--port', '0'], ['check']];
     for (const args of reads) {
       const r = await runCli([...args, '--state-file', typo], noDb);
-      expect(r.exitCode, `${args.join(' ')}: ${r.all}`).toBe(69);
+      // check: the monitoring plugin's UNKNOWN.
+      expect(r.exitCode, `${args.join(' ')}: ${r.all}`).toBe(args[0] === 'check' ? 3 : 69);
       expect(r.stderr.trim(), args.join(' ')).toBe(
         `leasejob: no embedded store at ${typo}: no job has run with it. If the jobs run as another user, or with another --state-file, LEASEJOB_STATE_FILE or XDG_STATE_HOME, give theirs (and run as their user); \`leasejob migrate\` creates an empty one`,
       );
     }
     const json = await runCli(['check', '--json', '--state-file', typo], noDb);
-    expect(JSON.parse(json.stdout)).toMatchObject({ error: { code: 'E_STATE_FILE', exitCode: 69 } });
-    expect(existsSync(path.dirname(typo))).toBe(false);
+    expect(JSON.parse(json.stdout)).toMatchObject({ error: { code: 'E_STATE_FILE', exitCode: 3 } });
+    expect(existsSync(typo)).toBe(false);
     // `migrate` creates it, as a run does; then it reads as an empty store.
     expect((await runCli(['migrate', '--state-file', typo], noDb)).exitCode).toBe(0);
     const check = await runCli(['check', '--state-file', typo], noDb);
     expect(check.exitCode, check.all).toBe(0);
     expect(check.stdout).toMatch(/^OK: 0 job\(s\) healthy/);
+  });
+
+  it('an explicit --state-file (or LEASEJOB_STATE_FILE) in a directory that does not exist: exit 64 naming it, nothing created', async () => {
+    const missing = path.join(dir, 'no-such-dir', 'leasejob.db');
+    const marker = path.join(dir, 'ran');
+    const child = ['--', process.execPath, '-e', `require('fs').writeFileSync(${JSON.stringify(marker)}, '')`];
+    for (const [args, given, extra] of [
+      [['run', '--state-file', missing, '--name', 'm', '--window', 'w', ...child], '--state-file', {}],
+      [['migrate', '--state-file', missing], '--state-file', {}],
+      [['status', '--state-file', missing], '--state-file', {}],
+      [['run', '--name', 'm', '--window', 'w', ...child], 'LEASEJOB_STATE_FILE', { LEASEJOB_STATE_FILE: missing }],
+    ] as Array<[string[], string, Record<string, string>]>) {
+      const r = await runCli(args, { ...noDb, ...extra });
+      expect(r.exitCode, r.all).toBe(64);
+      expect(r.stderr.trim()).toBe(`leasejob: the directory of the state file ${missing} (${given}) does not exist; create it (mkdir -p ${path.dirname(missing)}) or correct the path.`);
+    }
+    expect(existsSync(path.dirname(missing))).toBe(false);
+    expect(existsSync(marker)).toBe(false);
+    // The default location is still created on first use.
+    expect((await runCli(['run', '--name', 'm', '--window', 'w', '--', 'true'], env())).exitCode).toBe(0);
+    expect(existsSync(path.join(dir, 'xdg', 'leasejob', 'leasejob.db'))).toBe(true);
   });
 
   it('refuses to start inside Kubernetes, or with --require-shared, without a shared database', async () => {

@@ -186,7 +186,9 @@ describe('monitoring by absence', () => {
     const job = ['--name', 'hourly-report', '--schedule', '0 * * * *', '--window-from-schedule', '--alert-after', '1s'];
     const first = await runCli(['run', ...conn(), ...job, '--scheduled-time', '2020-01-01T00:00:00Z', ...ok]);
     expect(first.exitCode, first.all).toBe(0);
-    await db.rows(`UPDATE ${db.schema}.jobs SET created_at = now() - interval '1 day' WHERE name = 'hourly-report'`);
+    // Registered just before the latest due tick: the hours before it were never expected of it
+    // (each would be a due occurrence not completed: test/integration/due-occurrences.test.ts).
+    await db.rows(`UPDATE ${db.schema}.jobs SET created_at = date_trunc('hour', now() - interval '1 second') - interval '1 second' WHERE name = 'hourly-report'`);
 
     const check = await runCli(['check', ...conn(), '--json']);
     expect(check.exitCode, check.all).toBe(2);
@@ -234,7 +236,8 @@ describe('monitoring by absence', () => {
     const job = 'legacy-utc';
     const run = (at: string) => runCli(['run', ...conn(), '--name', job, '--schedule', '0 * * * *', '--tz', 'Etc/UTC', '--window-from-schedule', '--scheduled-time', at, '--', 'true']);
     expect((await run(new Date(Math.floor(Date.now() / 3_600_000) * 3_600_000 - 2 * 3_600_000).toISOString())).exitCode).toBe(0);
-    await db.rows(`UPDATE ${db.schema}.jobs SET created_at = now() - interval '1 day' WHERE name = $1`, [job]);
+    // Registered just before the latest due tick (grace: half the hour), as above.
+    await db.rows(`UPDATE ${db.schema}.jobs SET created_at = date_trunc('hour', now() - interval '30 minutes') - interval '1 second' WHERE name = $1`, [job]);
     const due = JSON.parse((await runCli(['status', ...conn(), '--name', job, '--json'])).stdout).jobs[0].due;
     expect(due.window).toMatch(/T\d\d:00:00Z$/);
     expect(due.completed).toBe(false);
@@ -315,8 +318,8 @@ describe('monitoring by absence', () => {
     expect(status.exitCode, status.all).toBe(0);
     const [header, columns, row] = status.stdout.trimEnd().split('\n');
     expect(header).toMatch(/^store: postgresql, postgres:\/\/\S+ schema t_\w+, time /);
-    expect(columns).toMatch(/^JOB\s+HOLDER\s+GEN\s+EXPIRES IN\s+LAST COMPLETED WINDOW\s+COMPLETED AT\s+OPEN WINDOWS\s+DUE$/);
-    expect(row).toMatch(/^report\s+-\s+3\s+-\s+2026-11-29\s+\S+Z\s+2026-11-30\(failed, attempt 1\)\s+-$/);
+    expect(columns).toMatch(/^JOB\s+HOLDER\s+GEN\s+EXPIRES IN\s+LAST COMPLETED WINDOW\s+COMPLETED AT\s+OPEN WINDOWS\s+DUE\s+NOT COMPLETED$/);
+    expect(row).toMatch(/^report\s+-\s+3\s+-\s+2026-11-29\s+\S+Z\s+2026-11-30\(failed, attempt 1\)\s+-\s+-$/);
     const sj = JSON.parse((await runCli(['status', ...conn(), '--name', 'report', '--json'])).stdout);
     expect(sj.jobs[0]).toMatchObject({ name: 'report', generation: '3', held: false, lastWindow: '2026-11-29', openWindows: [{ window: '2026-11-30', attempts: 1, outcome: 'failed' }], overdue: false });
 

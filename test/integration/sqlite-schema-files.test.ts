@@ -67,6 +67,8 @@ describe('sql/sqlite: the embedded store schema as numbered files', () => {
     const file = path.join(newDir(), 'v1.db');
     oldCodePathFile(file);
     const store = SqliteStore.open(file);
+    const before = schemaOf(file);
+    expect(before.version).toBe(listSqliteSchema().at(-1)!.version);
     expect(await runOnce(store, 'a')).toBe('completed');
     await store.close();
     const again = SqliteStore.open(file);

@@ -119,6 +119,22 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     expect(await run('d1', true, true)).toMatchObject({ status: 'completed', value: 3 });
   });
 
+  it('readJobWindows: the open windows newest started first, then the latest completed ones newest first, each at most the limit', async () => {
+    const s = await make();
+    const run = (window: string, ok: boolean) =>
+      runWithLease(s, { name: 'ws', ttlMs: 3_000, killGraceMs: 500, window: { key: window } }, async () => {
+        if (!ok) throw new Error('boom');
+        return 0;
+      }, silentLogger);
+    for (const [w, ok] of [['c1', true], ['f1', false], ['c2', true], ['f2', false], ['f2', false], ['c3', true]] as const) await run(w, ok);
+    const all = await s.readJobWindows!('ws', 10);
+    expect(all.map((w) => [w.window, w.outcome, w.attempts])).toEqual([['f2', 'failed', 2], ['f1', 'failed', 1], ['c3', 'completed', 1], ['c2', 'completed', 1], ['c1', 'completed', 1]]);
+    expect(all[2]).toMatchObject({ generation: '6', owner: expect.any(String), completedAt: expect.any(Date), startedAt: expect.any(Date), finishedAt: expect.any(Date), exitCode: 0 });
+    expect(all[0]!.completedAt).toBeNull();
+    expect((await s.readJobWindows!('ws', 1)).map((w) => w.window)).toEqual(['f2', 'c3']);
+    expect(await s.readJobWindows!('nobody', 10)).toEqual([]);
+  });
+
   it('an expired, unreleased lease is taken over as a stale-takeover and its window resumed', async () => {
     const s = await make();
     const first = await s.acquire({ ...base, job: 't', ttlMs: 1_500, renewIntervalMs: 500, window: 'x' });
@@ -265,33 +281,70 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     expect(rows[0]!.openWindows.map((w) => [w.window, w.outcome])).toEqual([['d1', 'lost'], ['d2', 'lost'], ['d3', 'running']]);
   });
 
-  it('due-window reads: one key per distinct schedule, zone, format, offset and alert; completed only for the jobs of that key that completed it', async () => {
+  it('due-window reads: one key per distinct schedule, zone, format, offset, alert and lookback; each job of a key gets back its due windows that are not final', async () => {
     const s = await make();
     const hourly = { schedule: '0 * * * *', tz: 'UTC', window_mode: 'schedule' };
-    const register = (name: string, spec: Record<string, string | number | null>, key: string) =>
-      runWithLease(s, { name, ttlMs: 3_000, killGraceMs: 500, window: { key }, spec }, async () => 0, silentLogger);
+    const register = (name: string, spec: Record<string, string | number | null>, key: string, ok = true) =>
+      runWithLease(s, { name, ttlMs: 3_000, killGraceMs: 500, window: { key }, spec }, async () => {
+        if (!ok) throw new Error('failed');
+        return 0;
+      }, silentLogger);
     await register('due-a', hourly, 'k1');
     await register('due-b', hourly, 'k0'); // same key as due-a, another window
     await register('due-c', { ...hourly, tz: null, window_format: 'yyyy-MM-dd', alert_after_ms: 60_000 }, 'k1');
     await register('due-d', { ...hourly, window_mode: 'literal' }, 'k1'); // not from the schedule: never judged
+    await register('due-e', { ...hourly, alert_lookback_ms: 7_200_000 }, 'k1', false); // failed: not final
 
     const { dbNow, keys } = await s.readScheduleKeys();
     expect(Math.abs(dbNow.getTime() - Date.now())).toBeLessThan(5_000);
-    const ab = { schedule: '0 * * * *', tz: 'UTC', windowFormat: null, windowOffset: null, alertAfterMs: null };
-    const c = { schedule: '0 * * * *', tz: null, windowFormat: 'yyyy-MM-dd', windowOffset: null, alertAfterMs: 60_000 };
-    expect(keys).toHaveLength(2);
-    expect(keys).toEqual(expect.arrayContaining([ab, c]));
+    const ab = { schedule: '0 * * * *', tz: 'UTC', windowFormat: null, windowOffset: null, alertAfterMs: null, alertLookbackMs: null };
+    const c = { schedule: '0 * * * *', tz: null, windowFormat: 'yyyy-MM-dd', windowOffset: null, alertAfterMs: 60_000, alertLookbackMs: null };
+    const e = { ...ab, alertLookbackMs: 7_200_000 };
+    expect(keys).toHaveLength(3);
+    expect(keys).toEqual(expect.arrayContaining([ab, c, e]));
     expect((await s.readScheduleKeys('due-c')).keys).toEqual([c]);
     expect((await s.readScheduleKeys('due-d')).keys).toEqual([]);
 
-    const done = (probes: Array<typeof ab & { window: string }>, name?: string) => s.readCompletedDue(probes, name).then((x) => [...x].sort());
-    expect(await done([{ ...ab, window: 'k1' }, { ...c, window: 'k1' }])).toEqual(['due-a', 'due-c']);
-    expect(await done([{ ...ab, window: 'k0' }])).toEqual(['due-b']);
-    expect(await done([{ ...ab, window: 'k1' }], 'due-b')).toEqual([]);
-    expect(await done([{ ...c, window: 'k0' }])).toEqual([]);
+    // Windows before a job's registration count only when a run claimed them (a row).
+    const old = new Date(Date.now() - 86_400_000);
+    const w = (window: string, scheduledAt = old) => ({ window, scheduledAt });
+    const open = (groups: Parameters<typeof s.readDueNotCompleted>[0], name?: string) =>
+      s.readDueNotCompleted(groups, name).then((x) => x.map((r) => `${r.job}:${r.window}:${r.outcome ?? '-'}`).sort());
+    expect(await open([{ ...ab, windows: [w('k0'), w('k1'), w('k2', new Date(Date.now() + 60_000))] }])).toEqual(['due-a:k2:-', 'due-b:k2:-']);
+    expect(await open([{ ...ab, windows: [w('k0'), w('k1')] }], 'due-b')).toEqual([]);
+    expect(await open([{ ...c, windows: [w('k0'), w('k1')] }])).toEqual([]);
+    expect(await open([{ ...e, windows: [w('k1')] }])).toEqual(['due-e:k1:failed']);
     // A key that differs in one field only (here the alert) matches no job.
-    expect(await done([{ ...c, alertAfterMs: null, window: 'k1' }])).toEqual([]);
-    expect(await done([])).toEqual([]);
+    expect(await open([{ ...c, alertAfterMs: null, windows: [w('k9', new Date(Date.now() + 60_000))] }])).toEqual([]);
+    // The +00:00 spelling of a UTC window completes it too.
+    expect(await open([{ ...ab, windows: [{ window: 'k5', legacy: 'k1', scheduledAt: new Date(Date.now() + 60_000) }] }])).toEqual(['due-b:k5:-']);
+    expect(await open([])).toEqual([]);
+    // Many not final: the oldest ten and the latest are listed, the count says how many in all.
+    const many = Array.from({ length: 14 }, (_, i) => w(`m${String(i).padStart(2, '0')}`, new Date(Date.now() + 60_000 + i)));
+    const listed = await s.readDueNotCompleted([{ ...e, windows: many }]);
+    expect(listed.map((r) => r.window)).toEqual([...many.slice(0, 10), many[13]!].map((x) => x.window));
+    expect(new Set(listed.map((r) => r.count))).toEqual(new Set([14]));
+  });
+
+  it('tokens: decimal strings of a bigint, epoch * 10^12 + n, strictly increasing per job; epoch 0 on a history that never changed', async () => {
+    const s = await make();
+    const tokens: bigint[] = [];
+    for (let i = 0; i < 3; i++) {
+      const a = await s.acquire({ ...base, job: 'tok' });
+      expect(a.generation).toMatch(/^[1-9][0-9]{0,18}$/);
+      tokens.push(BigInt(a.generation!));
+      expect((await s.finish({ job: 'tok', owner: base.owner, generation: a.generation!, outcome: 'none', hostTime: new Date() })).held).toBe(true);
+    }
+    expect(tokens).toEqual([1n, 2n, 3n]);
+    for (const t of tokens) expect(t).toBeLessThanOrEqual(9_223_372_036_854_775_807n);
+  });
+
+  it('reports its replication setup without failing: the embedded store none, a lone PostgreSQL server no standby', async () => {
+    const s = await make();
+    const r = await s.readReplication!();
+    expect(r.mode).toBe(s.kind === 'sqlite' ? 'embedded' : 'single');
+    expect(r.fenceEpoch).toBe(0);
+    expect(r.unchecked).toEqual([]);
   });
 
   it('a sequence under one lease: windows claimed, finished without releasing, missed recorded, then one release', async () => {

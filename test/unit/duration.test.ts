@@ -76,14 +76,20 @@ describe('parseIsoOffset', () => {
     ['PT24H', { hours: 24 }],
     ['-P1DT2H', { days: -1, hours: -2 }],
     ['P1M', { months: 1 }],
+    // The short forms every other duration flag takes (issue 20): days stay calendar days.
+    ['-1d', { days: -1 }],
+    ['1d', { days: 1 }],
+    ['-2h', { hours: -2 }],
+    ['-1d12h', { days: -1, hours: -12 }],
+    ['90m', { minutes: 90 }],
   ])('reads %j keeping its units', (text, units) => {
     expect(parseIsoOffset(text, '--window-offset').toObject()).toEqual(units);
   });
 
-  it.each(['', 'P', '-P', '1d', '-1d', 'abc', '+P1D', 'p1d', 'P1X'])('rejects %j', (text) => {
+  it.each(['', 'P', '-P', '-', 'd', '1x', '30s1m', 'abc', '+P1D', 'p1d', 'P1X'])('rejects %j', (text) => {
     expect(() => parseIsoOffset(text, '--window-offset')).toThrow(UsageError);
     expect(() => parseIsoOffset(text, '--window-offset')).toThrow(
-      `Expected \`--window-offset\` to be an ISO-8601 duration like -P1D, PT1H or P1D, got \`${text}\`.`,
+      `Expected \`--window-offset\` to be a duration like -1d, -2h, 1d or -P1D (ISO-8601), got \`${text}\`.`,
     );
   });
 });

@@ -4,9 +4,9 @@ import { statesToJson, type JobState } from '../../src/monitor/job-states.js';
 function state(over: Partial<JobState>): JobState {
   return {
     name: 'a', schedule: '0 * * * *', tz: 'America/Sao_Paulo', windowMode: 'schedule', windowFormat: null, windowOffset: null,
-    alertAfterMs: null, createdAt: new Date('2026-10-31T15:29:30.057Z'), owner: 'host1:1:x', generation: '101', held: false,
+    alertAfterMs: null, alertLookbackMs: null, createdAt: new Date('2026-10-31T15:29:30.057Z'), owner: 'host1:1:x', generation: '101', held: false,
     expiresInMs: null, heldForMs: null, lastWindow: 'w0', lastCompletedAt: new Date('2026-11-30T15:29:35.147Z'), lastDurationMs: 5000,
-    openWindows: [], holder: null, overdue: true, intervalMs: 3_600_000,
+    openWindows: [], holder: null, overdue: true, notCompleted: [], notCompletedCount: 0, intervalMs: 3_600_000,
     due: { window: '2026-11-30T12:00:00-03:00', scheduledAt: new Date('2026-11-30T15:00:00.000Z'), overdueSince: new Date('2026-11-30T15:30:00.000Z'), completed: false },
     ...over,
   };
@@ -21,6 +21,7 @@ describe('statesToJson', () => {
       state({ name: 'c', lastCompletedAt: null, lastWindow: null, due: undefined, overdue: false, intervalMs: null }),
       state({ name: 'd', due: { window: 'x', scheduledAt: shared, overdueSince: shared, completed: true } }),
       state({ name: 'e', due: { window: 'x', scheduledAt: shared, overdueSince: shared, completed: true } }),
+      state({ name: 'f', notCompleted: [{ window: 'x', scheduledAt: shared, overdueSince: shared, outcome: 'failed' }, { window: 'y', scheduledAt: shared, overdueSince: shared, outcome: 'no run' }] }),
     ];
     const doc = { store: 'postgresql', location: 'postgres://u:***@h/db schema s', dbNow: new Date('2026-11-30T15:40:00.000Z'), jobs };
     const expected = JSON.stringify(doc, null, 2);

@@ -11,7 +11,7 @@ import { normalizeRunOptions, runSecrets, type RawRunFlags, type RunConfig } fro
 import { TailBuffer } from '../../lease/output-tail.js';
 import type { RunHooks, WindowEnd } from '../../lease/run-hooks.js';
 import { EVENT_TIMEOUT_MS } from '../../store/contract.js';
-import { runWithLease, type AbortReason, type RunResult, type TaskContext } from '../../lease/runner.js';
+import { runWithLease, stoppedExitCode, type AbortReason, type RunResult, type TaskContext } from '../../lease/runner.js';
 import { typicalInterval } from '../../schedule/cron.js';
 import { chooseStore, openStore, type StoreChoice } from '../../store/choice.js';
 import type { LeaseStore } from '../../store/contract.js';
@@ -354,7 +354,8 @@ export async function superviseChild(
     : undefined;
   const result = await child.exited;
   clearTimeout(overlapTimer);
-  log.info({ childPid: child.pid, exitCode: result.exitCode, signal: result.signal, durationMs: Math.round(monoNow() - started) }, 'child exited');
+  // A failed child at warn: `--log-level warn` (a crontab's) then prints failures, and only them.
+  log[result.code === 0 ? 'info' : 'warn']({ childPid: child.pid, exitCode: result.exitCode, signal: result.signal, durationMs: Math.round(monoNow() - started) }, 'child exited');
   // What the child started in its group is part of the run: nothing of it may work on past the
   // lease. Left behind after a normal exit, it is stopped like the child (SIGTERM, the grace,
   // SIGKILL); after a stop, stop() resolves only once the whole group is gone. The abort listener
@@ -403,9 +404,10 @@ export function exitCodeFor(result: RunResult<ChildResult>, cancel: AbortSignal)
       return ExitCode.ok;
     case 'failed': {
       const kind = result.aborted?.kind;
-      if (kind === 'lease-lost' || kind === 'deadline' || kind === 'not-due') return ExitCode.leaseLost;
-      if (kind === 'max-runtime') return ExitCode.timeout;
-      // Interrupted by our own SIGTERM/SIGINT/SIGHUP: 128+N, even if the child chose to exit 0.
+      // Stopped by leasejob (lease lost, --max-runtime, our own SIGTERM/SIGINT/SIGHUP): the code
+      // the ledger records too (runner.ts), even if the child chose to exit 0 or was SIGKILLed.
+      const stopped = stoppedExitCode(result.aborted);
+      if (stopped !== undefined) return stopped;
       if (kind === 'cancelled') return 128 + (constants.signals[cancel.reason as NodeJS.Signals] ?? 15);
       if (result.error instanceof ChildFailedError) return result.error.childCode;
       if (result.error instanceof LeasejobError) return result.error.exitCode;

@@ -6,6 +6,7 @@ import { findProblems, readJobStates, statesToJson, type JobState } from '../../
 import { validateName } from '../../names.js';
 import { humanMs, renderTable } from '../../monitor/table.js';
 import type { Logger } from '../../log.js';
+import { replicationProblems, type ReplicationReport } from '../../replication.js';
 import type { HistoryEvent, LeaseStore, WindowOutput } from '../../store/contract.js';
 import { unknownJob, withStore, type DbFlags } from './admin.js';
 import { Reach, noteReach } from '../../startup/start-reach.js';
@@ -30,6 +31,8 @@ function statusRow(j: JobState): string[] {
     j.lastCompletedAt ? j.lastCompletedAt.toISOString() : '-',
     open || '-',
     j.paused ? `paused${j.pause?.until ? ` until ${j.pause.until.toISOString()}` : ''}` : j.overdue ? `OVERDUE ${j.due?.window}` : j.due ? 'ok' : '-',
+    // Due occurrences within the lookback that are not final, the latest included.
+    j.notCompletedCount > 0 ? `${j.notCompletedCount} (oldest ${j.notCompleted[0]!.window})` : j.due ? '0' : '-',
   ];
 }
 
@@ -60,7 +63,7 @@ export async function statusCommand(flags: DbFlags & { name?: string; json?: boo
       out(statesToJson({ store: store.kind, location: store.location, dbNow, jobs }) + '\n');
     } else {
       out(`store: ${store.kind}, ${store.location}, time ${dbNow.toISOString()}\n`);
-      out(renderTable(['JOB', 'HOLDER', 'GEN', 'EXPIRES IN', 'LAST COMPLETED WINDOW', 'COMPLETED AT', 'OPEN WINDOWS', 'DUE'], jobs.map(statusRow)));
+      out(renderTable(['JOB', 'HOLDER', 'GEN', 'EXPIRES IN', 'LAST COMPLETED WINDOW', 'COMPLETED AT', 'OPEN WINDOWS', 'DUE', 'NOT COMPLETED'], jobs.map(statusRow)));
     }
     return 0;
   });
@@ -129,14 +132,14 @@ async function outputsOf(store: LeaseStore, job: string, events: HistoryEvent[])
   return new Map([...found].reverse());
 }
 
-/** Nagios-style: 0 healthy, 1 warning only, 2 at least one critical problem. */
+/** Nagios-style: 0 healthy, 1 warning only, 2 at least one critical problem; errors exit 3 (cli.ts). */
 export async function checkCommand(flags: DbFlags & { name?: string; all?: boolean; maxHold?: string; maxAttempts?: string; json?: boolean }): Promise<number> {
   try {
     return await check(flags);
   } catch (err) {
     // A program reading `check --json` gets JSON whatever happened, saying why it has no
     // answer (the one-line message on stderr and the exit code stay as for every command).
-    if (flags.json && err instanceof LeasejobError) out(JSON.stringify({ error: { code: err.code, exitCode: err.exitCode, message: maskPasswords(err.message) } }, null, 2) + '\n');
+    if (flags.json && err instanceof LeasejobError) out(JSON.stringify({ error: { code: err.code, exitCode: 3, message: maskPasswords(err.message) } }, null, 2) + '\n');
     throw err;
   }
 }
@@ -145,7 +148,8 @@ async function check(flags: DbFlags & { name?: string; all?: boolean; maxHold?: 
   if (flags.name !== undefined && flags.all) throw new UsageError('Use either `--name` or `--all`, not both.');
   const name = flags.name !== undefined ? validateName(flags.name) : undefined;
   const maxHoldMs = flags.maxHold !== undefined ? parseDuration(flags.maxHold, '--max-hold') : undefined;
-  const maxAttempts = flags.maxAttempts === undefined ? 3 : Number(flags.maxAttempts);
+  // 1: a crontab job gets one attempt per occurrence, so its first failure is the one to see.
+  const maxAttempts = flags.maxAttempts === undefined ? 1 : Number(flags.maxAttempts);
   if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new UsageError(`Expected \`--max-attempts\` to be a whole number of at least 1, got \`${flags.maxAttempts}\`.`);
   return withStore({ ...flags, poolSize: JOB_STATES_POOL }, async (store, log) => {
     const { dbNow, jobs } = await readJobStates(store, name);
@@ -154,12 +158,32 @@ async function check(flags: DbFlags & { name?: string; all?: boolean; maxHold?: 
     const problems = findProblems(jobs, dbNow, { maxHoldMs, maxAttempts });
     // Paused jobs are not problems (an operator said so), but a monitor should show them.
     const paused = jobs.filter((j) => j.paused && j.pause).map((j) => ({ job: j.name, reason: j.pause!.reason, since: j.pause!.since, until: j.pause!.until, by: j.pause!.by, version: j.version }));
-    if (flags.json) out(JSON.stringify({ dbNow, jobs: jobs.length, problems, paused, ...(schema ? { schemaVersion: schema.version, knownSchemaVersion: schema.known } : {}) }, null, 2) + '\n');
-    else if (problems.length === 0) out(`OK: ${jobs.length} job(s) healthy${paused.length ? `, ${paused.length} paused` : ''}\n`);
-    else for (const p of problems) out(`${p.severity.toUpperCase()} ${p.job}: ${p.kind}: ${p.message}\n`);
+    // What a failover can lose (issue 22): a problem of the database, not of one job.
+    const replication = await readReplicationSafely(store, log);
+    if (replication) for (const p of replicationProblems(replication)) problems.push({ job: DATABASE, severity: p.severity, kind: 'replication', message: p.message });
+    if (flags.json) out(JSON.stringify({ dbNow, jobs: jobs.length, problems, paused, ...(schema ? { schemaVersion: schema.version, knownSchemaVersion: schema.known } : {}), ...(replication ? { replication } : {}) }, null, 2) + '\n');
+    else {
+      if (problems.length === 0) out(`OK: ${jobs.length} job(s) healthy${paused.length ? `, ${paused.length} paused` : ''}\n`);
+      else for (const p of problems) out(`${p.severity.toUpperCase()} ${p.job}: ${p.kind}: ${p.message}\n`);
+      // Said, never counted as a problem: the server hides it from this role.
+      for (const u of replication?.unchecked ?? []) out(`UNCHECKED ${DATABASE}: replication: ${u}\n`);
+    }
     if (problems.some((p) => p.severity === 'critical')) return 2;
     return problems.length ? 1 : 0;
   });
+}
+
+/** The name problems of the database itself are reported under. */
+const DATABASE = '(database)';
+
+/** The replication report, or undefined (logged) when even that could not be read: check goes on. */
+async function readReplicationSafely(store: LeaseStore, log: Logger): Promise<ReplicationReport | undefined> {
+  try {
+    return await store.readReplication?.();
+  } catch (err) {
+    log.warn({ err: maskPasswords((err as Error).message) }, 'could not read the replication setup');
+    return undefined;
+  }
 }
 
 const LISTEN_ERRORS: Record<string, string> = {
@@ -172,7 +196,7 @@ const LISTEN_ERRORS: Record<string, string> = {
 
 const EXPORTER_READ_TIMEOUT_MS = 4_000;
 
-export async function exporterCommand(flags: DbFlags & { port?: string; host?: string }): Promise<number> {
+export async function exporterCommand(flags: DbFlags & { port?: string; host?: string; statusPage?: boolean }): Promise<number> {
   const port = flags.port === undefined ? 9464 : Number(flags.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`Expected \`--port\` to be a TCP port from 0 to 65535, got \`${flags.port}\`.`);
   const host = flags.host ?? '0.0.0.0';
@@ -181,7 +205,7 @@ export async function exporterCommand(flags: DbFlags & { port?: string; host?: s
   return withStore({ ...flags, poolSize: 4, readTimeoutMs: EXPORTER_READ_TIMEOUT_MS }, async (store, log) => {
     const { Exporter } = await import('../../monitor/exporter.js');
     const exporter = new Exporter(store, log);
-    const server = exporter.createServer();
+    const server = exporter.createServer({ statusPage: flags.statusPage !== false });
     await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, host, () => resolve())).catch((err: unknown) => {
       // The address asked for cannot be had here: the operator's --port/--host, so exit 64.
       const code = String((err as { code?: unknown }).code ?? '');

@@ -9,13 +9,14 @@ import { passwordFileWarnings, type ConnectionSource } from './connection.js';
 import { noAnswerWithin, wasRolledBack } from './db-errors.js';
 import { quoteIdent } from '../../names.js';
 import { PgRetention } from './retention.js';
+import type { ReplicationReadings, ReplicationReport } from '../../replication.js';
 import { driverTls } from './tls.js';
 import type {
-  AcquireInput, AcquireRow, AdoptInput, ClaimWindowInput, ClaimWindowRow, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobChange,
+  AcquireInput, AcquireRow, AdoptInput, ClaimWindowInput, ClaimWindowRow, DueGroup, DueNotCompleted, EventCount, FinishInput, HistoryEvent, HostClock, JobChange,
   JobRow, LeaseStore, MarkInput, OperatorResult, OperatorWrite, PauseInput, RecordEventInput, RecordMissedInput, RecordOutputInput, ReleaseInput, RenewRow,
-  ScheduleKey, WindowOutput, WindowStates,
+  ScheduleKey, WindowOutput, WindowRow, WindowStates,
 } from '../contract.js';
-import { ACQUIRE_LOCK_TIMEOUT_MS, EVENT_TIMEOUT_MS, JOB_CHANGES_WINDOW_MS } from '../contract.js';
+import { ACQUIRE_LOCK_TIMEOUT_MS, EVENT_TIMEOUT_MS, JOB_CHANGES_WINDOW_MS, NOT_COMPLETED_LISTED } from '../contract.js';
 
 export interface PoolOptions {
   /**
@@ -134,6 +135,12 @@ const ROLLBACK_TRIES = 8;
 const ROLLBACK_PAUSE_MAX_MS = 250;
 /** Sent again only with at least this much of its time limit left after the pause. */
 const ROLLBACK_MIN_LEFT_MS = 250;
+
+/**
+ * A job's `--alert-lookback` (sql/010), read through to_jsonb so that status, check and the
+ * exporter still answer on a schema not yet migrated to 010 (the default lookback, then).
+ */
+const LOOKBACK = "(to_jsonb(j) ->> 'alert_lookback_ms')::bigint";
 
 /** How long closing the pool may take before the process exits regardless. */
 const CLOSE_LIMIT_MS = 2_000;
@@ -482,7 +489,7 @@ export class PgStore implements LeaseStore {
     // the newest 10, and the one with the most failed attempts when it is older (for `check`).
     const { rows } = await this.query(
       `SELECT j.name, j.schedule, j.tz, j.window_mode, j.window_format, j.window_offset, j.alert_after_ms,
-              ${epochMs('j.created_at')} AS created_ms,
+              ${LOOKBACK} AS alert_lookback_ms, ${epochMs('j.created_at')} AS created_ms,
               l.owner, l.generation, l.expires_at > now() AS held,
               round(date_part('epoch', l.expires_at - now()) * 1000) AS expires_in_ms,
               round(date_part('epoch', now() - l.acquired_at) * 1000) AS held_for_ms,
@@ -524,6 +531,7 @@ export class PgStore implements LeaseStore {
         windowFormat: r.window_format,
         windowOffset: r.window_offset,
         alertAfterMs: r.alert_after_ms === null ? null : Number(r.alert_after_ms),
+        alertLookbackMs: r.alert_lookback_ms === null ? null : Number(r.alert_lookback_ms),
         createdAt: new Date(r.created_ms),
         owner: r.owner,
         generation: r.generation,
@@ -550,7 +558,7 @@ export class PgStore implements LeaseStore {
     const { rows } = await this.query(
       `SELECT ${epochMs('now()')} AS db_now_ms, k.*
          FROM (SELECT 1) one LEFT JOIN (
-           SELECT DISTINCT schedule, tz, window_format, window_offset, alert_after_ms FROM ${this.s}.jobs
+           SELECT DISTINCT schedule, tz, window_format, window_offset, alert_after_ms, ${LOOKBACK} AS alert_lookback_ms FROM ${this.s}.jobs j
             WHERE window_mode = 'schedule' AND schedule IS NOT NULL AND ($1::text IS NULL OR name = $1)) k ON true`,
       [name ?? null],
     );
@@ -559,27 +567,48 @@ export class PgStore implements LeaseStore {
       keys: rows.filter((r) => r.schedule !== null).map((r) => ({
         schedule: r.schedule, tz: r.tz, windowFormat: r.window_format, windowOffset: r.window_offset,
         alertAfterMs: r.alert_after_ms === null ? null : Number(r.alert_after_ms),
+        alertLookbackMs: r.alert_lookback_ms === null ? null : Number(r.alert_lookback_ms),
       })),
     };
   }
 
-  async readCompletedDue(due: DueProbe[], name?: string): Promise<Set<string>> {
-    if (due.length === 0) return new Set();
-    // One primary-key probe per job of a key (EXISTS on windows_pkey): joining the windows
-    // table itself would let the planner hash its whole history, which only grows. The keys
-    // are few and come from the jobs table, so NULL can stand as '' (never a valid value).
+  async readDueNotCompleted(groups: DueGroup[], name?: string): Promise<DueNotCompleted[]> {
+    if (groups.length === 0) return [];
+    // One primary-key probe per (job, due window) (windows_pkey): joining the windows table
+    // itself would let the planner hash its whole history, which only grows. The lookback
+    // bounds the windows of a key (monitor.ts), and the keys are few and come from the jobs
+    // table, so NULL can stand as '' (never a valid value). Only what is not final comes back.
+    const d = groups.flatMap((g, i) => g.windows.map((w, k) => ({ grp: i + 1, last: k === g.windows.length - 1, ...w })));
+    // Each job is matched to its key once (jg: the registry read once, its lookback through
+    // to_jsonb once per job), then crossed with its key's due windows only.
     const { rows } = await this.query(
-      `SELECT coalesce(json_agg(j.name), '[]'::json) AS names
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[]) AS d(schedule, tz, fmt, off, alert, window_key)
-         JOIN ${this.s}.jobs j ON j.schedule = d.schedule AND coalesce(j.tz, '') = coalesce(d.tz, '')
-              AND coalesce(j.window_format, '') = coalesce(d.fmt, '') AND coalesce(j.window_offset, '') = coalesce(d.off, '')
-              AND coalesce(j.alert_after_ms, -1) = coalesce(d.alert, -1)
-        WHERE j.window_mode = 'schedule' AND ($7::text IS NULL OR j.name = $7)
-          AND EXISTS (SELECT 1 FROM ${this.s}.windows w WHERE w.job = j.name AND w.window_key = d.window_key AND w.completed_at IS NOT NULL)`,
-      [due.map((d) => d.schedule), due.map((d) => d.tz), due.map((d) => d.windowFormat), due.map((d) => d.windowOffset),
-        due.map((d) => d.alertAfterMs), due.map((d) => d.window), name ?? null],
+      `WITH g AS (
+         SELECT * FROM unnest($6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[], $11::bigint[])
+                WITH ORDINALITY AS g(schedule, tz, fmt, off, alert, lookback, grp)),
+       jk AS MATERIALIZED (
+         SELECT j.name, ${epochMs('j.created_at')} AS created_ms, j.schedule, coalesce(j.tz, '') AS tz, coalesce(j.window_format, '') AS fmt,
+                coalesce(j.window_offset, '') AS off, coalesce(j.alert_after_ms, -1) AS alert, coalesce(${LOOKBACK}, -1) AS lookback
+           FROM ${this.s}.jobs j WHERE j.window_mode = 'schedule' AND ($12::text IS NULL OR j.name = $12)),
+       jg AS MATERIALIZED (
+         SELECT jk.name, jk.created_ms, g.grp FROM jk JOIN g ON jk.schedule = g.schedule AND jk.tz = coalesce(g.tz, '')
+            AND jk.fmt = coalesce(g.fmt, '') AND jk.off = coalesce(g.off, '') AND jk.alert = coalesce(g.alert, -1)
+            AND jk.lookback = coalesce(g.lookback, -1))
+       SELECT x.job, x.window_key, x.outcome, x.generation, x.n FROM (
+         SELECT jg.name AS job, d.window_key, w.outcome, w.generation, d.at_ms, d.last,
+                row_number() OVER (PARTITION BY jg.name ORDER BY d.at_ms) AS rn, count(*) OVER (PARTITION BY jg.name) AS n
+           FROM jg JOIN unnest($1::int[], $2::text[], $3::text[], $4::float8[], $5::boolean[]) AS d(grp, window_key, legacy_key, at_ms, last) ON d.grp = jg.grp
+           LEFT JOIN ${this.s}.windows w ON w.job = jg.name AND w.window_key = d.window_key
+          WHERE w.completed_at IS NULL
+            AND (w.job IS NOT NULL OR d.at_ms >= jg.created_ms)
+            AND (d.legacy_key IS NULL OR NOT EXISTS (
+                  SELECT 1 FROM ${this.s}.windows c WHERE c.job = jg.name AND c.window_key = d.legacy_key AND c.completed_at IS NOT NULL))) x
+        WHERE x.rn <= $13 OR x.last
+        ORDER BY x.job, x.at_ms`,
+      [d.map((x) => x.grp), d.map((x) => x.window), d.map((x) => x.legacy ?? null), d.map((x) => x.scheduledAt.getTime()), d.map((x) => x.last),
+        groups.map((g) => g.schedule), groups.map((g) => g.tz), groups.map((g) => g.windowFormat), groups.map((g) => g.windowOffset),
+        groups.map((g) => g.alertAfterMs), groups.map((g) => g.alertLookbackMs), name ?? null, NOT_COMPLETED_LISTED],
     );
-    return new Set(rows[0].names as string[]);
+    return rows.map((r) => ({ job: r.job, count: Number(r.n), window: r.window_key, outcome: r.outcome, generation: r.generation === null ? null : String(r.generation) }));
   }
 
   async readHistory(job: string, limit: number): Promise<HistoryEvent[]> {
@@ -593,6 +622,20 @@ export class PgStore implements LeaseStore {
     return rows.map((r) => ({
       seq: r.seq, kind: r.kind, window: r.window_key, owner: r.owner, host: r.host, generation: r.generation,
       dbTime: r.db_time, hostTime: r.host_time, detail: r.detail,
+    }));
+  }
+
+  async readJobWindows(job: string, limit: number): Promise<WindowRow[]> {
+    const cols = 'window_key, scheduled_at, outcome, attempts, generation, owner, first_started_at, started_at, finished_at, completed_at, exit_code';
+    const { rows } = await this.query(
+      `(SELECT ${cols} FROM ${this.s}.windows WHERE job = $1 AND completed_at IS NULL ORDER BY started_at DESC LIMIT $2)
+       UNION ALL
+       (SELECT ${cols} FROM ${this.s}.windows WHERE job = $1 AND completed_at IS NOT NULL ORDER BY completed_at DESC, generation DESC LIMIT $2)`,
+      [job, limit],
+    );
+    return rows.map((r) => ({
+      window: r.window_key, scheduledAt: r.scheduled_at, outcome: r.outcome, attempts: r.attempts, generation: String(r.generation), owner: r.owner,
+      firstStartedAt: r.first_started_at, startedAt: r.started_at, finishedAt: r.finished_at, completedAt: r.completed_at, exitCode: r.exit_code,
     }));
   }
 
@@ -621,6 +664,45 @@ export class PgStore implements LeaseStore {
     } catch {
       return undefined;
     }
+  }
+
+  /** See LeaseStore.readReplication: each part read on its own, so what is refused leaves the rest. */
+  async readReplication(): Promise<ReplicationReport> {
+    const x: ReplicationReadings = { errors: {} };
+    const why = (err: unknown): string => `${(err as Error).message}${(err as { code?: string }).code ? ` (SQLSTATE ${(err as { code?: string }).code})` : ''}`;
+    try {
+      const { rows } = await this.query(
+        `SELECT current_user AS role, pg_is_in_recovery() AS recovery,
+                current_setting('synchronous_standby_names') AS names, current_setting('synchronous_commit') AS commit`, []);
+      x.role = rows[0].role;
+      x.inRecovery = rows[0].recovery;
+      x.synchronousStandbyNames = rows[0].names;
+      x.synchronousCommit = rows[0].commit;
+    } catch (err) {
+      x.errors.settings = why(err);
+    }
+    try {
+      // A role without pg_read_all_stats sees one row per standby, its details NULL.
+      const { rows } = await this.query(
+        `SELECT count(*)::int AS n, count(*) FILTER (WHERE sync_state IN ('sync', 'quorum'))::int AS sync,
+                count(*) FILTER (WHERE state IS NULL)::int AS hidden
+           FROM pg_stat_replication`, []);
+      x.senders = { n: rows[0].n, sync: rows[0].sync, hidden: rows[0].hidden };
+    } catch (err) {
+      x.errors.senders = why(err);
+    }
+    try {
+      const { rows } = await this.query(`SELECT epoch, server_timeline FROM ${this.s}.fence_status()`, []);
+      if (rows[0]) x.fence = { epoch: Number(rows[0].epoch), timeline: rows[0].server_timeline === null ? null : Number(rows[0].server_timeline) };
+    } catch (err) {
+      // 42883: the schema predates migration 011.
+      x.errors.fence = (err as { code?: string }).code === '42883'
+        ? 'the schema predates migration 011 (tokens do not yet follow a failover): run `leasejob migrate`'
+        : why(err);
+    }
+    // Loaded here: `run` never asks.
+    const { judgeReplication } = await import('../../replication.js');
+    return judgeReplication(x);
   }
 
   async ping(): Promise<void> {

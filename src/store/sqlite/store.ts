@@ -9,14 +9,15 @@ import type BetterSqlite3 from 'better-sqlite3';
 import Database from 'better-sqlite3';
 import { monoNow } from '../../clock.js';
 import { DatabaseError, UsageError } from '../../errors.js';
+import type { ReplicationReport } from '../../replication.js';
 import { migrateSqlite } from './schema.js';
 import { SqliteRetention } from './retention.js';
 import type {
-  AcquireInput, AcquireRow, AdoptInput, ClaimWindowInput, ClaimWindowRow, DueProbe, EventCount, FinishInput, HistoryEvent, HostClock, JobChange,
+  AcquireInput, AcquireRow, AdoptInput, ClaimWindowInput, ClaimWindowRow, DueGroup, DueNotCompleted, EventCount, FinishInput, HistoryEvent, HostClock, JobChange,
   JobRow, JobSettings, LeaseStore, MarkInput, OperatorResult, OperatorWrite, PauseInput, RecordEventInput, RecordMissedInput, RecordOutputInput, ReleaseInput,
-  RenewRow, ScheduleKey, WindowOutput, WindowStates,
+  RenewRow, ScheduleKey, WindowOutput, WindowRow, WindowStates,
 } from '../contract.js';
-import { JOB_CHANGES_WINDOW_MS } from '../contract.js';
+import { JOB_CHANGES_WINDOW_MS, NOT_COMPLETED_LISTED } from '../contract.js';
 
 /** What is at `file`: `hidden` when a directory on the way cannot be searched by this user. */
 function fileKind(file: string): 'file' | 'directory' | 'other' | 'missing' | 'hidden' {
@@ -53,7 +54,7 @@ export function bootId(): string {
 // few statements, so anything longer means a stuck process, reported as a store error.
 const BUSY_TIMEOUT_MS = 5_000;
 /** The registry settings a run sends, in the order register_job compares them. */
-const SETTINGS = ['schedule', 'tz', 'window_mode', 'window_format', 'window_offset', 'ttl_ms', 'max_delay_ms', 'alert_after_ms'] as const;
+const SETTINGS = ['schedule', 'tz', 'window_mode', 'window_format', 'window_offset', 'ttl_ms', 'max_delay_ms', 'alert_after_ms', 'alert_lookback_ms'] as const;
 
 interface JobRecord {
   name: string;
@@ -65,6 +66,7 @@ interface JobRecord {
   ttl_ms: number | null;
   max_delay_ms: number | null;
   alert_after_ms: number | null;
+  alert_lookback_ms: number | null;
   version: number;
   paused_at: number | null;
   paused_until: number | null;
@@ -327,12 +329,13 @@ export class SqliteStore implements LeaseStore {
     const next: JobSettings = {
       schedule: spec.schedule ?? null, tz: spec.tz ?? null, window_mode: spec.window_mode ?? null, window_format: spec.window_format ?? null,
       window_offset: spec.window_offset ?? null, ttl_ms: i.ttlMs, max_delay_ms: spec.max_delay_ms ?? null, alert_after_ms: spec.alert_after_ms ?? null,
+      alert_lookback_ms: spec.alert_lookback_ms ?? null,
     };
     const old = this.db.prepare('SELECT * FROM jobs WHERE name = ?').get(i.job) as JobRecord | undefined;
     if (!old) {
       this.db.prepare(
-        `INSERT INTO jobs (name, schedule, tz, window_mode, window_format, window_offset, ttl_ms, max_delay_ms, alert_after_ms, created_at, updated_at, version)
-         VALUES (@name, @schedule, @tz, @window_mode, @window_format, @window_offset, @ttl_ms, @max_delay_ms, @alert_after_ms, @now, @now, 1)`,
+        `INSERT INTO jobs (name, schedule, tz, window_mode, window_format, window_offset, ttl_ms, max_delay_ms, alert_after_ms, alert_lookback_ms, created_at, updated_at, version)
+         VALUES (@name, @schedule, @tz, @window_mode, @window_format, @window_offset, @ttl_ms, @max_delay_ms, @alert_after_ms, @alert_lookback_ms, @now, @now, 1)`,
       ).run({ name: i.job, ...next, now });
       return undefined;
     }
@@ -342,7 +345,8 @@ export class SqliteStore implements LeaseStore {
     if (old.schedule !== null && next.schedule === null && next.window_mode !== 'schedule') return undefined;
     const { version } = this.db.prepare(
       `UPDATE jobs SET schedule = @schedule, tz = @tz, window_mode = @window_mode, window_format = @window_format, window_offset = @window_offset,
-         ttl_ms = @ttl_ms, max_delay_ms = @max_delay_ms, alert_after_ms = @alert_after_ms, updated_at = @now, version = version + 1
+         ttl_ms = @ttl_ms, max_delay_ms = @max_delay_ms, alert_after_ms = @alert_after_ms, alert_lookback_ms = @alert_lookback_ms,
+         updated_at = @now, version = version + 1
        WHERE name = @name RETURNING version`,
     ).get({ name: i.job, ...next, now }) as { version: number };
     if (old.window_mode === null || (old.schedule === null && next.schedule === null)) return undefined;
@@ -670,6 +674,7 @@ export class SqliteStore implements LeaseStore {
           windowFormat: (r.window_format as string | null) ?? null,
           windowOffset: (r.window_offset as string | null) ?? null,
           alertAfterMs: (r.alert_after_ms as number | null) ?? null,
+          alertLookbackMs: (r.alert_lookback_ms as number | null) ?? null,
           createdAt: new Date(r.created_at as number),
           owner: (r.owner as string | null) ?? null,
           generation: r.generation == null ? null : String(r.generation),
@@ -696,7 +701,7 @@ export class SqliteStore implements LeaseStore {
 
   async readScheduleKeys(name?: string): Promise<{ dbNow: Date; keys: ScheduleKey[] }> {
     const rows = this.db.prepare(
-      `SELECT DISTINCT schedule, tz, window_format, window_offset, alert_after_ms FROM jobs
+      `SELECT DISTINCT schedule, tz, window_format, window_offset, alert_after_ms, alert_lookback_ms FROM jobs
         WHERE window_mode = 'schedule' AND schedule IS NOT NULL AND (? IS NULL OR name = ?)`,
     ).all(name ?? null, name ?? null) as Array<Record<string, string | number | null>>;
     return {
@@ -704,23 +709,40 @@ export class SqliteStore implements LeaseStore {
       keys: rows.map((r) => ({
         schedule: r.schedule as string, tz: (r.tz as string | null) ?? null, windowFormat: (r.window_format as string | null) ?? null,
         windowOffset: (r.window_offset as string | null) ?? null, alertAfterMs: (r.alert_after_ms as number | null) ?? null,
+        alertLookbackMs: (r.alert_lookback_ms as number | null) ?? null,
       })),
     };
   }
 
-  async readCompletedDue(due: DueProbe[], name?: string): Promise<Set<string>> {
-    // `IS` is SQLite's NULL-safe equality.
-    const stmt = this.db.prepare(
-      `SELECT j.name FROM jobs j
-        WHERE j.window_mode = 'schedule' AND j.schedule = ? AND j.tz IS ? AND j.window_format IS ? AND j.window_offset IS ?
-          AND j.alert_after_ms IS ? AND (? IS NULL OR j.name = ?)
-          AND EXISTS (SELECT 1 FROM windows w WHERE w.job = j.name AND w.window_key = ? AND w.completed_at IS NOT NULL)`,
-    ).pluck();
-    const done = new Set<string>();
-    for (const d of due) {
-      for (const job of stmt.all(d.schedule, d.tz, d.windowFormat, d.windowOffset, d.alertAfterMs, name ?? null, name ?? null, d.window) as string[]) done.add(job);
+  async readDueNotCompleted(groups: DueGroup[], name?: string): Promise<DueNotCompleted[]> {
+    // `IS` is SQLite's NULL-safe equality. One primary-key probe per (job, due window), as the
+    // PostgreSQL store; a window without a row is expected only of a job registered by then.
+    const jobs = this.db.prepare(
+      `SELECT name, created_at FROM jobs
+        WHERE window_mode = 'schedule' AND schedule = ? AND tz IS ? AND window_format IS ? AND window_offset IS ?
+          AND alert_after_ms IS ? AND alert_lookback_ms IS ? AND (? IS NULL OR name = ?)`,
+    );
+    const row = this.db.prepare('SELECT outcome, generation, completed_at FROM windows WHERE job = ? AND window_key = ?');
+    const out: DueNotCompleted[] = [];
+    for (const g of groups) {
+      const members = jobs.all(g.schedule, g.tz, g.windowFormat, g.windowOffset, g.alertAfterMs, g.alertLookbackMs, name ?? null, name ?? null) as Array<{ name: string; created_at: number }>;
+      for (const j of members) {
+        const mine: DueNotCompleted[] = [];
+        let count = 0;
+        g.windows.forEach((w, k) => {
+          const r = row.get(j.name, w.window) as { outcome: string; generation: number; completed_at: number | null } | undefined;
+          if (r?.completed_at != null) return;
+          if (r === undefined && w.scheduledAt.getTime() < j.created_at) return;
+          if (w.legacy !== undefined && (row.get(j.name, w.legacy) as { completed_at: number | null } | undefined)?.completed_at != null) return;
+          count++;
+          // As the PostgreSQL store: the oldest few, and the group's latest window.
+          if (count <= NOT_COMPLETED_LISTED || k === g.windows.length - 1) mine.push({ job: j.name, count: 0, window: w.window, outcome: r?.outcome ?? null, generation: r ? String(r.generation) : null });
+        });
+        for (const m of mine) m.count = count;
+        out.push(...mine);
+      }
     }
-    return done;
+    return out;
   }
 
   async readHistory(job: string, limit: number): Promise<HistoryEvent[]> {
@@ -735,8 +757,30 @@ export class SqliteStore implements LeaseStore {
     }));
   }
 
+  async readJobWindows(job: string, limit: number): Promise<WindowRow[]> {
+    const rows = this.db.prepare(
+      `SELECT * FROM (SELECT * FROM windows WHERE job = ? AND completed_at IS NULL ORDER BY started_at DESC LIMIT ?)
+       UNION ALL
+       SELECT * FROM (SELECT * FROM windows WHERE job = ? AND completed_at IS NOT NULL ORDER BY completed_at DESC, generation DESC LIMIT ?)`,
+    ).all(job, limit, job, limit) as Array<Record<string, unknown>>;
+    const at = (v: unknown): Date | null => (v == null ? null : new Date(v as number));
+    return rows.map((r) => ({
+      window: r.window_key as string, scheduledAt: at(r.scheduled_at), outcome: r.outcome as string, attempts: r.attempts as number,
+      generation: String(r.generation), owner: r.owner as string, firstStartedAt: at(r.first_started_at)!, startedAt: at(r.started_at)!,
+      finishedAt: at(r.finished_at), completedAt: at(r.completed_at), exitCode: (r.exit_code as number | null) ?? null,
+    }));
+  }
+
   async readEventCounts(kinds: readonly string[]): Promise<EventCount[]> {
     return this.db.prepare('SELECT job, kind, host, n FROM event_counts WHERE kind IN (SELECT value FROM json_each(?))').all(JSON.stringify(kinds)) as EventCount[];
+  }
+
+  /** One file on one host: no replication, no failover (the tokens' epoch is always 0). */
+  async readReplication(): Promise<ReplicationReport> {
+    return {
+      mode: 'embedded', standbys: null, synchronousStandbys: null, synchronousStandbyNames: null,
+      synchronousCommit: null, timeline: null, fenceEpoch: 0, unchecked: [],
+    };
   }
 
   async readHostClocks(): Promise<HostClock[]> {

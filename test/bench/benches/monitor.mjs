@@ -7,7 +7,8 @@
 //   statements it sent (pg_stat_statements total_exec_time delta);
 //   Exporter.scrape() in-process (dist/monitor/exporter.js, a new Exporter each time), against
 //   readJobStates (the difference is building and formatting the metrics);
-//   GET /metrics from a running `leasejob exporter`, against the in-process scrape.
+//   GET /metrics from a running `leasejob exporter`, against the in-process scrape;
+//   GET / (the status page's first 100 jobs) and GET /?q=... (a search) from it, against GET /metrics.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -33,7 +34,7 @@ export async function run(ctx) {
   const api = await monitorApi(ctx, schema);
   const exporter = await startExporter(ctx, schema);
   const n = ctx.n(15, 3);
-  const s = { statusCli: [], statusJson: [], statusEmpty: [], read: [], readServer: [], scrape: [], http: [] };
+  const s = { statusCli: [], statusJson: [], statusEmpty: [], read: [], readServer: [], scrape: [], http: [], page: [], search: [] };
   const info = { statusBytes: 0, statusJsonBytes: 0, metricsBytes: 0, series: 0, cold: {} };
   const errors = [];
   // stdout to a regular file: a pipe would time how fast we drain it (and see the output cut
@@ -103,6 +104,17 @@ export async function run(ctx) {
       s.http.push(performance.now() - tt);
       if (res.status !== 200 || !body.includes('leasejob_up 1')) errors.push(`GET /metrics: ${res.status}, up=${/leasejob_up (\d)/.exec(body)?.[1]}`);
     },
+    async () => {
+      if (!exporter.url) return;
+      for (const [samples, query, expect] of [[s.page, '', `of ${jobs}<`], [s.search, '?q=job-77', 'matching']]) {
+        const tt = performance.now();
+        const res = await fetch(new URL(`/${query}`, exporter.url));
+        const body = await res.text();
+        samples.push(performance.now() - tt);
+        info.pageBytes = query ? info.pageBytes : body.length;
+        if (res.status !== 200 || !body.includes(expect)) errors.push(`GET /${query}: ${res.status}, ${body.length} bytes`);
+      }
+    },
   ];
   for (let i = 0; i < n; i++) for (const step of rotate(steps, i)) await step();
   // Into a pipe, as in `leasejob status | grep x` or `status --json | jq`: is it all there?
@@ -134,6 +146,8 @@ export async function run(ctx) {
   });
   if (s.http.length) {
     rep.add({ bench: 'monitor', name: `GET /metrics (leasejob exporter), ${label}`, unit: 'ms', samples: s.http, baseline: { name: 'Exporter.scrape() in-process', samples: s.scrape }, target: lt300(s.http) });
+    rep.add({ bench: 'monitor', name: `GET / status page (100 of ${label})`, unit: 'ms', samples: s.page, baseline: { name: 'GET /metrics', samples: s.http }, target: lt300(s.page), note: `${Math.round((info.pageBytes ?? 0) / 1024)} KiB of HTML` });
+    rep.add({ bench: 'monitor', name: `GET /?q= status page search, ${label}`, unit: 'ms', samples: s.search, baseline: { name: 'GET /metrics', samples: s.http }, target: lt300(s.search) });
   } else {
     rep.note(`monitor: GET /metrics not measured: ${exporter.note}`);
   }

@@ -5,6 +5,8 @@
 // Clocks: the harness stamps its observations with its own wall clock, which is the database
 // clock (same kernel, no faketime in the harness; the offset is measured at start and applied).
 
+import { TTL_MS } from './fleet.mjs';
+
 // Resolution of an end time: /proc is polled every 50 ms, log lines and stamps arrive through
 // pipes and a busy event loop. Generous, as a 2-core machine shared with other work needs.
 const END_SLACK_MS = 500;
@@ -22,6 +24,10 @@ const LOSS_MESSAGES = new Set([
   'lease was no longer held at finish; outcome not recorded',
   'lease acquired too late to start safely',
 ]);
+
+// A token is epoch * 10^12 + n (sql/011_failover_fencing.sql): n counts acquisitions, the epoch
+// advances at a failover.
+const EPOCH = 1_000_000_000_000n;
 
 const k2 = (a, b) => `${a}\u0000${b}`;
 const iso = (t) => (t === undefined || t === null ? 'never' : new Date(t).toISOString());
@@ -74,6 +80,15 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
   const db = (t) => (t === undefined ? undefined : t + clockOffsetMs); // harness clock -> database clock
   const ev = indexEvents(data.events);
   const J = (job) => ev.get(job) ?? { events: [], acq: new Map(), released: new Map(), successorOf: new Map(), claims: new Map(), completed: new Map(), gens: [] };
+  // A failover to an asynchronous standby (--failover) loses what the standby had not received:
+  // acquisitions (the generation is then unknown to the new primary), renewals (its lease ends
+  // earlier there than its runner believes) and completions. A run alive across one is judged
+  // by the fence (no unit of it committed out of turn, above and below) and by its child ending
+  // within a TTL of the promotion when its generation was lost, not by the rules that assume
+  // the database kept every commit it acknowledged.
+  const failovers = faults.filter((f) => f.kind === 'failover' && f.injected);
+  const acrossFailover = (r) => failovers.find((f) => r.startedAt <= (f.upAt ?? f.at) && (r.exitedAt ?? Infinity) >= f.at);
+  const lostGeneration = (r) => failovers.length > 0 && r.generation !== undefined && !J(r.job).acq.has(r.generation);
 
   // --- fencing: no unit committed by a generation after the lease had moved on. -------------
   // Exact rule, on commit timestamps (track_commit_timestamp), not on events.db_time: db_time is
@@ -211,13 +226,17 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
       lastSeq = e.seq;
       if (e.kind === 'acquired' || e.kind === 'stale-takeover') {
         const g = BigInt(e.generation);
+        // The next n, in the same epoch or (after a failover) a later one.
         if (prev !== undefined && g <= prev) violate('generations', `${job}: generation ${g} acquired at seq ${e.seq} after generation ${prev}`);
-        else if (prev !== undefined && g !== prev + 1n) violate('generations', `${job}: generation ${g} acquired at seq ${e.seq}, expected ${prev + 1n}`);
-        if (e.kind === 'stale-takeover' && String(e.detail?.previous_generation) !== String(g - 1n)) {
+        else if (prev !== undefined && g % EPOCH !== (prev % EPOCH) + 1n) violate('generations', `${job}: generation ${g} acquired at seq ${e.seq}, expected n ${(prev % EPOCH) + 1n} after ${prev}`);
+        const prevNamed = e.detail?.previous_generation === undefined ? undefined : BigInt(e.detail.previous_generation);
+        if (e.kind === 'stale-takeover' && (prevNamed === undefined || prevNamed % EPOCH !== (g % EPOCH) - 1n || prevNamed >= g)) {
           violate('generations', `${job}: stale-takeover to ${g} at seq ${e.seq} names previous generation ${e.detail?.previous_generation}`);
         }
         prev = g;
-      } else if (e.generation !== null && e.kind !== 'fence-refused' && (prev === undefined || BigInt(e.generation) > prev)) {
+      } else if (e.generation !== null && e.kind !== 'fence-refused' && (prev === undefined || BigInt(e.generation) > prev)
+        // The owner of a generation a failover lost records its loss on the new primary.
+        && !(failovers.length > 0 && !j.acq.has(e.generation))) {
         violate('generations', `${job}: ${e.kind} for generation ${e.generation} at seq ${e.seq}, before that generation was acquired`);
       }
     }
@@ -226,9 +245,15 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
   }
 
   // --- child lifetime ------------------------------------------------------------------------
-  // For a run of generation g whose child ended at E (database clock: the child's own stamp if
-  // it made one, else the earliest of the harness seeing it gone in /proc and the runner logging
-  // its exit):
+  // For a run of generation g whose child ended at E (database clock: the earliest of the child's
+  // own stamp, the harness seeing it gone in /proc, the runner logging its exit, and 'child
+  // started' plus the runner's monotonic durationMs in 'child exited'). Each is at or after the
+  // end (the stamp within the child's 300 ms of it), but any may come late: the server processing
+  // the stamp's INSERT late, the harness's event loop busy (spawning 50 contenders) reading the
+  // runner's lines and /proc late. A runner on a real clock stamps its lines itself; one under
+  // libfaketime cannot be believed, so its lines are dated on arrival, and only the monotonic
+  // bound is exact there (seed 210995442: an end 7 s late on clock-1, though the runner stopped
+  // its child 0.6 s before the lease's earliest possible expiry):
   //   L(g): the latest the lease of g could have expired: its release time if g released it,
   //         else the expiry the successor found passed (stale-takeover detail previous_expired_at),
   //         else the lease row's expires_at (g is still the last generation).
@@ -250,8 +275,10 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
     const j = J(r.job);
     const g = r.generation;
     const stamp = endsByRun.get(k2(r.job, `${g}:${r.child.pid}`));
-    const observed = [r.child.goneAt, r.child.exitedLineAt].filter((t) => t !== undefined).map(db);
-    const E = stamp ? ms(stamp.ended_at) : observed.length ? Math.min(...observed) : undefined;
+    const byDuration = r.child.durationMs !== undefined && r.child.startedAt !== undefined ? r.child.startedAt + r.child.durationMs : undefined;
+    const observed = [r.child.goneAt, r.child.exitedLineAt, byDuration].filter((t) => t !== undefined).map(db);
+    if (stamp) observed.push(ms(stamp.ended_at));
+    const E = observed.length ? Math.min(...observed) : undefined;
     r.child.end = E;
     const who = `${r.job} ${r.window} generation ${g} (run ${r.id}, host ${r.host}, child ${r.child.pid})`;
     if (E === undefined) {
@@ -266,8 +293,13 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
     const M = moved.length ? Math.min(...moved) : Infinity;
     const paused = r.faults.find((f) => f.kind === 'pause');
     const killed = r.faults.find((f) => f.kind === 'kill-runner' || f.kind === 'kill-group');
-    if (L !== undefined && !rel && !paused && !killed) figures.marginMs.push(L - E);
-    if (paused) {
+    const failover = acrossFailover(r);
+    if (L !== undefined && !rel && !paused && !killed && !failover) figures.marginMs.push(L - E);
+    if (failover && !killed) {
+      // Its renewal on the new primary finds the loss: the child is stopped within a TTL of the promotion.
+      const limit = db(failover.upAt) + TTL_MS + RESUME_SLACK_MS;
+      if (lostGeneration(r) && !paused && E > limit) violate('child-lifetime', `${who}: its acquisition was lost in the failover (promoted ${iso(db(failover.upAt))}), yet its child ended ${E - db(failover.upAt)} ms later (limit TTL + ${RESUME_SLACK_MS} ms)`);
+    } else if (paused) {
       const limit = db(paused.resumedAt ?? paused.at) + RESUME_SLACK_MS;
       if (E > Math.max(limit, M + END_SLACK_MS)) violate('child-lifetime', `${who}: paused until ${iso(db(paused.resumedAt))}, child ended ${E - db(paused.resumedAt)} ms after SIGCONT (limit ${RESUME_SLACK_MS} ms)`);
     } else if (killed) {
@@ -292,7 +324,7 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
 
   // --- exit codes ----------------------------------------------------------------------------
   const outages = (r) => {
-    const spans = faults.filter((f) => f.kind === 'pg-restart' && f.injected).map((f) => [f.at, f.upAt]);
+    const spans = faults.filter((f) => (f.kind === 'pg-restart' || f.kind === 'failover') && f.injected).map((f) => [f.at, f.readyAt ?? f.upAt]);
     for (const f of faults) if (f.kind === 'partition' && f.injected && f.host === r.host) spans.push([f.at, f.healedAt]);
     // A runner reaching the database just after it came back may still see the tail of it.
     return spans.some(([a, b]) => r.startedAt <= (b ?? a) + 2_000 && (r.exitedAt ?? Infinity) >= a);
@@ -331,6 +363,8 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
     const waitedOut = /after waiting \d+ ms \(--wait-timeout\)/.test(r.stderr);
     let ok;
     let why;
+    // Across a failover: a completion lost with the primary (exit 0), a loss (75), the outage (69).
+    if (acrossFailover(r) && [0, 69, 75].includes(r.code)) continue;
     switch (r.code) {
       case 0:
         ok = (completedByMe || skipped) && !takenOver;
@@ -355,6 +389,7 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
     if (completedByMe && r.code !== 0) violate('exit-codes', `${who}: its generation completed the window, yet it exited ${got}`);
   }
 
+  const tooLate = (r) => r.lines.some((l) => l.msg === 'lease acquired too late to start safely');
   // --- contenders: one winner per 50-runner window. A further claim is only allowed as the
   // stale-takeover of a claimant whose runner logged the loss of its lease (a winner starved
   // of CPU on this 2-core machine), or after a claimant that gave back a lease its unanswered
@@ -370,13 +405,20 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
       // Or after a claimant whose acquire committed unanswered and who gave the lease back.
       const gaveBack = runs.find((r) => r.job === cw.job && r.abandoned === before);
       if (gaveBack && !gaveBack.child && J(cw.job).released.has(before) && acq?.kind === 'acquired') continue;
+      // Or after a claimant whose acquisition was answered too late to start its child safely
+      // (a starved CPU): it released without starting anything, so nobody worked twice.
+      if (loser && !loser.child && tooLate(loser) && J(cw.job).released.has(before) && acq?.kind === 'acquired') continue;
+      // Or after a claimant that logged the loss of its lease, stopped its child and then still
+      // released it itself (its renewals starved, the database answering again): the next
+      // claim then finds the lease released, not stale, and nobody worked at the same time.
+      if (loser && loser.lostAt !== undefined && J(cw.job).released.has(before) && acq?.kind === 'acquired') continue;
       if (acq?.kind !== 'stale-takeover' || !loser || loser.lostAt === undefined) {
         violate('contenders', `${cw.job} ${cw.window}: claimed by generation ${c.generation} (${acq?.kind}) after generation ${before} claimed it, whose runner ${loser ? 'logged no lease loss' : 'is unknown'}`);
       }
     }
     figures.crowdClaims = (figures.crowdClaims ?? 0) + claims.length;
     // As in the exit-code check: 69 only with a statement or a connection timed out in the burst's CPU starvation.
-    const bad = runs.filter((r) => cw.runs.includes(r.id) && (r.signal || (r.code !== 0 && !(r.code === 75 && r.lostAt !== undefined) && !(r.code === 69 && overloaded(r)))));
+    const bad = runs.filter((r) => cw.runs.includes(r.id) && (r.signal || (r.code !== 0 && !(r.code === 75 && (r.lostAt !== undefined || (tooLate(r) && !r.child))) && !(r.code === 69 && overloaded(r)))));
     if (bad.length > 0) violate('contenders', `${cw.job} ${cw.window}: ${bad.length} contenders exited neither 0, 75 after a lease loss, nor 69 on a timed-out statement or connection (${bad.slice(0, 5).map((r) => `run ${r.id}: ${r.signal ?? r.code}`).join(', ')})`);
   }
 

@@ -9,6 +9,7 @@ import { startEmbeddedPostgres } from '../../helpers/embedded-pg.mjs';
 import { faketimeEnv, faketimeLibrary } from '../../helpers/faketime.mjs';
 import { pgbouncerBinary, startPgbouncer } from '../../helpers/pgbouncer.mjs';
 import { startProxy } from '../../helpers/proxy.mjs';
+import { startFailoverCluster } from '../../helpers/replication.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../..');
 export const BIN = path.join(ROOT, 'bin', 'leasejob.js');
@@ -36,8 +37,12 @@ async function cli(args) {
  * - `isolation` (run.mjs --isolation): the database's default_transaction_isolation, set before
  *   migrating, so that every connection to it uses it (runners, children, PgBouncer, checks).
  */
-export async function startCluster({ schema, isolation }) {
-  const server = await startEmbeddedPostgres({ postgresFlags: ['-c', 'track_commit_timestamp=on'] });
+export async function startCluster({ schema, isolation, failover = false }) {
+  // --failover: Debian postgresql-15 streaming replication behind one moving address, so that
+  // the `failover` fault can promote the standby (test/helpers/replication.mjs).
+  const server = failover
+    ? await startFailoverCluster({ conf: ['track_commit_timestamp = on'] })
+    : await startEmbeddedPostgres({ postgresFlags: ['-c', 'track_commit_timestamp=on'] });
   try {
     return await prepare(server, schema, isolation);
   } catch (err) {
@@ -89,6 +94,7 @@ async function prepare(server, schema, isolation = 'read committed') {
     schema,
     clockOffsetMs,
     restart: (mode) => server.restart(mode),
+    failover: server.failover ? (o) => server.failover(o) : undefined,
     stop: async () => {
       await pool.end().catch(() => {});
       await server.stop();

@@ -13,6 +13,7 @@ export const FAULT_KINDS = [
   { kind: 'clock-jump-back', what: "a host's wall clock jumped back 5 minutes under a running holder", needs: 'clock' },
   { kind: 'contenders-50', what: '50 runners started at once on one fresh window, racing for a lease freed under them' },
   { kind: 'pgbouncer', what: 'a runner through PgBouncer in transaction mode', needs: 'bouncer' },
+  { kind: 'failover', what: 'WAL shipping to the asynchronous standby stalled, the primary killed, the standby promoted and the address moved to it (--failover)', needs: 'failover' },
 ];
 
 const CROWD = 50;
@@ -25,7 +26,8 @@ const VICTIM_SEARCH_MS = 12_000;
  */
 export function planFaults({ rng, durationMs, available }) {
   const kinds = FAULT_KINDS.filter((k) => available.has(k.kind)).map((k) => k.kind);
-  const extraKinds = kinds.filter((k) => k !== 'contenders-50' && k !== 'pgbouncer');
+  // One failover per round: each costs a new standby (a base backup) before the next.
+  const extraKinds = kinds.filter((k) => k !== 'contenders-50' && k !== 'pgbouncer' && k !== 'failover');
   const total = Math.max(kinds.length, Math.floor(durationMs / 5_000));
   const order = rng.shuffle(kinds);
   while (order.length < total) order.push(rng.pick(extraKinds));
@@ -38,6 +40,7 @@ export function planFaults({ rng, durationMs, available }) {
     at: Math.round(start + i * slot + rng.float() * slot * 0.7),
     holdMs: kind === 'pause' ? TTL_MS + rng.int(700, 2_500) : kind === 'partition' ? rng.int(1_000, 6_000) : undefined,
     mode: kind === 'partition' ? rng.pick(['reset', 'blackhole']) : kind === 'pause' ? rng.pick(['together', 'child-first']) : undefined,
+    stallMs: kind === 'failover' ? rng.int(500, 2_000) : undefined,
     skewS: kind === 'clock-skew-ahead' ? rng.int(60, 600) : kind === 'clock-skew-behind' ? -rng.int(60, 600) : kind === 'clock-jump-back' ? -300 : undefined,
   }));
 }
@@ -144,6 +147,18 @@ export class Injector {
           const at = Date.now();
           await this.cluster.restart('immediate');
           return { ...rec, at, upAt: Date.now() };
+        } finally {
+          release();
+        }
+      }
+      case 'failover': {
+        // Kept apart from restarts and the burst, as a restart is. Runners work on while WAL
+        // shipping is stalled: what they commit then is lost with the primary.
+        const release = await this.lock();
+        try {
+          const v = await this.findVictim(undefined, 1);
+          const t = await this.cluster.failover({ stallMs: plan.stallMs });
+          return { ...rec, at: t.stalledAt, downAt: t.downAt, upAt: t.upAt, readyAt: t.readyAt, holder: v?.id };
         } finally {
           release();
         }

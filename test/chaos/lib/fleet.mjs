@@ -128,6 +128,9 @@ export class Fleet {
       case 'child exited':
         if (run.child) {
           run.child.exitedLineAt = at;
+          // The runner's monotonic time from spawn to reap: with `startedAt`, a bound on the end
+          // that no wall clock (a faked one) and no late delivery of this line can move.
+          run.child.durationMs = typeof rec.durationMs === 'number' ? rec.durationMs : undefined;
           run.child.exitCode = rec.exitCode;
           run.child.signal = rec.signal;
           run.child.goneAt ??= t;

@@ -1,0 +1,252 @@
+-- 017: the failover fencing of 011 kept in the functions that 012-014 replaced after it.
+-- acquire(): 012 (pause, versions) and 014 (retention horizon) replaced it with bodies made
+-- before 011, which dropped its fence epoch: the generation is again next_token(prev, epoch)
+-- in the epoch of the server's history (fence_epoch()), with 012's and 014's changes kept.
+-- finish_window() (013): like finish(), a lease of an earlier history (before a failover or a
+-- restore, token_current()) records no outcome, so a window is not completed with writes lost.
+-- Functions: acquire, finish_window, each its whole current definition from sql/functions/.
+-- CREATE OR REPLACE keeps the privileges granted on a function of the same signature;
+-- SECURITY DEFINER and the pinned search_path are restated, as CREATE OR REPLACE resets them.
+
+-- acquire: as in sql/functions/acquire.sql
+CREATE OR REPLACE FUNCTION acquire(
+  p_job text, p_owner text, p_ttl_ms integer, p_renew_ms integer,
+  p_window text, p_scheduled_at timestamptz, p_rerun boolean, p_max_delay_ms bigint,
+  p_host_time timestamptz, p_spec jsonb, p_lock_timeout_ms integer
+) RETURNS TABLE (
+  outcome text, generation bigint, attempt integer, db_now timestamptz,
+  holder text, holder_generation bigint, holder_window text, expires_at timestamptz,
+  completed_at timestamptz
+)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+#variable_conflict use_column
+DECLARE
+  v_prev leases%ROWTYPE;
+  v_gen bigint;
+  v_attempt integer;
+  v_done timestamptz;
+  v_stale boolean;
+  v_session_gone boolean;
+  v_epoch bigint; -- 011
+  v_horizon timestamptz; -- 014
+BEGIN
+  db_now := now();
+
+  -- Lock order: the lease row first (finish() too, whoever holds it), so acquire and finish
+  -- of one job serialize there; the job's row (registry, event counter) before the window's
+  -- where no lease is taken (the missed path).
+
+  -- A completed window is final (completed_at is only ever set by a lease holder), so a
+  -- late duplicate leaves without touching the lease.
+  IF p_window IS NOT NULL AND NOT p_rerun THEN
+    SELECT w.completed_at INTO v_done FROM windows w WHERE w.job = p_job AND w.window_key = p_window;
+    IF v_done IS NOT NULL THEN
+      PERFORM register_job(p_job, p_ttl_ms, p_spec);
+      outcome := 'done'; completed_at := v_done;
+      RETURN NEXT; RETURN;
+    END IF;
+  END IF;
+
+  -- 014 (retention): windows scheduled before the job's horizon may have been pruned, so the
+  -- ledger no longer says whether this occurrence ran: it is missed, never run again (--rerun
+  -- asks to run it whatever the ledger says). Read after the done check: prune raises the
+  -- horizon before it deletes a window, so a window found gone there finds the horizon here.
+  IF p_window IS NOT NULL AND NOT p_rerun AND p_scheduled_at IS NOT NULL THEN
+    SELECT r.retained_from INTO v_horizon FROM retention r WHERE r.job = p_job;
+    IF p_scheduled_at < v_horizon THEN
+      PERFORM register_job(p_job, p_ttl_ms, p_spec);
+      PERFORM record_event(p_job, 'window-missed', p_window, p_owner, NULL, p_host_time,
+        jsonb_build_object('scheduled_at', p_scheduled_at, 'retained_from', v_horizon));
+      INSERT INTO windows AS w (job, window_key, scheduled_at, owner, generation, attempts, outcome, finished_at)
+      VALUES (p_job, p_window, p_scheduled_at, p_owner, 0, 0, 'missed', now())
+      ON CONFLICT (job, window_key) DO NOTHING;
+      outcome := 'missed';
+      RETURN NEXT; RETURN;
+    END IF;
+  END IF;
+  -- end 014
+
+  -- 012 (h23b): a paused job (until its paused_until, on this clock) takes no lease and runs
+  -- nothing; its occurrence is recorded as skipped. A run already holding the lease goes on.
+  IF EXISTS (SELECT 1 FROM jobs j WHERE j.name = p_job AND j.paused_at IS NOT NULL
+              AND (j.paused_until IS NULL OR j.paused_until > now())) THEN
+    PERFORM register_job(p_job, p_ttl_ms, p_spec);
+    PERFORM skip_paused(p_job, p_owner, p_window, p_scheduled_at, p_host_time);
+    outcome := 'paused';
+    RETURN NEXT; RETURN;
+  END IF;
+
+  IF p_window IS NOT NULL AND p_max_delay_ms IS NOT NULL AND p_scheduled_at IS NOT NULL
+     AND now() - p_scheduled_at > make_interval(secs => p_max_delay_ms / 1000.0) THEN
+    -- The job's row before the window's, as everywhere.
+    PERFORM register_job(p_job, p_ttl_ms, p_spec);
+    PERFORM record_event(p_job, 'window-missed', p_window, p_owner, NULL, p_host_time,
+      jsonb_build_object('scheduled_at', p_scheduled_at, 'max_delay_ms', p_max_delay_ms));
+    INSERT INTO windows AS w (job, window_key, scheduled_at, owner, generation, attempts, outcome, finished_at)
+    VALUES (p_job, p_window, p_scheduled_at, p_owner, 0, 0, 'missed', now())
+    ON CONFLICT (job, window_key) DO NOTHING;
+    outcome := 'missed';
+    RETURN NEXT; RETURN;
+  END IF;
+
+  SELECT * INTO v_prev FROM leases l WHERE l.name = p_job;
+
+  -- A lease that is plainly live is busy: answer from this read, without queueing for the
+  -- row lock behind every other contender (the upsert below would lock it to find out).
+  IF v_prev.expires_at > now() THEN
+    v_gen := NULL;
+  ELSE
+  -- 011: the fence epoch of this server's history, advanced first if the server was promoted,
+  -- restored or replaced since it was last read; the generation issued below is in it.
+  v_epoch := fence_epoch();
+  -- The upsert locks the row even when its WHERE fails, so it waits behind an open fenced
+  -- transaction (FOR SHARE). Bounded: a row locked that long means an owner is working (or
+  -- paused mid-transaction); we answer from a plain read below instead of hanging.
+  PERFORM set_config('lock_timeout', greatest(p_lock_timeout_ms, 1) || 'ms', true);
+  BEGIN
+  -- 007: the row as it is once ours to change. The plain read above may predate a finish
+  -- that committed while we queued for the lock: that owner released it, it did not lose it.
+  SELECT * INTO v_prev FROM leases l WHERE l.name = p_job FOR UPDATE;
+  -- Such a finish may have completed our very window: then it is done, and no generation is
+  -- spent on it (completion needs the lease row lock, which we now hold).
+  IF p_window IS NOT NULL AND NOT p_rerun THEN
+    SELECT w.completed_at INTO v_done FROM windows w WHERE w.job = p_job AND w.window_key = p_window;
+  END IF;
+  IF v_done IS NULL THEN
+  INSERT INTO leases AS l (name, owner, generation, acquired_at, renewed_at, expires_at,
+                           released_at, ttl_ms, renew_interval_ms, window_key, backend_pid, backend_start)
+  VALUES (p_job, p_owner, next_token(NULL, v_epoch), now(), now(), now() + make_interval(secs => p_ttl_ms / 1000.0),
+          NULL, p_ttl_ms, p_renew_ms, p_window, pg_backend_pid(),
+          (SELECT a.backend_start FROM pg_stat_get_activity(pg_backend_pid()) a))
+  ON CONFLICT (name) DO UPDATE SET
+    owner = EXCLUDED.owner, generation = next_token(l.generation, v_epoch), acquired_at = now(),
+    renewed_at = now(), expires_at = EXCLUDED.expires_at, released_at = NULL,
+    ttl_ms = EXCLUDED.ttl_ms, renew_interval_ms = EXCLUDED.renew_interval_ms,
+    window_key = EXCLUDED.window_key, backend_pid = EXCLUDED.backend_pid,
+    backend_start = EXCLUDED.backend_start
+  WHERE l.expires_at <= now()
+  RETURNING l.generation INTO v_gen;
+  END IF;
+  EXCEPTION WHEN lock_not_available THEN
+    v_gen := NULL;
+  END;
+  PERFORM set_config('lock_timeout', '0', true);
+  END IF;
+
+  IF v_done IS NOT NULL THEN
+    PERFORM register_job(p_job, p_ttl_ms, p_spec);
+    outcome := 'done'; completed_at := v_done;
+    RETURN NEXT; RETURN;
+  END IF;
+
+  PERFORM register_job(p_job, p_ttl_ms, p_spec);
+
+  IF v_gen IS NULL THEN
+    -- Busy: describe the holder so the caller can skip, wait, or wait out a stale holder.
+    SELECT * INTO v_prev FROM leases l WHERE l.name = p_job;
+    holder := v_prev.owner; holder_generation := v_prev.generation;
+    holder_window := v_prev.window_key; expires_at := v_prev.expires_at;
+    -- Slack of half an interval absorbs a slow renewal round trip.
+    v_stale := now() > v_prev.renewed_at + make_interval(secs => v_prev.renew_interval_ms * 1.5 / 1000.0);
+    v_session_gone := v_prev.backend_pid IS NOT NULL AND NOT EXISTS (
+      SELECT 1 FROM pg_stat_get_activity(v_prev.backend_pid) a
+       WHERE a.pid = v_prev.backend_pid
+         -- backend_start is NULL for another role's session without pg_read_all_stats.
+         AND (a.backend_start IS NULL OR a.backend_start = v_prev.backend_start));
+    outcome := CASE WHEN v_stale OR v_session_gone THEN 'stale' ELSE 'busy' END;
+    RETURN NEXT; RETURN;
+  END IF;
+
+  generation := v_gen;
+  PERFORM record_event(p_job,
+    CASE WHEN v_prev.name IS NOT NULL AND v_prev.released_at IS NULL THEN 'stale-takeover' ELSE 'acquired' END,
+    p_window, p_owner, v_gen, p_host_time,
+    CASE WHEN v_prev.name IS NOT NULL AND v_prev.released_at IS NULL
+         THEN jsonb_build_object('previous_owner', v_prev.owner, 'previous_generation', v_prev.generation,
+                                 'previous_expired_at', v_prev.expires_at)
+         ELSE '{}'::jsonb END);
+
+  -- 007: the generation taken over lost its lease, whether or not its owner could say so:
+  -- its unfinished window is lost (a window it claimed and we claim again is reset below),
+  -- and the loss is recorded under its owner and host, once (record_event keeps one per
+  -- generation, so a finish that said so first, or comes late, adds nothing). Not when the
+  -- previous owner is this very runner: an acquisition whose answer it never got.
+  IF v_prev.name IS NOT NULL AND v_prev.released_at IS NULL AND v_prev.owner IS DISTINCT FROM p_owner THEN
+    UPDATE windows w SET outcome = 'lost', finished_at = now()
+     WHERE w.job = p_job AND w.generation = v_prev.generation AND w.completed_at IS NULL AND w.outcome = 'running';
+    PERFORM record_event(p_job, 'lease-lost', v_prev.window_key, v_prev.owner, v_prev.generation, p_host_time,
+      jsonb_build_object('recorded_by', 'takeover', 'taken_by', p_owner, 'taken_generation', v_gen));
+  END IF;
+
+  IF p_window IS NOT NULL THEN
+    INSERT INTO windows AS w (job, window_key, scheduled_at, owner, generation)
+    VALUES (p_job, p_window, p_scheduled_at, p_owner, v_gen)
+    ON CONFLICT (job, window_key) DO UPDATE SET
+      owner = EXCLUDED.owner, generation = EXCLUDED.generation,
+      attempts = w.attempts + 1, started_at = now(), finished_at = NULL,
+      completed_at = NULL, outcome = 'running', exit_code = NULL,
+      scheduled_at = coalesce(w.scheduled_at, EXCLUDED.scheduled_at)
+    WHERE w.completed_at IS NULL OR p_rerun
+    RETURNING w.attempts INTO v_attempt;
+
+    IF v_attempt IS NULL THEN
+      -- Completed between our check and the lease (cannot happen since the check is repeated
+      -- under the lease row lock, kept as a guard): give the lease back.
+      UPDATE leases l SET expires_at = now(), released_at = now() WHERE l.name = p_job;
+      outcome := 'done'; generation := NULL;
+      RETURN NEXT; RETURN;
+    END IF;
+    attempt := v_attempt;
+    PERFORM record_event(p_job, 'window-claimed', p_window, p_owner, v_gen, p_host_time,
+      jsonb_build_object('attempt', v_attempt, 'scheduled_at', p_scheduled_at, 'rerun', p_rerun));
+  ELSE
+    attempt := 1;
+  END IF;
+
+  outcome := 'acquired';
+  RETURN NEXT;
+END $$;
+
+-- finish_window: as in sql/functions/finish_window.sql
+CREATE OR REPLACE FUNCTION finish_window(
+  p_job text, p_owner text, p_generation bigint, p_window text, p_outcome text,
+  p_exit_code integer, p_host_time timestamptz, p_detail jsonb
+) RETURNS TABLE (held boolean, db_now timestamptz)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+#variable_conflict use_column
+DECLARE
+  v_lease leases%ROWTYPE;
+  v_window windows%ROWTYPE;
+BEGIN
+  db_now := now();
+  SELECT * INTO v_lease FROM leases l WHERE l.name = p_job FOR UPDATE;
+  held := FOUND AND v_lease.owner = p_owner AND v_lease.generation = p_generation
+          AND v_lease.expires_at > now() AND v_lease.released_at IS NULL
+          -- 011/017: a lease of an earlier history (before a failover or restore) records no outcome.
+          AND token_current(p_generation);
+  SELECT * INTO v_window FROM windows w WHERE w.job = p_job AND w.window_key = p_window AND w.generation = p_generation;
+
+  -- A retry of an attempt that committed (its answer lost): the window already says so.
+  IF v_window.finished_at IS NOT NULL AND v_window.outcome = p_outcome THEN
+    held := true;
+    RETURN NEXT; RETURN;
+  END IF;
+
+  IF held AND p_outcome IN ('completed', 'failed') THEN
+    UPDATE windows w SET
+      outcome = p_outcome, exit_code = p_exit_code, finished_at = now(),
+      completed_at = CASE WHEN p_outcome = 'completed' THEN now() ELSE NULL END
+     WHERE w.job = p_job AND w.window_key = p_window AND w.generation = p_generation;
+    PERFORM record_event(p_job, 'window-' || p_outcome, p_window, p_owner, p_generation,
+      p_host_time, jsonb_strip_nulls(jsonb_build_object('exit_code', p_exit_code, 'attempt', p_detail->'attempt',
+        'duration_ms', p_detail->'duration_ms', 'aborted', p_detail->'aborted')));
+  ELSIF NOT held THEN
+    -- Lost before we could finish: the window stays open for whoever holds the lease now.
+    UPDATE windows w SET outcome = 'lost', finished_at = now()
+     WHERE w.job = p_job AND w.window_key = p_window AND w.generation = p_generation
+       AND w.completed_at IS NULL;
+    PERFORM record_event(p_job, 'lease-lost', p_window, p_owner, p_generation, p_host_time,
+      jsonb_strip_nulls(jsonb_build_object('outcome', p_outcome, 'aborted', p_detail->'aborted')));
+  END IF;
+  RETURN NEXT;
+END $$;

@@ -1,0 +1,352 @@
+// The status page's HTML: the job list and a job's own page, rendered on the server with an
+// inline style sheet and no script, every value through markup`` (status-html.ts).
+import { markup, trusted, type SafeHtml } from './status-html.js';
+import type { JobState } from './job-states.js';
+import {
+  DEFAULT_PER_PAGE,
+  JOB_STATES,
+  type JobExtras,
+  type JobStateName,
+  type ListQuery,
+  type ListView,
+} from './status-view.js';
+import type { HistoryEvent, HostClock, WindowOutput, WindowRow } from '../store/contract.js';
+import { humanMs } from './table.js';
+
+const STYLE = trusted(`
+:root{color-scheme:light dark;--bg:#fff;--fg:#1b1f24;--muted:#5a6270;--line:#d8dde3;--head:#f3f5f7;--link:#0b57d0;
+--overdue:#b3261e;--failing:#a35200;--running:#0b57d0;--paused:#6b5b95;--healthy:#1e7d32}
+@media (prefers-color-scheme:dark){:root{--bg:#15181c;--fg:#e6e8eb;--muted:#9aa3ad;--line:#30363d;--head:#1f2429;--link:#8ab4f8;
+--overdue:#f28b82;--failing:#fbbc04;--running:#8ab4f8;--paused:#c5b3e6;--healthy:#81c995}}
+*{box-sizing:border-box}
+body{margin:0;padding:1rem;font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;background:var(--bg);color:var(--fg)}
+a{color:var(--link)}
+h1{font-size:1.35rem;margin:0 0 .25rem}h2{font-size:1.1rem;margin:1.5rem 0 .5rem}
+.meta,.muted{color:var(--muted)}.meta{margin:0 0 1rem;font-size:.9rem}
+code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.9em;overflow-wrap:anywhere}
+.summary{display:flex;flex-wrap:wrap;gap:.5rem;margin:0 0 1rem;padding:0;list-style:none}
+.summary a{display:inline-block;padding:.25rem .6rem;border:1px solid var(--line);border-radius:1rem;text-decoration:none;color:var(--fg)}
+.summary a[aria-current]{border-color:var(--fg);font-weight:600}
+form.search{display:flex;flex-wrap:wrap;gap:.5rem;margin:0 0 1rem}
+form.search input[type=search]{flex:1 1 14rem;min-width:0;padding:.45rem .6rem;font:inherit;border:1px solid var(--line);border-radius:.35rem;background:var(--bg);color:var(--fg)}
+form.search select,form.search button{padding:.45rem .6rem;font:inherit;border:1px solid var(--line);border-radius:.35rem;background:var(--head);color:var(--fg)}
+table{border-collapse:collapse;width:100%}
+th,td{text-align:left;vertical-align:top;padding:.4rem .5rem;border-bottom:1px solid var(--line)}
+th{background:var(--head);font-weight:600;font-size:.85rem}
+.state{display:inline-block;padding:.05rem .5rem;border-radius:.8rem;font-size:.8rem;font-weight:700;text-transform:uppercase;letter-spacing:.03em;border:1px solid currentColor}
+.state-overdue{color:var(--overdue)}.state-failing{color:var(--failing)}.state-running{color:var(--running)}.state-paused{color:var(--paused)}.state-healthy{color:var(--healthy)}
+.outcome-failed,.outcome-lost,.outcome-abandoned,.outcome-missed{color:var(--failing);font-weight:600}
+.pager{display:flex;gap:1rem;align-items:center;margin:1rem 0}
+dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:.25rem 1rem;margin:0}
+dl.facts dt{color:var(--muted)}dl.facts dd{margin:0;overflow-wrap:anywhere}
+.scroll{overflow-x:auto}
+pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:0}
+h3{font-size:1rem;margin:1rem 0 .25rem}pre.tail{padding:.5rem;border:1px solid var(--line);border-radius:.35rem;background:var(--head);max-height:30rem;overflow:auto}
+@media (max-width:700px){
+ body{padding:.6rem}
+ table.cards thead{display:none}
+ table.cards,table.cards tbody,table.cards tr,table.cards td{display:block;width:100%}
+ table.cards tr{border:1px solid var(--line);border-radius:.5rem;margin:0 0 .6rem;padding:.3rem .2rem}
+ table.cards td{border:0;padding:.2rem .5rem;overflow-wrap:anywhere}
+ table.cards td[data-label]::before{content:attr(data-label);display:block;font-size:.75rem;color:var(--muted)}
+ dl.facts{grid-template-columns:1fr}dl.facts dd{margin:0 0 .4rem}
+}`);
+
+function page(title: string, body: SafeHtml): string {
+  return markup`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="robots" content="noindex">
+<link rel="icon" href="data:,">
+<title>${title}</title>
+<style>${STYLE}</style>
+</head>
+<body>
+${body}
+</body>
+</html>
+`.text;
+}
+
+const iso = (d: Date): string => d.toISOString();
+/** `2026-12-01 20:05:00Z`: the instant on one line, seconds kept (events are seconds apart). */
+const shortIso = (d: Date): string => `${d.toISOString().slice(0, 19).replace('T', ' ')}Z`;
+/** With milliseconds, for an event's two clocks side by side. */
+const preciseIso = (d: Date): string => `${d.toISOString().slice(0, 23).replace('T', ' ')}Z`;
+
+/** An instant with how long ago (or ahead) it is on the database clock. */
+function when(d: Date | null | undefined, now: Date): SafeHtml {
+  if (!d) return markup`<span class="muted">-</span>`;
+  const ms = d.getTime() - now.getTime();
+  const rel = Math.abs(ms) < 1000 ? 'now' : ms < 0 ? `${humanMs(-ms)} ago` : `in ${humanMs(ms)}`;
+  return markup`<time datetime="${iso(d)}">${shortIso(d)}</time> <span class="muted">(${rel})</span>`;
+}
+
+function stateBadge(state: JobStateName): SafeHtml {
+  return markup`<span class="state state-${state}">${state}</span>`;
+}
+
+const jobHref = (name: string): string => `/job?name=${encodeURIComponent(name)}`;
+
+function listHref(q: ListQuery, change: Partial<ListQuery>): string {
+  const next = { ...q, ...change };
+  const p = new URLSearchParams();
+  if (next.q) p.set('q', next.q);
+  if (next.state) p.set('state', next.state);
+  if (next.page > 1) p.set('page', String(next.page));
+  if (next.per !== DEFAULT_PER_PAGE) p.set('per', String(next.per));
+  const s = p.toString();
+  return s ? `/?${s}` : '/';
+}
+
+function scheduleCell(j: JobState): SafeHtml {
+  if (!j.schedule) return markup`<span class="muted">no schedule</span>`;
+  return markup`<code>${j.schedule}</code> <span class="muted">${j.tz ?? 'UTC'}</span>`;
+}
+
+function openWindowsCell(j: JobState): SafeHtml {
+  if (j.openCount === 0) return markup`<span class="muted">none</span>`;
+  const more = j.openCount - j.openWindows.length;
+  return markup`${j.openWindows.map((w, i) => markup`${i ? ', ' : ''}<code>${w.window}</code> <span class="outcome-${w.outcome}">${w.outcome}</span> ×${w.attempts}`)}${more > 0 ? markup` <span class="muted">(+${more} more)</span>` : ''}`;
+}
+
+/** A pause: since when, until when, by whom, why. */
+function pauseText(p: NonNullable<JobState['pause']>, now: Date): SafeHtml {
+  return markup`paused ${when(p.since, now)}${p.until ? markup`, until ${when(p.until, now)}` : ', until resumed'}${p.by ? markup` by <code>${p.by}</code>` : ''}${p.reason ? markup`: ${p.reason}` : ''}`;
+}
+
+/** What stands beside the state word: the holder, the overdue window, the pause reason. */
+function stateDetail(j: JobState & JobExtras, now: Date): SafeHtml {
+  const parts: SafeHtml[] = [];
+  if (j.overdue && j.due)
+    parts.push(markup`<div>window <code>${j.due.window}</code> overdue since ${when(j.due.overdueSince, now)}</div>`);
+  if (j.dueNotCompleted)
+    parts.push(
+      markup`<div>${j.dueNotCompleted} due ${j.dueNotCompleted === 1 ? 'occurrence' : 'occurrences'} not completed</div>`,
+    );
+  if (j.held)
+    parts.push(
+      markup`<div>running on <code>${j.holder}</code> (generation ${j.generation}, expires in ${humanMs(j.expiresInMs)})</div>`,
+    );
+  if (j.paused && j.pause) parts.push(markup`<div>${pauseText(j.pause, now)}</div>`);
+  if (j.recentJobChanges > 0)
+    parts.push(
+      markup`<div>settings changed ${j.recentJobChanges}× lately: do its hosts agree? (job-changed events)</div>`,
+    );
+  return markup`${parts}`;
+}
+
+export function renderList(v: ListView, store: { kind: string; location: string }): string {
+  const q = v.query;
+  const first = v.matched === 0 ? 0 : (q.page - 1) * q.per + 1;
+  const last = Math.min(v.matched, q.page * q.per);
+  const rows = v.items.map(
+    ({ job: j, state, nextDue }) => markup`<tr>
+<td data-label="Job"><a href="${jobHref(j.name)}">${j.name}</a></td>
+<td data-label="State">${stateBadge(state)}${stateDetail(j, v.dbNow)}</td>
+<td data-label="Schedule">${scheduleCell(j)}</td>
+<td data-label="Last completed">${j.lastWindow ? markup`<code>${j.lastWindow}</code><br>${when(j.lastCompletedAt, v.dbNow)}` : markup`<span class="muted">never</span>`}</td>
+<td data-label="Next due">${when(nextDue, v.dbNow)}</td>
+<td data-label="Open windows">${openWindowsCell(j)}</td>
+</tr>`,
+  );
+  const body = markup`<header>
+<h1>leasejob status</h1>
+<p class="meta">${v.total} ${v.total === 1 ? 'job' : 'jobs'} · ${store.kind} ${store.location} · database time <time datetime="${iso(v.dbNow)}">${shortIso(v.dbNow)}</time> · <a href="/metrics">metrics</a></p>
+</header>
+<ul class="summary">
+<li><a href="${listHref(q, { state: '', page: 1 })}"${q.state === '' ? trusted(' aria-current="true"') : ''}>all ${v.total}</a></li>
+${JOB_STATES.map((s) => markup`<li><a class="state-${s}" href="${listHref(q, { state: s, page: 1 })}"${q.state === s ? trusted(' aria-current="true"') : ''}>${s} ${v.counts[s]}</a></li>`)}
+</ul>
+<form class="search" method="get" action="/" role="search">
+<input type="search" name="q" value="${q.q}" placeholder="Search job names" aria-label="Search job names">
+<select name="state" aria-label="State"><option value="">any state</option>${JOB_STATES.map((s) => markup`<option value="${s}"${q.state === s ? trusted(' selected') : ''}>${s}</option>`)}</select>
+${q.per !== DEFAULT_PER_PAGE ? markup`<input type="hidden" name="per" value="${q.per}">` : ''}
+<button type="submit">Search</button>
+</form>
+<p class="muted" id="shown">${v.matched === 0 ? 'No job matches.' : `Jobs ${first}-${last} of ${v.matched}${v.matched !== v.total ? ` matching (${v.total} in all)` : ''}`}</p>
+${
+  v.items.length
+    ? markup`<div class="scroll"><table class="cards" id="jobs">
+<thead><tr><th>Job</th><th>State</th><th>Schedule and zone</th><th>Last completed window</th><th>Next due</th><th>Open windows (attempts)</th></tr></thead>
+<tbody>
+${rows}
+</tbody>
+</table></div>`
+    : ''
+}
+${pager(v)}
+${hostsTable(v.hosts)}`;
+  return page('leasejob status', body);
+}
+
+function pager(v: ListView): SafeHtml {
+  if (v.pages <= 1) return markup``;
+  const q = v.query;
+  return markup`<nav class="pager" aria-label="Pages">
+${q.page > 1 ? markup`<a rel="prev" href="${listHref(q, { page: q.page - 1 })}">← previous</a>` : markup`<span class="muted">← previous</span>`}
+<span>page ${q.page} of ${v.pages}</span>
+${q.page < v.pages ? markup`<a rel="next" href="${listHref(q, { page: q.page + 1 })}">next →</a>` : markup`<span class="muted">next →</span>`}
+</nav>`;
+}
+
+/** Hosts shown at most: the ones furthest off first. */
+const MAX_HOSTS = 200;
+
+function hostsTable(hosts: HostClock[]): SafeHtml {
+  if (hosts.length === 0) return markup`<h2>Host clocks</h2><p class="muted">No host has measured its clock yet.</p>`;
+  return markup`<h2>Host clocks</h2>
+<p class="muted">Database clock minus the host's wall clock, at the host's latest run; leases use the database clock, crontab occurrences the host's.</p>
+<div class="scroll"><table class="cards" id="hosts">
+<thead><tr><th>Host</th><th>Offset</th><th>Uncertainty</th></tr></thead>
+<tbody>
+${hosts.slice(0, MAX_HOSTS).map((h) => markup`<tr><td data-label="Host"><code>${h.host}</code></td><td data-label="Offset">${signedMs(h.offsetMs)}</td><td data-label="Uncertainty">± ${h.uncertaintyMs} ms</td></tr>`)}
+</tbody>
+</table></div>
+${hosts.length > MAX_HOSTS ? markup`<p class="muted">${hosts.length - MAX_HOSTS} more hosts not shown (closest to the database clock).</p>` : ''}`;
+}
+
+const signedMs = (ms: number): string => `${ms > 0 ? '+' : ''}${ms} ms`;
+
+export interface JobPageData {
+  dbNow: Date;
+  job: JobState & JobExtras;
+  state: JobStateName;
+  nextDue: Date | null;
+  /** From readJobWindows; undefined when the store cannot (its open windows are then shown). */
+  windows: WindowRow[] | undefined;
+  events: HistoryEvent[];
+  /** How many events were asked for (the page offers more when that many came). */
+  eventLimit: number;
+  /** Recorded outputs (--record-output), newest first. */
+  outputs: WindowOutput[];
+  /** Events up to this seq were pruned (leasejob prune); 0: none. */
+  prunedThroughSeq: number;
+}
+
+export function renderJob(d: JobPageData): string {
+  const j = d.job;
+  const now = d.dbNow;
+  const fact = (label: string, value: SafeHtml | string | number): SafeHtml =>
+    markup`<dt>${label}</dt><dd>${value}</dd>`;
+  const body = markup`<p><a href="/">← all jobs</a></p>
+<h1 id="job-name">${j.name}</h1>
+<p class="meta">${stateBadge(d.state)} · database time <time datetime="${iso(now)}">${shortIso(now)}</time></p>
+${stateDetail(j, now)}
+<h2>Job</h2>
+<dl class="facts">
+${fact('Schedule', scheduleCell(j))}
+${fact('Window', markup`${j.windowMode ?? 'none'}${j.windowFormat ? markup`, format <code>${j.windowFormat}</code>` : ''}${j.windowOffset ? markup`, offset <code>${j.windowOffset}</code>` : ''}`)}
+${fact('Alert after', j.alertAfterMs !== null ? humanMs(j.alertAfterMs) : 'half the interval, at most 1h')}
+${fact('Due window', j.due ? markup`<code>${j.due.window}</code> scheduled ${when(j.due.scheduledAt, now)}, ${j.due.completed ? 'completed' : markup`<strong class="state-overdue">not completed</strong>, overdue since ${when(j.due.overdueSince, now)}`}` : markup`<span class="muted">none</span>`)}
+${fact('Next due', when(d.nextDue, now))}
+${fact('Last completed', j.lastWindow ? markup`<code>${j.lastWindow}</code> ${when(j.lastCompletedAt, now)}${j.lastDurationMs !== null ? markup`, took ${humanMs(j.lastDurationMs)}` : ''}` : 'never')}
+${fact('Lease', j.generation === null ? 'never taken' : j.held ? markup`held by <code>${j.holder}</code>, generation ${j.generation}, expires in ${humanMs(j.expiresInMs)}, held for ${humanMs(j.heldForMs)}` : markup`free (last owner <code>${j.owner}</code>, generation ${j.generation})`)}
+${fact('Pause', j.pause ? markup`${j.paused ? '' : 'last '}${pauseText(j.pause, now)}` : 'never paused')}
+${fact('Version', j.version)}
+${fact('Registered', when(j.createdAt, now))}
+</dl>
+${windowsSection(d)}
+${outputsSection(d)}
+${eventsSection(d)}`;
+  return page(`${j.name} · leasejob`, body);
+}
+
+function windowsSection(d: JobPageData): SafeHtml {
+  const now = d.dbNow;
+  if (d.windows === undefined) {
+    return markup`<h2>Open windows</h2><p>${openWindowsCell(d.job)}</p>`;
+  }
+  if (d.windows.length === 0) return markup`<h2>Windows</h2><p class="muted">No window recorded.</p>`;
+  // Recorded as running, but its generation no longer holds the lease: abandoned, as status reads it.
+  const live = d.job.held ? d.job.generation : null;
+  const outputIndex = new Map(d.outputs.map((o, i) => [o.window, i]));
+  return markup`<h2>Windows</h2>
+<p class="muted">Open windows first (newest started first), then the latest completed ones; ${d.job.openCount} open in all.</p>
+<div class="scroll"><table class="cards" id="windows">
+<thead><tr><th>Window</th><th>Outcome</th><th>Attempts</th><th>Generation</th><th>Owner</th><th>Started</th><th>Finished</th><th>Exit</th><th>Output</th></tr></thead>
+<tbody>
+${d.windows.map((w) => {
+  const outcome = w.completedAt === null && w.outcome === 'running' && w.generation !== live ? 'abandoned' : w.outcome;
+  return markup`<tr>
+<td data-label="Window"><code>${w.window}</code></td>
+<td data-label="Outcome"><span class="outcome-${outcome}">${outcome}</span></td>
+<td data-label="Attempts">${w.attempts}</td>
+<td data-label="Generation">${w.generation}</td>
+<td data-label="Owner"><code>${w.owner}</code></td>
+<td data-label="Started">${when(w.startedAt, now)}</td>
+<td data-label="Finished">${when(w.completedAt ?? w.finishedAt, now)}</td>
+<td data-label="Exit">${w.exitCode ?? '-'}</td>
+<td data-label="Output">${outputIndex.has(w.window) ? markup`<a href="#output-${outputIndex.get(w.window)!}">output</a>` : '-'}</td>
+</tr>`;
+})}
+</tbody>
+</table></div>`;
+}
+
+/** Control characters other than newline and tab (a terminal's colours, a carriage return) shown as U+FFFD. */
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f]/g;
+
+function outputsSection(d: JobPageData): SafeHtml {
+  if (d.outputs.length === 0) return markup``;
+  const now = d.dbNow;
+  return markup`<h2>Recorded output</h2>
+<p class="muted">The tail of each window's latest recorded attempt (--record-output), newest first. It may hold whatever the command printed, secrets included.</p>
+${d.outputs.map((o, i) => {
+  const kept = o.tail.length < o.bytes ? `the last ${o.tail.length} of ${o.bytes} bytes` : `${o.bytes} bytes`;
+  return markup`<section class="output" id="output-${i}">
+<h3><code>${o.window}</code> <span class="outcome-${o.outcome}">${o.outcome}</span>, attempt ${o.attempt}, generation ${o.generation}${o.exitCode !== null ? `, exit ${o.exitCode}` : ''}</h3>
+<p class="muted">recorded ${when(o.recordedAt, now)}, ${kept}</p>
+<pre class="mono tail">${o.tail.toString('utf8').replace(CONTROL, '\uFFFD')}</pre>
+</section>`;
+})}`;
+}
+
+/** db_time minus host_time of one event: its host's offset plus the way to the database. */
+function eventOffset(e: HistoryEvent): SafeHtml {
+  const measured = typeof e.detail.offset_ms === 'number' ? e.detail.offset_ms : undefined;
+  if (measured !== undefined) {
+    const u = typeof e.detail.uncertainty_ms === 'number' ? e.detail.uncertainty_ms : undefined;
+    return markup`${signedMs(measured)}${u !== undefined ? ` ± ${u}` : ''} <span class="muted">measured</span>`;
+  }
+  if (!e.hostTime) return markup`<span class="muted">-</span>`;
+  return markup`${signedMs(e.dbTime.getTime() - e.hostTime.getTime())}`;
+}
+
+function eventsSection(d: JobPageData): SafeHtml {
+  const name = d.job.name;
+  const more = d.events.length >= d.eventLimit;
+  return markup`<h2>Events</h2>
+${d.prunedThroughSeq > 0 ? markup`<p>Events 1-${d.prunedThroughSeq} were pruned (leasejob prune); kept from seq ${d.prunedThroughSeq + 1}.</p>` : ''}
+<p class="muted">${more || d.prunedThroughSeq > 0 ? `The latest ${d.events.length}, ` : `All ${d.events.length}, `}in sequence order (the order they happened in; clocks are shown, never used to order). Offset: database time minus host time.
+${more ? markup` <a href="${`${jobHref(name)}&events=${Math.min(d.eventLimit * 5, 100_000)}`}">Show more</a>` : ''}</p>
+${
+  d.events.length
+    ? markup`<div class="scroll"><table class="cards" id="events">
+<thead><tr><th>Seq</th><th>Kind</th><th>Window</th><th>Gen</th><th>Owner</th><th>Database time</th><th>Host time</th><th>Offset</th><th>Detail</th></tr></thead>
+<tbody>
+${d.events.map(
+  (e) => markup`<tr>
+<td data-label="Seq" class="seq">${e.seq}</td>
+<td data-label="Kind">${e.kind}</td>
+<td data-label="Window">${e.window !== null ? markup`<code>${e.window}</code>` : '-'}</td>
+<td data-label="Gen">${e.generation ?? '-'}</td>
+<td data-label="Owner">${e.owner !== null ? markup`<code>${e.owner}</code>` : '-'}</td>
+<td data-label="Database time" class="mono">${preciseIso(e.dbTime)}</td>
+<td data-label="Host time" class="mono">${e.hostTime ? preciseIso(e.hostTime) : '-'}</td>
+<td data-label="Offset">${eventOffset(e)}</td>
+<td data-label="Detail">${Object.keys(e.detail).length ? markup`<pre class="mono">${JSON.stringify(e.detail)}</pre>` : ''}</td>
+</tr>`,
+)}
+</tbody>
+</table></div>`
+    : ''
+}`;
+}
+
+export function renderMessage(title: string, message: string): string {
+  return page(`${title} · leasejob`, markup`<p><a href="/">← all jobs</a></p><h1>${title}</h1><p>${message}</p>`);
+}
