@@ -3,10 +3,11 @@
 // stores: each window its own start and end (its own run id, in order), its own output tail;
 // missed occurrences to the webhook; a dry run or a skip sends nothing. And `history` text
 // output shows a tail's control characters instead of sending them to the terminal.
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { logLines, runCli } from '../helpers/cli.js';
+import { fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 import { startReceiver, type ReceivedRequest, type Receiver } from '../helpers/http-receiver.js';
 import { tempDir } from '../helpers/temp.js';
@@ -270,6 +271,54 @@ describe.each(stores)('pings and the webhook per window: %s', (kind, store) => {
     expect(r.exitCode, r.all).toBe(7);
     expectPairs(rx, ['', '/7']);
     expect(hooks(rx)).toMatchObject([{ event: 'failed', job, window: W(1), exit_code: 7, output: null }]);
+  });
+});
+
+describe('a lease lost during a catch-up (PostgreSQL)', () => {
+  it('the window running then pings /75 and posts lost; the earlier one had its success; the later ones send nothing', async () => {
+    const job = 'culost';
+    const where = ['--database-url', db.url, '--schema', db.schema, '--name', job];
+    const out = path.join(tmp, 'culost.jsonl');
+    const child = ['--', process.execPath, fixture('append-env.mjs'), out];
+    const first = await runCli(['run', ...where, ...SCHEDULE, '--scheduled-time', T(0), ...child]);
+    expect(first.exitCode, first.all).toBe(0);
+    await db.rows(`UPDATE ${db.schema}.jobs SET created_at = $2 WHERE name = $1`, [job, T(0)]);
+    const rx = await receiver();
+    const p = startCli([
+      'run',
+      ...where,
+      ...SCHEDULE,
+      '--scheduled-time',
+      T(4),
+      '--catch-up',
+      '1h',
+      '--ttl',
+      '3s',
+      '--kill-grace',
+      '1s',
+      '--ping-url',
+      `${rx.url}/ping/${KEY}`,
+      '--notify-url',
+      `${rx.url}/hook`,
+      ...child,
+      `block=${T(2)}`,
+    ]);
+    await waitFor('the second window to block', () => existsSync(`${out}.blocked`));
+    const released = await runCli([
+      'release',
+      '--database-url',
+      db.url,
+      '--schema',
+      db.schema,
+      '--name',
+      job,
+      '--force',
+    ]);
+    expect(released.exitCode, released.all).toBe(0);
+    const r = await p;
+    expect(r.exitCode, r.all).toBe(75);
+    expectPairs(rx, ['', '/75']);
+    expect(hooks(rx)).toMatchObject([{ event: 'lost', job, window: T(2), exit_code: 75 }]);
   });
 });
 
