@@ -51,8 +51,10 @@ export async function findCatchUp(
     const s = states.windows.get(w.key);
     return s === undefined || (s.completedAt === null && s.outcome !== 'missed');
   });
-  const tooOld = maxDelayMs === undefined ? [] : open.filter((w) => now - w.scheduledAt.getTime() > maxDelayMs);
-  const inTime = open.filter((w) => !tooOld.includes(w));
+  // One pass (up to MAX_CATCH_UP_TICKS windows): older than --max-delay, or in time.
+  const tooOld: RangeWindow[] = [];
+  const inTime: RangeWindow[] = [];
+  for (const w of open) (maxDelayMs !== undefined && now - w.scheduledAt.getTime() > maxDelayMs ? tooOld : inTime).push(w);
   // The newest are kept: closest to now, and what Kubernetes's controller would pick.
   const cut = Math.max(0, inTime.length - settings.limit);
   return { run: inTime.slice(cut), beyondLimit: inTime.slice(0, cut), tooOld };

@@ -1,14 +1,27 @@
 // runWithLease: acquire the lease and claim the window, run a task while the keeper renews,
 // stop the task when the lease is in doubt, record the outcome and release.
-import { constants as osConstants, hostname } from 'node:os';
+//
+// A run goes through these states, in this order (any may end it):
+//   waiting   acquire() is polled until the lease is ours, busy (--on-busy), done, missed or
+//             paused; a stale holder is waited out (acquire.ts: acquireOrAdopt, give-backs)
+//   held      the task runs while the keeper renews every TTL/3 (runHeld, keeper.ts); a
+//             sequence of windows under one lease is runSequenceHeld (sequence.ts)
+//   stopping  the lease is in doubt, lost, past --max-runtime or a signal came: the task is
+//             told through its AbortSignal, with the grace it has (keeper.ts: stopAfterMs)
+//   lost      a renewal found the lease taken: the task is stopped at once, the loss recorded
+//   finished  the outcome is recorded and the lease released, retried while the lease lasts
+//             (finish.ts: finishWithRetry); the exit code follows one rule (stoppedExitCode)
+import { hostname } from 'node:os';
 import { MAX_AHEAD_MS, measureOffset, monoNow, offsetIsLarge, sleep, stamp, type OffsetMeasurement } from '../clock.js';
 import { isTransientDbError } from '../store/postgres/db-errors.js';
-import { ExitCode, LeasejobError, LeaseUnavailableError, UsageError } from '../errors.js';
+import { LeaseUnavailableError, UsageError } from '../errors.js';
 import { LeaseKeeper, safetyMarginMs, stopAfterMs, type LossReason } from './keeper.js';
 import type { Logger } from '../log.js';
 import type { OutputTail } from './output-tail.js';
 import { runSequenceHeld, type SequenceOptions } from './sequence.js';
-import { ACQUIRE_LOCK_TIMEOUT_MS, EVENT_TIMEOUT_MS, type AcquireInput, type AcquireRow, type FinishInput, type LeaseStore as Store } from '../store/contract.js';
+import { EVENT_TIMEOUT_MS, type AcquireRow, type LeaseStore as Store } from '../store/contract.js';
+import { ACQUIRE_ANSWER_LIMIT_MS, FIRST_ACQUIRE_MIN_MS, unlessAborted, ABANDON_ANSWER_MS, GIVE_UP_SETTLE_MS, SIGNALLED_SETTLE_MS, SIGNALLED_ABANDON_MS, acquireOrAdopt, abandonUnanswered } from './acquire.js';
+import { recordLoss, recordOutput, finishWithRetry, finishDetail, stoppedExitCode, exitCodeOf } from './finish.js';
 
 export type OnBusy = 'skip' | 'wait' | 'fail';
 
@@ -76,92 +89,6 @@ export type RunResult<T> =
   | { status: 'completed'; value: T; generation: string; attempt: number }
   | { status: 'failed'; error: unknown; generation: string; attempt: number; aborted?: AbortReason; released: boolean }
   | { status: 'skipped'; reason: 'busy' | 'done' | 'missed' | 'paused' | 'cancelled'; holder?: string | null; completedAt?: Date | null };
-
-/**
- * The longest an acquisition's answer is waited for (the stop point when sooner): a database
- * this slow is unavailable, and the next trigger tries again.
- */
-const ACQUIRE_ANSWER_LIMIT_MS = 30_000;
-/**
- * With --on-busy wait, what the first acquisition may take past --wait-timeout: the timeout is
- * for waiting on a busy lease, and a database that takes 0.4 s to answer on a busy host (with
- * --wait-timeout 300ms) is slow, not unreachable. Later polls keep within the timeout.
- */
-const FIRST_ACQUIRE_MIN_MS = 2_000;
-
-/** `p`'s value, or undefined as soon as `signal` aborts (`p` is then left to settle unobserved). */
-async function unlessAborted<T>(p: Promise<T>, signal: AbortSignal | undefined): Promise<T | undefined> {
-  if (!signal) return p;
-  if (signal.aborted) {
-    p.catch(() => {});
-    return undefined;
-  }
-  let onAbort: (() => void) | undefined;
-  const aborted = new Promise<undefined>((resolve) => {
-    onAbort = () => resolve(undefined);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-  p.catch(() => {});
-  try {
-    return await Promise.race([p, aborted]);
-  } finally {
-    signal.removeEventListener('abort', onAbort!);
-  }
-}
-
-/** How long giving back the lease of an unanswered acquire waits for its answer. */
-const ABANDON_ANSWER_MS = 1_000;
-/**
- * Before giving back after an acquire given up on, the acquire's own lock wait
- * (ACQUIRE_LOCK_TIMEOUT_MS): it may still be running on the server (a timed-out statement is
- * not cancelled). Asked sooner, the give-back would find nothing and the acquire commit after it.
- */
-const GIVE_UP_SETTLE_MS = ACQUIRE_LOCK_TIMEOUT_MS;
-/** After a signal: how long an acquire in flight may still settle, and the give-back may take. */
-const SIGNALLED_SETTLE_MS = 300;
-const SIGNALLED_ABANDON_MS = 600;
-
-/**
- * acquire(); and when the lease turns out to be held by this very run, that lease, renewed
- * from now. That happens when an earlier acquire of this run committed but its answer never
- * came (timed out, then tried again while waiting): its generation is taken up, with the
- * attempt its window was claimed with, instead of being waited out as a stale owner's.
- */
-async function acquireOrAdopt(store: Store, i: AcquireInput, mayBeOurs: boolean): Promise<AcquireRow & { adopted?: true }> {
-  const started = monoNow();
-  const row = await store.acquire(i);
-  if (!mayBeOurs || !store.adopt || (row.outcome !== 'busy' && row.outcome !== 'stale') || row.holder !== i.owner || row.holderGeneration === null) return row;
-  let took;
-  try {
-    took = await store.adopt({
-      job: i.job, owner: i.owner, generation: row.holderGeneration, window: i.window, ttlMs: i.ttlMs,
-      lockTimeoutMs: ACQUIRE_LOCK_TIMEOUT_MS,
-      answerTimeoutMs: Math.max(250, (i.answerTimeoutMs ?? ACQUIRE_ANSWER_LIMIT_MS) - (monoNow() - started)),
-    });
-  } catch (err) {
-    // The lease row locked (a fenced transaction of ours still open): answered as busy, polled again.
-    if ((err as { code?: unknown }).code === '55P03') return row;
-    throw err;
-  }
-  // Expired in between: ours still, and taken over by the next acquire (no loss recorded).
-  if (!took) return { ...row, outcome: 'stale', expiresAt: row.dbNow };
-  return { ...row, outcome: 'acquired', generation: row.holderGeneration, attempt: took.attempt, dbNow: took.dbNow, adopted: true };
-}
-
-/**
- * After an acquire left unanswered (given up on, or a signal meanwhile): give back the lease it
- * may have taken, so that the next run need not wait it out, nor count it lost. Best effort
- * and bounded: failing that, the lease expires by itself as before.
- */
-async function abandonUnanswered(store: Store, job: string, owner: string, log: Logger, answerTimeoutMs: number): Promise<void> {
-  if (!store.abandon) return;
-  try {
-    const generation = await store.abandon(job, owner, new Date(), answerTimeoutMs);
-    if (generation !== undefined) log.info({ generation }, 'released the lease of an acquire whose answer was lost');
-  } catch (err) {
-    log.debug({ err: (err as Error).message }, 'could not check for the lease of an unanswered acquire');
-  }
-}
 
 /**
  * host:pid:nonce. The nonce tells apart two processes with one host name and pid (a container's
@@ -474,163 +401,4 @@ async function runHeld<T>(
 
   if (ok) return { status: 'completed', value: value as T, generation, attempt };
   return { status: 'failed', error: error ?? new Error('task aborted'), generation, attempt, ...(aborted ? { aborted } : {}), released };
-}
-
-/**
- * A task stopped because the lease could not be kept counts as a lost lease, even when the
- * database answered again before the lease expired (the finish then found it still held, and
- * recorded no loss): the events, and so leasejob_leases_lost_total and the LeasejobLeaseLost
- * alert, say that a child was stopped. Recorded here only when the finish found the lease held
- * (else the finish recorded it, on every schema version: counted once), in the finish's shape;
- * the renewals that failed meanwhile, which could not be recorded while the database was away,
- * are recorded either way. Best effort, bounded, and cut short by a signal: the outcome is
- * recorded already.
- */
-export async function recordLoss(
-  store: Store, lease: { job: string; window: string | undefined; owner: string; generation: string },
-  lostWhileHeld: AbortReason | undefined, failures: { count: number; lastError: string }, answerTimeoutMs: number,
-): Promise<void> {
-  // One after the other, on the runner's one connection; the renewals' failures first, as they came.
-  try {
-    if (failures.count > 0) {
-      await store.recordEvent({ ...lease, kind: 'renew-failed', hostTime: new Date(), detail: { failures: failures.count, last_error: failures.lastError }, answerTimeoutMs });
-    }
-    if (lostWhileHeld !== undefined) {
-      await store.recordEvent({ ...lease, kind: 'lease-lost', hostTime: new Date(), detail: { outcome: 'failed', aborted: lostWhileHeld.kind }, answerTimeoutMs });
-    }
-  } catch {
-    // Evidence only: the outcome is recorded already.
-  }
-}
-
-/** The task's output kept with its window; a failure to is said, and changes nothing else. */
-export async function recordOutput(store: Store, opts: RunOptions, window: string, generation: string, answerTimeoutMs: number, log: Logger): Promise<void> {
-  const output = opts.output?.();
-  if (output === undefined || !store.recordOutput) return;
-  try {
-    const recorded = await unlessAborted(store.recordOutput({ job: opts.name, window, generation, tail: output.tail, bytes: output.bytes, answerTimeoutMs }), opts.signal);
-    if (recorded) log.debug({ generation, bytes: output.bytes, kept: output.tail.length }, 'output recorded');
-    else if (recorded === false) log.warn({ generation }, 'output not recorded: the window has been claimed by another run since');
-  } catch (err) {
-    log.warn({ err: (err as Error).message, generation }, 'could not record the output');
-  }
-}
-
-/** How long recording the outcome may still take once leasejob was told to stop. */
-const FINISH_AFTER_SIGNAL_MS = 2_000;
-
-/**
- * `p`, unless `signal` aborts and `graceMs` more pass first: then a timeout error (transient,
- * as the driver's own). `p` is left to settle unobserved.
- */
-async function withinAfterAbort<T>(p: Promise<T>, signal: AbortSignal | undefined, graceMs: number): Promise<T> {
-  if (!signal) return p;
-  p.catch(() => {});
-  let timer: NodeJS.Timeout | undefined;
-  let onAbort: (() => void) | undefined;
-  const late = new Promise<never>((_, reject) => {
-    const arm = (): void => {
-      timer = setTimeout(() => reject(Object.assign(new Error(`no answer within ${graceMs} ms of the signal to stop`), { code: 'ETIMEDOUT' })), graceMs);
-    };
-    if (signal.aborted) arm();
-    else {
-      onAbort = arm;
-      signal.addEventListener('abort', onAbort, { once: true });
-    }
-  });
-  try {
-    return await Promise.race([p, late]);
-  } finally {
-    clearTimeout(timer);
-    if (onAbort) signal.removeEventListener('abort', onAbort);
-  }
-}
-
-/** Below this much lease left, a retry of finish could not reach the database in time. */
-const FINISH_RETRY_MIN_MS = 300;
-/** How long the last answer to finish is waited for, once the lease may have expired. */
-const FINISH_TIMEOUT_MIN_MS = 5_000;
-
-/**
- * finish() with retries after a transient error (the database restarting, a dropped
- * connection, a timeout) for as long as the lease may still be valid: a successful task's
- * outcome is worth recording instead of leaving its window to a rerun. Safe to repeat: a
- * retry of an attempt that committed finds the lease released by this generation and
- * answers held again (sql/004_finish_retry.sql). Past the lease, the database itself says
- * "not held", so a late retry cannot complete anything.
- */
-export async function finishWithRetry(
-  store: Pick<Store, 'finish'>, input: FinishInput, remainingMs: () => number, log: Logger, signal: AbortSignal | undefined,
-): Promise<{ held: boolean; dbNow: Date }> {
-  for (let tries = 1; ; tries += 1) {
-    // While the lease lasts, an attempt waits for half of what is left: a connection gone
-    // silent leaves time for a retry on a new one (a slow answer is still right: the
-    // database decides whether the lease held when the statement began). Once too little is
-    // left by our conservative reckoning, one last attempt waits FINISH_TIMEOUT_MIN_MS: the
-    // database still decides (its lease may have a little left), and one that is only slow
-    // tells whether an earlier attempt committed (then "held": the run succeeded) or not
-    // ("not held": the lease ran out first).
-    const leftNow = remainingMs();
-    const last = leftNow < 2 * FINISH_RETRY_MIN_MS;
-    try {
-      // Once leasejob is told to stop (SIGTERM: a pod's grace period is running), an answer is
-      // waited for FINISH_AFTER_SIGNAL_MS more at most, and nothing is retried.
-      return await withinAfterAbort(store.finish({ ...input, answerTimeoutMs: last ? FINISH_TIMEOUT_MIN_MS : leftNow / 2 }), signal, FINISH_AFTER_SIGNAL_MS);
-    } catch (err) {
-      if (last || signal?.aborted || !isTransientDbError(err)) throw err;
-      const left = remainingMs();
-      const pauseMs = Math.max(0, Math.min(200 * tries, 1_000, left - FINISH_RETRY_MIN_MS));
-      log.warn({ err: (err as Error).message, tries, remainingMs: Math.round(left) },
-        left - pauseMs < 2 * FINISH_RETRY_MIN_MS ? 'could not record outcome yet; asking once more whether it was recorded' : 'could not record outcome yet; retrying while the lease lasts');
-      await sleep(pauseMs);
-    }
-  }
-}
-
-export function finishDetail(attempt: number, durationMs: number, aborted: string | undefined, offset: OffsetMeasurement | undefined): Record<string, unknown> {
-  return {
-    attempt,
-    duration_ms: Math.round(durationMs),
-    ...(aborted ? { aborted } : {}),
-    // The schema keeps these as integer milliseconds: a host clock 25+ days off would not fit,
-    // and finish() would fail after the child succeeded. Clamped; the log has the real figure.
-    ...(offset ? { offset_ms: clampInt32(offset.offsetMs), uncertainty_ms: clampInt32(offset.uncertaintyMs), offset_large: offsetIsLarge(offset) } : {}),
-  };
-}
-
-/**
- * The exit code of a run leasejob stopped, whatever its child then did (exited, trapped the
- * signal and exited 0, or was SIGKILLed after the grace): 128+N when leasejob was told to stop by
- * signal N (its AbortSignal's reason a signal name, as `leasejob run` gives it), 124 past
- * --max-runtime, 75 when the lease could not be kept. Recorded in the ledger and the
- * window-failed event, and what `leasejob run` exits with, so the three always agree; the
- * child's own status is in the `child exited` log line. Undefined for a run not stopped.
- */
-export function stoppedExitCode(aborted: AbortReason | undefined): number | undefined {
-  switch (aborted?.kind) {
-    case 'lease-lost':
-    case 'deadline':
-    case 'not-due':
-      return ExitCode.leaseLost;
-    case 'max-runtime':
-      return ExitCode.timeout;
-    case 'cancelled': {
-      const n = typeof aborted.reason === 'string' ? osConstants.signals[aborted.reason as NodeJS.Signals] : undefined;
-      return n === undefined ? undefined : 128 + n;
-    }
-    default:
-      return undefined;
-  }
-}
-
-export function exitCodeOf(err: unknown): number | undefined {
-  if (typeof err === 'object' && err !== null && 'childCode' in err) return Number((err as { childCode: unknown }).childCode);
-  // A command that could not be started: 127 or 126, as a shell would report it.
-  if (err instanceof LeasejobError && err.code === 'E_SPAWN') return err.exitCode;
-  return undefined;
-}
-
-const INT32_MAX = 2 ** 31 - 1;
-function clampInt32(x: number): number {
-  return Math.max(-INT32_MAX, Math.min(INT32_MAX, Math.round(x)));
 }

@@ -6,7 +6,8 @@ import { isTransientDbError } from '../store/postgres/db-errors.js';
 import { LeaseUnavailableError } from '../errors.js';
 import { LeaseKeeper, safetyMarginMs, stopAfterMs } from './keeper.js';
 import type { Logger } from '../log.js';
-import { finishDetail, finishWithRetry, recordLoss, recordOutput, exitCodeOf, stoppedExitCode, type AbortReason, type RunOptions, type RunResult, type TaskContext, type WindowClaim } from './runner.js';
+import { finishDetail, finishWithRetry, recordLoss, recordOutput, exitCodeOf, stoppedExitCode } from './finish.js';
+import type { AbortReason, RunOptions, RunResult, TaskContext, WindowClaim } from './runner.js';
 import { EVENT_TIMEOUT_MS, type LeaseStore as Store } from '../store/contract.js';
 
 /** One window of a sequence. */
@@ -276,7 +277,12 @@ export async function runSequenceHeld<T>(
       }
       firstFailure ??= result;
       if (!seq.keepGoing || stopped) {
-        if (index + 1 < total) log.info({ left: total - index - 1 }, 'a window failed: the later windows stay open for the next run');
+        if (index + 1 < total) {
+          // Set by the keeper or a signal meanwhile (closures the narrowing above cannot see).
+          const why = stopped as AbortReason | undefined;
+          if (why) log.info({ left: total - index - 1, stoppedBy: why.kind }, 'stopped: the later windows stay open for the next run');
+          else log.info({ left: total - index - 1 }, 'a window failed: the later windows stay open for the next run');
+        }
         break;
       }
     }

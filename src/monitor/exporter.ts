@@ -37,6 +37,7 @@ function metrics(registry: Registry) {
     runs: rc('leasejob_runs_total', 'finished windows by outcome (completed, failed, missed)'),
     skips: rc('leasejob_busy_skips_total', 'runs that skipped because a live owner held the lease'),
     doneSkips: rc('leasejob_done_skips_total', 'runs that skipped because their window was already completed (late duplicates, a second host)'),
+    pausedSkips: rc('leasejob_paused_skips_total', 'runs that skipped because the job was paused (leasejob pause)'),
     lost: rc('leasejob_leases_lost_total', 'leases lost while running (child stopped)'),
     takeovers: rc('leasejob_stale_takeovers_total', 'leases taken over from a stale (crashed or paused) owner'),
     renewFailures: rc('leasejob_renew_failures_total', 'episodes of failed renewals that later recovered'),
@@ -59,9 +60,9 @@ function metrics(registry: Registry) {
 }
 
 const RUN_KINDS: Record<string, string> = { 'window-completed': 'completed', 'window-failed': 'failed', 'window-missed': 'missed' };
-const PER_JOB: Record<string, 'lost' | 'takeovers' | 'renewFailures' | 'fenceRefusals' | 'notifyFailures'> = {
+const PER_JOB: Record<string, 'lost' | 'takeovers' | 'renewFailures' | 'fenceRefusals' | 'notifyFailures' | 'pausedSkips'> = {
   'lease-lost': 'lost', 'stale-takeover': 'takeovers', 'renew-failed': 'renewFailures', 'fence-refused': 'fenceRefusals',
-  'notify-failed': 'notifyFailures',
+  'notify-failed': 'notifyFailures', 'paused-skip': 'pausedSkips',
 };
 /** The event kinds a scrape exports; the others (acquired, released, ...) are not read. */
 const EXPORTED_KINDS = [...Object.keys(RUN_KINDS), ...Object.keys(PER_JOB), 'busy-skip', 'done-skip', 'clock-jump'];

@@ -130,6 +130,10 @@ describe.each(stores)('leasejob backfill: %s', (kind, store) => {
     ]);
     expect(await store.lease('term')).toEqual({ released: true });
     expect(r.stdout).toContain('stopped by SIGTERM');
+    // Said as a stop, not as a failure of the window.
+    const msgs = logLines(r.stderr).map((l) => l.msg);
+    expect(logLines(r.stderr).find((l) => l.msg === 'stopped: the later windows stay open for the next run'), r.stderr).toMatchObject({ stoppedBy: 'cancelled', left: 2 });
+    expect(msgs).not.toContain('a window failed: the later windows stay open for the next run');
   });
 
   it('refuses bad input with exit 64 and writes nothing', async () => {

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ROOT } from '../helpers/wait.js';
 
-const RUN_PATH = ['src/lease/runner.ts', 'src/lease/sequence.ts', 'src/lease/keeper.ts', 'src/cli/commands/run.ts', 'src/cli/commands/backfill.ts', 'src/clock.ts'];
+const RUN_PATH = ['src/lease/runner.ts', 'src/lease/acquire.ts', 'src/lease/finish.ts', 'src/lease/sequence.ts', 'src/lease/keeper.ts', 'src/cli/commands/run.ts', 'src/cli/commands/backfill.ts', 'src/clock.ts'];
 
 describe('docs/logs.md', () => {
   it('names every fixed message the run path logs', () => {

@@ -11,7 +11,7 @@ import { chooseStore, openStore, type StoreChoice } from '../../store/choice.js'
 import { runWithLease, type RunResult } from '../../lease/runner.js';
 import type { ChildResult } from '../../lease/child.js';
 import type { SequenceWindow, WindowEvent } from '../../lease/sequence.js';
-import type { LeaseStore, WindowStates } from '../../store/contract.js';
+import type { JobRow, LeaseStore, WindowStates } from '../../store/contract.js';
 import { humanMs, renderTable } from '../../monitor/table.js';
 import { typicalInterval } from '../../schedule/cron.js';
 import { TooManyWindows, windowsBetween, type RangeWindow } from '../../schedule/window-range.js';
@@ -120,17 +120,22 @@ const keysOf = (c: BackfillConfig): string[] => c.windows.map((w) => w.key);
 /** A window's state, in words. */
 function stateOf(s: WindowStates['windows'] extends Map<string, infer V> ? V | undefined : never): string {
   if (s === undefined) return 'new';
-  return s.completedAt !== null ? `completed (attempt ${s.attempts})` : s.outcome === 'running' ? 'running or abandoned' : `${s.outcome} (attempt ${s.attempts})`;
+  if (s.outcome === 'running' && s.completedAt === null) return 'running or abandoned';
+  // attempts 0: final without a run (marked by hand, skipped while paused).
+  return s.attempts > 0 ? `${s.outcome} (attempt ${s.attempts})` : s.completedAt !== null ? `${s.outcome} (marked or paused)` : s.outcome;
 }
 
 async function dryRun(c: BackfillConfig, choice: StoreChoice): Promise<number> {
   let store: LeaseStore | undefined;
   try {
     let states: WindowStates['windows'] = new Map();
+    let paused: JobRow['pause'] | undefined;
     try {
       store = await openStore(choice, { existingOnly: true });
       if (!store.readWindows) throw new UsageError(`\`backfill\` is not supported by this store (${store.kind})`);
       states = (await store.readWindows(c.run.name, keysOf(c))).windows;
+      const job = (await store.readJobRows(c.run.name)).rows[0];
+      if (job?.paused) paused = job.pause;
     } catch (err) {
       // No state file yet: nothing has run, every window is new.
       if (!(choice.kind === 'sqlite' && err instanceof DatabaseError && err.code === 'E_STATE_FILE' && /no embedded store/.test(err.message))) throw err;
@@ -144,6 +149,11 @@ async function dryRun(c: BackfillConfig, choice: StoreChoice): Promise<number> {
     });
     process.stdout.write(renderTable(['WINDOW', 'SCHEDULED AT', 'STATE', 'ACTION'], rows));
     process.stdout.write(`${c.windows.length} window(s) of ${c.run.name}: ${toRun} to run, ${c.windows.length - toRun} completed (skipped)${c.rerun || toRun === c.windows.length ? '' : '; --rerun runs them too'}. Dry run: nothing was run or written.\n`);
+    if (paused !== undefined) {
+      const p = paused;
+      process.stdout.write(`The job is paused${p ? ` since ${p.since.toISOString()}${p.by ? ` by ${p.by}` : ''}${p.until ? ` until ${p.until.toISOString()}` : ''}${p.reason ? ` (${p.reason})` : ''}` : ''}: ` +
+        'a backfill now runs nothing (`leasejob resume` first).\n');
+    }
     return 0;
   } catch (err) {
     if (err instanceof LeasejobError) throw err;
@@ -217,8 +227,9 @@ async function runBackfill(c: BackfillConfig, choice: StoreChoice, log: Logger):
       return c.windows.filter((w) => c.rerun || states.get(w.key)?.completedAt == null)
         .map((w) => ({ key: w.key, scheduledAt: w.scheduledAt, rerun: c.rerun, role: 'backfill' as const }));
     };
+    const pending = (await toRun()).length;
     // Nothing left to run: no lease taken.
-    if ((await toRun()).length === 0) {
+    if (pending === 0) {
       process.stdout.write(`backfill ${config.name}: all ${c.windows.length} window(s) completed already; nothing to run (--rerun runs them again).\n`);
       return 0;
     }
@@ -247,11 +258,14 @@ async function runBackfill(c: BackfillConfig, choice: StoreChoice, log: Logger):
     }
     report.end();
     const n = report.counts;
-    const left = Math.max(0, report.total() - n.completed - n.done - n.missed);
+    // Paused (or busy): no lease was taken, nothing planned; what was to run is still open.
+    const notStarted = result.status === 'skipped' && (result.reason === 'paused' || result.reason === 'busy');
+    const left = notStarted ? pending : Math.max(0, report.total() - n.completed - n.done - n.missed);
     const code = exitCodeFor(result, cancel.signal);
     log.info({ completed: n.completed, failed: n.failed, alreadyCompleted: n.done, leftOpen: left, exitCode: code }, 'backfill finished');
     const why = result.status === 'skipped' && result.reason === 'busy' ? ` (the lease is busy: ${result.holder} holds it)`
-      : cancel.signal.aborted ? ` (stopped by ${String(cancel.signal.reason)})` : '';
+      : result.status === 'skipped' && result.reason === 'paused' ? ' (the job is paused: nothing was run; `leasejob status` says why and until when, `leasejob resume` ends it)'
+        : cancel.signal.aborted ? ` (stopped by ${String(cancel.signal.reason)})` : '';
     process.stdout.write(`backfill ${config.name}: ${n.completed} completed, ${n.failed} failed${n.lost > 0 ? `, ${n.lost} lost with the lease` : ''}, ${left} left open${why}${left > 0 ? '; run the same command again to resume' : ''}.\n`);
     return code;
   } catch (err) {

@@ -65,7 +65,9 @@ export function parseUntil(text: string | undefined, hostNow = new Date()): { un
   let ms: number;
   try {
     ms = parseDuration(text, '--until');
-  } catch {
+  } catch (err) {
+    // A duration out of range (0s, 400d) is told as such; anything else was not a duration.
+    if (err instanceof UsageError && /positive|at most/.test(err.message)) throw err;
     throw new UsageError(`Expected \`--until\` to be an ISO-8601 instant with its offset (2026-12-24T08:00:00Z) or a duration (2h, 1d), got ${JSON.stringify(text)}.`);
   }
   if (!(ms > 0) || ms > MAX_PAUSE_MS) throw new UsageError(`Expected \`--until\` as a duration to be from 1ms to 366d, got ${JSON.stringify(text)}.`);

@@ -11,7 +11,8 @@ import { normalizeRunOptions, runSecrets, type RawRunFlags, type RunConfig } fro
 import { TailBuffer } from '../../lease/output-tail.js';
 import type { RunHooks, WindowEnd } from '../../lease/run-hooks.js';
 import { EVENT_TIMEOUT_MS } from '../../store/contract.js';
-import { runWithLease, stoppedExitCode, type AbortReason, type RunResult, type TaskContext } from '../../lease/runner.js';
+import { stoppedExitCode } from '../../lease/finish.js';
+import { runWithLease, type AbortReason, type RunResult, type TaskContext } from '../../lease/runner.js';
 import { typicalInterval } from '../../schedule/cron.js';
 import { chooseStore, openStore, type StoreChoice } from '../../store/choice.js';
 import type { LeaseStore } from '../../store/contract.js';
@@ -83,13 +84,17 @@ export async function runCommand(
       // Each window of a catch-up is reported as it ends, as a run reports its one.
       if (sequence) sequence.onWindow = sequenceReports(supervised.hooks, config.name, supervised, cancel.signal);
     }
+    const runOnce = (seq: SequenceOptions | undefined) => runWithLease(store!, {
+      name: config.name, ttlMs: config.ttlMs, renewIntervalMs: config.renewIntervalMs, killGraceMs: config.killGraceMs,
+      window: config.window, onBusy: config.onBusy, waitTimeoutMs: config.waitTimeoutMs, maxRuntimeMs: config.maxRuntimeMs,
+      signal: cancel.signal, spec: config.spec, sequence: seq, output: () => supervised.tail?.read(),
+    }, (ctx) => superviseChild(config, ctx, databaseUrl, log, supervised), log);
     let result: RunResult<ChildResult>;
     try {
-      result = await runWithLease(store, {
-        name: config.name, ttlMs: config.ttlMs, renewIntervalMs: config.renewIntervalMs, killGraceMs: config.killGraceMs,
-        window: config.window, onBusy: config.onBusy, waitTimeoutMs: config.waitTimeoutMs, maxRuntimeMs: config.maxRuntimeMs,
-        signal: cancel.signal, spec: config.spec, sequence, output: () => supervised.tail?.read(),
-      }, (ctx) => superviseChild(config, ctx, databaseUrl, log, supervised), log);
+      result = await runOnce(sequence);
+      // A sequence's acquire names no window, so a pause written since the read above did not
+      // record this run's own occurrence: acquiring it alone does (skipped, paused).
+      if (sequence && result.status === 'skipped' && result.reason === 'paused' && !cancel.signal.aborted) result = await runOnce(undefined);
     } catch (err) {
       await reportUnfinished(supervised, config.name, err, cancel.signal);
       throw err;
@@ -139,6 +144,8 @@ async function catchUpSequence(store: LeaseStore, config: RunConfig, log: Return
     log.debug({ catchUpMs: settings.windowMs }, 'catch-up: no earlier window open');
     return undefined;
   }
+  // Paused: this run acquires its own window alone, so that its skip records it (see runCommand).
+  if ((await store.readJobRows(config.name)).rows[0]?.paused) return undefined;
   log.info({ toRun: first.run.length, beyondLimit: first.beyondLimit.length, tooOld: first.tooOld.length, catchUpLimit: settings.limit }, 'catch-up: earlier windows open');
   return {
     plan: async (dbNow) => catchUpPlan(await find(dbNow), current, settings, current.maxDelayMs),
