@@ -22,6 +22,17 @@ function dbOptions(cmd: Command): Command {
     .addOption(new Option('--log-level <level>', 'log level (JSON logs on stderr; default info, or LEASEJOB_LOG_LEVEL)').choices(LOG_LEVELS));
 }
 
+/**
+ * What a run tells about each window it runs: the same flags, words and rules for `run` (one
+ * window, or a catch-up's several) and `backfill` (docs/notifications.md).
+ */
+function reportOptions(cmd: Command): Command {
+  return cmd
+    .option('--ping-url <url>', 'healthchecks.io-style ping URL: /start as each window\'s child starts, the URL on success, /<exit status> on failure or a lost lease (or LEASEJOB_PING_URL; a secret, never logged)')
+    .option('--notify-url <url>', 'webhook: a JSON POST for a failed window, a lost lease and missed occurrences (or LEASEJOB_NOTIFY_URL; a secret, never logged)')
+    .option('--record-output [size]', 'keep the last bytes of the child\'s stdout and stderr with each window (default 4KiB when given, at most 64KiB): shown by history, sent with pings and the webhook; may hold secrets the child prints');
+}
+
 type CommandFn = (flags: Record<string, unknown>) => Promise<number>;
 
 /** Resolves after one turn of the event loop (its I/O callbacks included). */
@@ -48,7 +59,7 @@ export function buildProgram(only?: string): Command {
       outputError: (str, write) => write(`leasejob: ${commanderMessage(str)}\n`),
     });
 
-  if (want('run')) dbOptions(
+  if (want('run')) dbOptions(reportOptions(
     program
       .command('run')
       .description('acquire the lease, claim the window, run the command, renew while it runs, record the outcome')
@@ -71,10 +82,7 @@ export function buildProgram(only?: string): Command {
       .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')
       .option('--alert-after <duration>', 'grace after a scheduled tick before `check` and the exporter call its window overdue (default: half the interval, at most 1h)')
       .option('--alert-lookback <duration>', 'how far back `check`, `status` and the exporter report due occurrences that did not complete (default: the longer of 24h and 3 intervals; at most the newest 24 occurrences)')
-      .option('--rerun', 'run an already completed window again')
-      .option('--ping-url <url>', 'healthchecks.io-style ping URL: /start as the child starts, the URL on success, /<exit status> on failure or a lost lease (or LEASEJOB_PING_URL; a secret, never logged)')
-      .option('--notify-url <url>', 'webhook: a JSON POST for a failed window, a lost lease and a missed occurrence (or LEASEJOB_NOTIFY_URL; a secret, never logged)')
-      .option('--record-output [size]', 'keep the last bytes of the child\'s stdout and stderr with the window (default 4KiB when given, at most 64KiB): shown by history, sent with pings and the webhook; may hold secrets the child prints')
+      .option('--rerun', 'run an already completed window again'))
       .option('--catch-up <duration>', 'first run the earlier occurrences of --schedule within this long before this one that never completed, oldest first, each its own window (needs --window-from-schedule)')
       .option('--catch-up-limit <n>', 'with --catch-up: at most this many earlier windows per run (default 10); older ones beyond it are recorded as missed')
       .option('--pass-database-url', 'give the child DATABASE_URL (when a URL configured the store; PG* variables pass anyway) and PGPASSWORD (not passed by default)')
@@ -118,7 +126,7 @@ Example:
       }),
   );
 
-  if (want('backfill')) dbOptions(
+  if (want('backfill')) dbOptions(reportOptions(
     program
       .command('backfill')
       .description('run every occurrence of --schedule from --from to --to, in order, under one lease; completed windows are skipped')
@@ -139,7 +147,7 @@ Example:
       .addOption(new Option('--on-busy <policy>', 'when a live owner holds the lease (a scheduled run)').choices(['skip', 'wait', 'fail']).default('wait'))
       .option('--wait-timeout <duration>', 'with --on-busy wait: give up (exit 75) after this long')
       .option('--max-runtime <duration>', 'stop a window\'s child after this long (exit 124)')
-      .option('--pass-database-url', 'as `run`: give the child DATABASE_URL and PGPASSWORD')
+      .option('--pass-database-url', 'as `run`: give the child DATABASE_URL and PGPASSWORD'))
       .argument('[command...]', 'the command to run for each window, after -- (not needed with --dry-run)')
       .addHelpText('after', `
 Each window runs as \`run\` would run it: its own IDEMPOTENCY_KEY, LEASEJOB_WINDOW,

@@ -213,6 +213,12 @@ export function hookSecrets(urls: ReadonlyArray<string | undefined>): string[] {
   return [...new Set(out.filter((s) => s.length > 0))];
 }
 
+/** What a run's logger masks: the store's secrets, and the ping and webhook URLs when given. */
+export function runSecrets(config: Pick<RunConfig, 'pingUrl' | 'notifyUrl'>, storeSecrets: string[]): string[] {
+  const urls = [config.pingUrl, config.notifyUrl];
+  return urls.some((u) => u !== undefined) ? [...storeSecrets, ...hookSecrets(urls)] : storeSecrets;
+}
+
 /** The most earlier windows one run may catch up (each is a run of the command). */
 export const MAX_CATCH_UP_LIMIT = 1_000;
 export const DEFAULT_CATCH_UP_LIMIT = 10;

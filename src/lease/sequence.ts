@@ -34,13 +34,26 @@ export interface SequencePlan {
  * work plugs in (progress, pings, notifications). An error thrown here is logged and ignored.
  */
 export type WindowEvent =
-  | { phase: 'planned'; total: number; missed: number }
+  | {
+    phase: 'planned'; total: number; missed: number;
+    /** The occurrences recorded missed before the first window, by reason, with how many were (recordMissed's count). */
+    missedGroups: Array<MissedGroup & { count: number }>;
+  }
   | { phase: 'start'; index: number; total: number; window: SequenceWindow; attempt: number; generation: string }
   | {
     phase: 'end'; index: number; total: number; window: SequenceWindow; generation: string;
-    /** done: completed already (not run); missed: past the max delay (not run); not-due: ahead of the database clock (the sequence stops). */
-    outcome: 'completed' | 'failed' | 'done' | 'missed' | 'not-due';
+    /**
+     * done: completed already (not run); missed: past the max delay (not run); not-due: ahead of
+     * the database clock; lost: the lease was found gone at the claim or the finish, or the
+     * outcome could not be recorded (not recorded; the sequence stops after not-due and lost).
+     */
+    outcome: 'completed' | 'failed' | 'done' | 'missed' | 'not-due' | 'lost';
     attempt?: number | undefined; durationMs?: number | undefined; exitCode?: number | undefined; error?: unknown;
+    /**
+     * This window's result, as runWithLease would return it for this window alone: what its
+     * reports say (the ping's exit status, lost or failed), one window at a time.
+     */
+    result: RunResult<unknown>;
   };
 
 export interface SequenceOptions {
@@ -139,6 +152,7 @@ export async function runSequenceHeld<T>(
   try {
     const plan: SequencePlan = stopped ? { run: [] } : await seq.plan(dbNowAt());
     let missedCount = 0;
+    const missedGroups: Array<MissedGroup & { count: number }> = [];
     for (const group of plan.missed ?? []) {
       if (stopped || group.windows.length === 0) continue;
       const n = await store.recordMissed!({ job: opts.name, owner, generation, windows: group.windows, reason: group.reason, hostTime: new Date() });
@@ -148,12 +162,13 @@ export async function runSequenceHeld<T>(
         break;
       }
       missedCount += n;
+      if (n > 0) missedGroups.push({ ...group, count: n });
       log.warn({
         count: n, reason: group.reason, oldest: group.windows[0]!.key, newest: group.windows.at(-1)!.key, ...group.fields,
       }, group.reason === 'max-delay' ? 'occurrences older than --max-delay recorded as missed' : 'occurrences beyond --catch-up-limit recorded as missed');
     }
     const total = plan.run.length;
-    await tell({ phase: 'planned', total, missed: missedCount });
+    await tell({ phase: 'planned', total, missed: missedCount, missedGroups });
 
     for (const [index, w] of plan.run.entries()) {
       if (stopped) break;
@@ -162,11 +177,12 @@ export async function runSequenceHeld<T>(
       if (aheadMs > MAX_AHEAD_MS) {
         const detail = `occurrence ${w.scheduledAt!.toISOString()} is ${Math.round(aheadMs / 1000)} s ahead of the database clock`;
         wlog.error({ generation, scheduledAt: w.scheduledAt, aheadMs: Math.round(aheadMs) }, 'occurrence not due by the database clock: not started, window left open');
-        firstFailure ??= {
+        const notDue: RunResult<T> = {
           status: 'failed', error: new LeaseUnavailableError(`not started: ${detail}; check this host's clock (NTP)`, 'E_NOT_DUE'), generation, attempt: 1,
           aborted: { kind: 'not-due', detail, graceMs: 0 }, released: false,
         };
-        await tell({ phase: 'end', index, total, window: w, generation, outcome: 'not-due' });
+        firstFailure ??= notDue;
+        await tell({ phase: 'end', index, total, window: w, generation, outcome: 'not-due', result: notDue });
         break;
       }
       const claim = await claimWindow({
@@ -176,17 +192,19 @@ export async function runSequenceHeld<T>(
       if (claim.outcome === 'not-held') {
         gone = true;
         wlog.warn({ generation }, 'lease was no longer held at claim; the rest of the windows stay open');
-        firstFailure ??= lostResult('not held at claim');
+        const lost = lostResult('not held at claim');
+        firstFailure ??= lost;
+        await tell({ phase: 'end', index, total, window: w, generation, outcome: 'lost', result: lost });
         break;
       }
       if (claim.outcome === 'done') {
         wlog.info({ completedAt: claim.completedAt }, 'window already completed');
-        await tell({ phase: 'end', index, total, window: w, generation, outcome: 'done' });
+        await tell({ phase: 'end', index, total, window: w, generation, outcome: 'done', result: { status: 'skipped', reason: 'done', completedAt: claim.completedAt } });
         continue;
       }
       if (claim.outcome === 'missed') {
         wlog.warn({ scheduledAt: w.scheduledAt, maxDelayMs: w.maxDelayMs }, 'window missed');
-        await tell({ phase: 'end', index, total, window: w, generation, outcome: 'missed' });
+        await tell({ phase: 'end', index, total, window: w, generation, outcome: 'missed', result: { status: 'skipped', reason: 'missed' } });
         continue;
       }
       const attempt = claim.attempt ?? 1;
@@ -234,23 +252,30 @@ export async function runSequenceHeld<T>(
           ? 'could not learn whether the outcome was recorded; if it was not, the lease expires by itself'
           : 'could not record outcome; the lease expires by itself');
         gone = true;
-        firstFailure ??= { status: 'failed', error: ok ? err : error, generation, attempt, released: false, ...(win.aborted ? { aborted: win.aborted } : {}) };
+        const unknown: RunResult<T> = { status: 'failed', error: ok ? err : error, generation, attempt, released: false, ...(win.aborted ? { aborted: win.aborted } : {}) };
+        firstFailure ??= unknown;
+        await tell({ phase: 'end', index, total, window: w, generation, outcome: 'lost', attempt, durationMs, exitCode, error, result: unknown });
         break;
       }
       if (!r.held) {
         gone = true;
         wlog.warn({ generation }, 'lease was no longer held at finish; outcome not recorded');
-        firstFailure ??= win.aborted ? { status: 'failed', error: error ?? new Error('task aborted'), generation, attempt, aborted: win.aborted, released: false } : lostResult('not held at finish');
+        const lost: RunResult<T> = win.aborted ? { status: 'failed', error: error ?? new Error('task aborted'), generation, attempt, aborted: win.aborted, released: false } : lostResult('not held at finish');
+        firstFailure ??= lost;
+        await tell({ phase: 'end', index, total, window: w, generation, outcome: 'lost', attempt, durationMs, exitCode, error, result: lost });
         break;
       }
       // A failure at warn, as runner.ts says it (a crontab's --log-level warn prints it).
       wlog[ok ? 'info' : 'warn']({ generation, attempt, outcome, ...(ok ? {} : { exitCode }) }, ok ? 'window completed' : 'window left open');
-      await tell({ phase: 'end', index, total, window: w, generation, outcome, attempt, durationMs, exitCode, error });
-      if (ok) {
-        lastCompleted = { status: 'completed', value: value as T, generation, attempt };
+      const result: RunResult<T> = ok
+        ? { status: 'completed', value: value as T, generation, attempt }
+        : { status: 'failed', error: error ?? new Error('task aborted'), generation, attempt, released: false, ...(win.aborted ? { aborted: win.aborted } : {}) };
+      await tell({ phase: 'end', index, total, window: w, generation, outcome, attempt, durationMs, exitCode, error, result });
+      if (result.status === 'completed') {
+        lastCompleted = result;
         continue;
       }
-      firstFailure ??= { status: 'failed', error: error ?? new Error('task aborted'), generation, attempt, released: false, ...(win.aborted ? { aborted: win.aborted } : {}) };
+      firstFailure ??= result;
       if (!seq.keepGoing || stopped) {
         if (index + 1 < total) {
           // Set by the keeper or a signal meanwhile (closures the narrowing above cannot see).

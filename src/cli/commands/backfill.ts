@@ -6,16 +6,17 @@ import { parseIsoOffset } from '../../schedule/duration.js';
 import { passwordFileWarnings } from '../../store/postgres/connection.js';
 import { DatabaseError, LeasejobError, UsageError } from '../../errors.js';
 import { createLogger, type Logger } from '../../log.js';
-import { normalizeRunOptions, parseCount, type RawRunFlags, type RunConfig } from '../options.js';
+import { normalizeRunOptions, parseCount, runSecrets, type RawRunFlags, type RunConfig } from '../options.js';
 import { chooseStore, openStore, type StoreChoice } from '../../store/choice.js';
-import { runWithLease } from '../../lease/runner.js';
+import { runWithLease, type RunResult } from '../../lease/runner.js';
+import type { ChildResult } from '../../lease/child.js';
 import type { SequenceWindow, WindowEvent } from '../../lease/sequence.js';
 import type { JobRow, LeaseStore, WindowStates } from '../../store/contract.js';
 import { humanMs, renderTable } from '../../monitor/table.js';
 import { typicalInterval } from '../../schedule/cron.js';
 import { TooManyWindows, windowsBetween, type RangeWindow } from '../../schedule/window-range.js';
 import { storeError } from './admin.js';
-import { exitCodeFor, superviseChild } from './run.js';
+import { exitCodeFor, loadHooks, reportUnfinished, sequenceReports, settleRun, superviseChild, type Supervised } from './run.js';
 
 export interface RawBackfillFlags extends RawRunFlags {
   from?: string;
@@ -109,7 +110,7 @@ export function normalizeBackfillOptions(flags: RawBackfillFlags, command: strin
 export async function backfillCommand(flags: RawBackfillFlags, command: string[]): Promise<number> {
   const c = normalizeBackfillOptions(flags, command);
   const choice = chooseStore({ databaseUrl: c.run.databaseUrl, schema: flags.schema, stateFile: flags.stateFile, requireShared: flags.requireShared });
-  const log = createLogger(c.run.logLevel, choice.secrets);
+  const log = createLogger(c.run.logLevel, runSecrets(c.run, choice.secrets));
   passwordFileWarnings.sendTo((message) => log.warn(message));
   return c.dryRun ? dryRun(c, choice) : runBackfill(c, choice, log);
 }
@@ -165,7 +166,7 @@ async function dryRun(c: BackfillConfig, choice: StoreChoice): Promise<number> {
 /** Progress: a line rewritten in place on a terminal, else one log line per occurrence. */
 function progress(log: Logger, tty: boolean) {
   const started = monoNow();
-  const counts = { completed: 0, failed: 0, done: 0, missed: 0, 'not-due': 0 };
+  const counts = { completed: 0, failed: 0, done: 0, missed: 0, 'not-due': 0, lost: 0 };
   let total = 0;
   let finished = 0;
   let drawn = false;
@@ -208,7 +209,8 @@ async function runBackfill(c: BackfillConfig, choice: StoreChoice, log: Logger):
   const config = c.run;
   const databaseUrl = choice.kind === 'postgresql' ? choice.source.connectionString : undefined;
   const cancel = new AbortController();
-  const supervised = { childRunning: false, childStarted: false, sharedStore: choice.kind === 'postgresql' };
+  const supervised: Supervised = { childRunning: false, childStarted: false, sharedStore: choice.kind === 'postgresql' };
+  const pendingReports: Array<Promise<unknown>> = [];
   const onSignal = (sig: NodeJS.Signals): void => {
     log.warn({ signal: sig }, supervised.childRunning ? 'signal received, stopping child' : 'signal received');
     cancel.abort(sig);
@@ -232,13 +234,28 @@ async function runBackfill(c: BackfillConfig, choice: StoreChoice, log: Logger):
       return 0;
     }
     log.info({ windows: c.windows.length, from: c.windows[0]!.key, to: c.windows.at(-1)!.key, rerun: c.rerun, keepGoing: c.keepGoing }, 'backfill planned');
-    const result = await runWithLease(store, {
-      name: config.name, ttlMs: config.ttlMs, renewIntervalMs: config.renewIntervalMs, killGraceMs: config.killGraceMs,
-      onBusy: config.onBusy, waitTimeoutMs: config.waitTimeoutMs, maxRuntimeMs: config.maxRuntimeMs, signal: cancel.signal,
-      // The registry is left as the job's own runs record it.
-      spec: undefined,
-      sequence: { plan: async () => ({ run: await toRun() }), keepGoing: c.keepGoing, detail: { backfill: true }, onWindow: (e) => report.onWindow(e) },
-    }, (ctx) => superviseChild(config, ctx, databaseUrl, log, supervised), log);
+    // --ping-url, --notify-url: each window reported as it ends, as `run --catch-up` does.
+    if (config.pingUrl !== undefined || config.notifyUrl !== undefined) supervised.hooks = await loadHooks(config, store, log, pendingReports, supervised);
+    const tell = supervised.hooks ? sequenceReports(supervised.hooks, config.name, supervised, cancel.signal) : undefined;
+    let result: RunResult<ChildResult>;
+    try {
+      result = await runWithLease(store, {
+        name: config.name, ttlMs: config.ttlMs, renewIntervalMs: config.renewIntervalMs, killGraceMs: config.killGraceMs,
+        onBusy: config.onBusy, waitTimeoutMs: config.waitTimeoutMs, maxRuntimeMs: config.maxRuntimeMs, signal: cancel.signal,
+        // The registry is left as the job's own runs record it.
+        spec: undefined, output: () => supervised.tail?.read(),
+        sequence: {
+          plan: async () => ({ run: await toRun() }), keepGoing: c.keepGoing, detail: { backfill: true },
+          onWindow: async (e) => {
+            report.onWindow(e);
+            await tell?.(e);
+          },
+        },
+      }, (ctx) => superviseChild(config, ctx, databaseUrl, log, supervised), log);
+    } catch (err) {
+      await reportUnfinished(supervised, config.name, err, cancel.signal);
+      throw err;
+    }
     report.end();
     const n = report.counts;
     // Paused (or busy): no lease was taken, nothing planned; what was to run is still open.
@@ -249,7 +266,7 @@ async function runBackfill(c: BackfillConfig, choice: StoreChoice, log: Logger):
     const why = result.status === 'skipped' && result.reason === 'busy' ? ` (the lease is busy: ${result.holder} holds it)`
       : result.status === 'skipped' && result.reason === 'paused' ? ' (the job is paused: nothing was run; `leasejob status` says why and until when, `leasejob resume` ends it)'
         : cancel.signal.aborted ? ` (stopped by ${String(cancel.signal.reason)})` : '';
-    process.stdout.write(`backfill ${config.name}: ${n.completed} completed, ${n.failed} failed, ${left} left open${why}${left > 0 ? '; run the same command again to resume' : ''}.\n`);
+    process.stdout.write(`backfill ${config.name}: ${n.completed} completed, ${n.failed} failed${n.lost > 0 ? `, ${n.lost} lost with the lease` : ''}, ${left} left open${why}${left > 0 ? '; run the same command again to resume' : ''}.\n`);
     return code;
   } catch (err) {
     report.end();
@@ -257,6 +274,7 @@ async function runBackfill(c: BackfillConfig, choice: StoreChoice, log: Logger):
     throw storeError(err, choice) ?? err;
   } finally {
     for (const s of FORWARDED) process.off(s, onSignal);
+    await settleRun(supervised, pendingReports);
     await store?.close(cancel.signal.aborted ? 250 : undefined);
   }
 }

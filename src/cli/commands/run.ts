@@ -7,7 +7,7 @@ import { MAX_TIMER_MS } from '../../schedule/duration.js';
 import { ExitCode, LeasejobError, UsageError } from '../../errors.js';
 import { createLogger } from '../../log.js';
 import { safetyMarginMs } from '../../lease/keeper.js';
-import { hookSecrets, normalizeRunOptions, type RawRunFlags, type RunConfig } from '../options.js';
+import { normalizeRunOptions, runSecrets, type RawRunFlags, type RunConfig } from '../options.js';
 import { TailBuffer } from '../../lease/output-tail.js';
 import type { RunHooks, WindowEnd } from '../../lease/run-hooks.js';
 import { EVENT_TIMEOUT_MS } from '../../store/contract.js';
@@ -18,7 +18,7 @@ import { chooseStore, openStore, type StoreChoice } from '../../store/choice.js'
 import type { LeaseStore } from '../../store/contract.js';
 import { Reach, noteReach } from '../../startup/start-reach.js';
 import { catchUpPlan, earlierWindows, findCatchUp, isEmpty } from '../../lease/catch-up.js';
-import type { SequenceOptions } from '../../lease/sequence.js';
+import type { MissedGroup, SequenceOptions, WindowEvent } from '../../lease/sequence.js';
 import { storeError } from './admin.js';
 
 /** How long closing the connection may take once a signal told leasejob to stop. */
@@ -58,8 +58,7 @@ export async function runCommand(
     void early?.store.then((s) => s.close(), () => {});
     throw err;
   }
-  const hookUrls = [config.pingUrl, config.notifyUrl];
-  const log = createLogger(config.logLevel, hookUrls.some((u) => u !== undefined) ? [...choice.secrets, ...hookSecrets(hookUrls)] : choice.secrets);
+  const log = createLogger(config.logLevel, runSecrets(config, choice.secrets));
   passwordFileWarnings.sendTo((message) => log.warn(message));
   const databaseUrl = choice.kind === 'postgresql' ? choice.source.connectionString : undefined;
 
@@ -80,7 +79,11 @@ export async function runCommand(
     log.info({ store: store.kind, location: store.location, occurrence: config.window?.source }, 'using store');
     warnIfLateWallClock(config, log);
     const sequence = await catchUpSequence(store, config, log);
-    if (config.pingUrl !== undefined || config.notifyUrl !== undefined) supervised.hooks = await loadHooks(config, store, log, pendingReports, () => supervised.ctx?.owner);
+    if (config.pingUrl !== undefined || config.notifyUrl !== undefined) {
+      supervised.hooks = await loadHooks(config, store, log, pendingReports, supervised);
+      // Each window of a catch-up is reported as it ends, as a run reports its one.
+      if (sequence) sequence.onWindow = sequenceReports(supervised.hooks, config.name, supervised, cancel.signal);
+    }
     const runOnce = (seq: SequenceOptions | undefined) => runWithLease(store!, {
       name: config.name, ttlMs: config.ttlMs, renewIntervalMs: config.renewIntervalMs, killGraceMs: config.killGraceMs,
       window: config.window, onBusy: config.onBusy, waitTimeoutMs: config.waitTimeoutMs, maxRuntimeMs: config.maxRuntimeMs,
@@ -93,10 +96,7 @@ export async function runCommand(
       // record this run's own occurrence: acquiring it alone does (skipped, paused).
       if (sequence && result.status === 'skipped' && result.reason === 'paused' && !cancel.signal.aborted) result = await runOnce(undefined);
     } catch (err) {
-      // A start was pinged: its end is too (healthchecks.io would otherwise wait for its timeout).
-      if (supervised.hooks && supervised.childStarted) {
-        await supervised.hooks.finished(windowEnd(windowOf(config), supervised, 'failed', err instanceof LeasejobError ? err.exitCode : ExitCode.internal), cancel.signal);
-      }
+      await reportUnfinished(supervised, config.name, err, cancel.signal);
       throw err;
     }
     noteReach(supervised.childStarted ? Reach.whole : result.status === 'skipped' ? Reach.answered : Reach.none);
@@ -107,9 +107,10 @@ export async function runCommand(
     } catch (err) {
       failure = err;
     }
-    if (supervised.hooks) {
+    // A sequence reported each window as it ended (sequenceReports).
+    if (supervised.hooks && (sequence === undefined || supervised.endPending)) {
       const t = monoNow();
-      await report(supervised.hooks, windowOf(config), supervised, result, code, cancel.signal);
+      await report(supervised.hooks, sequence ? windowOfRun(supervised, config.name) : windowOf(config), supervised, result, code, cancel.signal);
       log.debug({ durationMs: Math.round(monoNow() - t) }, 'reports sent');
     }
     if (failure !== undefined) throw failure;
@@ -119,11 +120,7 @@ export async function runCommand(
     throw storeError(err, choice) ?? err;
   } finally {
     for (const s of FORWARDED) process.off(s, onSignal);
-    // The failed pings' events, before the store closes (each bounded by its own timeout).
-    await Promise.all(pendingReports);
-    // What the child wrote, on its way to our stdout and stderr (--record-output): a reader
-    // that never reads cannot hold the exit for long.
-    await supervised.child?.outputFlushed(OUTPUT_FLUSH_LIMIT_MS);
+    await settleRun(supervised, pendingReports);
     // Told to stop: a statement still waiting on a silent connection is not waited for long.
     await store?.close(cancel.signal.aborted ? CLOSE_AFTER_SIGNAL_MS : undefined);
   }
@@ -199,6 +196,25 @@ export interface Supervised {
   startedAt?: Date | undefined;
   ctx?: TaskContext | undefined;
   result?: ChildResult | undefined;
+  /** The current window's start was pinged and its end not yet reported. */
+  endPending?: boolean | undefined;
+}
+
+/**
+ * Before the store closes: the failed pings' events (each bounded by its own timeout), and what
+ * the child wrote, on its way to our stdout and stderr (--record-output: a reader that never
+ * reads cannot hold the exit for long).
+ */
+export async function settleRun(s: Supervised, pendingReports: Array<Promise<unknown>>): Promise<void> {
+  await Promise.all(pendingReports);
+  await s.child?.outputFlushed(OUTPUT_FLUSH_LIMIT_MS);
+}
+
+/** runWithLease threw while a window's start was pinged: its end is reported too (healthchecks.io would otherwise wait for its timeout). */
+export async function reportUnfinished(s: Supervised, job: string, err: unknown, signal: AbortSignal): Promise<void> {
+  if (!s.hooks || !s.endPending) return;
+  s.endPending = false;
+  await s.hooks.finished(windowEnd(windowOfRun(s, job), s, 'failed', err instanceof LeasejobError ? err.exitCode : ExitCode.internal), signal);
 }
 
 /** How long the child's output may still take to reach our stdout and stderr once it has exited. */
@@ -207,13 +223,13 @@ const OUTPUT_FLUSH_LIMIT_MS = 10_000;
 const OUTPUT_CLOSE_LIMIT_MS = 1_000;
 
 /** The ping and webhook module, only when a URL is given: a failed request is a warning and a counted event. */
-async function loadHooks(config: RunConfig, store: LeaseStore, log: ReturnType<typeof createLogger>, pending: Array<Promise<unknown>>, owner: () => string | undefined): Promise<RunHooks> {
+export async function loadHooks(config: RunConfig, store: LeaseStore, log: ReturnType<typeof createLogger>, pending: Array<Promise<unknown>>, s: Supervised): Promise<RunHooks> {
   const { RunHooks } = await import('../../lease/run-hooks.js');
   const { packageVersion } = await import('../../package-root.js');
   return new RunHooks({ pingUrl: config.pingUrl, notifyUrl: config.notifyUrl, userAgent: `leasejob/${packageVersion()}` }, (f) => {
     log.warn({ target: f.target, stage: f.stage, err: f.error }, f.target === 'ping' ? 'ping failed' : 'notification failed');
     pending.push(store.recordEvent({
-      job: config.name, kind: 'notify-failed', window: config.window?.key, owner: owner(), hostTime: new Date(),
+      job: config.name, kind: 'notify-failed', window: s.ctx?.window ?? config.window?.key, owner: s.ctx?.owner, hostTime: new Date(),
       detail: { target: f.target, stage: f.stage, error: f.error }, answerTimeoutMs: EVENT_TIMEOUT_MS,
     }).catch(() => {}));
   });
@@ -227,6 +243,8 @@ export interface ReportedWindow {
 }
 
 const windowOf = (config: RunConfig): ReportedWindow => ({ job: config.name, window: config.window?.key, scheduledAt: config.window?.scheduledAt });
+/** The window the child was last started for (a sequence's). */
+const windowOfRun = (s: Supervised, job: string): ReportedWindow => ({ job, window: s.ctx?.window, scheduledAt: s.ctx?.scheduledAt });
 
 function windowEnd(w: ReportedWindow, s: Supervised, outcome: WindowEnd['outcome'], exitCode: number | undefined): WindowEnd {
   return {
@@ -243,6 +261,7 @@ function windowEnd(w: ReportedWindow, s: Supervised, outcome: WindowEnd['outcome
  * Called once per window that runWithLease handled (superviseChild has sent its start).
  */
 export async function report(hooks: RunHooks, w: ReportedWindow, s: Supervised, result: RunResult<ChildResult>, code: number | undefined, signal: AbortSignal): Promise<void> {
+  s.endPending = false;
   let outcome: WindowEnd['outcome'];
   if (result.status === 'completed') outcome = 'completed';
   else if (result.status === 'skipped') {
@@ -253,20 +272,62 @@ export async function report(hooks: RunHooks, w: ReportedWindow, s: Supervised, 
     outcome = kind === 'lease-lost' || kind === 'deadline' ? 'lost' : 'failed';
   }
   // A missed window never reached superviseChild: nothing of the supervision is its.
-  await hooks.finished(windowEnd(w, outcome === 'missed' ? { childRunning: false, childStarted: false, sharedStore: s.sharedStore } : s, outcome, code), signal);
+  await hooks.finished(windowEnd(w, outcome === 'missed' ? unsupervised(s) : s, outcome, code), signal);
+}
+
+const unsupervised = (s: Supervised): Supervised => ({ childRunning: false, childStarted: false, sharedStore: s.sharedStore });
+
+/**
+ * The reports of a sequence (run --catch-up, backfill), given to it as onWindow: each window's
+ * end as `run` reports its one window, awaited before the next window starts (a check sees
+ * start, end, start, end, each pair with its own run id); the occurrences recorded missed before
+ * the first window, one webhook POST per reason (at most two per run, whatever their number).
+ */
+export function sequenceReports(hooks: RunHooks, job: string, s: Supervised, signal: AbortSignal): (e: WindowEvent) => Promise<void> {
+  return async (e) => {
+    if (e.phase === 'planned') {
+      await Promise.all(e.missedGroups.map((g) => hooks.finished(missedBatch(job, g), signal)));
+      return;
+    }
+    if (e.phase !== 'end') return;
+    const result = e.result as RunResult<ChildResult>;
+    let code: number | undefined;
+    try {
+      code = exitCodeFor(result, signal);
+    } catch {
+      code = undefined;
+    }
+    // A window that never reached superviseChild (not due, the lease gone at its claim) has
+    // nothing of the previous window's supervision.
+    const ran = s.ctx?.window === e.window.key;
+    await report(hooks, { job, window: e.window.key, scheduledAt: e.window.scheduledAt }, ran ? s : unsupervised(s), result, code, signal);
+    s.endPending = false;
+  };
+}
+
+/** The webhook's report of occurrences recorded missed together: named by the newest, with the range and the count. */
+function missedBatch(job: string, g: MissedGroup & { count: number }): WindowEnd {
+  const oldest = g.windows[0]!;
+  const newest = g.windows.at(-1)!;
+  return {
+    job, window: newest.key, scheduledAt: newest.scheduledAt, outcome: 'missed', finishedAt: new Date(),
+    missed: { reason: g.reason, count: g.count, oldest, newest },
+  };
 }
 
 export async function superviseChild(
   config: RunConfig, ctx: TaskContext, databaseUrl: string | undefined, log: ReturnType<typeof createLogger>, supervised: Supervised,
 ): Promise<ChildResult> {
-  // The lease may have been lost (or its stop point passed) while we got here: never start then.
-  ctx.signal.throwIfAborted();
-  let child: ChildHandle;
-  // This window's, from here: nothing of an earlier window's (backfill, --catch-up) is reported with it.
+  // This window's, from here: nothing of an earlier window's (backfill, --catch-up) is reported
+  // or recorded with it, even when it never starts.
   supervised.ctx = ctx;
   supervised.startedAt = undefined;
   supervised.result = undefined;
+  supervised.tail = undefined;
+  // The lease may have been lost (or its stop point passed) while we got here: never start then.
+  ctx.signal.throwIfAborted();
   supervised.tail = config.recordOutputBytes !== undefined ? new TailBuffer(config.recordOutputBytes) : undefined;
+  let child: ChildHandle;
   try {
     child = await startChild(config.command, config.args, { env: childEnv(config, ctx, databaseUrl, supervised.sharedStore), capture: supervised.tail });
   } catch (err) {
@@ -279,6 +340,7 @@ export async function superviseChild(
   supervised.childStarted = true;
   supervised.child = child;
   supervised.startedAt = new Date();
+  supervised.endPending = supervised.hooks !== undefined;
   supervised.hooks?.started({ job: config.name, window: ctx.window, scheduledAt: ctx.scheduledAt, attempt: ctx.attempt, generation: ctx.fenceToken, owner: ctx.owner });
   // After SIGKILL, the group's last members are waited for within the margin kept before expiry.
   const settleMs = safetyMarginMs(config.ttlMs);

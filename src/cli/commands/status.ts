@@ -10,6 +10,7 @@ import { replicationProblems, type ReplicationReport } from '../../replication.j
 import type { HistoryEvent, LeaseStore, WindowOutput } from '../../store/contract.js';
 import { unknownJob, withStore, type DbFlags } from './admin.js';
 import { Reach, noteReach } from '../../startup/start-reach.js';
+import { visibleControls } from '../terminal-text.js';
 
 /** readJobStates() reads the job rows and the due-window judgement side by side. */
 const JOB_STATES_POOL = 2;
@@ -89,12 +90,14 @@ export async function historyCommand(flags: DbFlags & { name?: string; limit?: s
       }
       out(renderTable(
         ['SEQ', 'DB TIME', 'KIND', 'WINDOW', 'GEN', 'OWNER', 'DETAIL'],
-        events.map((e) => [e.seq, e.dbTime.toISOString(), e.kind, e.window ?? '-', e.generation ?? '-', e.owner ?? '-', Object.keys(e.detail).length ? JSON.stringify(e.detail) : '']),
+        // JSON escapes C0 controls, not C1 ones or bidirectional overrides (a --reason, a host name).
+        events.map((e) => [e.seq, e.dbTime.toISOString(), e.kind, e.window ?? '-', e.generation ?? '-', visibleControls(e.owner ?? '-'), Object.keys(e.detail).length ? visibleControls(JSON.stringify(e.detail)) : '']),
       ));
       for (const [e, o] of outputs) {
         const kept = o.tail.length < o.bytes ? `the last ${o.tail.length} of ${o.bytes} bytes` : `${o.bytes} bytes`;
         out(`\noutput of window ${e.window}, generation ${o.generation} (seq ${e.seq}, attempt ${o.attempt}, ${e.kind}), ${kept}:\n`);
-        const text = o.tail.toString('utf8');
+        // What the child printed, escape sequences included, must not act on this terminal.
+        const text = visibleControls(o.tail.toString('utf8'));
         out(text.endsWith('\n') || text === '' ? text : `${text}\n`);
       }
     }
