@@ -14,7 +14,7 @@ describe('docs/logs.md', () => {
       const text = readFileSync(path.join(ROOT, file), 'utf8');
       // The message is the call's last argument, or either branch of a ternary there.
       for (const call of text.matchAll(/log\.(?:trace|debug|info|warn|error)\(([\s\S]*?)\);/g)) {
-        for (const m of call[1]!.matchAll(/'([a-z][^']*)'\s*(?=$|:\s*')/g)) messages.add(m[1]!);
+        for (const m of call[1]!.matchAll(/'([a-z][^']*)'\s*(?=,?\s*$|:\s*')/g)) messages.add(m[1]!);
       }
     }
     expect(messages.size).toBeGreaterThan(20);
