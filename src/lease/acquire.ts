@@ -2,7 +2,12 @@
 // bounded waits for its answer, and giving back the lease of an acquire whose answer was lost.
 import { monoNow } from '../clock.js';
 import type { Logger } from '../log.js';
-import { ACQUIRE_LOCK_TIMEOUT_MS, type AcquireInput, type AcquireRow, type LeaseStore as Store } from '../store/contract.js';
+import {
+  ACQUIRE_LOCK_TIMEOUT_MS,
+  type AcquireInput,
+  type AcquireRow,
+  type LeaseStore as Store,
+} from '../store/contract.js';
 
 /**
  * The longest an acquisition's answer is waited for (the stop point when sooner): a database
@@ -54,14 +59,29 @@ export const SIGNALLED_ABANDON_MS = 600;
  * came (timed out, then tried again while waiting): its generation is taken up, with the
  * attempt its window was claimed with, instead of being waited out as a stale owner's.
  */
-export async function acquireOrAdopt(store: Store, i: AcquireInput, mayBeOurs: boolean): Promise<AcquireRow & { adopted?: true }> {
+export async function acquireOrAdopt(
+  store: Store,
+  i: AcquireInput,
+  mayBeOurs: boolean,
+): Promise<AcquireRow & { adopted?: true }> {
   const started = monoNow();
   const row = await store.acquire(i);
-  if (!mayBeOurs || !store.adopt || (row.outcome !== 'busy' && row.outcome !== 'stale') || row.holder !== i.owner || row.holderGeneration === null) return row;
+  if (
+    !mayBeOurs ||
+    !store.adopt ||
+    (row.outcome !== 'busy' && row.outcome !== 'stale') ||
+    row.holder !== i.owner ||
+    row.holderGeneration === null
+  )
+    return row;
   let took;
   try {
     took = await store.adopt({
-      job: i.job, owner: i.owner, generation: row.holderGeneration, window: i.window, ttlMs: i.ttlMs,
+      job: i.job,
+      owner: i.owner,
+      generation: row.holderGeneration,
+      window: i.window,
+      ttlMs: i.ttlMs,
       lockTimeoutMs: ACQUIRE_LOCK_TIMEOUT_MS,
       answerTimeoutMs: Math.max(250, (i.answerTimeoutMs ?? ACQUIRE_ANSWER_LIMIT_MS) - (monoNow() - started)),
     });
@@ -72,7 +92,14 @@ export async function acquireOrAdopt(store: Store, i: AcquireInput, mayBeOurs: b
   }
   // Expired in between: ours still, and taken over by the next acquire (no loss recorded).
   if (!took) return { ...row, outcome: 'stale', expiresAt: row.dbNow };
-  return { ...row, outcome: 'acquired', generation: row.holderGeneration, attempt: took.attempt, dbNow: took.dbNow, adopted: true };
+  return {
+    ...row,
+    outcome: 'acquired',
+    generation: row.holderGeneration,
+    attempt: took.attempt,
+    dbNow: took.dbNow,
+    adopted: true,
+  };
 }
 
 /**
@@ -80,7 +107,13 @@ export async function acquireOrAdopt(store: Store, i: AcquireInput, mayBeOurs: b
  * may have taken, so that the next run need not wait it out, nor count it lost. Best effort
  * and bounded: failing that, the lease expires by itself as before.
  */
-export async function abandonUnanswered(store: Store, job: string, owner: string, log: Logger, answerTimeoutMs: number): Promise<void> {
+export async function abandonUnanswered(
+  store: Store,
+  job: string,
+  owner: string,
+  log: Logger,
+  answerTimeoutMs: number,
+): Promise<void> {
   if (!store.abandon) return;
   try {
     const generation = await store.abandon(job, owner, new Date(), answerTimeoutMs);

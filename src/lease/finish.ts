@@ -20,16 +20,31 @@ import { unlessAborted } from './acquire.js';
  * recorded already.
  */
 export async function recordLoss(
-  store: Store, lease: { job: string; window: string | undefined; owner: string; generation: string },
-  lostWhileHeld: AbortReason | undefined, failures: { count: number; lastError: string }, answerTimeoutMs: number,
+  store: Store,
+  lease: { job: string; window: string | undefined; owner: string; generation: string },
+  lostWhileHeld: AbortReason | undefined,
+  failures: { count: number; lastError: string },
+  answerTimeoutMs: number,
 ): Promise<void> {
   // One after the other, on the runner's one connection; the renewals' failures first, as they came.
   try {
     if (failures.count > 0) {
-      await store.recordEvent({ ...lease, kind: 'renew-failed', hostTime: new Date(), detail: { failures: failures.count, last_error: failures.lastError }, answerTimeoutMs });
+      await store.recordEvent({
+        ...lease,
+        kind: 'renew-failed',
+        hostTime: new Date(),
+        detail: { failures: failures.count, last_error: failures.lastError },
+        answerTimeoutMs,
+      });
     }
     if (lostWhileHeld !== undefined) {
-      await store.recordEvent({ ...lease, kind: 'lease-lost', hostTime: new Date(), detail: { outcome: 'failed', aborted: lostWhileHeld.kind }, answerTimeoutMs });
+      await store.recordEvent({
+        ...lease,
+        kind: 'lease-lost',
+        hostTime: new Date(),
+        detail: { outcome: 'failed', aborted: lostWhileHeld.kind },
+        answerTimeoutMs,
+      });
     }
   } catch {
     // Evidence only: the outcome is recorded already.
@@ -37,13 +52,31 @@ export async function recordLoss(
 }
 
 /** The task's output kept with its window; a failure to is said, and changes nothing else. */
-export async function recordOutput(store: Store, opts: RunOptions, window: string, generation: string, answerTimeoutMs: number, log: Logger): Promise<void> {
+export async function recordOutput(
+  store: Store,
+  opts: RunOptions,
+  window: string,
+  generation: string,
+  answerTimeoutMs: number,
+  log: Logger,
+): Promise<void> {
   const output = opts.output?.();
   if (output === undefined || !store.recordOutput) return;
   try {
-    const recorded = await unlessAborted(store.recordOutput({ job: opts.name, window, generation, tail: output.tail, bytes: output.bytes, answerTimeoutMs }), opts.signal);
+    const recorded = await unlessAborted(
+      store.recordOutput({
+        job: opts.name,
+        window,
+        generation,
+        tail: output.tail,
+        bytes: output.bytes,
+        answerTimeoutMs,
+      }),
+      opts.signal,
+    );
     if (recorded) log.debug({ generation, bytes: output.bytes, kept: output.tail.length }, 'output recorded');
-    else if (recorded === false) log.warn({ generation }, 'output not recorded: the window has been claimed by another run since');
+    else if (recorded === false)
+      log.warn({ generation }, 'output not recorded: the window has been claimed by another run since');
   } catch (err) {
     log.warn({ err: (err as Error).message, generation }, 'could not record the output');
   }
@@ -63,7 +96,13 @@ export async function withinAfterAbort<T>(p: Promise<T>, signal: AbortSignal | u
   let onAbort: (() => void) | undefined;
   const late = new Promise<never>((_, reject) => {
     const arm = (): void => {
-      timer = setTimeout(() => reject(Object.assign(new Error(`no answer within ${graceMs} ms of the signal to stop`), { code: 'ETIMEDOUT' })), graceMs);
+      timer = setTimeout(
+        () =>
+          reject(
+            Object.assign(new Error(`no answer within ${graceMs} ms of the signal to stop`), { code: 'ETIMEDOUT' }),
+          ),
+        graceMs,
+      );
     };
     if (signal.aborted) arm();
     else {
@@ -93,7 +132,11 @@ export const FINISH_TIMEOUT_MIN_MS = 5_000;
  * "not held", so a late retry cannot complete anything.
  */
 export async function finishWithRetry(
-  store: Pick<Store, 'finish'>, input: FinishInput, remainingMs: () => number, log: Logger, signal: AbortSignal | undefined,
+  store: Pick<Store, 'finish'>,
+  input: FinishInput,
+  remainingMs: () => number,
+  log: Logger,
+  signal: AbortSignal | undefined,
 ): Promise<{ held: boolean; dbNow: Date }> {
   for (let tries = 1; ; tries += 1) {
     // While the lease lasts, an attempt waits for half of what is left: a connection gone
@@ -108,26 +151,45 @@ export async function finishWithRetry(
     try {
       // Once leasejob is told to stop (SIGTERM: a pod's grace period is running), an answer is
       // waited for FINISH_AFTER_SIGNAL_MS more at most, and nothing is retried.
-      return await withinAfterAbort(store.finish({ ...input, answerTimeoutMs: last ? FINISH_TIMEOUT_MIN_MS : leftNow / 2 }), signal, FINISH_AFTER_SIGNAL_MS);
+      return await withinAfterAbort(
+        store.finish({ ...input, answerTimeoutMs: last ? FINISH_TIMEOUT_MIN_MS : leftNow / 2 }),
+        signal,
+        FINISH_AFTER_SIGNAL_MS,
+      );
     } catch (err) {
       if (last || signal?.aborted || !isTransientDbError(err)) throw err;
       const left = remainingMs();
       const pauseMs = Math.max(0, Math.min(200 * tries, 1_000, left - FINISH_RETRY_MIN_MS));
-      log.warn({ err: (err as Error).message, tries, remainingMs: Math.round(left) },
-        left - pauseMs < 2 * FINISH_RETRY_MIN_MS ? 'could not record outcome yet; asking once more whether it was recorded' : 'could not record outcome yet; retrying while the lease lasts');
+      log.warn(
+        { err: (err as Error).message, tries, remainingMs: Math.round(left) },
+        left - pauseMs < 2 * FINISH_RETRY_MIN_MS
+          ? 'could not record outcome yet; asking once more whether it was recorded'
+          : 'could not record outcome yet; retrying while the lease lasts',
+      );
       await sleep(pauseMs);
     }
   }
 }
 
-export function finishDetail(attempt: number, durationMs: number, aborted: string | undefined, offset: OffsetMeasurement | undefined): Record<string, unknown> {
+export function finishDetail(
+  attempt: number,
+  durationMs: number,
+  aborted: string | undefined,
+  offset: OffsetMeasurement | undefined,
+): Record<string, unknown> {
   return {
     attempt,
     duration_ms: Math.round(durationMs),
     ...(aborted ? { aborted } : {}),
     // The schema keeps these as integer milliseconds: a host clock 25+ days off would not fit,
     // and finish() would fail after the child succeeded. Clamped; the log has the real figure.
-    ...(offset ? { offset_ms: clampInt32(offset.offsetMs), uncertainty_ms: clampInt32(offset.uncertaintyMs), offset_large: offsetIsLarge(offset) } : {}),
+    ...(offset
+      ? {
+          offset_ms: clampInt32(offset.offsetMs),
+          uncertainty_ms: clampInt32(offset.uncertaintyMs),
+          offset_large: offsetIsLarge(offset),
+        }
+      : {}),
   };
 }
 
@@ -157,7 +219,8 @@ export function stoppedExitCode(aborted: AbortReason | undefined): number | unde
 }
 
 export function exitCodeOf(err: unknown): number | undefined {
-  if (typeof err === 'object' && err !== null && 'childCode' in err) return Number((err as { childCode: unknown }).childCode);
+  if (typeof err === 'object' && err !== null && 'childCode' in err)
+    return Number((err as { childCode: unknown }).childCode);
   // A command that could not be started: 127 or 126, as a shell would report it.
   if (err instanceof LeasejobError && err.code === 'E_SPAWN') return err.exitCode;
   return undefined;

@@ -23,7 +23,15 @@ const T4 = Math.floor(Date.now() / FIVE_MIN) * FIVE_MIN - FIVE_MIN;
 const T = (i: number): string => new Date(T4 - (4 - i) * FIVE_MIN).toISOString().replace('.000Z', 'Z');
 const SCHEDULE = ['--schedule', '*/5 * * * *'];
 
-const noDb = { DATABASE_URL: undefined, LEASEJOB_DATABASE_URL: undefined, PGHOST: undefined, PGPORT: undefined, PGDATABASE: undefined, PGUSER: undefined, PGPASSWORD: undefined };
+const noDb = {
+  DATABASE_URL: undefined,
+  LEASEJOB_DATABASE_URL: undefined,
+  PGHOST: undefined,
+  PGPORT: undefined,
+  PGDATABASE: undefined,
+  PGUSER: undefined,
+  PGPASSWORD: undefined,
+};
 const stateFile = path.join(tmp, 'state.db');
 interface StoreUnderTest {
   args(): string[];
@@ -31,41 +39,68 @@ interface StoreUnderTest {
   windows(job: string): Promise<Array<{ key: string; outcome: string; done: boolean }>>;
 }
 const stores: Array<[string, StoreUnderTest]> = [
-  ['postgresql', {
-    args: () => ['--database-url', db.url, '--schema', db.schema],
-    registeredAt: async (job, at) => {
-      await db.rows(`UPDATE ${db.schema}.jobs SET created_at = $2 WHERE name = $1`, [job, at]);
+  [
+    'postgresql',
+    {
+      args: () => ['--database-url', db.url, '--schema', db.schema],
+      registeredAt: async (job, at) => {
+        await db.rows(`UPDATE ${db.schema}.jobs SET created_at = $2 WHERE name = $1`, [job, at]);
+      },
+      windows: async (job) =>
+        (
+          await db.rows<{ window_key: string; outcome: string; completed_at: Date | null }>(
+            `SELECT window_key, outcome, completed_at FROM ${db.schema}.windows WHERE job = $1 ORDER BY window_key`,
+            [job],
+          )
+        ).map((r) => ({ key: r.window_key, outcome: r.outcome, done: r.completed_at !== null })),
     },
-    windows: async (job) => (await db.rows<{ window_key: string; outcome: string; completed_at: Date | null }>(
-      `SELECT window_key, outcome, completed_at FROM ${db.schema}.windows WHERE job = $1 ORDER BY window_key`, [job],
-    )).map((r) => ({ key: r.window_key, outcome: r.outcome, done: r.completed_at !== null })),
-  }],
-  ['sqlite', {
-    args: () => ['--state-file', stateFile],
-    registeredAt: async (job, at) => {
-      const s = new Database(stateFile);
-      s.prepare('UPDATE jobs SET created_at = ? WHERE name = ?').run(Date.parse(at), job);
-      s.close();
+  ],
+  [
+    'sqlite',
+    {
+      args: () => ['--state-file', stateFile],
+      registeredAt: async (job, at) => {
+        const s = new Database(stateFile);
+        s.prepare('UPDATE jobs SET created_at = ? WHERE name = ?').run(Date.parse(at), job);
+        s.close();
+      },
+      windows: async (job) => {
+        const s = new Database(stateFile, { readonly: true });
+        const rows = s
+          .prepare('SELECT window_key, outcome, completed_at FROM windows WHERE job = ? ORDER BY window_key')
+          .all(job) as Array<{ window_key: string; outcome: string; completed_at: number | null }>;
+        s.close();
+        return rows.map((r) => ({ key: r.window_key, outcome: r.outcome, done: r.completed_at !== null }));
+      },
     },
-    windows: async (job) => {
-      const s = new Database(stateFile, { readonly: true });
-      const rows = s.prepare('SELECT window_key, outcome, completed_at FROM windows WHERE job = ? ORDER BY window_key').all(job) as Array<{ window_key: string; outcome: string; completed_at: number | null }>;
-      s.close();
-      return rows.map((r) => ({ key: r.window_key, outcome: r.outcome, done: r.completed_at !== null }));
-    },
-  }],
+  ],
 ];
 
 /** A command that appends its window to a file: lines absent, it never started. */
-const append = (file: string): string[] => ['--', process.execPath, '-e', `require('node:fs').appendFileSync(${JSON.stringify(file)}, process.env.LEASEJOB_WINDOW + '\\n')`];
-const ran = (file: string): string[] => (existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n').filter(Boolean) : []);
+const append = (file: string): string[] => [
+  '--',
+  process.execPath,
+  '-e',
+  `require('node:fs').appendFileSync(${JSON.stringify(file)}, process.env.LEASEJOB_WINDOW + '\\n')`,
+];
+const ran = (file: string): string[] =>
+  existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n').filter(Boolean) : [];
 
 describe.each(stores)('paused jobs, catch-up and backfill: %s', (kind, store) => {
   const cli = (args: string[]) => runCli([args[0]!, ...store.args(), ...args.slice(1)], noDb);
   const n = (name: string): string => `${name}-${kind}`;
   /** A job that ran T(0) and was registered then; then nothing until T(4). */
   const downSinceT0 = async (job: string, out: string): Promise<void> => {
-    const first = await cli(['run', '--name', job, ...SCHEDULE, '--window-from-schedule', '--scheduled-time', T(0), ...append(out)]);
+    const first = await cli([
+      'run',
+      '--name',
+      job,
+      ...SCHEDULE,
+      '--window-from-schedule',
+      '--scheduled-time',
+      T(0),
+      ...append(out),
+    ]);
     expect(first.exitCode, first.all).toBe(0);
     await store.registeredAt(job, T(0));
   };
@@ -75,19 +110,49 @@ describe.each(stores)('paused jobs, catch-up and backfill: %s', (kind, store) =>
     const out = path.join(tmp, `${job}.txt`);
     await downSinceT0(job, out);
     expect((await cli(['pause', '--name', job, '--reason', 'ledger migration'])).exitCode).toBe(0);
-    const r = await cli(['run', '--name', job, ...SCHEDULE, '--window-from-schedule', '--scheduled-time', T(4), '--catch-up', '1h', ...append(out)]);
+    const r = await cli([
+      'run',
+      '--name',
+      job,
+      ...SCHEDULE,
+      '--window-from-schedule',
+      '--scheduled-time',
+      T(4),
+      '--catch-up',
+      '1h',
+      ...append(out),
+    ]);
     expect(r.exitCode, r.all).toBe(0);
     expect(ran(out)).toEqual([T(0)]);
     // As a run without --catch-up: its occurrence is final (skipped), so nothing calls it overdue.
-    expect(await store.windows(job)).toEqual([{ key: T(0), outcome: 'completed', done: true }, { key: T(4), outcome: 'skipped', done: true }]);
+    expect(await store.windows(job)).toEqual([
+      { key: T(0), outcome: 'completed', done: true },
+      { key: T(4), outcome: 'skipped', done: true },
+    ]);
     const status = JSON.parse((await cli(['status', '--name', job, '--json'])).stdout).jobs[0];
     expect(status).toMatchObject({ paused: true, overdue: false });
     // One skip, one event, naming the window.
-    const skips = (JSON.parse((await cli(['history', '--name', job, '--json'])).stdout) as Array<{ kind: string; window: string | null }>).filter((e) => e.kind === 'paused-skip');
+    const skips = (
+      JSON.parse((await cli(['history', '--name', job, '--json'])).stdout) as Array<{
+        kind: string;
+        window: string | null;
+      }>
+    ).filter((e) => e.kind === 'paused-skip');
     expect(skips.map((e) => e.window)).toEqual([T(4)]);
     // Resumed, the next run catches up the earlier ones and not the paused one.
     expect((await cli(['resume', '--name', job])).exitCode).toBe(0);
-    const after = await cli(['run', '--name', job, ...SCHEDULE, '--window-from-schedule', '--scheduled-time', T(4), '--catch-up', '1h', ...append(out)]);
+    const after = await cli([
+      'run',
+      '--name',
+      job,
+      ...SCHEDULE,
+      '--window-from-schedule',
+      '--scheduled-time',
+      T(4),
+      '--catch-up',
+      '1h',
+      ...append(out),
+    ]);
     expect(after.exitCode, after.all).toBe(0);
     expect(ran(out)).toEqual([T(0), T(1), T(2), T(3)]);
   });
@@ -99,12 +164,18 @@ describe.each(stores)('paused jobs, catch-up and backfill: %s', (kind, store) =>
     expect((await cli(['pause', '--name', job, '--until', '2h', '--reason', 'quarter close'])).exitCode).toBe(0);
     const dry = await cli(['backfill', '--name', job, ...SCHEDULE, '--from', T(0), '--to', T(4), '--dry-run']);
     expect(dry.exitCode, dry.all).toBe(0);
-    expect(dry.stdout).toMatch(/^The job is paused since \S+ by \S+@\S+ until \S+ \(quarter close\): a backfill now runs nothing \(`leasejob resume` first\)\.$/m);
+    expect(dry.stdout).toMatch(
+      /^The job is paused since \S+ by \S+@\S+ until \S+ \(quarter close\): a backfill now runs nothing \(`leasejob resume` first\)\.$/m,
+    );
     const r = await cli(['backfill', '--name', job, ...SCHEDULE, '--from', T(0), '--to', T(4), ...append(out)]);
     expect(r.exitCode, r.all).toBe(0);
     expect(ran(out)).toEqual([T(0)]);
-    expect(r.stdout).toContain(`backfill ${job}: 0 completed, 0 failed, 4 left open (the job is paused: nothing was run;`);
-    expect(logLines(r.stderr).map((l) => l.msg)).toContain('job paused (leasejob pause): occurrence skipped, command not started');
+    expect(r.stdout).toContain(
+      `backfill ${job}: 0 completed, 0 failed, 4 left open (the job is paused: nothing was run;`,
+    );
+    expect(logLines(r.stderr).map((l) => l.msg)).toContain(
+      'job paused (leasejob pause): occurrence skipped, command not started',
+    );
     // A backfill marks none of its range skipped: resumed, the same command runs them.
     expect((await store.windows(job)).map((w) => w.key)).toEqual([T(0)]);
     expect((await cli(['resume', '--name', job])).exitCode).toBe(0);
@@ -121,7 +192,10 @@ describe.each(stores)('paused jobs, catch-up and backfill: %s', (kind, store) =>
     expect((await cli(['mark', '--name', job, '--window', T(3), '--skipped'])).exitCode).toBe(0);
     const dry = await cli(['backfill', '--name', job, ...SCHEDULE, '--from', T(0), '--to', T(4), '--dry-run']);
     expect(dry.exitCode, dry.all).toBe(0);
-    const rows = dry.stdout.split('\n').filter((l) => l.startsWith('20')).map((l) => l.split(/\s{2,}/));
+    const rows = dry.stdout
+      .split('\n')
+      .filter((l) => l.startsWith('20'))
+      .map((l) => l.split(/\s{2,}/));
     expect(rows.map((r) => [r[0], r[2], r[3]])).toEqual([
       [T(0), 'completed (attempt 1)', 'skip'],
       [T(1), 'new', 'run'],
@@ -138,7 +212,22 @@ describe.each(stores)('paused jobs, catch-up and backfill: %s', (kind, store) =>
 describe('pause --until bounds', () => {
   it('a duration out of range is told as such (exit 64, nothing written)', async () => {
     const conn = ['--database-url', db.url, '--schema', db.schema];
-    expect((await runCli(['run', '--name', 'until-bounds', '--window', 'w', ...conn, '--', process.execPath, fixture('exit-with.mjs'), '0'])).exitCode).toBe(0);
+    expect(
+      (
+        await runCli([
+          'run',
+          '--name',
+          'until-bounds',
+          '--window',
+          'w',
+          ...conn,
+          '--',
+          process.execPath,
+          fixture('exit-with.mjs'),
+          '0',
+        ])
+      ).exitCode,
+    ).toBe(0);
     const long = await runCli(['pause', '--name', 'until-bounds', '--until', '400d', ...conn]);
     expect(long.exitCode).toBe(64);
     expect(long.stderr).toMatch(/`--until` to be a duration of at most 366 days/);
@@ -154,10 +243,36 @@ describe('the exporter counts paused skips', () => {
   it('leasejob_paused_skips_total per job', async () => {
     const conn = ['--database-url', db.url, '--schema', db.schema];
     const job = 'exp-paused-skips';
-    expect((await runCli(['run', '--name', job, '--window', 'w0', ...conn, '--', process.execPath, fixture('exit-with.mjs'), '0'])).exitCode).toBe(0);
+    expect(
+      (
+        await runCli([
+          'run',
+          '--name',
+          job,
+          '--window',
+          'w0',
+          ...conn,
+          '--',
+          process.execPath,
+          fixture('exit-with.mjs'),
+          '0',
+        ])
+      ).exitCode,
+    ).toBe(0);
     expect((await runCli(['pause', '--name', job, ...conn])).exitCode).toBe(0);
     for (const w of ['w1', 'w2']) {
-      const r = await runCli(['run', '--name', job, '--window', w, ...conn, '--', process.execPath, fixture('exit-with.mjs'), '0']);
+      const r = await runCli([
+        'run',
+        '--name',
+        job,
+        '--window',
+        w,
+        ...conn,
+        '--',
+        process.execPath,
+        fixture('exit-with.mjs'),
+        '0',
+      ]);
       expect(r.exitCode, r.all).toBe(0);
     }
     const p = startCli(['exporter', ...conn, '--port', '0', '--host', '127.0.0.1'], {}, { timeoutMs: 120_000 });
