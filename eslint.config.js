@@ -22,9 +22,33 @@ const ROOMS = {
   'src/store/postgres': ['base', 'src/schedule', 'src/store/contract.ts'],
   'src/store/sqlite': ['base', 'src/schedule', 'src/store/contract.ts'],
   'src/store/choice.ts': ['base', 'src/schedule', 'src/store/contract.ts', 'src/store/postgres', 'src/store/sqlite'],
-  'src/lease': ['base', 'src/schedule', 'src/store/contract.ts', 'src/store/postgres', 'src/store/sqlite', 'src/store/choice.ts'],
-  'src/monitor': ['base', 'src/schedule', 'src/store/contract.ts', 'src/store/postgres', 'src/store/sqlite', 'src/store/choice.ts'],
-  'src/cli': ['base', 'src/startup', 'src/schedule', 'src/store/contract.ts', 'src/store/postgres', 'src/store/sqlite', 'src/store/choice.ts', 'src/lease', 'src/monitor'],
+  'src/lease': [
+    'base',
+    'src/schedule',
+    'src/store/contract.ts',
+    'src/store/postgres',
+    'src/store/sqlite',
+    'src/store/choice.ts',
+  ],
+  'src/monitor': [
+    'base',
+    'src/schedule',
+    'src/store/contract.ts',
+    'src/store/postgres',
+    'src/store/sqlite',
+    'src/store/choice.ts',
+  ],
+  'src/cli': [
+    'base',
+    'src/startup',
+    'src/schedule',
+    'src/store/contract.ts',
+    'src/store/postgres',
+    'src/store/sqlite',
+    'src/store/choice.ts',
+    'src/lease',
+    'src/monitor',
+  ],
 };
 const ALL = [...Object.keys(ROOMS), 'src/index.ts'];
 const escape = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
@@ -56,12 +80,18 @@ const folders = {
 const root = fileURLToPath(new URL('.', import.meta.url));
 const known = new Set(Object.values(folders).flat());
 for (const d of readdirSync(path.join(root, 'src'), { recursive: true, withFileTypes: true })) {
-  const dir = path.relative(root, d.parentPath ?? d.path).split(path.sep).join('/');
-  if (d.isFile() && /\.ts$/.test(d.name) && !known.has(dir)) throw new Error(`eslint.config.js: ${dir}/ is in no room; add it to ROOMS and folders`);
+  const dir = path
+    .relative(root, d.parentPath ?? d.path)
+    .split(path.sep)
+    .join('/');
+  if (d.isFile() && /\.ts$/.test(d.name) && !known.has(dir))
+    throw new Error(`eslint.config.js: ${dir}/ is in no room; add it to ROOMS and folders`);
   // A folder whose rooms are single files (src/store) holds no other code.
   const fileRooms = Object.keys(ROOMS).filter((r) => isFile(r) && path.posix.dirname(r) === dir);
   if (d.isFile() && /\.ts$/.test(d.name) && fileRooms.length > 0 && !fileRooms.includes(`${dir}/${d.name}`)) {
-    throw new Error(`eslint.config.js: ${dir}/${d.name} is in no room; add it to ROOMS, or move it into a room's folder`);
+    throw new Error(
+      `eslint.config.js: ${dir}/${d.name} is in no room; add it to ROOMS, or move it into a room's folder`,
+    );
   }
 }
 
@@ -79,7 +109,13 @@ const boundaries = Object.entries(ROOMS).flatMap(([room, allowed]) => {
       rules: {
         'no-restricted-imports': ['error', { patterns: rules }],
         // no-restricted-imports does not see import('...'): the same rules for dynamic imports.
-        'no-restricted-syntax': ['error', ...rules.map((p) => ({ selector: `ImportExpression > Literal.source[value=/${p.regex.replace(/\//g, '\\/')}/]`, message: p.message }))],
+        'no-restricted-syntax': [
+          'error',
+          ...rules.map((p) => ({
+            selector: `ImportExpression > Literal.source[value=/${p.regex.replace(/\//g, '\\/')}/]`,
+            message: p.message,
+          })),
+        ],
       },
     };
   });

@@ -26,10 +26,12 @@ cli.main(process.argv).then(async (code) => {
   // exiting now would cut it short. Bounded, so a reader that never reads cannot hold us.
   const DRAIN_LIMIT_MS = 10_000;
   const drained = (stream) =>
-    stream.writableLength === 0 || stream.destroyed ? Promise.resolve() : new Promise((resolve) => {
-      stream.once('drain', resolve);
-      stream.once('close', resolve);
-    });
+    stream.writableLength === 0 || stream.destroyed
+      ? Promise.resolve()
+      : new Promise((resolve) => {
+          stream.once('drain', resolve);
+          stream.once('close', resolve);
+        });
   const limit = new Promise((resolve) => setTimeout(resolve, DRAIN_LIMIT_MS).unref());
   await Promise.race([Promise.all([drained(process.stdout), drained(process.stderr)]), limit]);
   // A failed write to a file reports its error a tick later.

@@ -86,7 +86,10 @@ try {
   // effort: the refusal stands whether or not this role may call record_event.
   await client
     .query(`SELECT ${schema}.record_event($1, 'fence-refused', $2, $3, $4, now(), $5)`, [
-      env.LEASEJOB_NAME, env.LEASEJOB_WINDOW ?? null, env.LEASEJOB_OWNER ?? null, env.FENCE_TOKEN,
+      env.LEASEJOB_NAME,
+      env.LEASEJOB_WINDOW ?? null,
+      env.LEASEJOB_OWNER ?? null,
+      env.FENCE_TOKEN,
       JSON.stringify({ message: err.message, by: 'node-fenced-worker' }),
     ])
     .catch(() => {});

@@ -13,7 +13,9 @@ import { build } from 'esbuild';
 import { readFile, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 
-const PINO_TRANSPORT_STUB = JSON.stringify(fileURLToPath(new URL('./bundle-stubs/pino-transport.cjs', import.meta.url)));
+const PINO_TRANSPORT_STUB = JSON.stringify(
+  fileURLToPath(new URL('./bundle-stubs/pino-transport.cjs', import.meta.url)),
+);
 
 /** What a start must not load, and why leasejob does not need it. */
 const PATCHES = [
@@ -40,13 +42,13 @@ const PATCHES = [
     // One argument check, not worth loading `assert` for.
     file: 'node_modules/sonic-boom/index.js',
     from: "const assert = require('assert')",
-    to: "const assert = (ok, message) => { if (!ok) throw new Error(message) }",
+    to: 'const assert = (ok, message) => { if (!ok) throw new Error(message) }',
   },
   {
     // Web Crypto, needed only for MD5 and SCRAM authentication: loaded on first use.
     file: 'node_modules/pg/lib/crypto/utils.js',
     from: "const nodeCrypto = require('crypto')",
-    to: 'let loaded; const nodeCrypto = new Proxy({}, { get: (_, key) => (loaded ??= require(\'crypto\'))[key] })',
+    to: "let loaded; const nodeCrypto = new Proxy({}, { get: (_, key) => (loaded ??= require('crypto'))[key] })",
   },
   {
     // Also read at import time: Web Crypto and its SubtleCrypto, now each member at first use.
@@ -112,7 +114,10 @@ const bundled = await build({
 
 const missed = PATCHES.filter((_, i) => !applied.has(i));
 if (missed.length > 0) {
-  for (const p of missed) process.stderr.write(`bundle: ${p.file} no longer contains ${JSON.stringify(p.from)}; update scripts/bundle.mjs for this version\n`);
+  for (const p of missed)
+    process.stderr.write(
+      `bundle: ${p.file} no longer contains ${JSON.stringify(p.from)}; update scripts/bundle.mjs for this version\n`,
+    );
   process.exit(1);
 }
 for (const file of bundled.outputFiles) await writeFile(file.path, file.contents);

@@ -63,7 +63,11 @@ export function measureOffset(sent: Stamp, received: Stamp, dbNow: Date): Offset
   // Midpoint on the wall clock, reached through the monotonic delta so a jump during the
   // round trip does not distort it.
   const midpointWall = sent.wall + rttMs / 2;
-  return { offsetMs: Math.round(dbNow.getTime() - midpointWall), uncertaintyMs: Math.round(rttMs / 2), rttMs: Math.round(rttMs) };
+  return {
+    offsetMs: Math.round(dbNow.getTime() - midpointWall),
+    uncertaintyMs: Math.round(rttMs / 2),
+    rttMs: Math.round(rttMs),
+  };
 }
 
 /** Wall delta minus monotonic delta between two stamps: non-zero beyond noise is a jump. */

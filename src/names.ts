@@ -8,9 +8,15 @@ export const MAX_NAME_LENGTH = 200;
 // eslint-disable-next-line no-control-regex
 const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
 
-export function validateName(value: string | undefined, flag = '--name', example = 'a job name like nightly-close'): string {
+export function validateName(
+  value: string | undefined,
+  flag = '--name',
+  example = 'a job name like nightly-close',
+): string {
   if (value === undefined || value.trim() === '') {
-    throw new UsageError(`Expected \`${flag}\` to be ${example}, got ${value === undefined ? 'nothing' : value === '' ? 'an empty string' : 'only spaces'}.`);
+    throw new UsageError(
+      `Expected \`${flag}\` to be ${example}, got ${value === undefined ? 'nothing' : value === '' ? 'an empty string' : 'only spaces'}.`,
+    );
   }
   const problem = nameProblem(value);
   if (problem !== undefined) throw new UsageError(`Expected \`${flag}\` to ${problem.expected}, got ${problem.got}.`);
@@ -19,7 +25,8 @@ export function validateName(value: string | undefined, flag = '--name', example
 
 /** What is wrong with a non-empty name or key, if anything: the rule broken and what was given. */
 function nameProblem(value: string): { expected: string; got: string } | undefined {
-  if (value.length > MAX_NAME_LENGTH) return { expected: `be at most ${MAX_NAME_LENGTH} characters`, got: `${value.length}` };
+  if (value.length > MAX_NAME_LENGTH)
+    return { expected: `be at most ${MAX_NAME_LENGTH} characters`, got: `${value.length}` };
   if (CONTROL.test(value)) return { expected: 'contain no control characters', got: JSON.stringify(value) };
   if (value !== value.trim()) return { expected: 'have no leading or trailing spaces', got: JSON.stringify(value) };
   return undefined;
@@ -35,7 +42,9 @@ export function validateFormattedWindowKey(key: string, format: string): string 
   const problem = key.trim() === '' ? { expected: 'not be blank', got: JSON.stringify(key) } : nameProblem(key);
   if (problem !== undefined) {
     const got = key.length > MAX_NAME_LENGTH ? `one of ${problem.got} characters` : problem.got;
-    throw new UsageError(`Expected \`--window-format\` to give a window key that would ${problem.expected}; \`${format}\` gives ${got} for this occurrence.`);
+    throw new UsageError(
+      `Expected \`--window-format\` to give a window key that would ${problem.expected}; \`${format}\` gives ${got} for this occurrence.`,
+    );
   }
   return key;
 }
@@ -46,7 +55,9 @@ const SCHEMA = /^[a-z_][a-z0-9_]{0,62}$/;
 
 export function validateSchema(value: string): string {
   if (!SCHEMA.test(value)) {
-    throw new UsageError(`Expected \`--schema\` to be a lowercase identifier like leasejob (letters, digits, _; at most 63 characters), got ${value.length > 63 ? `one of ${value.length} characters` : JSON.stringify(value)}.`);
+    throw new UsageError(
+      `Expected \`--schema\` to be a lowercase identifier like leasejob (letters, digits, _; at most 63 characters), got ${value.length > 63 ? `one of ${value.length} characters` : JSON.stringify(value)}.`,
+    );
   }
   return value;
 }
@@ -59,7 +70,9 @@ export function quoteIdent(schema: string): string {
  * control characters matter; PostgreSQL truncates identifiers at 63 bytes. */
 export function validateRole(value: string): string {
   if (value === '' || Buffer.byteLength(value) > 63 || CONTROL.test(value)) {
-    throw new UsageError(`Expected \`--grant-to\` to be an existing role name (1-63 bytes, no control characters), got ${JSON.stringify(value)}.`);
+    throw new UsageError(
+      `Expected \`--grant-to\` to be an existing role name (1-63 bytes, no control characters), got ${JSON.stringify(value)}.`,
+    );
   }
   return value;
 }

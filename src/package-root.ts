@@ -17,7 +17,8 @@ function manifest(): { root: string; version: string } {
         return found;
       }
     }
-    if (path.dirname(dir) === dir) throw new Error('leasejob: cannot find its package.json above ' + fileURLToPath(import.meta.url));
+    if (path.dirname(dir) === dir)
+      throw new Error('leasejob: cannot find its package.json above ' + fileURLToPath(import.meta.url));
   }
 }
 

@@ -39,10 +39,12 @@ export function redact(text: string, secrets: readonly string[]): string {
  * (`--databaseurl=postgres://u:secret@h` is an unknown option) and usage errors.
  */
 export function maskPasswords(text: string): string {
-  return text
-    // To the last @ before the host: pg takes `postgres://u:p@ss@h/db` as password p@ss.
-    .replace(/([a-z][a-z0-9+.-]*:\/\/[^\s:/@]*):[^\s/]*@/gi, '$1:***@')
-    // libpq's secret keywords (password, sslpassword, oauth_client_secret, scram_client_key,
-    // ...), their value quoted or up to the next unescaped space, as libpq reads it.
-    .replace(/(\b\w*(?:password|secret|_key)\s*=\s*)('(?:[^'\\]|\\.)*'?|(?:\\.|[^\s\\])+)/gi, '$1***');
+  return (
+    text
+      // To the last @ before the host: pg takes `postgres://u:p@ss@h/db` as password p@ss.
+      .replace(/([a-z][a-z0-9+.-]*:\/\/[^\s:/@]*):[^\s/]*@/gi, '$1:***@')
+      // libpq's secret keywords (password, sslpassword, oauth_client_secret, scram_client_key,
+      // ...), their value quoted or up to the next unescaped space, as libpq reads it.
+      .replace(/(\b\w*(?:password|secret|_key)\s*=\s*)('(?:[^'\\]|\\.)*'?|(?:\\.|[^\s\\])+)/gi, '$1***')
+  );
 }

@@ -17,7 +17,7 @@ try {
   const run = ['run', '--name', 'hello', '--schedule', '* * * * *', '--window-from-schedule', '--', ...command];
   leasejob(run);
   leasejob(run);
-  console.log('(the second run found this minute\'s window completed and did not start the command)');
+  console.log("(the second run found this minute's window completed and did not start the command)");
 } finally {
   await pg.stop();
 }

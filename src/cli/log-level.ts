@@ -8,7 +8,9 @@ export function resolveLogLevel(flag: string | undefined, env: NodeJS.ProcessEnv
   // An empty variable is unset, as a chart's `value: ""` means.
   const level = flag ?? (env.LEASEJOB_LOG_LEVEL || undefined) ?? 'info';
   if (!(LOG_LEVELS as readonly string[]).includes(level)) {
-    throw new UsageError(`Expected \`--log-level\` (or LEASEJOB_LOG_LEVEL) to be one of ${LOG_LEVELS.join(', ')}, got \`${level}\`.`);
+    throw new UsageError(
+      `Expected \`--log-level\` (or LEASEJOB_LOG_LEVEL) to be one of ${LOG_LEVELS.join(', ')}, got \`${level}\`.`,
+    );
   }
   return level;
 }

@@ -56,7 +56,15 @@ export interface RunConfig {
   maxRuntimeMs?: number | undefined;
   schedule?: Schedule | undefined;
   tz: string;
-  window?: { key: string; scheduledAt?: Date | undefined; source: OccurrenceSource | 'literal'; rerun: boolean; maxDelayMs?: number | undefined } | undefined;
+  window?:
+    | {
+        key: string;
+        scheduledAt?: Date | undefined;
+        source: OccurrenceSource | 'literal';
+        rerun: boolean;
+        maxDelayMs?: number | undefined;
+      }
+    | undefined;
   spec: Record<string, string | number | null>;
   databaseUrl?: string | undefined;
   schema: string;
@@ -74,7 +82,12 @@ export interface RunConfig {
 
 const ON_BUSY: readonly OnBusy[] = ['skip', 'wait', 'fail'];
 
-export function normalizeRunOptions(flags: RawRunFlags, command: string[], env: NodeJS.ProcessEnv = process.env, now: Date = new Date()): RunConfig {
+export function normalizeRunOptions(
+  flags: RawRunFlags,
+  command: string[],
+  env: NodeJS.ProcessEnv = process.env,
+  now: Date = new Date(),
+): RunConfig {
   const name = validateName(flags.name);
   const [cmd, ...args] = command;
   if (cmd === undefined || cmd === '') {
@@ -85,12 +98,22 @@ export function normalizeRunOptions(flags: RawRunFlags, command: string[], env: 
 
   const ttlMs = parseDuration(flags.ttl ?? DEFAULTS.ttl, '--ttl');
   const renewIntervalMs = Math.floor(ttlMs / 3);
-  if (ttlMs < 1_500) throw new UsageError(`Expected \`--ttl\` to be at least 1.5s (renewals every TTL/3 need room), got \`${flags.ttl}\`.`);
-  if (ttlMs > 24 * 3600_000) throw new UsageError(`Expected \`--ttl\` to be at most 24h (a dead owner would block the job that long), got \`${flags.ttl}\`.`);
+  if (ttlMs < 1_500)
+    throw new UsageError(
+      `Expected \`--ttl\` to be at least 1.5s (renewals every TTL/3 need room), got \`${flags.ttl}\`.`,
+    );
+  if (ttlMs > 24 * 3600_000)
+    throw new UsageError(
+      `Expected \`--ttl\` to be at most 24h (a dead owner would block the job that long), got \`${flags.ttl}\`.`,
+    );
   // Unset, the grace fits the TTL: 10s, or half of what is left after a renewal and the margin.
-  const killGraceMs = flags.killGrace !== undefined
-    ? parseDuration(flags.killGrace, '--kill-grace')
-    : Math.min(parseDuration(DEFAULTS.killGrace, '--kill-grace'), Math.floor((ttlMs - renewIntervalMs - safetyMarginMs(ttlMs)) / 2));
+  const killGraceMs =
+    flags.killGrace !== undefined
+      ? parseDuration(flags.killGrace, '--kill-grace')
+      : Math.min(
+          parseDuration(DEFAULTS.killGrace, '--kill-grace'),
+          Math.floor((ttlMs - renewIntervalMs - safetyMarginMs(ttlMs)) / 2),
+        );
   if (stopAfterMs({ ttlMs, renewIntervalMs, killGraceMs }) <= renewIntervalMs) {
     const max = ttlMs - renewIntervalMs - safetyMarginMs(ttlMs);
     throw new UsageError(
@@ -99,28 +122,37 @@ export function normalizeRunOptions(flags: RawRunFlags, command: string[], env: 
   }
 
   const onBusy = (flags.onBusy ?? DEFAULTS.onBusy) as OnBusy;
-  if (!ON_BUSY.includes(onBusy)) throw new UsageError(`Expected \`--on-busy\` to be one of skip, wait, fail, got \`${flags.onBusy}\`.`);
-  const waitTimeoutMs = flags.waitTimeout !== undefined ? parseDuration(flags.waitTimeout, '--wait-timeout') : undefined;
-  if (waitTimeoutMs !== undefined && onBusy !== 'wait') throw new UsageError('`--wait-timeout` only applies with `--on-busy wait`.');
+  if (!ON_BUSY.includes(onBusy))
+    throw new UsageError(`Expected \`--on-busy\` to be one of skip, wait, fail, got \`${flags.onBusy}\`.`);
+  const waitTimeoutMs =
+    flags.waitTimeout !== undefined ? parseDuration(flags.waitTimeout, '--wait-timeout') : undefined;
+  if (waitTimeoutMs !== undefined && onBusy !== 'wait')
+    throw new UsageError('`--wait-timeout` only applies with `--on-busy wait`.');
   const maxRuntimeMs = flags.maxRuntime !== undefined ? parseDuration(flags.maxRuntime, '--max-runtime') : undefined;
   // A timer past Node's limit fires at once: 30d would kill the child as it starts.
   if (maxRuntimeMs !== undefined && maxRuntimeMs > MAX_TIMER_MS) {
-    throw new UsageError(`\`--max-runtime\` is at most 24 days (Node's timer limit), got \`${flags.maxRuntime}\`; leave it out for no limit.`);
+    throw new UsageError(
+      `\`--max-runtime\` is at most 24 days (Node's timer limit), got \`${flags.maxRuntime}\`; leave it out for no limit.`,
+    );
   }
   const maxDelayMs = flags.maxDelay !== undefined ? parseDuration(flags.maxDelay, '--max-delay') : undefined;
   const alertAfterMs = flags.alertAfter !== undefined ? parseDuration(flags.alertAfter, '--alert-after') : undefined;
-  const alertLookbackMs = flags.alertLookback !== undefined ? parseDuration(flags.alertLookback, '--alert-lookback') : undefined;
+  const alertLookbackMs =
+    flags.alertLookback !== undefined ? parseDuration(flags.alertLookback, '--alert-lookback') : undefined;
   // Occurrences are judged once past their grace: a lookback inside the grace would judge none
   // but the latest (which is always judged).
   if (alertLookbackMs !== undefined && alertAfterMs !== undefined && alertLookbackMs < alertAfterMs) {
-    throw new UsageError(`Expected \`--alert-lookback\` to be at least \`--alert-after\` (${flags.alertAfter}), got \`${flags.alertLookback}\`: an occurrence is judged only once its grace is over.`);
+    throw new UsageError(
+      `Expected \`--alert-lookback\` to be at least \`--alert-after\` (${flags.alertAfter}), got \`${flags.alertLookback}\`: an occurrence is judged only once its grace is over.`,
+    );
   }
 
   const tz = canonicalZone(flags.tz ?? DEFAULTS.tz);
   validateZone(tz);
   const schedule = flags.schedule !== undefined ? parseSchedule(flags.schedule, tz) : undefined;
 
-  if (flags.window !== undefined && flags.windowFromSchedule) throw new UsageError('Use either `--window` or `--window-from-schedule`, not both.');
+  if (flags.window !== undefined && flags.windowFromSchedule)
+    throw new UsageError('Use either `--window` or `--window-from-schedule`, not both.');
   if (!flags.windowFromSchedule && (flags.windowFormat !== undefined || flags.windowOffset !== undefined)) {
     throw new UsageError('`--window-format` and `--window-offset` need `--window-from-schedule`.');
   }
@@ -132,8 +164,18 @@ export function normalizeRunOptions(flags: RawRunFlags, command: string[], env: 
 
   let window: RunConfig['window'];
   if (flags.window !== undefined) {
-    const scheduledAt = flags.scheduledTime !== undefined ? deriveOccurrence({ scheduledTime: flags.scheduledTime, schedule, tz, now, literalWindow: true })?.scheduledAt.toJSDate() : undefined;
-    if (maxDelayMs !== undefined && scheduledAt === undefined) throw new UsageError('`--max-delay` with a literal `--window` needs `--scheduled-time`.');
+    const scheduledAt =
+      flags.scheduledTime !== undefined
+        ? deriveOccurrence({
+            scheduledTime: flags.scheduledTime,
+            schedule,
+            tz,
+            now,
+            literalWindow: true,
+          })?.scheduledAt.toJSDate()
+        : undefined;
+    if (maxDelayMs !== undefined && scheduledAt === undefined)
+      throw new UsageError('`--max-delay` with a literal `--window` needs `--scheduled-time`.');
     window = { key: validateWindowKey(flags.window), scheduledAt, source: 'literal', rerun: !!flags.rerun, maxDelayMs };
   } else if (flags.windowFromSchedule) {
     if (flags.windowFormat !== undefined) validateWindowFormat(flags.windowFormat, tz);
@@ -142,11 +184,19 @@ export function normalizeRunOptions(flags: RawRunFlags, command: string[], env: 
     const jobName = env.KUBERNETES_SERVICE_HOST ? env.JOB_NAME : undefined;
     const occ = deriveOccurrence({ scheduledTime: flags.scheduledTime, jobName, schedule, tz, now });
     if (!occ) {
-      throw new UsageError('`--window-from-schedule` needs `--schedule` (or `--scheduled-time`, or a Kubernetes JOB_NAME ending in the scheduled minute).');
+      throw new UsageError(
+        '`--window-from-schedule` needs `--schedule` (or `--scheduled-time`, or a Kubernetes JOB_NAME ending in the scheduled minute).',
+      );
     }
     const at: DateTime = occ.scheduledAt.setZone(tz);
     const key = windowKey(at, { format: flags.windowFormat, offset });
-    window = { key: validateFormattedWindowKey(key, flags.windowFormat ?? 'ISO-8601'), scheduledAt: at.toJSDate(), source: occ.source, rerun: !!flags.rerun, maxDelayMs };
+    window = {
+      key: validateFormattedWindowKey(key, flags.windowFormat ?? 'ISO-8601'),
+      scheduledAt: at.toJSDate(),
+      source: occ.source,
+      rerun: !!flags.rerun,
+      maxDelayMs,
+    };
   } else if (flags.scheduledTime !== undefined) {
     throw new UsageError('`--scheduled-time` needs `--window-from-schedule` or `--window`.');
   }
@@ -163,16 +213,46 @@ export function normalizeRunOptions(flags: RawRunFlags, command: string[], env: 
   };
 
   const pingUrl = hookUrl(flags.pingUrl ?? nonEmpty(env.LEASEJOB_PING_URL), '--ping-url', 'LEASEJOB_PING_URL');
-  const notifyUrl = hookUrl(flags.notifyUrl ?? nonEmpty(env.LEASEJOB_NOTIFY_URL), '--notify-url', 'LEASEJOB_NOTIFY_URL');
+  const notifyUrl = hookUrl(
+    flags.notifyUrl ?? nonEmpty(env.LEASEJOB_NOTIFY_URL),
+    '--notify-url',
+    'LEASEJOB_NOTIFY_URL',
+  );
   const recordOutputBytes = parseRecordOutputSize(flags.recordOutput);
 
   return {
-    pingUrl, notifyUrl, recordOutputBytes,
-    name, command: cmd, args, ttlMs, renewIntervalMs, killGraceMs, onBusy, waitTimeoutMs, maxRuntimeMs,
-    schedule, tz, window, spec, databaseUrl: flags.databaseUrl, schema, logLevel, passDatabaseUrl: !!flags.passDatabaseUrl,
-    catchUp: catchUp && schedule ? {
-      ...catchUp, naming: { schedule, format: flags.windowFormat, offset: flags.windowOffset !== undefined ? parseIsoOffset(flags.windowOffset, '--window-offset') : undefined },
-    } : undefined,
+    pingUrl,
+    notifyUrl,
+    recordOutputBytes,
+    name,
+    command: cmd,
+    args,
+    ttlMs,
+    renewIntervalMs,
+    killGraceMs,
+    onBusy,
+    waitTimeoutMs,
+    maxRuntimeMs,
+    schedule,
+    tz,
+    window,
+    spec,
+    databaseUrl: flags.databaseUrl,
+    schema,
+    logLevel,
+    passDatabaseUrl: !!flags.passDatabaseUrl,
+    catchUp:
+      catchUp && schedule
+        ? {
+            ...catchUp,
+            naming: {
+              schedule,
+              format: flags.windowFormat,
+              offset:
+                flags.windowOffset !== undefined ? parseIsoOffset(flags.windowOffset, '--window-offset') : undefined,
+            },
+          }
+        : undefined,
   };
 }
 
@@ -188,7 +268,9 @@ function hookUrl(value: string | undefined, flag: string, envName: string): stri
     url = undefined;
   }
   if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
-    throw new UsageError(`Expected \`${flag}\` (or ${envName}) to be an http:// or https:// URL, got one that is not (not shown: it may hold a secret).`);
+    throw new UsageError(
+      `Expected \`${flag}\` (or ${envName}) to be an http:// or https:// URL, got one that is not (not shown: it may hold a secret).`,
+    );
   }
   return url.href;
 }
@@ -213,6 +295,12 @@ export function hookSecrets(urls: ReadonlyArray<string | undefined>): string[] {
   return [...new Set(out.filter((s) => s.length > 0))];
 }
 
+/** What a run's logger masks: the store's secrets, and the ping and webhook URLs when given. */
+export function runSecrets(config: Pick<RunConfig, 'pingUrl' | 'notifyUrl'>, storeSecrets: string[]): string[] {
+  const urls = [config.pingUrl, config.notifyUrl];
+  return urls.some((u) => u !== undefined) ? [...storeSecrets, ...hookSecrets(urls)] : storeSecrets;
+}
+
 /** The most earlier windows one run may catch up (each is a run of the command). */
 export const MAX_CATCH_UP_LIMIT = 1_000;
 export const DEFAULT_CATCH_UP_LIMIT = 10;
@@ -220,7 +308,8 @@ export const DEFAULT_CATCH_UP_LIMIT = 10;
 /** A positive whole number of at most `max`, for `flag`. */
 export function parseCount(text: string, flag: string, max: number): number {
   const n = /^\s*\d+\s*$/.test(text) ? Number(text) : NaN;
-  if (!Number.isSafeInteger(n) || n < 1 || n > max) throw new UsageError(`Expected \`${flag}\` to be a whole number from 1 to ${max}, got \`${text}\`.`);
+  if (!Number.isSafeInteger(n) || n < 1 || n > max)
+    throw new UsageError(`Expected \`${flag}\` to be a whole number from 1 to ${max}, got \`${text}\`.`);
   return n;
 }
 
@@ -230,10 +319,13 @@ function catchUpSettings(flags: RawRunFlags, schedule: Schedule | undefined, now
     return undefined;
   }
   if (schedule === undefined || !flags.windowFromSchedule) {
-    throw new UsageError('`--catch-up` needs `--schedule` and `--window-from-schedule`: the earlier occurrences come from the schedule, and each is its own window.');
+    throw new UsageError(
+      '`--catch-up` needs `--schedule` and `--window-from-schedule`: the earlier occurrences come from the schedule, and each is its own window.',
+    );
   }
   const windowMs = parseDuration(flags.catchUp, '--catch-up');
-  if (windowMs <= 0) throw new UsageError(`Expected \`--catch-up\` to be a positive duration like 3h or 2d, got \`${flags.catchUp}\`.`);
+  if (windowMs <= 0)
+    throw new UsageError(`Expected \`--catch-up\` to be a positive duration like 3h or 2d, got \`${flags.catchUp}\`.`);
   const spans = Math.ceil(windowMs / typicalInterval(schedule, now));
   if (spans > MAX_CATCH_UP_TICKS) {
     throw new UsageError(
@@ -241,6 +333,9 @@ function catchUpSettings(flags: RawRunFlags, schedule: Schedule | undefined, now
         'shorten it, or use `leasejob backfill` for a long range.',
     );
   }
-  const limit = flags.catchUpLimit !== undefined ? parseCount(flags.catchUpLimit, '--catch-up-limit', MAX_CATCH_UP_LIMIT) : DEFAULT_CATCH_UP_LIMIT;
+  const limit =
+    flags.catchUpLimit !== undefined
+      ? parseCount(flags.catchUpLimit, '--catch-up-limit', MAX_CATCH_UP_LIMIT)
+      : DEFAULT_CATCH_UP_LIMIT;
   return { windowMs, limit };
 }

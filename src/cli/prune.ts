@@ -50,11 +50,14 @@ function lateRunMs(job: RetentionRow): number {
  * than a job's --max-delay. Nothing is written before this check.
  */
 export function checkHorizon(jobs: RetentionRow[], olderThanMs: number, olderThan: string): void {
-  const longest = jobs.reduce<RetentionRow | undefined>((a, j) => (a === undefined || lateRunMs(j) > lateRunMs(a) ? j : a), undefined);
+  const longest = jobs.reduce<RetentionRow | undefined>(
+    (a, j) => (a === undefined || lateRunMs(j) > lateRunMs(a) ? j : a),
+    undefined,
+  );
   if (longest !== undefined && lateRunMs(longest) > olderThanMs) {
     throw new UsageError(
       `Expected \`--older-than\` to be at least the longest --max-delay of the jobs it prunes (job "${longest.name}": ${humanMs(lateRunMs(longest))}), got \`${olderThan}\`: ` +
-        'an occurrence that job may still run would be recorded as missed. Prune with a longer --older-than (or lower that job\'s --max-delay).',
+        "an occurrence that job may still run would be recorded as missed. Prune with a longer --older-than (or lower that job's --max-delay).",
     );
   }
 }
@@ -65,7 +68,12 @@ export function retentionOf(store: LeaseStore): RetentionStore {
 }
 
 /** Prune every job of `jobs` (read with `dbNow` from the store) older than `opts.olderThanMs`. */
-export async function pruneJobs(store: LeaseStore, jobs: RetentionRow[], dbNow: Date, opts: PruneOptions): Promise<PruneSummary> {
+export async function pruneJobs(
+  store: LeaseStore,
+  jobs: RetentionRow[],
+  dbNow: Date,
+  opts: PruneOptions,
+): Promise<PruneSummary> {
   const r = retentionOf(store);
   const limit = opts.batchRows ?? PRUNE_BATCH_ROWS;
   const horizon = new Date(dbNow.getTime() - opts.olderThanMs);
@@ -80,7 +88,11 @@ export async function pruneJobs(store: LeaseStore, jobs: RetentionRow[], dbNow: 
   // Every job's horizon first, HORIZON_CHUNK at a time: before any window of it goes, so a
   // late duplicate of one is refused. One statement per chunk instead of one per job.
   if (!opts.dryRun) {
-    for (let i = 0; i < jobs.length; i += HORIZON_CHUNK) await r.raiseHorizon(jobs.slice(i, i + HORIZON_CHUNK).map((j) => j.name), horizon);
+    for (let i = 0; i < jobs.length; i += HORIZON_CHUNK)
+      await r.raiseHorizon(
+        jobs.slice(i, i + HORIZON_CHUNK).map((j) => j.name),
+        horizon,
+      );
   }
   for (const job of jobs) {
     // The events of the lease's current generation stay: its owner's finish (and its retry)
@@ -117,7 +129,10 @@ export async function pruneJobs(store: LeaseStore, jobs: RetentionRow[], dbNow: 
         jobsPruned += 1;
         // In the job's own log, so that `history` (and its --json) says what went and why.
         await store.recordEvent({
-          job: job.name, kind: 'pruned', owner, hostTime: new Date(),
+          job: job.name,
+          kind: 'pruned',
+          owner,
+          hostTime: new Date(),
           detail: { retained_from: horizon.toISOString(), events, windows, pruned_through_seq: throughSeq },
         });
       }

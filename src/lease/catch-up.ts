@@ -26,10 +26,21 @@ export interface CatchUpFindings {
 export const MAX_CATCH_UP_TICKS = 20_000;
 
 /** The windows before this occurrence within the catch-up window, oldest first, this run's own left out. */
-export function earlierWindows(naming: WindowNaming, current: { key: string; scheduledAt: Date }, settings: CatchUpSettings): RangeWindow[] {
-  return windowsBetween(naming, {
-    fromMs: current.scheduledAt.getTime() - settings.windowMs, toMs: current.scheduledAt.getTime(), includeFrom: true, includeTo: false,
-  }, { max: MAX_CATCH_UP_TICKS, maxTicks: MAX_CATCH_UP_TICKS }).filter((w) => w.key !== current.key);
+export function earlierWindows(
+  naming: WindowNaming,
+  current: { key: string; scheduledAt: Date },
+  settings: CatchUpSettings,
+): RangeWindow[] {
+  return windowsBetween(
+    naming,
+    {
+      fromMs: current.scheduledAt.getTime() - settings.windowMs,
+      toMs: current.scheduledAt.getTime(),
+      includeFrom: true,
+      includeTo: false,
+    },
+    { max: MAX_CATCH_UP_TICKS, maxTicks: MAX_CATCH_UP_TICKS },
+  ).filter((w) => w.key !== current.key);
 }
 
 /**
@@ -38,11 +49,19 @@ export function earlierWindows(naming: WindowNaming, current: { key: string; sch
  * the job was first registered (it was not expected to run them). `dbNow` judges --max-delay.
  */
 export async function findCatchUp(
-  store: Pick<LeaseStore, 'readWindows'>, job: string, earlier: RangeWindow[], settings: CatchUpSettings, maxDelayMs: number | undefined, dbNow?: Date,
+  store: Pick<LeaseStore, 'readWindows'>,
+  job: string,
+  earlier: RangeWindow[],
+  settings: CatchUpSettings,
+  maxDelayMs: number | undefined,
+  dbNow?: Date,
 ): Promise<CatchUpFindings> {
   const none: CatchUpFindings = { run: [], beyondLimit: [], tooOld: [] };
   if (earlier.length === 0) return none;
-  const states = await store.readWindows!(job, earlier.map((w) => w.key));
+  const states = await store.readWindows!(
+    job,
+    earlier.map((w) => w.key),
+  );
   if (states.registeredAt === undefined) return none;
   const registeredMs = states.registeredAt.getTime();
   const now = (dbNow ?? states.dbNow).getTime();
@@ -51,8 +70,11 @@ export async function findCatchUp(
     const s = states.windows.get(w.key);
     return s === undefined || (s.completedAt === null && s.outcome !== 'missed');
   });
-  const tooOld = maxDelayMs === undefined ? [] : open.filter((w) => now - w.scheduledAt.getTime() > maxDelayMs);
-  const inTime = open.filter((w) => !tooOld.includes(w));
+  // One pass (up to MAX_CATCH_UP_TICKS windows): older than --max-delay, or in time.
+  const tooOld: RangeWindow[] = [];
+  const inTime: RangeWindow[] = [];
+  for (const w of open)
+    (maxDelayMs !== undefined && now - w.scheduledAt.getTime() > maxDelayMs ? tooOld : inTime).push(w);
   // The newest are kept: closest to now, and what Kubernetes's controller would pick.
   const cut = Math.max(0, inTime.length - settings.limit);
   return { run: inTime.slice(cut), beyondLimit: inTime.slice(0, cut), tooOld };
@@ -64,10 +86,22 @@ export function isEmpty(f: CatchUpFindings): boolean {
 
 /** The sequence a run with catch-up runs: the earlier windows, then its own. */
 export function catchUpPlan(
-  f: CatchUpFindings, current: SequenceWindow, settings: CatchUpSettings, maxDelayMs: number | undefined,
+  f: CatchUpFindings,
+  current: SequenceWindow,
+  settings: CatchUpSettings,
+  maxDelayMs: number | undefined,
 ): SequencePlan {
   return {
-    run: [...f.run.map((w): SequenceWindow => ({ key: w.key, scheduledAt: w.scheduledAt, rerun: false, maxDelayMs, role: 'catch-up' })), { ...current, role: 'current' }],
+    run: [
+      ...f.run.map((w): SequenceWindow => ({
+        key: w.key,
+        scheduledAt: w.scheduledAt,
+        rerun: false,
+        maxDelayMs,
+        role: 'catch-up',
+      })),
+      { ...current, role: 'current' },
+    ],
     missed: [
       { reason: 'max-delay', windows: f.tooOld, fields: { maxDelayMs } },
       { reason: 'catch-up-limit', windows: f.beyondLimit, fields: { catchUpLimit: settings.limit } },

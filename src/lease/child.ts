@@ -124,7 +124,9 @@ export async function startChild(
   }
   // An 'error' after a successful spawn (e.g. a failed kill) must not crash the runner.
   subprocess.on('error', () => {});
-  const copies = opts.capture ? [copyOutput(subprocess.stdout!, 1, opts.capture), copyOutput(subprocess.stderr!, 2, opts.capture)] : [];
+  const copies = opts.capture
+    ? [copyOutput(subprocess.stdout!, 1, opts.capture), copyOutput(subprocess.stderr!, 2, opts.capture)]
+    : [];
 
   // The 'exit' event is the moment the leader is reaped: it fires once, whoever caused it.
   let leaderExited = false;
@@ -201,7 +203,11 @@ async function within(p: Promise<unknown>, limitMs: number): Promise<void> {
  * the child's side while ours is full (the child then blocks on its write, as it would with the
  * inherited descriptor). Ours is never ended: leasejob's own exit flushes and closes it.
  */
-function copyOutput(from: Readable, fd: 1 | 2, tail: TailBuffer): { from: Readable; closed: Promise<void>; flushed: Promise<void> } {
+function copyOutput(
+  from: Readable,
+  fd: 1 | 2,
+  tail: TailBuffer,
+): { from: Readable; closed: Promise<void>; flushed: Promise<void> } {
   const to = fd === 1 ? process.stdout : process.stderr;
   // Ours gone (a reader that went away, a full disk): the child's output is still kept in the
   // tail and read to the end, so that the child never blocks on a pipe nobody reads.
@@ -214,12 +220,15 @@ function copyOutput(from: Readable, fd: 1 | 2, tail: TailBuffer): { from: Readab
     from.once('close', resolve);
     from.once('error', () => resolve());
   });
-  const flushed = closed.then(() => new Promise<void>((resolve) => {
-    to.off('error', onError);
-    if (to.writableLength === 0 || to.destroyed) return resolve();
-    to.once('drain', resolve);
-    to.once('close', resolve);
-  }));
+  const flushed = closed.then(
+    () =>
+      new Promise<void>((resolve) => {
+        to.off('error', onError);
+        if (to.writableLength === 0 || to.destroyed) return resolve();
+        to.once('drain', resolve);
+        to.once('close', resolve);
+      }),
+  );
   from.on('data', (chunk: Buffer) => tail.push(chunk));
   from.pipe(to, { end: false });
   return { from, closed, flushed };
@@ -311,7 +320,8 @@ function resolveCommand(command: string, searchPath: string, cwd: string): void 
     if (exists(file)) deniedAt ??= file;
   }
   // Like execvp: found somewhere but never executable is "permission denied", not "not found".
-  if (deniedAt !== undefined) throw new SpawnError(`Cannot run \`${command}\`: \`${deniedAt}\` is not executable.`, 126);
+  if (deniedAt !== undefined)
+    throw new SpawnError(`Cannot run \`${command}\`: \`${deniedAt}\` is not executable.`, 126);
   throw new SpawnError(`Cannot run \`${command}\`: not found on PATH.`, 127);
 }
 

@@ -1,7 +1,16 @@
 // The lease keeper: renews every interval and keeps a local deadline on the monotonic clock,
 // measured from when the last successful renewal was *sent*, so the task is told to stop
 // early enough to be gone before the lease can expire.
-import { CLOCK_JUMP_THRESHOLD_MS, measureOffset, monoNow, offsetIsLarge, stamp, wallJumpMs, type OffsetMeasurement, type Stamp } from '../clock.js';
+import {
+  CLOCK_JUMP_THRESHOLD_MS,
+  measureOffset,
+  monoNow,
+  offsetIsLarge,
+  stamp,
+  wallJumpMs,
+  type OffsetMeasurement,
+  type Stamp,
+} from '../clock.js';
 import type { Logger } from '../log.js';
 import type { LeaseStore as Store } from '../store/contract.js';
 
@@ -29,7 +38,10 @@ export function stopAfterMs(t: LeaseTiming): number {
  * connection: an attempt takes at most half of what is left while that is over 1.5 s, then
  * all of it. Whole milliseconds: the budget comes from the monotonic clock.
  */
-export function renewalBounds(leftMs: number, renewIntervalMs: number): { lockTimeoutMs: number; answerTimeoutMs: number } {
+export function renewalBounds(
+  leftMs: number,
+  renewIntervalMs: number,
+): { lockTimeoutMs: number; answerTimeoutMs: number } {
   const budget = Math.max(100, leftMs);
   const attempt = budget > 1_500 ? budget / 2 : budget;
   // The lock timeout ends 500 ms before the answer is given up on (when there is room): a
@@ -42,9 +54,7 @@ export function renewalBounds(leftMs: number, renewIntervalMs: number): { lockTi
 /** A measurement this tight (half its round trip) is taken as the clock's current state. */
 const PRECISE_OFFSET_MS = 250;
 
-export type LossReason =
-  | { kind: 'lease-lost'; detail: string }
-  | { kind: 'deadline'; detail: string };
+export type LossReason = { kind: 'lease-lost'; detail: string } | { kind: 'deadline'; detail: string };
 
 export interface HeldLease {
   job: string;
@@ -91,7 +101,8 @@ export class LeaseKeeper {
   noteOffset(m: OffsetMeasurement | undefined): void {
     if (m === undefined) return;
     if (m.uncertaintyMs <= PRECISE_OFFSET_MS) this.latestPreciseOffset = m;
-    if (this.leastUncertainOffset === undefined || m.uncertaintyMs <= this.leastUncertainOffset.uncertaintyMs) this.leastUncertainOffset = m;
+    if (this.leastUncertainOffset === undefined || m.uncertaintyMs <= this.leastUncertainOffset.uncertaintyMs)
+      this.leastUncertainOffset = m;
   }
 
   /**
@@ -123,7 +134,10 @@ export class LeaseKeeper {
   private armDeadline(): void {
     clearTimeout(this.deadlineTimer);
     const due = this.lastSent.mono + stopAfterMs(this.timing) - monoNow();
-    this.deadlineTimer = setTimeout(() => this.lose({ kind: 'deadline', detail: 'renewal did not succeed in time' }), Math.max(0, due));
+    this.deadlineTimer = setTimeout(
+      () => this.lose({ kind: 'deadline', detail: 'renewal did not succeed in time' }),
+      Math.max(0, due),
+    );
   }
 
   private scheduleRenewal(delayMs: number): void {
@@ -136,9 +150,19 @@ export class LeaseKeeper {
     if (this.stopped || this.renewing) return;
     this.renewing = true;
     const sent = stamp();
-    const { lockTimeoutMs, answerTimeoutMs } = renewalBounds(this.lastSent.mono + stopAfterMs(this.timing) - sent.mono, this.timing.renewIntervalMs);
+    const { lockTimeoutMs, answerTimeoutMs } = renewalBounds(
+      this.lastSent.mono + stopAfterMs(this.timing) - sent.mono,
+      this.timing.renewIntervalMs,
+    );
     try {
-      const row = await this.store.renew(this.lease.job, this.lease.owner, this.lease.generation, this.timing.ttlMs, lockTimeoutMs, answerTimeoutMs);
+      const row = await this.store.renew(
+        this.lease.job,
+        this.lease.owner,
+        this.lease.generation,
+        this.timing.ttlMs,
+        lockTimeoutMs,
+        answerTimeoutMs,
+      );
       const received = stamp();
       if (this.stopped) return;
       if (!row) {

@@ -43,6 +43,20 @@ export interface WindowEnd {
   output?: OutputTail | undefined;
   startedAt?: Date | undefined;
   finishedAt: Date;
+  /** Occurrences recorded missed together (catch-up): why, how many, the oldest and the newest. */
+  missed?: MissedReport | undefined;
+}
+
+interface MissedOccurrence {
+  key: string;
+  scheduledAt?: Date | undefined;
+}
+
+export interface MissedReport {
+  reason: 'max-delay' | 'catch-up-limit';
+  count: number;
+  oldest: MissedOccurrence;
+  newest: MissedOccurrence;
 }
 
 /** A request that failed: never the URL (a secret), only which one, at which stage, and why. */
@@ -215,6 +229,16 @@ export function payload(e: WindowEnd): Record<string, unknown> {
           tail: e.output.tail.toString('utf8'),
           bytes: e.output.bytes,
           truncated: e.output.bytes > e.output.tail.length,
+        }
+      : null,
+    missed: e.missed
+      ? {
+          reason: e.missed.reason,
+          count: e.missed.count,
+          oldest_window: e.missed.oldest.key,
+          oldest_scheduled_at: e.missed.oldest.scheduledAt?.toISOString() ?? null,
+          newest_window: e.missed.newest.key,
+          newest_scheduled_at: e.missed.newest.scheduledAt?.toISOString() ?? null,
         }
       : null,
   };

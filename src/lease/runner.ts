@@ -1,14 +1,37 @@
 // runWithLease: acquire the lease and claim the window, run a task while the keeper renews,
 // stop the task when the lease is in doubt, record the outcome and release.
-import { constants as osConstants, hostname } from 'node:os';
+//
+// A run goes through these states, in this order (any may end it):
+//   waiting   acquire() is polled until the lease is ours, busy (--on-busy), done, missed or
+//             paused; a stale holder is waited out (acquire.ts: acquireOrAdopt, give-backs)
+//   held      the task runs while the keeper renews every TTL/3 (runHeld, keeper.ts); a
+//             sequence of windows under one lease is runSequenceHeld (sequence.ts)
+//   stopping  the lease is in doubt, lost, past --max-runtime or a signal came: the task is
+//             told through its AbortSignal, with the grace it has (keeper.ts: stopAfterMs)
+//   lost      a renewal found the lease taken: the task is stopped at once, the loss recorded
+//   finished  the outcome is recorded and the lease released, retried while the lease lasts
+//             (finish.ts: finishWithRetry); the exit code follows one rule (stoppedExitCode)
+import { hostname } from 'node:os';
 import { MAX_AHEAD_MS, measureOffset, monoNow, offsetIsLarge, sleep, stamp, type OffsetMeasurement } from '../clock.js';
 import { isTransientDbError } from '../store/postgres/db-errors.js';
-import { ExitCode, LeasejobError, LeaseUnavailableError, UsageError } from '../errors.js';
+import { LeaseUnavailableError, UsageError } from '../errors.js';
 import { LeaseKeeper, safetyMarginMs, stopAfterMs, type LossReason } from './keeper.js';
 import type { Logger } from '../log.js';
 import type { OutputTail } from './output-tail.js';
 import { runSequenceHeld, type SequenceOptions } from './sequence.js';
-import { ACQUIRE_LOCK_TIMEOUT_MS, EVENT_TIMEOUT_MS, type AcquireInput, type AcquireRow, type FinishInput, type LeaseStore as Store } from '../store/contract.js';
+import { EVENT_TIMEOUT_MS, type AcquireRow, type LeaseStore as Store } from '../store/contract.js';
+import {
+  ACQUIRE_ANSWER_LIMIT_MS,
+  FIRST_ACQUIRE_MIN_MS,
+  unlessAborted,
+  ABANDON_ANSWER_MS,
+  GIVE_UP_SETTLE_MS,
+  SIGNALLED_SETTLE_MS,
+  SIGNALLED_ABANDON_MS,
+  acquireOrAdopt,
+  abandonUnanswered,
+} from './acquire.js';
+import { recordLoss, recordOutput, finishWithRetry, finishDetail, stoppedExitCode, exitCodeOf } from './finish.js';
 
 export type OnBusy = 'skip' | 'wait' | 'fail';
 
@@ -75,93 +98,12 @@ export interface TaskContext {
 export type RunResult<T> =
   | { status: 'completed'; value: T; generation: string; attempt: number }
   | { status: 'failed'; error: unknown; generation: string; attempt: number; aborted?: AbortReason; released: boolean }
-  | { status: 'skipped'; reason: 'busy' | 'done' | 'missed' | 'paused' | 'cancelled'; holder?: string | null; completedAt?: Date | null };
-
-/**
- * The longest an acquisition's answer is waited for (the stop point when sooner): a database
- * this slow is unavailable, and the next trigger tries again.
- */
-const ACQUIRE_ANSWER_LIMIT_MS = 30_000;
-/**
- * With --on-busy wait, what the first acquisition may take past --wait-timeout: the timeout is
- * for waiting on a busy lease, and a database that takes 0.4 s to answer on a busy host (with
- * --wait-timeout 300ms) is slow, not unreachable. Later polls keep within the timeout.
- */
-const FIRST_ACQUIRE_MIN_MS = 2_000;
-
-/** `p`'s value, or undefined as soon as `signal` aborts (`p` is then left to settle unobserved). */
-async function unlessAborted<T>(p: Promise<T>, signal: AbortSignal | undefined): Promise<T | undefined> {
-  if (!signal) return p;
-  if (signal.aborted) {
-    p.catch(() => {});
-    return undefined;
-  }
-  let onAbort: (() => void) | undefined;
-  const aborted = new Promise<undefined>((resolve) => {
-    onAbort = () => resolve(undefined);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-  p.catch(() => {});
-  try {
-    return await Promise.race([p, aborted]);
-  } finally {
-    signal.removeEventListener('abort', onAbort!);
-  }
-}
-
-/** How long giving back the lease of an unanswered acquire waits for its answer. */
-const ABANDON_ANSWER_MS = 1_000;
-/**
- * Before giving back after an acquire given up on, the acquire's own lock wait
- * (ACQUIRE_LOCK_TIMEOUT_MS): it may still be running on the server (a timed-out statement is
- * not cancelled). Asked sooner, the give-back would find nothing and the acquire commit after it.
- */
-const GIVE_UP_SETTLE_MS = ACQUIRE_LOCK_TIMEOUT_MS;
-/** After a signal: how long an acquire in flight may still settle, and the give-back may take. */
-const SIGNALLED_SETTLE_MS = 300;
-const SIGNALLED_ABANDON_MS = 600;
-
-/**
- * acquire(); and when the lease turns out to be held by this very run, that lease, renewed
- * from now. That happens when an earlier acquire of this run committed but its answer never
- * came (timed out, then tried again while waiting): its generation is taken up, with the
- * attempt its window was claimed with, instead of being waited out as a stale owner's.
- */
-async function acquireOrAdopt(store: Store, i: AcquireInput, mayBeOurs: boolean): Promise<AcquireRow & { adopted?: true }> {
-  const started = monoNow();
-  const row = await store.acquire(i);
-  if (!mayBeOurs || !store.adopt || (row.outcome !== 'busy' && row.outcome !== 'stale') || row.holder !== i.owner || row.holderGeneration === null) return row;
-  let took;
-  try {
-    took = await store.adopt({
-      job: i.job, owner: i.owner, generation: row.holderGeneration, window: i.window, ttlMs: i.ttlMs,
-      lockTimeoutMs: ACQUIRE_LOCK_TIMEOUT_MS,
-      answerTimeoutMs: Math.max(250, (i.answerTimeoutMs ?? ACQUIRE_ANSWER_LIMIT_MS) - (monoNow() - started)),
-    });
-  } catch (err) {
-    // The lease row locked (a fenced transaction of ours still open): answered as busy, polled again.
-    if ((err as { code?: unknown }).code === '55P03') return row;
-    throw err;
-  }
-  // Expired in between: ours still, and taken over by the next acquire (no loss recorded).
-  if (!took) return { ...row, outcome: 'stale', expiresAt: row.dbNow };
-  return { ...row, outcome: 'acquired', generation: row.holderGeneration, attempt: took.attempt, dbNow: took.dbNow, adopted: true };
-}
-
-/**
- * After an acquire left unanswered (given up on, or a signal meanwhile): give back the lease it
- * may have taken, so that the next run need not wait it out, nor count it lost. Best effort
- * and bounded: failing that, the lease expires by itself as before.
- */
-async function abandonUnanswered(store: Store, job: string, owner: string, log: Logger, answerTimeoutMs: number): Promise<void> {
-  if (!store.abandon) return;
-  try {
-    const generation = await store.abandon(job, owner, new Date(), answerTimeoutMs);
-    if (generation !== undefined) log.info({ generation }, 'released the lease of an acquire whose answer was lost');
-  } catch (err) {
-    log.debug({ err: (err as Error).message }, 'could not check for the lease of an unanswered acquire');
-  }
-}
+  | {
+      status: 'skipped';
+      reason: 'busy' | 'done' | 'missed' | 'paused' | 'cancelled';
+      holder?: string | null;
+      completedAt?: Date | null;
+    };
 
 /**
  * host:pid:nonce. The nonce tells apart two processes with one host name and pid (a container's
@@ -170,7 +112,9 @@ async function abandonUnanswered(store: Store, job: string, owner: string, log: 
  * costs every start about 7 M instructions (scripts/bundle.mjs).
  */
 export function newOwnerId(): string {
-  const nonce = Math.floor(Math.random() * 0x1_0000_0000).toString(16).padStart(8, '0');
+  const nonce = Math.floor(Math.random() * 0x1_0000_0000)
+    .toString(16)
+    .padStart(8, '0');
   return `${hostname()}:${process.pid}:${nonce}`;
 }
 
@@ -188,7 +132,9 @@ export async function runWithLease<T>(
   const renewIntervalMs = opts.renewIntervalMs ?? Math.floor(opts.ttlMs / 3);
   const timing = { ttlMs: opts.ttlMs, renewIntervalMs, killGraceMs: opts.killGraceMs };
   if (opts.sequence && !(store.claimWindow && store.finishWindow && store.recordMissed && store.readWindows)) {
-    throw new UsageError(`this store (${store.kind}) cannot run a sequence of windows under one lease (catch-up, backfill)`);
+    throw new UsageError(
+      `this store (${store.kind}) cannot run a sequence of windows under one lease (catch-up, backfill)`,
+    );
   }
   // A sequence claims its windows once the lease is held.
   const win = opts.sequence ? undefined : opts.window;
@@ -207,127 +153,222 @@ export async function runWithLease<T>(
   let taken = false;
   let signalled = false;
   try {
-  for (;;) {
-    if (opts.signal?.aborted) return { status: 'skipped', reason: 'cancelled' };
-    const sent = stamp();
-    let row: (AcquireRow & { adopted?: true }) | undefined;
-    const pending = acquireOrAdopt(store, {
-      job: opts.name, owner, ttlMs: opts.ttlMs, renewIntervalMs, window: win?.key,
-      scheduledAt: win?.scheduledAt, rerun: win?.rerun ?? false, maxDelayMs: win?.maxDelayMs,
-      hostTime: new Date(sent.wall), spec: opts.spec,
-      // With --on-busy wait, never past --wait-timeout once waiting (at least a short round trip).
-      answerTimeoutMs: Math.min(stopAfterMs(timing), ACQUIRE_ANSWER_LIMIT_MS,
-        Math.max(waiting ? 250 : FIRST_ACQUIRE_MIN_MS, waitLeftMs(sent.mono))),
-    }, ownerIsOurs && unanswered);
-    try {
-      row = await unlessAborted(pending, opts.signal);
-      failingSince = undefined;
-    } catch (err) {
-      // Once waiting, a database that restarts or drops the connection is waited out too: for
-      // up to one TTL (a running child tolerates about as much) and within --wait-timeout. The
-      // outage is counted from when the failed attempt was sent, its wait included.
-      const now = monoNow();
-      failingSince ??= sent.mono;
-      const waitLeft = waitLeftMs(now);
-      const left = Math.min(opts.ttlMs - (now - failingSince), waitLeft);
-      const transient = isTransientDbError(err);
-      // A statement sent that got no answer (timed out, connection lost) may have committed;
-      // one whose connection never opened (refused, too many connections) was never sent.
-      if (transient && (err as { statementSent?: boolean }).statementSent !== false) unanswered = true;
-      if (!waiting || !transient || waitLeft <= 0 || left <= 0) {
-        if (waiting && transient && waitLeft <= 0) {
-          throw new LeaseUnavailableError(`lease "${opts.name}" not acquired within --wait-timeout (${waitedMs()} ms): the database was unavailable (${(err as Error).message})`, 'E_WAIT_TIMEOUT');
+    for (;;) {
+      if (opts.signal?.aborted) return { status: 'skipped', reason: 'cancelled' };
+      const sent = stamp();
+      let row: (AcquireRow & { adopted?: true }) | undefined;
+      const pending = acquireOrAdopt(
+        store,
+        {
+          job: opts.name,
+          owner,
+          ttlMs: opts.ttlMs,
+          renewIntervalMs,
+          window: win?.key,
+          scheduledAt: win?.scheduledAt,
+          rerun: win?.rerun ?? false,
+          maxDelayMs: win?.maxDelayMs,
+          hostTime: new Date(sent.wall),
+          spec: opts.spec,
+          // With --on-busy wait, never past --wait-timeout once waiting (at least a short round trip).
+          answerTimeoutMs: Math.min(
+            stopAfterMs(timing),
+            ACQUIRE_ANSWER_LIMIT_MS,
+            Math.max(waiting ? 250 : FIRST_ACQUIRE_MIN_MS, waitLeftMs(sent.mono)),
+          ),
+        },
+        ownerIsOurs && unanswered,
+      );
+      try {
+        row = await unlessAborted(pending, opts.signal);
+        failingSince = undefined;
+      } catch (err) {
+        // Once waiting, a database that restarts or drops the connection is waited out too: for
+        // up to one TTL (a running child tolerates about as much) and within --wait-timeout. The
+        // outage is counted from when the failed attempt was sent, its wait included.
+        const now = monoNow();
+        failingSince ??= sent.mono;
+        const waitLeft = waitLeftMs(now);
+        const left = Math.min(opts.ttlMs - (now - failingSince), waitLeft);
+        const transient = isTransientDbError(err);
+        // A statement sent that got no answer (timed out, connection lost) may have committed;
+        // one whose connection never opened (refused, too many connections) was never sent.
+        if (transient && (err as { statementSent?: boolean }).statementSent !== false) unanswered = true;
+        if (!waiting || !transient || waitLeft <= 0 || left <= 0) {
+          if (waiting && transient && waitLeft <= 0) {
+            throw new LeaseUnavailableError(
+              `lease "${opts.name}" not acquired within --wait-timeout (${waitedMs()} ms): the database was unavailable (${(err as Error).message})`,
+              'E_WAIT_TIMEOUT',
+            );
+          }
+          throw err;
         }
-        throw err;
+        jlog.warn(
+          { err: (err as Error).message, retryInMs: Math.round(Math.min(1_000, left)) },
+          'database unavailable while waiting; retrying',
+        );
+        await sleep(Math.min(1_000, left), opts.signal);
+        continue;
       }
-      jlog.warn({ err: (err as Error).message, retryInMs: Math.round(Math.min(1_000, left)) }, 'database unavailable while waiting; retrying');
-      await sleep(Math.min(1_000, left), opts.signal);
-      continue;
-    }
-    if (row === undefined) {
-      // A lease granted meanwhile is given back (below): the acquire in flight may still settle
-      // for a moment; answered, it says whether there is anything to give back. Failing that,
-      // the lease is held by a session that closes as we exit: contenders see it stale and
-      // take over once it expires.
-      jlog.info('signal received while waiting for the database');
-      signalled = true;
-      let settle: NodeJS.Timeout | undefined;
-      const settled = await Promise.race([pending.then((r) => r, () => undefined), new Promise<undefined>((resolve) => (settle = setTimeout(() => resolve(undefined), SIGNALLED_SETTLE_MS)))]);
-      clearTimeout(settle);
-      if (settled === undefined || settled.outcome === 'acquired') unanswered = true;
-      return { status: 'skipped', reason: 'cancelled' };
-    }
-    const received = stamp();
-
-    // Versions, not last-write-wins: this run's settings replaced a registered schedule's.
-    if (row.jobChanged) {
-      jlog.warn({ old: row.jobChanged.old, new: row.jobChanged.new, version: row.jobChanged.version },
-        'job settings differ from the registry; adopted (a job-changed event records it: if the hosts disagree, align their flags)');
-    }
-    if (row.outcome === 'paused') {
-      jlog.info({ window: win?.key }, 'job paused (leasejob pause): occurrence skipped, command not started');
-      return { status: 'skipped', reason: 'paused' };
-    }
-    if (row.outcome === 'done') {
-      jlog.info({ completedAt: row.completedAt }, 'window already completed');
-      // Evidence like a busy skip (an event, so a counter): a late duplicate, a retry of a run
-      // that did finish, or a second host's cron. Best effort: the skip stands either way.
-      await unlessAborted(store.recordEvent({ job: opts.name, kind: 'done-skip', window: win?.key, owner, hostTime: new Date(), detail: { completed_at: row.completedAt?.toISOString() } })
-        .catch((err: unknown) => jlog.debug({ err: (err as Error).message }, 'could not record done-skip event')), opts.signal);
-      return { status: 'skipped', reason: 'done', completedAt: row.completedAt };
-    }
-    if (row.outcome === 'missed') {
-      jlog.warn({ scheduledAt: win?.scheduledAt, maxDelayMs: win?.maxDelayMs }, 'window missed');
-      return { status: 'skipped', reason: 'missed' };
-    }
-    if (row.outcome === 'acquired' && row.generation !== null) {
-      const offset = row.dbNow ? measureOffset(sent, received, row.dbNow) : undefined;
-      jlog.info({ generation: row.generation, attempt: row.attempt, ttlMs: opts.ttlMs, ...offset, ...(row.adopted ? { adopted: true } : {}) }, 'lease acquired');
-      if (offset && offsetIsLarge(offset)) jlog.warn(offset, 'clock offset to database is large');
-      if (win) jlog.info({ generation: row.generation, attempt: row.attempt, scheduledAt: win.scheduledAt }, 'window claimed');
-      taken = true;
-      if (opts.sequence) return runSequenceHeld(store, { ...opts, sequence: opts.sequence }, task, jlog, { owner, generation: row.generation, sent, timing, offset, dbNow: row.dbNow ?? undefined, received });
-      return runHeld(store, opts, task, jlog, { owner, generation: row.generation, attempt: row.attempt ?? 1, sent, timing, offset, dbNow: row.dbNow ?? undefined });
-    }
-
-    // Busy. A stale holder (stopped renewing, or its database session is gone) is waited out
-    // and taken over whatever --on-busy says (skipping would leave its window unfinished), but
-    // with --on-busy wait not past --wait-timeout.
-    const holder = { holder: row.holder, holderGeneration: row.holderGeneration, holderWindow: row.holderWindow, expiresAt: row.expiresAt };
-    const untilExpiryMs = row.expiresAt && row.dbNow ? row.expiresAt.getTime() - row.dbNow.getTime() : renewIntervalMs;
-    if (row.outcome === 'stale') {
-      // --on-busy wait with --wait-timeout: never past the timeout, a stale holder included.
-      const waitLeft = waitLeftMs();
-      if (waitLeft <= 0) {
-        throw new LeaseUnavailableError(`lease "${opts.name}" still held by a stale owner (${row.holder}) after waiting ${waitedMs()} ms (--wait-timeout)`, 'E_WAIT_TIMEOUT');
+      if (row === undefined) {
+        // A lease granted meanwhile is given back (below): the acquire in flight may still settle
+        // for a moment; answered, it says whether there is anything to give back. Failing that,
+        // the lease is held by a session that closes as we exit: contenders see it stale and
+        // take over once it expires.
+        jlog.info('signal received while waiting for the database');
+        signalled = true;
+        let settle: NodeJS.Timeout | undefined;
+        const settled = await Promise.race([
+          pending.then(
+            (r) => r,
+            () => undefined,
+          ),
+          new Promise<undefined>((resolve) => (settle = setTimeout(() => resolve(undefined), SIGNALLED_SETTLE_MS))),
+        ]);
+        clearTimeout(settle);
+        if (settled === undefined || settled.outcome === 'acquired') unanswered = true;
+        return { status: 'skipped', reason: 'cancelled' };
       }
-      const waitMs = Math.min(Math.max(untilExpiryMs, 0) + 50, opts.ttlMs, Math.max(50, waitLeft));
-      jlog.info({ ...holder, waitMs, expiresInMs: untilExpiryMs }, 'lease held by a stale owner, waiting for expiry');
+      const received = stamp();
+
+      // Versions, not last-write-wins: this run's settings replaced a registered schedule's.
+      if (row.jobChanged) {
+        jlog.warn(
+          { old: row.jobChanged.old, new: row.jobChanged.new, version: row.jobChanged.version },
+          'job settings differ from the registry; adopted (a job-changed event records it: if the hosts disagree, align their flags)',
+        );
+      }
+      if (row.outcome === 'paused') {
+        jlog.info({ window: win?.key }, 'job paused (leasejob pause): occurrence skipped, command not started');
+        return { status: 'skipped', reason: 'paused' };
+      }
+      if (row.outcome === 'done') {
+        jlog.info({ completedAt: row.completedAt }, 'window already completed');
+        // Evidence like a busy skip (an event, so a counter): a late duplicate, a retry of a run
+        // that did finish, or a second host's cron. Best effort: the skip stands either way.
+        await unlessAborted(
+          store
+            .recordEvent({
+              job: opts.name,
+              kind: 'done-skip',
+              window: win?.key,
+              owner,
+              hostTime: new Date(),
+              detail: { completed_at: row.completedAt?.toISOString() },
+            })
+            .catch((err: unknown) => jlog.debug({ err: (err as Error).message }, 'could not record done-skip event')),
+          opts.signal,
+        );
+        return { status: 'skipped', reason: 'done', completedAt: row.completedAt };
+      }
+      if (row.outcome === 'missed') {
+        jlog.warn({ scheduledAt: win?.scheduledAt, maxDelayMs: win?.maxDelayMs }, 'window missed');
+        return { status: 'skipped', reason: 'missed' };
+      }
+      if (row.outcome === 'acquired' && row.generation !== null) {
+        const offset = row.dbNow ? measureOffset(sent, received, row.dbNow) : undefined;
+        jlog.info(
+          {
+            generation: row.generation,
+            attempt: row.attempt,
+            ttlMs: opts.ttlMs,
+            ...offset,
+            ...(row.adopted ? { adopted: true } : {}),
+          },
+          'lease acquired',
+        );
+        if (offset && offsetIsLarge(offset)) jlog.warn(offset, 'clock offset to database is large');
+        if (win)
+          jlog.info(
+            { generation: row.generation, attempt: row.attempt, scheduledAt: win.scheduledAt },
+            'window claimed',
+          );
+        taken = true;
+        if (opts.sequence)
+          return runSequenceHeld(store, { ...opts, sequence: opts.sequence }, task, jlog, {
+            owner,
+            generation: row.generation,
+            sent,
+            timing,
+            offset,
+            dbNow: row.dbNow ?? undefined,
+            received,
+          });
+        return runHeld(store, opts, task, jlog, {
+          owner,
+          generation: row.generation,
+          attempt: row.attempt ?? 1,
+          sent,
+          timing,
+          offset,
+          dbNow: row.dbNow ?? undefined,
+        });
+      }
+
+      // Busy. A stale holder (stopped renewing, or its database session is gone) is waited out
+      // and taken over whatever --on-busy says (skipping would leave its window unfinished), but
+      // with --on-busy wait not past --wait-timeout.
+      const holder = {
+        holder: row.holder,
+        holderGeneration: row.holderGeneration,
+        holderWindow: row.holderWindow,
+        expiresAt: row.expiresAt,
+      };
+      const untilExpiryMs =
+        row.expiresAt && row.dbNow ? row.expiresAt.getTime() - row.dbNow.getTime() : renewIntervalMs;
+      if (row.outcome === 'stale') {
+        // --on-busy wait with --wait-timeout: never past the timeout, a stale holder included.
+        const waitLeft = waitLeftMs();
+        if (waitLeft <= 0) {
+          throw new LeaseUnavailableError(
+            `lease "${opts.name}" still held by a stale owner (${row.holder}) after waiting ${waitedMs()} ms (--wait-timeout)`,
+            'E_WAIT_TIMEOUT',
+          );
+        }
+        const waitMs = Math.min(Math.max(untilExpiryMs, 0) + 50, opts.ttlMs, Math.max(50, waitLeft));
+        jlog.info({ ...holder, waitMs, expiresInMs: untilExpiryMs }, 'lease held by a stale owner, waiting for expiry');
+        waiting = true;
+        await sleep(waitMs, opts.signal);
+        continue;
+      }
+      const policy = opts.onBusy ?? 'skip';
+      if (policy === 'skip') {
+        jlog.info(holder, 'lease busy');
+        await unlessAborted(
+          store
+            .recordEvent({
+              job: opts.name,
+              kind: 'busy-skip',
+              window: win?.key,
+              owner,
+              hostTime: new Date(),
+              detail: { holder: row.holder, holder_generation: row.holderGeneration, holder_window: row.holderWindow },
+            })
+            .catch((err: unknown) => jlog.debug({ err: (err as Error).message }, 'could not record busy-skip event')),
+          opts.signal,
+        );
+        return { status: 'skipped', reason: 'busy', holder: row.holder };
+      }
+      if (policy === 'fail') {
+        throw new LeaseUnavailableError(
+          `lease "${opts.name}" is held by ${row.holder} (generation ${row.holderGeneration}) and --on-busy is fail`,
+          'E_LEASE_BUSY',
+        );
+      }
+      const remaining = waitLeftMs();
+      if (remaining <= 0) {
+        throw new LeaseUnavailableError(
+          `lease "${opts.name}" still held by ${row.holder} after waiting ${waitedMs()} ms (--wait-timeout)`,
+          'E_WAIT_TIMEOUT',
+        );
+      }
+      // Said once at info (an operator sees why nothing happens), then at each poll at debug.
+      jlog[saidWaiting ? 'debug' : 'info'](holder, 'lease busy, waiting');
+      saidWaiting = true;
       waiting = true;
-      await sleep(waitMs, opts.signal);
-      continue;
+      // Poll at most once a second, never past the holder's expiry or our own timeout.
+      await sleep(Math.max(50, Math.min(1_000, untilExpiryMs + 50, remaining)), opts.signal);
     }
-    const policy = opts.onBusy ?? 'skip';
-    if (policy === 'skip') {
-      jlog.info(holder, 'lease busy');
-      await unlessAborted(store.recordEvent({ job: opts.name, kind: 'busy-skip', window: win?.key, owner, hostTime: new Date(), detail: { holder: row.holder, holder_generation: row.holderGeneration, holder_window: row.holderWindow } })
-        .catch((err: unknown) => jlog.debug({ err: (err as Error).message }, 'could not record busy-skip event')), opts.signal);
-      return { status: 'skipped', reason: 'busy', holder: row.holder };
-    }
-    if (policy === 'fail') {
-      throw new LeaseUnavailableError(`lease "${opts.name}" is held by ${row.holder} (generation ${row.holderGeneration}) and --on-busy is fail`, 'E_LEASE_BUSY');
-    }
-    const remaining = waitLeftMs();
-    if (remaining <= 0) {
-      throw new LeaseUnavailableError(`lease "${opts.name}" still held by ${row.holder} after waiting ${waitedMs()} ms (--wait-timeout)`, 'E_WAIT_TIMEOUT');
-    }
-    // Said once at info (an operator sees why nothing happens), then at each poll at debug.
-    jlog[saidWaiting ? 'debug' : 'info'](holder, 'lease busy, waiting');
-    saidWaiting = true;
-    waiting = true;
-    // Poll at most once a second, never past the holder's expiry or our own timeout.
-    await sleep(Math.max(50, Math.min(1_000, untilExpiryMs + 50, remaining)), opts.signal);
-  }
   } finally {
     // Leaving without the lease (given up, skipped, signalled, missed) after an acquire of this
     // call went unanswered: it may have committed; give that lease back.
@@ -343,7 +384,15 @@ async function runHeld<T>(
   opts: RunOptions,
   task: (ctx: TaskContext) => Promise<T>,
   log: Logger,
-  held: { owner: string; generation: string; attempt: number; sent: ReturnType<typeof stamp>; timing: { ttlMs: number; renewIntervalMs: number; killGraceMs: number }; offset: OffsetMeasurement | undefined; dbNow?: Date | undefined },
+  held: {
+    owner: string;
+    generation: string;
+    attempt: number;
+    sent: ReturnType<typeof stamp>;
+    timing: { ttlMs: number; renewIntervalMs: number; killGraceMs: number };
+    offset: OffsetMeasurement | undefined;
+    dbNow?: Date | undefined;
+  },
 ): Promise<RunResult<T>> {
   const { owner, generation, attempt } = held;
   const win = opts.window;
@@ -359,19 +408,48 @@ async function runHeld<T>(
   // connection went silent must free it well before the next renewal needs it.
   const eventTimeoutMs = Math.min(EVENT_TIMEOUT_MS, held.timing.renewIntervalMs / 2);
   const keeper = new LeaseKeeper(
-    store, { job: opts.name, owner, generation, window: win?.key }, held.timing, held.sent, log,
+    store,
+    { job: opts.name, owner, generation, window: win?.key },
+    held.timing,
+    held.sent,
+    log,
     (loss) => {
-      log.warn({ generation, reason: loss.kind, detail: loss.detail, remainingMs: Math.round(keeper.remainingMs()) }, 'lease lost');
+      log.warn(
+        { generation, reason: loss.kind, detail: loss.detail, remainingMs: Math.round(keeper.remainingMs()) },
+        'lease lost',
+      );
       // Whatever is left before expiry, minus the margin for the kill itself.
       const graceMs = Math.max(0, Math.min(opts.killGraceMs, keeper.remainingMs() - safetyMarginMs(opts.ttlMs)));
       abort({ ...loss, graceMs });
     },
     (jumpMs) => {
-      void store.recordEvent({ job: opts.name, kind: 'clock-jump', window: win?.key, owner, generation, hostTime: new Date(), detail: { jump_ms: jumpMs }, answerTimeoutMs: eventTimeoutMs }).catch(() => {});
+      void store
+        .recordEvent({
+          job: opts.name,
+          kind: 'clock-jump',
+          window: win?.key,
+          owner,
+          generation,
+          hostTime: new Date(),
+          detail: { jump_ms: jumpMs },
+          answerTimeoutMs: eventTimeoutMs,
+        })
+        .catch(() => {});
     },
     (failures, lastError) => {
       // Recorded once the database answers again: the evidence of a pause or a flaky network.
-      void store.recordEvent({ job: opts.name, kind: 'renew-failed', window: win?.key, owner, generation, hostTime: new Date(), detail: { failures, last_error: lastError }, answerTimeoutMs: eventTimeoutMs }).catch(() => {});
+      void store
+        .recordEvent({
+          job: opts.name,
+          kind: 'renew-failed',
+          window: win?.key,
+          owner,
+          generation,
+          hostTime: new Date(),
+          detail: { failures, last_error: lastError },
+          answerTimeoutMs: eventTimeoutMs,
+        })
+        .catch(() => {});
     },
   );
   const startedMono = monoNow();
@@ -400,10 +478,14 @@ async function runHeld<T>(
   // An occurrence the database clock says has not come yet: the clock that named it runs ahead
   // (a crontab host's, or a Job named by hand). Run now, its window would be done before its
   // time and the run that comes at that time would find it done. The window is left open for it.
-  const aheadMs = win?.scheduledAt !== undefined && held.dbNow !== undefined ? win.scheduledAt.getTime() - held.dbNow.getTime() : 0;
+  const aheadMs =
+    win?.scheduledAt !== undefined && held.dbNow !== undefined ? win.scheduledAt.getTime() - held.dbNow.getTime() : 0;
   if (!aborted && aheadMs > MAX_AHEAD_MS) {
     const detail = `occurrence ${win!.scheduledAt!.toISOString()} is ${Math.round(aheadMs / 1000)} s ahead of the database clock (${held.dbNow!.toISOString()})`;
-    log.error({ generation, scheduledAt: win!.scheduledAt, dbNow: held.dbNow, aheadMs: Math.round(aheadMs) }, 'occurrence not due by the database clock: not started, window left open');
+    log.error(
+      { generation, scheduledAt: win!.scheduledAt, dbNow: held.dbNow, aheadMs: Math.round(aheadMs) },
+      'occurrence not due by the database clock: not started, window left open',
+    );
     abort({ kind: 'not-due', detail, graceMs: 0 });
   }
 
@@ -413,10 +495,19 @@ async function runHeld<T>(
   let ok = false;
   let taskStarted = false;
   try {
-    if (aborted?.kind === 'not-due') throw new LeaseUnavailableError(`not started: ${aborted.detail}; check this host's clock (NTP)`, 'E_NOT_DUE');
+    if (aborted?.kind === 'not-due')
+      throw new LeaseUnavailableError(`not started: ${aborted.detail}; check this host's clock (NTP)`, 'E_NOT_DUE');
     if (aborted) throw new LeaseUnavailableError('lease acquired too late to start the task safely', 'E_LEASE_LATE');
     taskStarted = true;
-    value = await task({ signal: controller.signal, fenceToken: generation, idempotencyKey, owner, window: win?.key, attempt, scheduledAt: win?.scheduledAt });
+    value = await task({
+      signal: controller.signal,
+      fenceToken: generation,
+      idempotencyKey,
+      owner,
+      window: win?.key,
+      attempt,
+      scheduledAt: win?.scheduledAt,
+    });
     // Only an uninterrupted task counts: one stopped early (even if it then returned
     // normally) may have done part of the work, and the window stays open for a retry.
     ok = aborted === undefined;
@@ -432,19 +523,34 @@ async function runHeld<T>(
   const outcome = !win ? 'none' : ok ? 'completed' : 'failed';
   if (taskStarted && win) await recordOutput(store, opts, win.key, generation, eventTimeoutMs, log);
   // One code per run, in the ledger, its event and leasejob's exit (src/commands/run.ts).
-  const exitCode = ok ? 0 : stoppedExitCode(aborted) ?? exitCodeOf(error);
+  const exitCode = ok ? 0 : (stoppedExitCode(aborted) ?? exitCodeOf(error));
   let released = false;
   try {
-    const r = await finishWithRetry(store, {
-      job: opts.name, owner, generation, window: win?.key, outcome, hostTime: new Date(),
-      exitCode,
-      detail: finishDetail(attempt, monoNow() - startedMono, aborted?.kind, keeper.offsetToRecord()),
-    }, () => keeper.remainingMs(), log, opts.signal);
+    const r = await finishWithRetry(
+      store,
+      {
+        job: opts.name,
+        owner,
+        generation,
+        window: win?.key,
+        outcome,
+        hostTime: new Date(),
+        exitCode,
+        detail: finishDetail(attempt, monoNow() - startedMono, aborted?.kind, keeper.offsetToRecord()),
+      },
+      () => keeper.remainingMs(),
+      log,
+      opts.signal,
+    );
     released = r.held;
     if (r.held) {
       // A failure is said at warn (crontab mails what reaches stderr at --log-level warn).
       if (win && ok) log.info({ generation, attempt, outcome }, 'window completed');
-      else if (win) log.warn({ generation, attempt, outcome, exitCode, ...(aborted ? { aborted: aborted.kind } : {}) }, 'window left open');
+      else if (win)
+        log.warn(
+          { generation, attempt, outcome, exitCode, ...(aborted ? { aborted: aborted.kind } : {}) },
+          'window left open',
+        );
       else if (!ok) log.warn({ generation, exitCode, ...(aborted ? { aborted: aborted.kind } : {}) }, 'run failed');
       log.info({ generation }, 'lease released');
     } else {
@@ -452,185 +558,54 @@ async function runHeld<T>(
     }
     if (leaseDoubtful && taskStarted) {
       // Not held: the finish recorded the loss itself (on every schema version).
-      await unlessAborted(recordLoss(store, { job: opts.name, window: win?.key, owner, generation }, r.held ? aborted : undefined, keeper.renewFailures(), eventTimeoutMs), opts.signal);
+      await unlessAborted(
+        recordLoss(
+          store,
+          { job: opts.name, window: win?.key, owner, generation },
+          r.held ? aborted : undefined,
+          keeper.renewFailures(),
+          eventTimeoutMs,
+        ),
+        opts.signal,
+      );
     }
     if (!r.held && !leaseDoubtful) {
       // The lease was gone when we came to record the outcome (taken over, released by an
       // admin): whatever the task said, this run lost its lease.
-      return { status: 'failed', error: error ?? new LeaseUnavailableError('lease lost before the outcome could be recorded'), generation, attempt, aborted: { kind: 'lease-lost', detail: 'not held at finish', graceMs: 0 }, released };
+      return {
+        status: 'failed',
+        error: error ?? new LeaseUnavailableError('lease lost before the outcome could be recorded'),
+        generation,
+        attempt,
+        aborted: { kind: 'lease-lost', detail: 'not held at finish', graceMs: 0 },
+        released,
+      };
     }
   } catch (err) {
     // A transient error (no answer, a reset) leaves the outcome unknown; any other means the
     // statement failed, and nothing was recorded.
-    log.error({ err: (err as Error).message, generation }, isTransientDbError(err)
-      ? 'could not learn whether the outcome was recorded; if it was not, the lease expires by itself'
-      : 'could not record outcome; the lease expires by itself');
+    log.error(
+      { err: (err as Error).message, generation },
+      isTransientDbError(err)
+        ? 'could not learn whether the outcome was recorded; if it was not, the lease expires by itself'
+        : 'could not record outcome; the lease expires by itself',
+    );
     if (ok && !leaseDoubtful) {
       // Told to stop while the outcome was being recorded: that signal is the exit's reason.
-      const stopped = opts.signal?.aborted ? { aborted: { kind: 'cancelled' as const, reason: opts.signal.reason, graceMs: 0 } } : {};
+      const stopped = opts.signal?.aborted
+        ? { aborted: { kind: 'cancelled' as const, reason: opts.signal.reason, graceMs: 0 } }
+        : {};
       return { status: 'failed', error: err, generation, attempt, released: false, ...stopped };
     }
   }
 
   if (ok) return { status: 'completed', value: value as T, generation, attempt };
-  return { status: 'failed', error: error ?? new Error('task aborted'), generation, attempt, ...(aborted ? { aborted } : {}), released };
-}
-
-/**
- * A task stopped because the lease could not be kept counts as a lost lease, even when the
- * database answered again before the lease expired (the finish then found it still held, and
- * recorded no loss): the events, and so leasejob_leases_lost_total and the LeasejobLeaseLost
- * alert, say that a child was stopped. Recorded here only when the finish found the lease held
- * (else the finish recorded it, on every schema version: counted once), in the finish's shape;
- * the renewals that failed meanwhile, which could not be recorded while the database was away,
- * are recorded either way. Best effort, bounded, and cut short by a signal: the outcome is
- * recorded already.
- */
-export async function recordLoss(
-  store: Store, lease: { job: string; window: string | undefined; owner: string; generation: string },
-  lostWhileHeld: AbortReason | undefined, failures: { count: number; lastError: string }, answerTimeoutMs: number,
-): Promise<void> {
-  // One after the other, on the runner's one connection; the renewals' failures first, as they came.
-  try {
-    if (failures.count > 0) {
-      await store.recordEvent({ ...lease, kind: 'renew-failed', hostTime: new Date(), detail: { failures: failures.count, last_error: failures.lastError }, answerTimeoutMs });
-    }
-    if (lostWhileHeld !== undefined) {
-      await store.recordEvent({ ...lease, kind: 'lease-lost', hostTime: new Date(), detail: { outcome: 'failed', aborted: lostWhileHeld.kind }, answerTimeoutMs });
-    }
-  } catch {
-    // Evidence only: the outcome is recorded already.
-  }
-}
-
-/** The task's output kept with its window; a failure to is said, and changes nothing else. */
-export async function recordOutput(store: Store, opts: RunOptions, window: string, generation: string, answerTimeoutMs: number, log: Logger): Promise<void> {
-  const output = opts.output?.();
-  if (output === undefined || !store.recordOutput) return;
-  try {
-    const recorded = await unlessAborted(store.recordOutput({ job: opts.name, window, generation, tail: output.tail, bytes: output.bytes, answerTimeoutMs }), opts.signal);
-    if (recorded) log.debug({ generation, bytes: output.bytes, kept: output.tail.length }, 'output recorded');
-    else if (recorded === false) log.warn({ generation }, 'output not recorded: the window has been claimed by another run since');
-  } catch (err) {
-    log.warn({ err: (err as Error).message, generation }, 'could not record the output');
-  }
-}
-
-/** How long recording the outcome may still take once leasejob was told to stop. */
-const FINISH_AFTER_SIGNAL_MS = 2_000;
-
-/**
- * `p`, unless `signal` aborts and `graceMs` more pass first: then a timeout error (transient,
- * as the driver's own). `p` is left to settle unobserved.
- */
-async function withinAfterAbort<T>(p: Promise<T>, signal: AbortSignal | undefined, graceMs: number): Promise<T> {
-  if (!signal) return p;
-  p.catch(() => {});
-  let timer: NodeJS.Timeout | undefined;
-  let onAbort: (() => void) | undefined;
-  const late = new Promise<never>((_, reject) => {
-    const arm = (): void => {
-      timer = setTimeout(() => reject(Object.assign(new Error(`no answer within ${graceMs} ms of the signal to stop`), { code: 'ETIMEDOUT' })), graceMs);
-    };
-    if (signal.aborted) arm();
-    else {
-      onAbort = arm;
-      signal.addEventListener('abort', onAbort, { once: true });
-    }
-  });
-  try {
-    return await Promise.race([p, late]);
-  } finally {
-    clearTimeout(timer);
-    if (onAbort) signal.removeEventListener('abort', onAbort);
-  }
-}
-
-/** Below this much lease left, a retry of finish could not reach the database in time. */
-const FINISH_RETRY_MIN_MS = 300;
-/** How long the last answer to finish is waited for, once the lease may have expired. */
-const FINISH_TIMEOUT_MIN_MS = 5_000;
-
-/**
- * finish() with retries after a transient error (the database restarting, a dropped
- * connection, a timeout) for as long as the lease may still be valid: a successful task's
- * outcome is worth recording instead of leaving its window to a rerun. Safe to repeat: a
- * retry of an attempt that committed finds the lease released by this generation and
- * answers held again (sql/004_finish_retry.sql). Past the lease, the database itself says
- * "not held", so a late retry cannot complete anything.
- */
-export async function finishWithRetry(
-  store: Pick<Store, 'finish'>, input: FinishInput, remainingMs: () => number, log: Logger, signal: AbortSignal | undefined,
-): Promise<{ held: boolean; dbNow: Date }> {
-  for (let tries = 1; ; tries += 1) {
-    // While the lease lasts, an attempt waits for half of what is left: a connection gone
-    // silent leaves time for a retry on a new one (a slow answer is still right: the
-    // database decides whether the lease held when the statement began). Once too little is
-    // left by our conservative reckoning, one last attempt waits FINISH_TIMEOUT_MIN_MS: the
-    // database still decides (its lease may have a little left), and one that is only slow
-    // tells whether an earlier attempt committed (then "held": the run succeeded) or not
-    // ("not held": the lease ran out first).
-    const leftNow = remainingMs();
-    const last = leftNow < 2 * FINISH_RETRY_MIN_MS;
-    try {
-      // Once leasejob is told to stop (SIGTERM: a pod's grace period is running), an answer is
-      // waited for FINISH_AFTER_SIGNAL_MS more at most, and nothing is retried.
-      return await withinAfterAbort(store.finish({ ...input, answerTimeoutMs: last ? FINISH_TIMEOUT_MIN_MS : leftNow / 2 }), signal, FINISH_AFTER_SIGNAL_MS);
-    } catch (err) {
-      if (last || signal?.aborted || !isTransientDbError(err)) throw err;
-      const left = remainingMs();
-      const pauseMs = Math.max(0, Math.min(200 * tries, 1_000, left - FINISH_RETRY_MIN_MS));
-      log.warn({ err: (err as Error).message, tries, remainingMs: Math.round(left) },
-        left - pauseMs < 2 * FINISH_RETRY_MIN_MS ? 'could not record outcome yet; asking once more whether it was recorded' : 'could not record outcome yet; retrying while the lease lasts');
-      await sleep(pauseMs);
-    }
-  }
-}
-
-export function finishDetail(attempt: number, durationMs: number, aborted: string | undefined, offset: OffsetMeasurement | undefined): Record<string, unknown> {
   return {
+    status: 'failed',
+    error: error ?? new Error('task aborted'),
+    generation,
     attempt,
-    duration_ms: Math.round(durationMs),
     ...(aborted ? { aborted } : {}),
-    // The schema keeps these as integer milliseconds: a host clock 25+ days off would not fit,
-    // and finish() would fail after the child succeeded. Clamped; the log has the real figure.
-    ...(offset ? { offset_ms: clampInt32(offset.offsetMs), uncertainty_ms: clampInt32(offset.uncertaintyMs), offset_large: offsetIsLarge(offset) } : {}),
+    released,
   };
-}
-
-/**
- * The exit code of a run leasejob stopped, whatever its child then did (exited, trapped the
- * signal and exited 0, or was SIGKILLed after the grace): 128+N when leasejob was told to stop by
- * signal N (its AbortSignal's reason a signal name, as `leasejob run` gives it), 124 past
- * --max-runtime, 75 when the lease could not be kept. Recorded in the ledger and the
- * window-failed event, and what `leasejob run` exits with, so the three always agree; the
- * child's own status is in the `child exited` log line. Undefined for a run not stopped.
- */
-export function stoppedExitCode(aborted: AbortReason | undefined): number | undefined {
-  switch (aborted?.kind) {
-    case 'lease-lost':
-    case 'deadline':
-    case 'not-due':
-      return ExitCode.leaseLost;
-    case 'max-runtime':
-      return ExitCode.timeout;
-    case 'cancelled': {
-      const n = typeof aborted.reason === 'string' ? osConstants.signals[aborted.reason as NodeJS.Signals] : undefined;
-      return n === undefined ? undefined : 128 + n;
-    }
-    default:
-      return undefined;
-  }
-}
-
-export function exitCodeOf(err: unknown): number | undefined {
-  if (typeof err === 'object' && err !== null && 'childCode' in err) return Number((err as { childCode: unknown }).childCode);
-  // A command that could not be started: 127 or 126, as a shell would report it.
-  if (err instanceof LeasejobError && err.code === 'E_SPAWN') return err.exitCode;
-  return undefined;
-}
-
-const INT32_MAX = 2 ** 31 - 1;
-function clampInt32(x: number): number {
-  return Math.max(-INT32_MAX, Math.min(INT32_MAX, Math.round(x)));
 }

@@ -6,7 +6,8 @@ import { isTransientDbError } from '../store/postgres/db-errors.js';
 import { LeaseUnavailableError } from '../errors.js';
 import { LeaseKeeper, safetyMarginMs, stopAfterMs } from './keeper.js';
 import type { Logger } from '../log.js';
-import { finishDetail, finishWithRetry, recordLoss, recordOutput, exitCodeOf, stoppedExitCode, type AbortReason, type RunOptions, type RunResult, type TaskContext, type WindowClaim } from './runner.js';
+import { finishDetail, finishWithRetry, recordLoss, recordOutput, exitCodeOf, stoppedExitCode } from './finish.js';
+import type { AbortReason, RunOptions, RunResult, TaskContext, WindowClaim } from './runner.js';
 import { EVENT_TIMEOUT_MS, type LeaseStore as Store } from '../store/contract.js';
 
 /** One window of a sequence. */
@@ -33,14 +34,36 @@ export interface SequencePlan {
  * work plugs in (progress, pings, notifications). An error thrown here is logged and ignored.
  */
 export type WindowEvent =
-  | { phase: 'planned'; total: number; missed: number }
+  | {
+      phase: 'planned';
+      total: number;
+      missed: number;
+      /** The occurrences recorded missed before the first window, by reason, with how many were (recordMissed's count). */
+      missedGroups: Array<MissedGroup & { count: number }>;
+    }
   | { phase: 'start'; index: number; total: number; window: SequenceWindow; attempt: number; generation: string }
   | {
-    phase: 'end'; index: number; total: number; window: SequenceWindow; generation: string;
-    /** done: completed already (not run); missed: past the max delay (not run); not-due: ahead of the database clock (the sequence stops). */
-    outcome: 'completed' | 'failed' | 'done' | 'missed' | 'not-due';
-    attempt?: number | undefined; durationMs?: number | undefined; exitCode?: number | undefined; error?: unknown;
-  };
+      phase: 'end';
+      index: number;
+      total: number;
+      window: SequenceWindow;
+      generation: string;
+      /**
+       * done: completed already (not run); missed: past the max delay (not run); not-due: ahead of
+       * the database clock; lost: the lease was found gone at the claim or the finish, or the
+       * outcome could not be recorded (not recorded; the sequence stops after not-due and lost).
+       */
+      outcome: 'completed' | 'failed' | 'done' | 'missed' | 'not-due' | 'lost';
+      attempt?: number | undefined;
+      durationMs?: number | undefined;
+      exitCode?: number | undefined;
+      error?: unknown;
+      /**
+       * This window's result, as runWithLease would return it for this window alone: what its
+       * reports say (the ping's exit status, lost or failed), one window at a time.
+       */
+      result: RunResult<unknown>;
+    };
 
 export interface SequenceOptions {
   /**
@@ -80,7 +103,8 @@ export async function runSequenceHeld<T>(
   const eventTimeoutMs = Math.min(EVENT_TIMEOUT_MS, held.timing.renewIntervalMs / 2);
   const startedMono = monoNow();
   /** The database's time now, from the acquire's answer and the monotonic clock since. */
-  const dbNowAt = (): Date => new Date((held.dbNow ?? new Date(held.received.wall)).getTime() + (monoNow() - held.received.mono));
+  const dbNowAt = (): Date =>
+    new Date((held.dbNow ?? new Date(held.received.wall)).getTime() + (monoNow() - held.received.mono));
 
   /** Why the whole sequence stops (lease lost, a signal); the running window is aborted with it. */
   let stopped: AbortReason | undefined;
@@ -96,17 +120,44 @@ export async function runSequenceHeld<T>(
   };
 
   const keeper = new LeaseKeeper(
-    store, { job: opts.name, owner, generation }, held.timing, held.sent, log,
+    store,
+    { job: opts.name, owner, generation },
+    held.timing,
+    held.sent,
+    log,
     (loss) => {
-      log.warn({ generation, reason: loss.kind, detail: loss.detail, remainingMs: Math.round(keeper.remainingMs()) }, 'lease lost');
+      log.warn(
+        { generation, reason: loss.kind, detail: loss.detail, remainingMs: Math.round(keeper.remainingMs()) },
+        'lease lost',
+      );
       const graceMs = Math.max(0, Math.min(opts.killGraceMs, keeper.remainingMs() - safetyMarginMs(opts.ttlMs)));
       stop({ ...loss, graceMs });
     },
     (jumpMs) => {
-      void store.recordEvent({ job: opts.name, kind: 'clock-jump', owner, generation, hostTime: new Date(), detail: { jump_ms: jumpMs }, answerTimeoutMs: eventTimeoutMs }).catch(() => {});
+      void store
+        .recordEvent({
+          job: opts.name,
+          kind: 'clock-jump',
+          owner,
+          generation,
+          hostTime: new Date(),
+          detail: { jump_ms: jumpMs },
+          answerTimeoutMs: eventTimeoutMs,
+        })
+        .catch(() => {});
     },
     (failures, lastError) => {
-      void store.recordEvent({ job: opts.name, kind: 'renew-failed', owner, generation, hostTime: new Date(), detail: { failures, last_error: lastError }, answerTimeoutMs: eventTimeoutMs }).catch(() => {});
+      void store
+        .recordEvent({
+          job: opts.name,
+          kind: 'renew-failed',
+          owner,
+          generation,
+          hostTime: new Date(),
+          detail: { failures, last_error: lastError },
+          answerTimeoutMs: eventTimeoutMs,
+        })
+        .catch(() => {});
     },
   );
   keeper.noteOffset(held.offset);
@@ -132,27 +183,53 @@ export async function runSequenceHeld<T>(
   let gone = false;
   let thrown: { err: unknown } | undefined;
   const lostResult = (detail: string): RunResult<T> => ({
-    status: 'failed', error: new LeaseUnavailableError(`lease lost: ${detail}`), generation, attempt: 1,
-    aborted: { kind: 'lease-lost', detail, graceMs: 0 }, released: false,
+    status: 'failed',
+    error: new LeaseUnavailableError(`lease lost: ${detail}`),
+    generation,
+    attempt: 1,
+    aborted: { kind: 'lease-lost', detail, graceMs: 0 },
+    released: false,
   });
   try {
     const plan: SequencePlan = stopped ? { run: [] } : await seq.plan(dbNowAt());
     let missedCount = 0;
+    const missedGroups: Array<MissedGroup & { count: number }> = [];
     for (const group of plan.missed ?? []) {
       if (stopped || group.windows.length === 0) continue;
-      const n = await store.recordMissed!({ job: opts.name, owner, generation, windows: group.windows, reason: group.reason, hostTime: new Date() });
+      const n = await store.recordMissed!({
+        job: opts.name,
+        owner,
+        generation,
+        windows: group.windows,
+        reason: group.reason,
+        hostTime: new Date(),
+      });
       if (n === undefined) {
         gone = true;
-        stop({ kind: 'lease-lost', detail: 'recording missed occurrences found the lease taken, expired or released', graceMs: 0 });
+        stop({
+          kind: 'lease-lost',
+          detail: 'recording missed occurrences found the lease taken, expired or released',
+          graceMs: 0,
+        });
         break;
       }
       missedCount += n;
-      log.warn({
-        count: n, reason: group.reason, oldest: group.windows[0]!.key, newest: group.windows.at(-1)!.key, ...group.fields,
-      }, group.reason === 'max-delay' ? 'occurrences older than --max-delay recorded as missed' : 'occurrences beyond --catch-up-limit recorded as missed');
+      if (n > 0) missedGroups.push({ ...group, count: n });
+      log.warn(
+        {
+          count: n,
+          reason: group.reason,
+          oldest: group.windows[0]!.key,
+          newest: group.windows.at(-1)!.key,
+          ...group.fields,
+        },
+        group.reason === 'max-delay'
+          ? 'occurrences older than --max-delay recorded as missed'
+          : 'occurrences beyond --catch-up-limit recorded as missed',
+      );
     }
     const total = plan.run.length;
-    await tell({ phase: 'planned', total, missed: missedCount });
+    await tell({ phase: 'planned', total, missed: missedCount, missedGroups });
 
     for (const [index, w] of plan.run.entries()) {
       if (stopped) break;
@@ -160,54 +237,98 @@ export async function runSequenceHeld<T>(
       const aheadMs = w.scheduledAt !== undefined ? w.scheduledAt.getTime() - dbNowAt().getTime() : 0;
       if (aheadMs > MAX_AHEAD_MS) {
         const detail = `occurrence ${w.scheduledAt!.toISOString()} is ${Math.round(aheadMs / 1000)} s ahead of the database clock`;
-        wlog.error({ generation, scheduledAt: w.scheduledAt, aheadMs: Math.round(aheadMs) }, 'occurrence not due by the database clock: not started, window left open');
-        firstFailure ??= {
-          status: 'failed', error: new LeaseUnavailableError(`not started: ${detail}; check this host's clock (NTP)`, 'E_NOT_DUE'), generation, attempt: 1,
-          aborted: { kind: 'not-due', detail, graceMs: 0 }, released: false,
+        wlog.error(
+          { generation, scheduledAt: w.scheduledAt, aheadMs: Math.round(aheadMs) },
+          'occurrence not due by the database clock: not started, window left open',
+        );
+        const notDue: RunResult<T> = {
+          status: 'failed',
+          error: new LeaseUnavailableError(`not started: ${detail}; check this host's clock (NTP)`, 'E_NOT_DUE'),
+          generation,
+          attempt: 1,
+          aborted: { kind: 'not-due', detail, graceMs: 0 },
+          released: false,
         };
-        await tell({ phase: 'end', index, total, window: w, generation, outcome: 'not-due' });
+        firstFailure ??= notDue;
+        await tell({ phase: 'end', index, total, window: w, generation, outcome: 'not-due', result: notDue });
         break;
       }
       const claim = await claimWindow({
-        job: opts.name, owner, generation, window: w.key, scheduledAt: w.scheduledAt, rerun: w.rerun ?? false, maxDelayMs: w.maxDelayMs,
-        hostTime: new Date(), detail: { ...seq.detail, ...(w.role ? { role: w.role } : {}) },
+        job: opts.name,
+        owner,
+        generation,
+        window: w.key,
+        scheduledAt: w.scheduledAt,
+        rerun: w.rerun ?? false,
+        maxDelayMs: w.maxDelayMs,
+        hostTime: new Date(),
+        detail: { ...seq.detail, ...(w.role ? { role: w.role } : {}) },
       });
       if (claim.outcome === 'not-held') {
         gone = true;
         wlog.warn({ generation }, 'lease was no longer held at claim; the rest of the windows stay open');
-        firstFailure ??= lostResult('not held at claim');
+        const lost = lostResult('not held at claim');
+        firstFailure ??= lost;
+        await tell({ phase: 'end', index, total, window: w, generation, outcome: 'lost', result: lost });
         break;
       }
       if (claim.outcome === 'done') {
         wlog.info({ completedAt: claim.completedAt }, 'window already completed');
-        await tell({ phase: 'end', index, total, window: w, generation, outcome: 'done' });
+        await tell({
+          phase: 'end',
+          index,
+          total,
+          window: w,
+          generation,
+          outcome: 'done',
+          result: { status: 'skipped', reason: 'done', completedAt: claim.completedAt },
+        });
         continue;
       }
       if (claim.outcome === 'missed') {
         wlog.warn({ scheduledAt: w.scheduledAt, maxDelayMs: w.maxDelayMs }, 'window missed');
-        await tell({ phase: 'end', index, total, window: w, generation, outcome: 'missed' });
+        await tell({
+          phase: 'end',
+          index,
+          total,
+          window: w,
+          generation,
+          outcome: 'missed',
+          result: { status: 'skipped', reason: 'missed' },
+        });
         continue;
       }
       const attempt = claim.attempt ?? 1;
-      wlog.info({ generation, attempt, scheduledAt: w.scheduledAt, role: w.role, index: index + 1, total }, 'window claimed');
+      wlog.info(
+        { generation, attempt, scheduledAt: w.scheduledAt, role: w.role, index: index + 1, total },
+        'window claimed',
+      );
       await tell({ phase: 'start', index, total, window: w, attempt, generation });
 
       const win: { controller: AbortController; aborted?: AbortReason } = { controller: new AbortController() };
       current = win;
       // Between the claim and here the lease may have been lost, or a signal come.
       if (stopped) abortWindow(stopped);
-      const runtimeTimer = opts.maxRuntimeMs !== undefined ? setTimeout(() => {
-        wlog.warn({ maxRuntimeMs: opts.maxRuntimeMs }, 'max runtime exceeded');
-        abortWindow({ kind: 'max-runtime', graceMs: opts.killGraceMs });
-      }, opts.maxRuntimeMs) : undefined;
+      const runtimeTimer =
+        opts.maxRuntimeMs !== undefined
+          ? setTimeout(() => {
+              wlog.warn({ maxRuntimeMs: opts.maxRuntimeMs }, 'max runtime exceeded');
+              abortWindow({ kind: 'max-runtime', graceMs: opts.killGraceMs });
+            }, opts.maxRuntimeMs)
+          : undefined;
       const windowStarted = monoNow();
       let value: T | undefined;
       let error: unknown;
       let ok = false;
       try {
         value = await task({
-          signal: win.controller.signal, fenceToken: generation, idempotencyKey: `${opts.name}:${w.key}`, owner,
-          window: w.key, attempt, scheduledAt: w.scheduledAt,
+          signal: win.controller.signal,
+          fenceToken: generation,
+          idempotencyKey: `${opts.name}:${w.key}`,
+          owner,
+          window: w.key,
+          attempt,
+          scheduledAt: w.scheduledAt,
         });
         ok = win.aborted === undefined;
       } catch (err) {
@@ -221,37 +342,130 @@ export async function runSequenceHeld<T>(
       // --record-output: this window's tail, while the lease is held (as runHeld does).
       await recordOutput(store, opts, w.key, generation, eventTimeoutMs, wlog);
       // One code in the ledger, the event and the exit (runner.ts stoppedExitCode, issue 20).
-      const exitCode = ok ? 0 : stoppedExitCode(win.aborted) ?? exitCodeOf(error);
+      const exitCode = ok ? 0 : (stoppedExitCode(win.aborted) ?? exitCodeOf(error));
       let r: { held: boolean };
       try {
-        r = await finishWithRetry({ finish: finishWindow }, {
-          job: opts.name, owner, generation, window: w.key, outcome, hostTime: new Date(),
-          exitCode, detail: finishDetail(attempt, durationMs, win.aborted?.kind, undefined),
-        }, () => keeper.remainingMs(), wlog, opts.signal);
+        r = await finishWithRetry(
+          { finish: finishWindow },
+          {
+            job: opts.name,
+            owner,
+            generation,
+            window: w.key,
+            outcome,
+            hostTime: new Date(),
+            exitCode,
+            detail: finishDetail(attempt, durationMs, win.aborted?.kind, undefined),
+          },
+          () => keeper.remainingMs(),
+          wlog,
+          opts.signal,
+        );
       } catch (err) {
-        wlog.error({ err: (err as Error).message, generation }, isTransientDbError(err)
-          ? 'could not learn whether the outcome was recorded; if it was not, the lease expires by itself'
-          : 'could not record outcome; the lease expires by itself');
+        wlog.error(
+          { err: (err as Error).message, generation },
+          isTransientDbError(err)
+            ? 'could not learn whether the outcome was recorded; if it was not, the lease expires by itself'
+            : 'could not record outcome; the lease expires by itself',
+        );
         gone = true;
-        firstFailure ??= { status: 'failed', error: ok ? err : error, generation, attempt, released: false, ...(win.aborted ? { aborted: win.aborted } : {}) };
+        const unknown: RunResult<T> = {
+          status: 'failed',
+          error: ok ? err : error,
+          generation,
+          attempt,
+          released: false,
+          ...(win.aborted ? { aborted: win.aborted } : {}),
+        };
+        firstFailure ??= unknown;
+        await tell({
+          phase: 'end',
+          index,
+          total,
+          window: w,
+          generation,
+          outcome: 'lost',
+          attempt,
+          durationMs,
+          exitCode,
+          error,
+          result: unknown,
+        });
         break;
       }
       if (!r.held) {
         gone = true;
         wlog.warn({ generation }, 'lease was no longer held at finish; outcome not recorded');
-        firstFailure ??= win.aborted ? { status: 'failed', error: error ?? new Error('task aborted'), generation, attempt, aborted: win.aborted, released: false } : lostResult('not held at finish');
+        const lost: RunResult<T> = win.aborted
+          ? {
+              status: 'failed',
+              error: error ?? new Error('task aborted'),
+              generation,
+              attempt,
+              aborted: win.aborted,
+              released: false,
+            }
+          : lostResult('not held at finish');
+        firstFailure ??= lost;
+        await tell({
+          phase: 'end',
+          index,
+          total,
+          window: w,
+          generation,
+          outcome: 'lost',
+          attempt,
+          durationMs,
+          exitCode,
+          error,
+          result: lost,
+        });
         break;
       }
       // A failure at warn, as runner.ts says it (a crontab's --log-level warn prints it).
-      wlog[ok ? 'info' : 'warn']({ generation, attempt, outcome, ...(ok ? {} : { exitCode }) }, ok ? 'window completed' : 'window left open');
-      await tell({ phase: 'end', index, total, window: w, generation, outcome, attempt, durationMs, exitCode, error });
-      if (ok) {
-        lastCompleted = { status: 'completed', value: value as T, generation, attempt };
+      wlog[ok ? 'info' : 'warn'](
+        { generation, attempt, outcome, ...(ok ? {} : { exitCode }) },
+        ok ? 'window completed' : 'window left open',
+      );
+      const result: RunResult<T> = ok
+        ? { status: 'completed', value: value as T, generation, attempt }
+        : {
+            status: 'failed',
+            error: error ?? new Error('task aborted'),
+            generation,
+            attempt,
+            released: false,
+            ...(win.aborted ? { aborted: win.aborted } : {}),
+          };
+      await tell({
+        phase: 'end',
+        index,
+        total,
+        window: w,
+        generation,
+        outcome,
+        attempt,
+        durationMs,
+        exitCode,
+        error,
+        result,
+      });
+      if (result.status === 'completed') {
+        lastCompleted = result;
         continue;
       }
-      firstFailure ??= { status: 'failed', error: error ?? new Error('task aborted'), generation, attempt, released: false, ...(win.aborted ? { aborted: win.aborted } : {}) };
+      firstFailure ??= result;
       if (!seq.keepGoing || stopped) {
-        if (index + 1 < total) log.info({ left: total - index - 1 }, 'a window failed: the later windows stay open for the next run');
+        if (index + 1 < total) {
+          // Set by the keeper or a signal meanwhile (closures the narrowing above cannot see).
+          const why = stopped as AbortReason | undefined;
+          if (why)
+            log.info(
+              { left: total - index - 1, stoppedBy: why.kind },
+              'stopped: the later windows stay open for the next run',
+            );
+          else log.info({ left: total - index - 1 }, 'a window failed: the later windows stay open for the next run');
+        }
         break;
       }
     }
@@ -267,15 +481,32 @@ export async function runSequenceHeld<T>(
   let released = false;
   if (!gone) {
     try {
-      const r = await finishWithRetry(store, {
-        job: opts.name, owner, generation, outcome: 'none', hostTime: new Date(),
-        detail: finishDetail(1, monoNow() - startedMono, stopped?.kind, keeper.offsetToRecord()),
-      }, () => keeper.remainingMs(), log, opts.signal);
+      const r = await finishWithRetry(
+        store,
+        {
+          job: opts.name,
+          owner,
+          generation,
+          outcome: 'none',
+          hostTime: new Date(),
+          detail: finishDetail(1, monoNow() - startedMono, stopped?.kind, keeper.offsetToRecord()),
+        },
+        () => keeper.remainingMs(),
+        log,
+        opts.signal,
+      );
       released = r.held;
       if (r.held) log.info({ generation }, 'lease released');
       else log.warn({ generation }, 'lease was no longer held at finish; outcome not recorded');
       const doubtful = stopped?.kind === 'lease-lost' || stopped?.kind === 'deadline';
-      if (doubtful) await recordLoss(store, { job: opts.name, window: undefined, owner, generation }, r.held ? stopped : undefined, keeper.renewFailures(), eventTimeoutMs);
+      if (doubtful)
+        await recordLoss(
+          store,
+          { job: opts.name, window: undefined, owner, generation },
+          r.held ? stopped : undefined,
+          keeper.renewFailures(),
+          eventTimeoutMs,
+        );
       if (!r.held && !doubtful) firstFailure ??= lostResult('not held at the release');
     } catch (err) {
       log.error({ err: (err as Error).message, generation }, 'could not record outcome; the lease expires by itself');
@@ -285,7 +516,15 @@ export async function runSequenceHeld<T>(
   if (thrown) throw thrown.err;
   if (firstFailure) return firstFailure.status === 'failed' ? { ...firstFailure, released } : firstFailure;
   if (stopped?.kind === 'cancelled') return { status: 'skipped', reason: 'cancelled' };
-  if (stopped) return { status: 'failed', error: new LeaseUnavailableError(`lease lost: ${'detail' in stopped ? stopped.detail : stopped.kind}`), generation, attempt: 1, aborted: stopped, released };
+  if (stopped)
+    return {
+      status: 'failed',
+      error: new LeaseUnavailableError(`lease lost: ${'detail' in stopped ? stopped.detail : stopped.kind}`),
+      generation,
+      attempt: 1,
+      aborted: stopped,
+      released,
+    };
   if (lastCompleted) return lastCompleted;
   return { status: 'skipped', reason: 'done' };
 }

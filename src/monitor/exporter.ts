@@ -10,8 +10,10 @@ import { StatusPages } from './status-server.js';
 import type { LeaseStore } from '../store/contract.js';
 
 function metrics(registry: Registry) {
-  const g = (name: string, help: string, labelNames: string[] = []) => new Gauge({ name, help, labelNames, registers: [registry] });
-  const c = (name: string, help: string, labelNames: string[]) => new Counter({ name, help, labelNames, registers: [registry] });
+  const g = (name: string, help: string, labelNames: string[] = []) =>
+    new Gauge({ name, help, labelNames, registers: [registry] });
+  const c = (name: string, help: string, labelNames: string[]) =>
+    new Counter({ name, help, labelNames, registers: [registry] });
   // Per-job families, labelled as add() is given them (job; job, outcome; job, host): see metric-rows.ts.
   const rg = (name: string, help: string) => new MetricRows(name, help, 'gauge');
   const rc = (name: string, help: string) => new MetricRows(name, help, 'counter');
@@ -20,48 +22,111 @@ function metrics(registry: Registry) {
     scrape: g('leasejob_scrape_duration_seconds', 'time spent reading the database for this scrape'),
     jobs: g('leasejob_jobs', 'registered jobs'),
     overdue: rg('leasejob_window_overdue', '1 when the latest due window plus its grace is not completed'),
-    notCompleted: rg('leasejob_due_occurrences_not_completed', 'due occurrences within the lookback, past their grace, not completed (the latest included): failed, lost, missed, or never run'),
-    lastCompleted: rg('leasejob_last_completed_window_timestamp_seconds', 'when the last window of the job was completed (database clock)'),
+    notCompleted: rg(
+      'leasejob_due_occurrences_not_completed',
+      'due occurrences within the lookback, past their grace, not completed (the latest included): failed, lost, missed, or never run',
+    ),
+    lastCompleted: rg(
+      'leasejob_last_completed_window_timestamp_seconds',
+      'when the last window of the job was completed (database clock)',
+    ),
     held: rg('leasejob_lease_held', '1 while the lease is held (not expired)'),
     generation: rg('leasejob_lease_generation', 'current lease generation (the fencing token)'),
     expiresIn: rg('leasejob_lease_expires_in_seconds', 'seconds until the held lease expires unless renewed'),
-    heldFor: rg('leasejob_lease_held_seconds', 'how long the current generation has been held; a stuck owner grows without bound'),
+    heldFor: rg(
+      'leasejob_lease_held_seconds',
+      'how long the current generation has been held; a stuck owner grows without bound',
+    ),
     open: rg('leasejob_open_windows', 'windows claimed and not completed'),
-    version: rg('leasejob_job_version', 'the job record\'s version: bumped by registry changes, pause, resume, mark and administrative release'),
-    paused: rg('leasejob_job_paused', '1 while the job is paused (leasejob pause): its runs skip, and it is not overdue'),
+    version: rg(
+      'leasejob_job_version',
+      "the job record's version: bumped by registry changes, pause, resume, mark and administrative release",
+    ),
+    paused: rg(
+      'leasejob_job_paused',
+      '1 while the job is paused (leasejob pause): its runs skip, and it is not overdue',
+    ),
     pausedSince: rg('leasejob_job_paused_since_timestamp_seconds', 'when the current pause began (database clock)'),
-    pausedUntil: rg('leasejob_job_paused_until_timestamp_seconds', 'when the current pause ends by itself; absent: until resumed'),
-    pauseInfo: rg('leasejob_job_pause_info', 'the current pause\'s reason and who paused it (user@host), as labels; always 1'),
+    pausedUntil: rg(
+      'leasejob_job_paused_until_timestamp_seconds',
+      'when the current pause ends by itself; absent: until resumed',
+    ),
+    pauseInfo: rg(
+      'leasejob_job_pause_info',
+      "the current pause's reason and who paused it (user@host), as labels; always 1",
+    ),
     lastDuration: rg('leasejob_last_duration_seconds', 'duration of the last completed window'),
-    ratio: rg('leasejob_duration_interval_ratio', 'last duration over the schedule interval; above 0.5 overlap is no longer hypothetical'),
+    ratio: rg(
+      'leasejob_duration_interval_ratio',
+      'last duration over the schedule interval; above 0.5 overlap is no longer hypothetical',
+    ),
     runs: rc('leasejob_runs_total', 'finished windows by outcome (completed, failed, missed)'),
     skips: rc('leasejob_busy_skips_total', 'runs that skipped because a live owner held the lease'),
-    doneSkips: rc('leasejob_done_skips_total', 'runs that skipped because their window was already completed (late duplicates, a second host)'),
+    doneSkips: rc(
+      'leasejob_done_skips_total',
+      'runs that skipped because their window was already completed (late duplicates, a second host)',
+    ),
+    pausedSkips: rc('leasejob_paused_skips_total', 'runs that skipped because the job was paused (leasejob pause)'),
     lost: rc('leasejob_leases_lost_total', 'leases lost while running (child stopped)'),
     takeovers: rc('leasejob_stale_takeovers_total', 'leases taken over from a stale (crashed or paused) owner'),
     renewFailures: rc('leasejob_renew_failures_total', 'episodes of failed renewals that later recovered'),
     fenceRefusals: rc('leasejob_fence_refusals_total', 'writes refused by assert_lease, as recorded by children'),
-    notifyFailures: rc('leasejob_notify_failures_total', 'pings (--ping-url) and webhook calls (--notify-url) that failed or timed out'),
-    offset: g('leasejob_clock_offset_seconds', 'database clock minus host wall clock, from the latest run on the host (its latest precise measurement, else its least uncertain)', ['host']),
-    offsetUncertainty: g('leasejob_clock_offset_uncertainty_seconds', 'half the round trip of that measurement', ['host']),
+    notifyFailures: rc(
+      'leasejob_notify_failures_total',
+      'pings (--ping-url) and webhook calls (--notify-url) that failed or timed out',
+    ),
+    offset: g(
+      'leasejob_clock_offset_seconds',
+      'database clock minus host wall clock, from the latest run on the host (its latest precise measurement, else its least uncertain)',
+      ['host'],
+    ),
+    offsetUncertainty: g('leasejob_clock_offset_uncertainty_seconds', 'half the round trip of that measurement', [
+      'host',
+    ]),
     jumps: c('leasejob_clock_jumps_total', 'wall-clock jumps detected by runners', ['host']),
     // Rows, not prom-client gauges: a gauge reset for the next scrape still says 0, and an
     // applied version that could not be read must be absent, not 0.
     schema: rg('leasejob_schema_version', 'the newest migration applied to the schema'),
     // What a failover can lose (replication.ts); absent when the server hides it.
-    replicationMode: rg('leasejob_replication_mode', '1 for the replication setup leasejob sees: mode is synchronous, asynchronous (a failover can lose commits), single (no standby seen), standby (runs refused), embedded or unknown'),
+    replicationMode: rg(
+      'leasejob_replication_mode',
+      '1 for the replication setup leasejob sees: mode is synchronous, asynchronous (a failover can lose commits), single (no standby seen), standby (runs refused), embedded or unknown',
+    ),
     replicationStandbys: rg('leasejob_replication_standbys', 'streaming standbys of the server leasejob uses'),
-    replicationSync: rg('leasejob_replication_synchronous_standbys', 'standbys in sync or in the quorum (absent when hidden from leasejob\'s role: grant pg_monitor)'),
-    replicationUnchecked: rg('leasejob_replication_unchecked', 'parts of the replication setup the server hides from leasejob\'s role (see `leasejob check`)'),
-    fenceEpoch: rg('leasejob_fence_epoch', 'the epoch of the tokens issued now: it advances when the database is promoted, restored or replaced'),
-    schemaExpected: rg('leasejob_schema_version_expected', 'the newest migration this leasejob ships; above leasejob_schema_version, run `leasejob migrate`'),
+    replicationSync: rg(
+      'leasejob_replication_synchronous_standbys',
+      "standbys in sync or in the quorum (absent when hidden from leasejob's role: grant pg_monitor)",
+    ),
+    replicationUnchecked: rg(
+      'leasejob_replication_unchecked',
+      "parts of the replication setup the server hides from leasejob's role (see `leasejob check`)",
+    ),
+    fenceEpoch: rg(
+      'leasejob_fence_epoch',
+      'the epoch of the tokens issued now: it advances when the database is promoted, restored or replaced',
+    ),
+    schemaExpected: rg(
+      'leasejob_schema_version_expected',
+      'the newest migration this leasejob ships; above leasejob_schema_version, run `leasejob migrate`',
+    ),
   };
 }
 
-const RUN_KINDS: Record<string, string> = { 'window-completed': 'completed', 'window-failed': 'failed', 'window-missed': 'missed' };
-const PER_JOB: Record<string, 'lost' | 'takeovers' | 'renewFailures' | 'fenceRefusals' | 'notifyFailures'> = {
-  'lease-lost': 'lost', 'stale-takeover': 'takeovers', 'renew-failed': 'renewFailures', 'fence-refused': 'fenceRefusals',
+const RUN_KINDS: Record<string, string> = {
+  'window-completed': 'completed',
+  'window-failed': 'failed',
+  'window-missed': 'missed',
+};
+const PER_JOB: Record<
+  string,
+  'lost' | 'takeovers' | 'renewFailures' | 'fenceRefusals' | 'notifyFailures' | 'pausedSkips'
+> = {
+  'lease-lost': 'lost',
+  'stale-takeover': 'takeovers',
+  'renew-failed': 'renewFailures',
+  'fence-refused': 'fenceRefusals',
   'notify-failed': 'notifyFailures',
+  'paused-skip': 'pausedSkips',
 };
 /** The event kinds a scrape exports; the others (acquired, released, ...) are not read. */
 const EXPORTED_KINDS = [...Object.keys(RUN_KINDS), ...Object.keys(PER_JOB), 'busy-skip', 'done-skip', 'clock-jump'];
@@ -101,7 +166,9 @@ export class Exporter {
     this.m.scrape.set((monoNow() - started) / 1000);
     if (!up) {
       // Only what is known: `leasejob_jobs 0` beside `leasejob_up 0` would read as "no jobs".
-      const known = await Promise.all(['leasejob_up', 'leasejob_scrape_duration_seconds'].map((name) => this.registry.getSingleMetricAsString(name)));
+      const known = await Promise.all(
+        ['leasejob_up', 'leasejob_scrape_duration_seconds'].map((name) => this.registry.getSingleMetricAsString(name)),
+      );
       return `${known.join('\n\n')}\n`;
     }
     // prom-client's metrics, then the per-job families, a blank line between families as it does.
@@ -165,6 +232,8 @@ export class Exporter {
       // 0 from the job's first scrape: Prometheus's increase() skips a series' first sample, so a
       // series that first appeared at 1 would never fire LeasejobLeaseLost for that first loss.
       m.lost.addTo(j.name, job, 0);
+      // The same for LeasejobNotifyFailures: a job whose ping URL is wrong fails from its first run.
+      m.notifyFailures.addTo(j.name, job, 0);
       if (j.lastDurationMs !== null) {
         m.lastDuration.add(job, j.lastDurationMs / 1000);
         if (j.intervalMs) m.ratio.add(job, j.lastDurationMs / j.intervalMs);
@@ -212,7 +281,9 @@ export class Exporter {
           () => res.writeHead(503, { 'content-type': 'text/plain' }).end('database unreachable\n'),
         );
       } else {
-        res.writeHead(404, { 'content-type': 'text/plain' }).end(`leasejob exporter: see ${pages ? '/, ' : ''}/metrics and /healthz\n`);
+        res
+          .writeHead(404, { 'content-type': 'text/plain' })
+          .end(`leasejob exporter: see ${pages ? '/, ' : ''}/metrics and /healthz\n`);
       }
     });
   }

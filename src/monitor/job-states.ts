@@ -70,7 +70,10 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
   // of many jobs cost more than the query (the monitor bench).
   const jobs = rows as JobState[];
   for (const j of jobs) {
-    const d = j.windowMode === 'schedule' && typeof j.schedule === 'string' ? due.byKey.get(keyOf(j as unknown as ScheduleKey)) : undefined;
+    const d =
+      j.windowMode === 'schedule' && typeof j.schedule === 'string'
+        ? due.byKey.get(keyOf(j as unknown as ScheduleKey))
+        : undefined;
     // Every row gets the same fields in the same order (one object shape; stable JSON).
     j.holder = j.held ? j.owner : null;
     j.overdue = false;
@@ -81,14 +84,24 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
     // Recorded as running, but its generation no longer holds the lease: its owner was killed
     // or cut off before it could say. The next run resumes it (and records the loss).
     const abandoned = (outcome: string | null, generation: string | null | number): string =>
-      outcome === null ? 'no run' : outcome === 'running' && !(j.held && String(generation) === j.generation) ? 'abandoned' : outcome;
+      outcome === null
+        ? 'no run'
+        : outcome === 'running' && !(j.held && String(generation) === j.generation)
+          ? 'abandoned'
+          : outcome;
     for (const w of j.openWindows) w.outcome = abandoned(w.outcome, w.generation);
     const open = due.notCompleted.get(j.name);
     if (d?.windows && open) {
       j.notCompletedCount = open[0]!.count;
       for (const o of open) {
         const at = d.windows.get(o.window);
-        if (at) j.notCompleted.push({ window: o.window, scheduledAt: at.scheduledAt, overdueSince: at.overdueSince, outcome: abandoned(o.outcome, o.generation) });
+        if (at)
+          j.notCompleted.push({
+            window: o.window,
+            scheduledAt: at.scheduledAt,
+            overdueSince: at.overdueSince,
+            outcome: abandoned(o.outcome, o.generation),
+          });
       }
       // As for the latest below: nothing is expected of a paused job, nor of a tick within a
       // pause since ended (a suspended CronJob records nothing for it). Only the listed ones
@@ -98,7 +111,9 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
         j.notCompletedCount = 0;
       } else if (j.pause !== null) {
         const { since, until } = j.pause;
-        const kept = j.notCompleted.filter((o) => !(o.scheduledAt >= since && (until === null || o.scheduledAt < until)));
+        const kept = j.notCompleted.filter(
+          (o) => !(o.scheduledAt >= since && (until === null || o.scheduledAt < until)),
+        );
         j.notCompletedCount -= j.notCompleted.length - kept.length;
         j.notCompleted = kept;
       }
@@ -109,7 +124,8 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
     // A paused job is not expected to run (a crontab's runs record their ticks as skipped; a
     // suspended CronJob's record nothing), nor a tick that fell within a pause since ended.
     const at = d.due.scheduledAt.getTime();
-    const pausedTick = j.pause !== null && at >= j.pause.since.getTime() && (j.pause.until === null || at < j.pause.until.getTime());
+    const pausedTick =
+      j.pause !== null && at >= j.pause.since.getTime() && (j.pause.until === null || at < j.pause.until.getTime());
     j.overdue = !completed && !j.paused && !pausedTick;
     j.due = { window: d.due.window, scheduledAt: d.due.scheduledAt, overdueSince: d.due.overdueSince, completed };
   }
@@ -117,7 +133,10 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
 }
 
 /** Each distinct schedule's due windows, and each job's due windows that are not final. */
-async function readDue(store: LeaseStore, name?: string): Promise<{ byKey: Map<string, DueWindows>; notCompleted: Map<string, DueNotCompleted[]> }> {
+async function readDue(
+  store: LeaseStore,
+  name?: string,
+): Promise<{ byKey: Map<string, DueWindows>; notCompleted: Map<string, DueNotCompleted[]> }> {
   const { dbNow, keys } = await store.readScheduleKeys(name);
   const byKey = new Map<string, DueWindows>();
   const groups: DueGroup[] = [];
@@ -127,7 +146,14 @@ async function readDue(store: LeaseStore, name?: string): Promise<{ byKey: Map<s
     if (d.windows) {
       // A job registered with another name of UTC (Etc/UTC) by a leasejob before 0.1.0's last
       // change completed its windows as ...+00:00; they are the same occurrences.
-      groups.push({ ...k, windows: [...d.windows].map(([window, w]) => ({ window, scheduledAt: w.scheduledAt, legacy: legacyUtcKey(k, window) })) });
+      groups.push({
+        ...k,
+        windows: [...d.windows].map(([window, w]) => ({
+          window,
+          scheduledAt: w.scheduledAt,
+          legacy: legacyUtcKey(k, window),
+        })),
+      });
     }
   }
   const notCompleted = new Map<string, DueNotCompleted[]>();
@@ -141,7 +167,14 @@ async function readDue(store: LeaseStore, name?: string): Promise<{ byKey: Map<s
 
 /** The `+00:00` spelling of an ISO window key of a job whose zone is an alias of UTC, else undefined. */
 function legacyUtcKey(k: ScheduleKey, window: string): string | undefined {
-  if (k.tz === null || k.tz === 'UTC' || canonicalZone(k.tz) !== 'UTC' || k.windowFormat !== null || !window.endsWith('Z')) return undefined;
+  if (
+    k.tz === null ||
+    k.tz === 'UTC' ||
+    canonicalZone(k.tz) !== 'UTC' ||
+    k.windowFormat !== null ||
+    !window.endsWith('Z')
+  )
+    return undefined;
   return `${window.slice(0, -1)}+00:00`;
 }
 
@@ -279,7 +312,10 @@ export function findProblems(jobs: JobState[], dbNow: Date, limits: CheckLimits)
   for (const j of jobs) {
     if (j.overdue && j.due) {
       problems.push({
-        job: j.name, severity: 'critical', kind: 'overdue', since: j.due.overdueSince,
+        job: j.name,
+        severity: 'critical',
+        kind: 'overdue',
+        since: j.due.overdueSince,
         message: `window ${j.due.window} (scheduled ${j.due.scheduledAt.toISOString()}) not completed; overdue since ${j.due.overdueSince.toISOString()}`,
       });
     }
@@ -290,29 +326,45 @@ export function findProblems(jobs: JobState[], dbNow: Date, limits: CheckLimits)
     const earlier = latestListed ? j.notCompleted.filter((o) => o.window !== j.due!.window) : j.notCompleted;
     const count = j.notCompletedCount - latestListed;
     if (count > 0 && earlier.length > 0) {
-      const named = earlier.slice(0, NAMED_OCCURRENCES).map((o) => `${o.window} (${o.outcome})`).join(', ');
+      const named = earlier
+        .slice(0, NAMED_OCCURRENCES)
+        .map((o) => `${o.window} (${o.outcome})`)
+        .join(', ');
       const more = count > NAMED_OCCURRENCES ? ` and ${count - NAMED_OCCURRENCES} more` : '';
       problems.push({
-        job: j.name, severity: 'critical', kind: 'not-completed', since: earlier[0]!.overdueSince,
+        job: j.name,
+        severity: 'critical',
+        kind: 'not-completed',
+        since: earlier[0]!.overdueSince,
         message: `${count} earlier due ${count === 1 ? 'occurrence' : 'occurrences'} not completed: ${named}${more}; overdue since ${earlier[0]!.overdueSince.toISOString()}`,
       });
     }
     if (limits.maxHoldMs !== undefined && j.held && j.heldForMs !== null && j.heldForMs > limits.maxHoldMs) {
       const since = new Date(dbNow.getTime() - j.heldForMs);
       problems.push({
-        job: j.name, severity: 'critical', kind: 'stuck-owner', since,
+        job: j.name,
+        severity: 'critical',
+        kind: 'stuck-owner',
+        since,
         message: `owner ${j.holder} has held generation ${j.generation} since ${since.toISOString()}, longer than --max-hold (${humanMs(limits.maxHoldMs)})`,
       });
     }
     if (j.recentJobChanges >= JOB_CHANGES_WARN) {
       problems.push({
-        job: j.name, severity: 'warning', kind: 'settings-disagree',
+        job: j.name,
+        severity: 'warning',
+        kind: 'settings-disagree',
         message: `its settings changed ${j.recentJobChanges} times within ${humanMs(JOB_CHANGES_WINDOW_MS)} (job-changed events in \`leasejob history\`): hosts or deployments run it with different flags`,
       });
     }
     for (const w of j.openWindows) {
       if (w.attempts >= limits.maxAttempts && w.outcome !== 'running' && w.outcome !== 'missed') {
-        problems.push({ job: j.name, severity: 'warning', kind: 'failing', message: `window ${w.window} failed ${w.attempts} ${w.attempts === 1 ? 'attempt' : 'attempts'} (last outcome ${w.outcome})` });
+        problems.push({
+          job: j.name,
+          severity: 'warning',
+          kind: 'failing',
+          message: `window ${w.window} failed ${w.attempts} ${w.attempts === 1 ? 'attempt' : 'attempts'} (last outcome ${w.outcome})`,
+        });
       }
     }
   }

@@ -68,7 +68,8 @@ export class MetricRows {
     const lines: string[] = new Array(this.values.length + 2);
     lines[0] = `# HELP ${name} ${this.help.replace(/\\/g, '\\\\').replace(/\n/g, '\\n')}`;
     lines[1] = `# TYPE ${name} ${this.type}`;
-    for (let i = 0; i < this.values.length; i++) lines[i + 2] = `${name}${this.labels[i]} ${valueText(this.values[i]!)}`;
+    for (let i = 0; i < this.values.length; i++)
+      lines[i + 2] = `${name}${this.labels[i]} ${valueText(this.values[i]!)}`;
     return lines.join('\n');
   }
 }

@@ -2,15 +2,9 @@
 // inline style sheet and no script, every value through markup`` (status-html.ts).
 import { markup, trusted, type SafeHtml } from './status-html.js';
 import type { JobState } from './job-states.js';
-import {
-  DEFAULT_PER_PAGE,
-  JOB_STATES,
-  type JobExtras,
-  type JobStateName,
-  type ListQuery,
-  type ListView,
-} from './status-view.js';
+import { DEFAULT_PER_PAGE, JOB_STATES, type JobStateName, type ListQuery, type ListView } from './status-view.js';
 import type { HistoryEvent, HostClock, WindowOutput, WindowRow } from '../store/contract.js';
+import { replicationProblems, replicationSummary, type ReplicationReport } from '../replication.js';
 import { humanMs } from './table.js';
 
 const STYLE = trusted(`
@@ -35,7 +29,9 @@ th,td{text-align:left;vertical-align:top;padding:.4rem .5rem;border-bottom:1px s
 th{background:var(--head);font-weight:600;font-size:.85rem}
 .state{display:inline-block;padding:.05rem .5rem;border-radius:.8rem;font-size:.8rem;font-weight:700;text-transform:uppercase;letter-spacing:.03em;border:1px solid currentColor}
 .state-overdue{color:var(--overdue)}.state-failing{color:var(--failing)}.state-running{color:var(--running)}.state-paused{color:var(--paused)}.state-healthy{color:var(--healthy)}
-.outcome-failed,.outcome-lost,.outcome-abandoned,.outcome-missed{color:var(--failing);font-weight:600}
+.outcome-failed,.outcome-lost,.outcome-abandoned,.outcome-missed,.outcome-no-run{color:var(--failing);font-weight:600}
+.banner{margin:0 0 1rem;padding:.6rem .8rem;border:1px solid currentColor;border-radius:.35rem}
+.banner-critical{color:var(--overdue)}.banner-warning{color:var(--failing)}.banner p{margin:.25rem 0 0;color:var(--fg)}
 .pager{display:flex;gap:1rem;align-items:center;margin:1rem 0}
 dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:.25rem 1rem;margin:0}
 dl.facts dt{color:var(--muted)}dl.facts dd{margin:0;overflow-wrap:anywhere}
@@ -117,14 +113,20 @@ function pauseText(p: NonNullable<JobState['pause']>, now: Date): SafeHtml {
   return markup`paused ${when(p.since, now)}${p.until ? markup`, until ${when(p.until, now)}` : ', until resumed'}${p.by ? markup` by <code>${p.by}</code>` : ''}${p.reason ? markup`: ${p.reason}` : ''}`;
 }
 
+/** `3 due occurrences not completed`: the count within the lookback, the latest included (as status and the metric count). */
+const notCompletedText = (n: number): string => `${n} due ${n === 1 ? 'occurrence' : 'occurrences'} not completed`;
+
 /** What stands beside the state word: the holder, the overdue window, the pause reason. */
-function stateDetail(j: JobState & JobExtras, now: Date): SafeHtml {
+function stateDetail(j: JobState, now: Date): SafeHtml {
   const parts: SafeHtml[] = [];
   if (j.overdue && j.due)
     parts.push(markup`<div>window <code>${j.due.window}</code> overdue since ${when(j.due.overdueSince, now)}</div>`);
-  if (j.dueNotCompleted)
+  // Earlier occurrences than the latest (which the line above names): a failed night, a minute
+  // no host ran, still not completed although a later one is.
+  const oldest = j.notCompleted[0];
+  if (oldest && j.notCompletedCount > (j.overdue ? 1 : 0))
     parts.push(
-      markup`<div>${j.dueNotCompleted} due ${j.dueNotCompleted === 1 ? 'occurrence' : 'occurrences'} not completed</div>`,
+      markup`<div class="not-completed">${notCompletedText(j.notCompletedCount)}, the oldest <code>${oldest.window}</code> (<span class="outcome-${oldest.outcome.replace(' ', '-')}">${oldest.outcome}</span>) overdue since ${when(oldest.overdueSince, now)}</div>`,
     );
   if (j.held)
     parts.push(
@@ -138,7 +140,28 @@ function stateDetail(j: JobState & JobExtras, now: Date): SafeHtml {
   return markup`${parts}`;
 }
 
-export function renderList(v: ListView, store: { kind: string; location: string }): string {
+/**
+ * What the database can promise across a failover, when it is worth a person's attention (a
+ * standby, asynchronous replication, synchronous without a standby in sync): what `check` says.
+ */
+function replicationBanner(r: ReplicationReport | undefined): SafeHtml {
+  const problems = r ? replicationProblems(r) : [];
+  if (!r || problems.length === 0) return markup``;
+  return markup`${problems.map(
+    (
+      p,
+    ) => markup`<div class="banner banner-${p.severity}" role="${p.severity === 'critical' ? 'alert' : 'status'}" id="replication">
+<strong>Replication: ${replicationSummary(r)}</strong>
+<p>${p.message}</p>
+</div>`,
+  )}`;
+}
+
+export function renderList(
+  v: ListView,
+  store: { kind: string; location: string },
+  replication?: ReplicationReport,
+): string {
   const q = v.query;
   const first = v.matched === 0 ? 0 : (q.page - 1) * q.per + 1;
   const last = Math.min(v.matched, q.page * q.per);
@@ -156,6 +179,7 @@ export function renderList(v: ListView, store: { kind: string; location: string 
 <h1>leasejob status</h1>
 <p class="meta">${v.total} ${v.total === 1 ? 'job' : 'jobs'} · ${store.kind} ${store.location} · database time <time datetime="${iso(v.dbNow)}">${shortIso(v.dbNow)}</time> · <a href="/metrics">metrics</a></p>
 </header>
+${replicationBanner(replication)}
 <ul class="summary">
 <li><a href="${listHref(q, { state: '', page: 1 })}"${q.state === '' ? trusted(' aria-current="true"') : ''}>all ${v.total}</a></li>
 ${JOB_STATES.map((s) => markup`<li><a class="state-${s}" href="${listHref(q, { state: s, page: 1 })}"${q.state === s ? trusted(' aria-current="true"') : ''}>${s} ${v.counts[s]}</a></li>`)}
@@ -212,7 +236,7 @@ const signedMs = (ms: number): string => `${ms > 0 ? '+' : ''}${ms} ms`;
 
 export interface JobPageData {
   dbNow: Date;
-  job: JobState & JobExtras;
+  job: JobState;
   state: JobStateName;
   nextDue: Date | null;
   /** From readJobWindows; undefined when the store cannot (its open windows are then shown). */
@@ -248,10 +272,34 @@ ${fact('Pause', j.pause ? markup`${j.paused ? '' : 'last '}${pauseText(j.pause, 
 ${fact('Version', j.version)}
 ${fact('Registered', when(j.createdAt, now))}
 </dl>
+${notCompletedSection(d)}
 ${windowsSection(d)}
 ${outputsSection(d)}
 ${eventsSection(d)}`;
   return page(`${j.name} · leasejob`, body);
+}
+
+/** Every due occurrence within the lookback not completed: what `check` names, until each completes, leaves the lookback, or is marked. */
+function notCompletedSection(d: JobPageData): SafeHtml {
+  const j = d.job;
+  if (j.notCompletedCount === 0) return markup``;
+  const now = d.dbNow;
+  const more = j.notCompletedCount - j.notCompleted.length;
+  return markup`<h2>Due occurrences not completed</h2>
+<p>${notCompletedText(j.notCompletedCount)} within the alert lookback, oldest first${more > 0 ? ` (${j.notCompleted.length} listed, the oldest and the latest; ${more} more between them)` : ''}. Each stays here until it completes (rerun it: <code>leasejob run --scheduled-time ...</code>), leaves the lookback, or is marked (<code>leasejob mark</code>).</p>
+<div class="scroll"><table class="cards" id="not-completed">
+<thead><tr><th>Window</th><th>Outcome</th><th>Scheduled</th><th>Overdue since</th></tr></thead>
+<tbody>
+${j.notCompleted.map(
+  (o) => markup`<tr>
+<td data-label="Window"><code>${o.window}</code></td>
+<td data-label="Outcome"><span class="outcome-${o.outcome.replace(' ', '-')}">${o.outcome}</span></td>
+<td data-label="Scheduled">${when(o.scheduledAt, now)}</td>
+<td data-label="Overdue since">${when(o.overdueSince, now)}</td>
+</tr>`,
+)}
+</tbody>
+</table></div>`;
 }
 
 function windowsSection(d: JobPageData): SafeHtml {

@@ -1,5 +1,5 @@
 // The status page's routes on the exporter's server (`/` and `/job`): read-only, one read of
-// the job states per page (the read a scrape makes), page reads one at a time.
+// the job states per page (the read a scrape makes, replication included), page reads one at a time.
 import type http from 'node:http';
 import type { Logger } from '../log.js';
 import { readJobStates } from './job-states.js';
@@ -60,9 +60,18 @@ export class StatusPages {
   }
 
   private async list(params: URLSearchParams): Promise<{ status: number; body: string }> {
-    const [{ dbNow, jobs }, hosts] = await Promise.all([readJobStates(this.store), this.store.readHostClocks()]);
+    const [{ dbNow, jobs }, hosts, replication] = await Promise.all([
+      readJobStates(this.store),
+      this.store.readHostClocks(),
+      // Three small reads whatever the number of jobs, as a scrape makes; never fails the page
+      // (what the server hides is in `unchecked`, anything else leaves the banner out).
+      this.store.readReplication?.().catch((err: unknown) => {
+        this.log.warn({ err: (err as Error).message }, 'status page could not read the replication setup');
+        return undefined;
+      }),
+    ]);
     const view = listView(dbNow, jobs, hosts, parseListQuery(params));
-    return { status: 200, body: renderList(view, this.store) };
+    return { status: 200, body: renderList(view, this.store, replication) };
   }
 
   private async job(params: URLSearchParams): Promise<{ status: number; body: string }> {

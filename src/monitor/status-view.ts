@@ -8,27 +8,18 @@ import type { HostClock } from '../store/contract.js';
 export const JOB_STATES = ['overdue', 'paused', 'failing', 'running', 'healthy'] as const;
 export type JobStateName = (typeof JOB_STATES)[number];
 
-/**
- * Fields other parts of leasejob may add to a job's state: read when present, so that the page
- * shows them as soon as the store reads them (the count of due occurrences not completed within
- * the alert lookback).
- */
-export interface JobExtras {
-  dueNotCompleted?: number | null;
-}
-
 /** An open window whose latest attempt ended without success. */
 const FAILED_OUTCOMES = new Set(['failed', 'lost', 'abandoned']);
 
 /**
- * One word for a job: overdue (its due window plus grace not completed: what the alert says),
- * paused (leasejob pause: an operator's decision, shown over what it may be the answer to),
+ * One word for a job: overdue (a due occurrence past its grace not completed, the latest or an
+ * earlier one within the lookback: what `check` calls critical and the alerts fire on), paused (leasejob pause: an operator's decision, shown over what it may be the answer to),
  * failing (an open window whose last attempt failed, was lost, or was abandoned by a crashed
  * runner), running (a live lease), else healthy. The page shows the holder, the pause and the
  * overdue window beside the word whatever it is.
  */
-export function stateOf(j: JobState & JobExtras): JobStateName {
-  if (j.overdue) return 'overdue';
+export function stateOf(j: JobState): JobStateName {
+  if (j.overdue || j.notCompletedCount > 0) return 'overdue';
   if (j.paused) return 'paused';
   if (j.openWindows.some((w) => FAILED_OUTCOMES.has(w.outcome))) return 'failing';
   if (j.held) return 'running';
@@ -66,7 +57,7 @@ export function parseListQuery(params: URLSearchParams): ListQuery {
 }
 
 export interface JobListItem {
-  job: JobState & JobExtras;
+  job: JobState;
   state: JobStateName;
   nextDue: Date | null;
 }

@@ -6,7 +6,11 @@ export function renderTable(headers: string[], rows: string[][]): string {
   for (const r of rows) {
     for (let i = 0; i < widths.length; i++) widths[i] = Math.max(widths[i]!, (r[i] ?? '').length);
   }
-  const line = (cells: string[]): string => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  ').trimEnd();
+  const line = (cells: string[]): string =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0)))
+      .join('  ')
+      .trimEnd();
   const lines = [line(headers)];
   for (const r of rows) lines.push(line(r));
   return lines.join('\n') + '\n';

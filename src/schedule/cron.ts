@@ -61,8 +61,24 @@ function zoneOf(tz: string): Zone | undefined {
  * and run it twice.
  */
 const UTC_NAMES = new Set([
-  'utc', 'etc/utc', 'uct', 'etc/uct', 'universal', 'etc/universal', 'zulu', 'etc/zulu',
-  'gmt', 'etc/gmt', 'gmt0', 'etc/gmt0', 'gmt+0', 'etc/gmt+0', 'gmt-0', 'etc/gmt-0', 'greenwich', 'etc/greenwich',
+  'utc',
+  'etc/utc',
+  'uct',
+  'etc/uct',
+  'universal',
+  'etc/universal',
+  'zulu',
+  'etc/zulu',
+  'gmt',
+  'etc/gmt',
+  'gmt0',
+  'etc/gmt0',
+  'gmt+0',
+  'etc/gmt+0',
+  'gmt-0',
+  'etc/gmt-0',
+  'greenwich',
+  'etc/greenwich',
 ]);
 
 /** `UTC` for every name of UTC or GMT; any other zone name as given. */

@@ -17,10 +17,13 @@ const UNITS: readonly Unit[] = ['d', 'h', 'm', 's', 'ms'];
 /** `500ms`, `90s`, `1h30m`, `1.5s`, or ISO-8601 (`PT90S`, `P1D`); returns milliseconds. */
 export function parseDuration(text: string, flag: string, maxMs = MAX_DURATION_MS): number {
   const trimmed = text.trim();
-  const raw = trimmed.startsWith('P') || trimmed.startsWith('-P') ? isoMillis(trimmed) : shortMillis(trimmed.replace(/^-/, ''));
-  if (raw === undefined) throw new UsageError(`Expected \`${flag}\` to be a duration like 90s, 2m or PT90S, got \`${text}\`.`);
+  const raw =
+    trimmed.startsWith('P') || trimmed.startsWith('-P') ? isoMillis(trimmed) : shortMillis(trimmed.replace(/^-/, ''));
+  if (raw === undefined)
+    throw new UsageError(`Expected \`${flag}\` to be a duration like 90s, 2m or PT90S, got \`${text}\`.`);
   const ms = Math.round(trimmed.startsWith('-') && !trimmed.startsWith('-P') ? -raw : raw);
-  if (!(ms >= 1)) throw new UsageError(`Expected \`${flag}\` to be a positive duration like 90s, 2m or PT90S, got \`${text}\`.`);
+  if (!(ms >= 1))
+    throw new UsageError(`Expected \`${flag}\` to be a positive duration like 90s, 2m or PT90S, got \`${text}\`.`);
   if (ms > maxMs) {
     throw new UsageError(
       `Expected \`${flag}\` to be a duration of at most ${Math.round(maxMs / DAY)} days, like 90s, 2m or PT90S, got \`${text}\`.`,
@@ -39,7 +42,9 @@ export function parseIsoOffset(text: string, flag: string): Duration {
   const trimmed = text.trim();
   const duration = /^-?P/.test(trimmed) ? Duration.fromISO(trimmed) : shortDuration(trimmed);
   if (duration === undefined || !duration.isValid || !hasUnits(duration)) {
-    throw new UsageError(`Expected \`${flag}\` to be a duration like -1d, -2h, 1d or -P1D (ISO-8601), got \`${text}\`.`);
+    throw new UsageError(
+      `Expected \`${flag}\` to be a duration like -1d, -2h, 1d or -P1D (ISO-8601), got \`${text}\`.`,
+    );
   }
   return duration;
 }

@@ -68,7 +68,10 @@ export function deriveOccurrence(input: {
  * The window key: by default the occurrence in ISO-8601 with its offset (distinct for the two
  * passes of a repeated hour); `offset` shifts it calendar-aware in its zone before `format`.
  */
-export function windowKey(scheduledAt: DateTime, opts: { format?: string | undefined; offset?: Duration | undefined }): string {
+export function windowKey(
+  scheduledAt: DateTime,
+  opts: { format?: string | undefined; offset?: Duration | undefined },
+): string {
   const shifted = opts.offset !== undefined ? scheduledAt.plus(opts.offset) : scheduledAt;
   if (!shifted.isValid) throw new RangeError(`Invalid occurrence: ${shifted.invalidReason}`);
   if (opts.format === undefined) return shifted.toISO({ suppressMilliseconds: true })!;
@@ -102,15 +105,41 @@ function buildRecurrenceProbes(tz: string): readonly DateTime[] {
   const at = (day: string): DateTime => DateTime.fromISO(`${day}T04:05:06.007`, { zone: tz });
   const base = at('2001-02-03'); // a Saturday
   const steps = [
-    {}, { milliseconds: 500 }, { seconds: 1 }, { seconds: 30 }, { minutes: 1 }, { minutes: 30 }, { hours: 1 }, { hours: 6 },
-    { hours: 12 }, { hours: 18 }, { days: 1 }, { days: 3 }, { days: 7 }, { days: 15 }, { months: 1 }, { months: 6 }, { years: 1 },
+    {},
+    { milliseconds: 500 },
+    { seconds: 1 },
+    { seconds: 30 },
+    { minutes: 1 },
+    { minutes: 30 },
+    { hours: 1 },
+    { hours: 6 },
+    { hours: 12 },
+    { hours: 18 },
+    { days: 1 },
+    { days: 3 },
+    { days: 7 },
+    { days: 15 },
+    { months: 1 },
+    { months: 6 },
+    { years: 1 },
   ];
   // 2001-01-01 and 2001-12-31 are both Mondays of ISO week 1 (of 2001 and of 2002). 2004-01-01
   // and 2005-01-01 are both in ISO week-year 2004 (week 1 and week 53): kkkk-MM-dd, kkkk-ooo.
-  const weekYearEdges = ['2001-01-01', '2001-12-30', '2001-12-31', '2002-06-30', '2002-12-02', '2004-01-01', '2004-07-01', '2005-01-01'];
+  const weekYearEdges = [
+    '2001-01-01',
+    '2001-12-30',
+    '2001-12-31',
+    '2002-06-30',
+    '2002-12-02',
+    '2004-01-01',
+    '2004-07-01',
+    '2005-01-01',
+  ];
   // A key without the year (MM-dd EEE, cooo) recurs 28 years on, after a different key in
   // between; validateWindowFormat also compares these three directly.
-  return [...steps.map((step) => base.plus(step)), ...weekYearEdges.map(at), ...FAR_PROBE_DAYS.map(at)].sort((x, y) => x.toMillis() - y.toMillis());
+  return [...steps.map((step) => base.plus(step)), ...weekYearEdges.map(at), ...FAR_PROBE_DAYS.map(at)].sort(
+    (x, y) => x.toMillis() - y.toMillis(),
+  );
 }
 
 /**
@@ -120,7 +149,7 @@ function buildRecurrenceProbes(tz: string): readonly DateTime[] {
  * (yyyy-MM-dd for an hourly job) is allowed: that is how "once a day, tried every hour" is said.
  */
 export function validateWindowFormat(format: string, tz = 'UTC'): void {
-  const expected = 'Expected `--window-format` to be a luxon format like yyyy-MM-dd or yyyy-MM-dd\'T\'HH:mm';
+  const expected = "Expected `--window-format` to be a luxon format like yyyy-MM-dd or yyyy-MM-dd'T'HH:mm";
   // Two instants differing in every field (weekday, meridiem, zone and offset included): only a
   // format without tokens renders both alike.
   const a = windowKey(DateTime.fromISO('2001-02-03T04:05:06.007Z', { zone: 'UTC' }), { format });
@@ -158,7 +187,11 @@ export function validateWindowFormat(format: string, tz = 'UTC'): void {
   // Years apart, in the calendar's cycle: a format naming the year gives three keys. One whose
   // keys differ from 2001's only because the zone's rules changed since (ZZ in Pacific/Apia)
   // gives the same key to every occurrence from now on.
-  for (const [i, j] of [[0, 1], [1, 2], [0, 2]] as const) {
+  for (const [i, j] of [
+    [0, 1],
+    [1, 2],
+    [0, 2],
+  ] as const) {
     if (far[i]!.key !== far[j]!.key) continue;
     throw new UsageError(
       `${expected}, got \`${format}\`: its keys recur (${far[i]!.at.toISODate()} and ${far[j]!.at.toISODate()} both give ${JSON.stringify(far[i]!.key)} in ${tz}), ` +
@@ -217,8 +250,8 @@ function checkNotAhead(at: DateTime, now: Date, what: string, literalWindow: boo
   // behind the controller's must not fail every Job.
   if (at.toMillis() <= now.getTime() + MAX_AHEAD_OF_HOST_MS) return;
   const advice = literalWindow
-    ? 'With a literal `--window`, leave `--scheduled-time` out to run it now (it only feeds `--max-delay` and LEASEJOB_SCHEDULED_AT), or check this host\'s clock.'
-    : 'Use a literal `--window` to run something ahead on purpose, or check this host\'s clock.';
+    ? "With a literal `--window`, leave `--scheduled-time` out to run it now (it only feeds `--max-delay` and LEASEJOB_SCHEDULED_AT), or check this host's clock."
+    : "Use a literal `--window` to run something ahead on purpose, or check this host's clock.";
   throw new UsageError(
     `${what} names an occurrence that has not come yet (${iso(at)}, this host's clock says ${iso(DateTime.fromJSDate(now, { zone: at.zone }))}); ` +
       `running it now would mark that window done before its time. ${advice}`,

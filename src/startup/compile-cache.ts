@@ -13,7 +13,19 @@
 // it, since whoever writes a cache chooses the code we run. Any failure (a read-only file
 // system, a full disk) only means an uncached start.
 import { isAscii } from 'node:buffer';
-import { chmodSync, closeSync, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  fstatSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Script } from 'node:vm';
@@ -40,7 +52,12 @@ export { COMMANDS };
  * every start, for nothing the entry's own require cannot do (scripts/bundle.mjs keeps such
  * built-ins off the start).
  */
-export function loadCli(bundle: string, command: string | undefined, load: NodeJS.Require, env: NodeJS.ProcessEnv = process.env): LoadedCli {
+export function loadCli(
+  bundle: string,
+  command: string | undefined,
+  load: NodeJS.Require,
+  env: NodeJS.ProcessEnv = process.env,
+): LoadedCli {
   const fd = openSync(bundle, 'r');
   let source: string;
   let file: string | undefined;
@@ -52,13 +69,19 @@ export function loadCli(bundle: string, command: string | undefined, load: NodeJ
     source = isAscii(bytes) ? bytes.toString('latin1') : bytes.toString('utf8');
     const setting = env.LEASEJOB_COMPILE_CACHE;
     if (setting !== 'off' && setting !== '0') {
-      const dir = usableDir(setting ? path.resolve(setting) : path.join(tmpdir(), `leasejob-compile-cache-${process.getuid?.() ?? 'user'}`));
+      const dir = usableDir(
+        setting ? path.resolve(setting) : path.join(tmpdir(), `leasejob-compile-cache-${process.getuid?.() ?? 'user'}`),
+      );
       state = dir === undefined ? 'unusable' : 'cold';
       // One file per command: `--version` compiles little of what `run` needs. Anything else
       // (a typo, --help) shares one file, so mistyped commands cannot pile up files.
       const { size, mtimeMs } = fstatSync(fd);
       const name = command !== undefined && COMMANDS.has(command) ? command : 'other';
-      if (dir !== undefined) file = path.join(dir, `${name}-${process.versions.v8}-${process.arch}-${installTag(bundle)}-${size}-${Math.trunc(mtimeMs)}.bin`);
+      if (dir !== undefined)
+        file = path.join(
+          dir,
+          `${name}-${process.versions.v8}-${process.arch}-${installTag(bundle)}-${size}-${Math.trunc(mtimeMs)}.bin`,
+        );
     }
   } finally {
     closeSync(fd);
@@ -82,8 +105,14 @@ export function loadCli(bundle: string, command: string | undefined, load: NodeJ
   const script = new Script(wrapped, { filename: bundle, ...(cachedData ? { cachedData } : {}) });
   if (cachedData) state = script.cachedDataRejected ? 'rejected' : 'used';
   const mod = { exports: {} as { main?: LoadedCli['main']; reach?: (exitCode: number) => number } };
-  (script.runInThisContext() as (...args: unknown[]) => void)
-    .call(mod.exports, mod.exports, load, mod, bundle, path.dirname(bundle));
+  (script.runInThisContext() as (...args: unknown[]) => void).call(
+    mod.exports,
+    mod.exports,
+    load,
+    mod,
+    bundle,
+    path.dirname(bundle),
+  );
   const main = mod.exports.main;
   if (typeof main !== 'function') throw new Error(`leasejob: ${bundle} does not export main()`);
 
@@ -126,7 +155,8 @@ export function loadCli(bundle: string, command: string | undefined, load: NodeJ
           const other = path.join(dir, f);
           if (partial) {
             if (Date.now() - lastUsedMs(other) > STALE_TMP_MS) rmSync(other, { force: true });
-          } else if (tag === null || tag === ours || Date.now() - lastUsedMs(other) > STALE_CACHE_MS) rmSync(other, { force: true });
+          } else if (tag === null || tag === ours || Date.now() - lastUsedMs(other) > STALE_CACHE_MS)
+            rmSync(other, { force: true });
         }
       } catch {
         // Read-only or full: the next start compiles again, nothing else changes.

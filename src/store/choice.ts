@@ -4,7 +4,13 @@ import { statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import { DEFAULTS } from '../defaults.js';
-import { describeConnection, passwordFileWarnings, resolveConnection, secretsOf, type ConnectionSource } from './postgres/connection.js';
+import {
+  describeConnection,
+  passwordFileWarnings,
+  resolveConnection,
+  secretsOf,
+  type ConnectionSource,
+} from './postgres/connection.js';
 import { UsageError } from '../errors.js';
 import { validateSchema } from '../names.js';
 import type { LeaseStore } from './contract.js';
@@ -50,11 +56,16 @@ function requireSharedFromEnv(env: NodeJS.ProcessEnv): boolean {
   const value = (env.LEASEJOB_REQUIRE_SHARED ?? '').trim().toLowerCase();
   if (['1', 'true', 'yes', 'on'].includes(value)) return true;
   if (['', '0', 'false', 'no', 'off'].includes(value)) return false;
-  throw new UsageError(`Expected LEASEJOB_REQUIRE_SHARED to be 1, true, yes or on (or 0, false, no, off), got ${JSON.stringify(env.LEASEJOB_REQUIRE_SHARED)}.`);
+  throw new UsageError(
+    `Expected LEASEJOB_REQUIRE_SHARED to be 1, true, yes or on (or 0, false, no, off), got ${JSON.stringify(env.LEASEJOB_REQUIRE_SHARED)}.`,
+  );
 }
 
 export function defaultStateFile(env: NodeJS.ProcessEnv = process.env): string {
-  const base = env.XDG_STATE_HOME && path.isAbsolute(env.XDG_STATE_HOME) ? env.XDG_STATE_HOME : path.join(homedir(), '.local', 'state');
+  const base =
+    env.XDG_STATE_HOME && path.isAbsolute(env.XDG_STATE_HOME)
+      ? env.XDG_STATE_HOME
+      : path.join(homedir(), '.local', 'state');
   return path.join(base, 'leasejob', 'leasejob.db');
 }
 
@@ -71,15 +82,25 @@ export function chooseStore(flags: StoreFlags, env: NodeJS.ProcessEnv = process.
         ...(['LEASEJOB_DATABASE_URL', 'DATABASE_URL'] as const).filter((v) => !!env[v]),
         ...PG_CONNECTION_VARIABLES.filter((v) => !!env[v] && !PG_WEAK_VARIABLES.has(v)),
       ];
-      throw new UsageError(`\`--state-file\` is for the embedded one-host store, but a PostgreSQL database is configured (${by.join(', ')}); use one or the other.`);
+      throw new UsageError(
+        `\`--state-file\` is for the embedded one-host store, but a PostgreSQL database is configured (${by.join(', ')}); use one or the other.`,
+      );
     }
     const source = resolveConnection(flags.databaseUrl, env);
     // libpq would take host, port, database and user from pg_service.conf (over PGHOST and the
     // rest); node-postgres does not read that file, so it would quietly connect elsewhere.
     if (source.from === 'PG environment' && env.PGSERVICE) {
-      throw new UsageError(`PGSERVICE is set (${JSON.stringify(env.PGSERVICE)}), but leasejob does not read pg_service.conf; give the connection as LEASEJOB_DATABASE_URL (or --database-url, or PGHOST, PGPORT, PGDATABASE and PGUSER) and unset PGSERVICE.`);
+      throw new UsageError(
+        `PGSERVICE is set (${JSON.stringify(env.PGSERVICE)}), but leasejob does not read pg_service.conf; give the connection as LEASEJOB_DATABASE_URL (or --database-url, or PGHOST, PGPORT, PGDATABASE and PGUSER) and unset PGSERVICE.`,
+      );
     }
-    return { kind: 'postgresql', source, schema, secrets: secretsOf(source, env), location: `${describeConnection(source)} schema ${schema}` };
+    return {
+      kind: 'postgresql',
+      source,
+      schema,
+      secrets: secretsOf(source, env),
+      location: `${describeConnection(source)} schema ${schema}`,
+    };
   }
   const why = env.KUBERNETES_SERVICE_HOST
     ? 'inside Kubernetes (KUBERNETES_SERVICE_HOST is set) each pod would get its own state file and every pod would run the job'
@@ -88,23 +109,32 @@ export function chooseStore(flags: StoreFlags, env: NodeJS.ProcessEnv = process.
       : undefined;
   if (why) {
     // Inside a leasejob child (LEASEJOB_OWNER set): its runner set LEASEJOB_REQUIRE_SHARED.
-    const nested = env.LEASEJOB_OWNER && !env.KUBERNETES_SERVICE_HOST
-      ? ' (this runs inside a leasejob child on PostgreSQL, which sets LEASEJOB_REQUIRE_SHARED; the outer `run --pass-database-url` gives the child its DATABASE_URL)'
-      : '';
-    throw new UsageError(`no shared database configured and ${why}; set LEASEJOB_DATABASE_URL (or --database-url) to a PostgreSQL that every runner reaches${nested}.`);
+    const nested =
+      env.LEASEJOB_OWNER && !env.KUBERNETES_SERVICE_HOST
+        ? ' (this runs inside a leasejob child on PostgreSQL, which sets LEASEJOB_REQUIRE_SHARED; the outer `run --pass-database-url` gives the child its DATABASE_URL)'
+        : '';
+    throw new UsageError(
+      `no shared database configured and ${why}; set LEASEJOB_DATABASE_URL (or --database-url) to a PostgreSQL that every runner reaches${nested}.`,
+    );
   }
-  if (flags.stateFile !== undefined && flags.stateFile.trim() === '') throw new UsageError('Expected `--state-file` to be a file path, got an empty string.');
+  if (flags.stateFile !== undefined && flags.stateFile.trim() === '')
+    throw new UsageError('Expected `--state-file` to be a file path, got an empty string.');
   // A schema would separate nothing here: jobs meant to be kept apart would share one file.
   if (flags.schema !== undefined) {
-    throw new UsageError('`--schema` names a PostgreSQL schema, but no PostgreSQL is configured and the embedded store has none; leave it out, give each group of jobs its own --state-file, or set LEASEJOB_DATABASE_URL.');
+    throw new UsageError(
+      '`--schema` names a PostgreSQL schema, but no PostgreSQL is configured and the embedded store has none; leave it out, give each group of jobs its own --state-file, or set LEASEJOB_DATABASE_URL.',
+    );
   }
   // An empty variable is unset, as a chart's `value: ""` means.
-  const given = flags.stateFile !== undefined ? '--state-file' : env.LEASEJOB_STATE_FILE ? 'LEASEJOB_STATE_FILE' : undefined;
+  const given =
+    flags.stateFile !== undefined ? '--state-file' : env.LEASEJOB_STATE_FILE ? 'LEASEJOB_STATE_FILE' : undefined;
   const file = path.resolve(flags.stateFile ?? (env.LEASEJOB_STATE_FILE || undefined) ?? defaultStateFile(env));
   // Only the default location's directories are created: a path given by hand whose directory
   // is missing is far likelier a typo than a wish, and would quietly start a second, empty store.
   if (given !== undefined && directoryMissing(path.dirname(file))) {
-    throw new UsageError(`the directory of the state file ${file} (${given}) does not exist; create it (mkdir -p ${path.dirname(file)}) or correct the path.`);
+    throw new UsageError(
+      `the directory of the state file ${file} (${given}) does not exist; create it (mkdir -p ${path.dirname(file)}) or correct the path.`,
+    );
   }
   return { kind: 'sqlite', file, secrets: [], location: file };
 }
@@ -119,10 +149,19 @@ function directoryMissing(dir: string): boolean {
   }
 }
 
-export async function openStore(choice: StoreChoice, flags: StoreFlags = {}, opts: { connectEarly?: boolean } = {}): Promise<LeaseStore> {
+export async function openStore(
+  choice: StoreChoice,
+  flags: StoreFlags = {},
+  opts: { connectEarly?: boolean } = {},
+): Promise<LeaseStore> {
   if (choice.kind === 'postgresql') {
     const { PgStore, createPool } = await import('./postgres/store.js');
-    const store = new PgStore(createPool(choice.source, { max: flags.poolSize }), choice.schema, choice.location, flags.readTimeoutMs);
+    const store = new PgStore(
+      createPool(choice.source, { max: flags.poolSize }),
+      choice.schema,
+      choice.location,
+      flags.readTimeoutMs,
+    );
     if (opts.connectEarly) store.connectEarly();
     return store;
   }

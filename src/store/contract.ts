@@ -264,7 +264,11 @@ export interface RetentionStore {
    */
   pruneWindows(job: string, horizon: Date, limit: number): Promise<{ deleted: number; more: boolean }>;
   /** Up to `limit` of the job's oldest events, stopping at the first one written at or after `before`. */
-  pruneEvents(job: string, before: Date, limit: number): Promise<{ deleted: number; throughSeq: number; more: boolean }>;
+  pruneEvents(
+    job: string,
+    before: Date,
+    limit: number,
+  ): Promise<{ deleted: number; throughSeq: number; more: boolean }>;
   /** What pruneWindows and pruneEvents would delete of the job in all; nothing written. */
   countPrunable(job: string, horizon: Date, eventsBefore: Date): Promise<{ events: number; windows: number }>;
   /**
@@ -333,7 +337,14 @@ export interface LeaseStore {
   readonly location: string;
   acquire(i: AcquireInput): Promise<AcquireRow>;
   /** Undefined when the lease is no longer ours (taken, expired or released). */
-  renew(job: string, owner: string, generation: string, ttlMs: number, lockTimeoutMs: number, answerTimeoutMs: number): Promise<RenewRow | undefined>;
+  renew(
+    job: string,
+    owner: string,
+    generation: string,
+    ttlMs: number,
+    lockTimeoutMs: number,
+    answerTimeoutMs: number,
+  ): Promise<RenewRow | undefined>;
   /**
    * After an acquire whose answer never came, tried again: the lease `owner` holds as
    * `generation` (that acquire committed), renewed from now, and the attempt its window was

@@ -19,7 +19,18 @@ import { startBenchPgbouncer } from './lib/pgbouncer.mjs';
 import { BIN, NODE, ROOT, timed } from './lib/proc.mjs';
 import { Report } from './lib/report.mjs';
 
-const BENCHES = ['startup', 'overhead', 'instructions', 'statements', 'rss', 'herd', 'recovery', 'loss', 'monitor', 'scale'];
+const BENCHES = [
+  'startup',
+  'overhead',
+  'instructions',
+  'statements',
+  'rss',
+  'herd',
+  'recovery',
+  'loss',
+  'monitor',
+  'scale',
+];
 
 const USAGE = `usage: node test/bench/run.mjs [--quick] [--only ${BENCHES.join(',')}] [--out FILE] [--stmt-method pgss|log]
   --quick         few iterations (smoke run); figures are indicative only
@@ -45,7 +56,12 @@ if (opts.help) {
   console.log(USAGE);
   process.exit(0);
 }
-const selected = opts.only ? opts.only.split(',').map((s) => s.trim()).filter(Boolean) : BENCHES;
+const selected = opts.only
+  ? opts.only
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)
+  : BENCHES;
 for (const s of selected) {
   if (!BENCHES.includes(s)) {
     console.error(`unknown bench "${s}"\n${USAGE}`);
@@ -98,10 +114,23 @@ try {
   let preload = false;
   if (wantPgss) {
     try {
-      server = await startEmbeddedPostgres({ onLog, postgresFlags: ['-c', 'shared_preload_libraries=pg_stat_statements', '-c', 'pg_stat_statements.track=all', '-c', 'track_functions=all'] });
+      server = await startEmbeddedPostgres({
+        onLog,
+        postgresFlags: [
+          '-c',
+          'shared_preload_libraries=pg_stat_statements',
+          '-c',
+          'pg_stat_statements.track=all',
+          '-c',
+          'track_functions=all',
+        ],
+      });
       preload = true;
     } catch (err) {
-      log('postgres would not start with pg_stat_statements preloaded; counting statements from the server log instead:', err.message.split('\n')[0]);
+      log(
+        'postgres would not start with pg_stat_statements preloaded; counting statements from the server log instead:',
+        err.message.split('\n')[0],
+      );
     }
   }
   server ??= await startEmbeddedPostgres({ onLog, postgresFlags: ['-c', 'track_functions=all'] });
@@ -115,7 +144,9 @@ try {
   const version = (await admin.query('SHOW server_version')).rows[0].server_version;
   let pgss = false;
   if (preload) {
-    const avail = await admin.query("SELECT name, default_version FROM pg_available_extensions WHERE name = 'pg_stat_statements'");
+    const avail = await admin.query(
+      "SELECT name, default_version FROM pg_available_extensions WHERE name = 'pg_stat_statements'",
+    );
     if (avail.rows.length) {
       await admin.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
       pgss = true;
@@ -133,7 +164,11 @@ try {
 
   // The bench's own code cache directory: another leasejob on the machine (an older build, a
   // test run) cannot then touch the caches of what is measured.
-  const env = { ...process.env, LEASEJOB_DATABASE_URL: server.url, LEASEJOB_COMPILE_CACHE: process.env.LEASEJOB_COMPILE_CACHE || path.join(tmp, 'compile-cache') };
+  const env = {
+    ...process.env,
+    LEASEJOB_DATABASE_URL: server.url,
+    LEASEJOB_COMPILE_CACHE: process.env.LEASEJOB_COMPILE_CACHE || path.join(tmp, 'compile-cache'),
+  };
   delete env.DATABASE_URL;
   delete env.LEASEJOB_LOG_LEVEL;
   delete env.NODE_OPTIONS;
@@ -159,7 +194,10 @@ try {
     pgss,
     serverLog,
     scale: opts.scale === undefined ? undefined : Number(opts.scale),
-    herdSizes: opts['herd-sizes'].split(',').map(Number).filter((n) => n > 0),
+    herdSizes: opts['herd-sizes']
+      .split(',')
+      .map(Number)
+      .filter((n) => n > 0),
     etcd: undefined,
     pgbouncer: undefined,
     /** NODE_EXTRA_CA_CERTS as the bench found it (removed for everything it measures). */
@@ -223,14 +261,18 @@ try {
     loadavgEnd: os.loadavg(),
     postgres: version,
     postgresFlags: 'fsync=off synchronous_commit=off full_page_writes=off (throwaway server, as in the test suite)',
-    statementCounting: pgss ? 'pg_stat_statements (track=all; toplevel=true rows are what leasejob sent)' : 'server log (log_statement=all)',
+    statementCounting: pgss
+      ? 'pg_stat_statements (track=all; toplevel=true rows are what leasejob sent)'
+      : 'server log (log_statement=all)',
     etcd: ctx.etcd?.version ?? null,
     pgbouncer: ctx.pgbouncer?.version ?? null,
     nodeExtraCaCerts: extraCaCerts ? `${extraCaCerts} (removed from the environment of everything measured)` : null,
     gitHead: spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).stdout.trim() || null,
   };
   console.log('');
-  console.log(`leasejob bench ${opts.quick ? '(--quick: indicative only) ' : ''}node ${process.version}, ${meta.cpus} cpus, PostgreSQL ${version}, load ${loadStart.map((x) => x.toFixed(2)).join(' ')} -> ${meta.loadavgEnd.map((x) => x.toFixed(2)).join(' ')}`);
+  console.log(
+    `leasejob bench ${opts.quick ? '(--quick: indicative only) ' : ''}node ${process.version}, ${meta.cpus} cpus, PostgreSQL ${version}, load ${loadStart.map((x) => x.toFixed(2)).join(' ')} -> ${meta.loadavgEnd.map((x) => x.toFixed(2)).join(' ')}`,
+  );
   console.log('');
   console.log(report.table());
   if (report.extra.startCost) {

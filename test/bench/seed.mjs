@@ -40,8 +40,12 @@ export async function seedJobs(pool, schema, { jobs = 10_000, events = 1_000_000
     `INSERT INTO ${s}.event_counts (job, kind, host, n)
      SELECT job, kind, host, count(*) FROM ${s}.events GROUP BY job, kind, host`,
   );
-  await pool.query(`INSERT INTO ${s}.hosts (host, offset_ms, uncertainty_ms) SELECT 'host' || h, h, 1 FROM generate_series(0, 19) h`);
-  await pool.query(`ANALYZE ${s}.jobs; ANALYZE ${s}.leases; ANALYZE ${s}.windows; ANALYZE ${s}.events; ANALYZE ${s}.event_counts`);
+  await pool.query(
+    `INSERT INTO ${s}.hosts (host, offset_ms, uncertainty_ms) SELECT 'host' || h, h, 1 FROM generate_series(0, 19) h`,
+  );
+  await pool.query(
+    `ANALYZE ${s}.jobs; ANALYZE ${s}.leases; ANALYZE ${s}.windows; ANALYZE ${s}.events; ANALYZE ${s}.event_counts`,
+  );
 }
 
 /**
@@ -50,7 +54,11 @@ export async function seedJobs(pool, schema, { jobs = 10_000, events = 1_000_000
  * seq order with time, plus the event counters. Set-based SQL, one statement per table.
  * `jobs` with no `windows` or `events`: the same registry with no history (the baseline).
  */
-export async function seedHistory(pool, schema, { jobs = 10_000, events = 10_000_000, windows = 2_000_000, days = 200 } = {}) {
+export async function seedHistory(
+  pool,
+  schema,
+  { jobs = 10_000, events = 10_000_000, windows = 2_000_000, days = 200 } = {},
+) {
   const s = `"${schema}"`;
   const perJobWindows = Math.max(1, Math.floor(windows / jobs));
   const perJobEvents = Math.max(5, Math.floor(events / jobs));

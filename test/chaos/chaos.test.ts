@@ -23,25 +23,35 @@ interface ChaosReport {
 }
 
 describe('chaos: one bounded round', () => {
-  it(`holds every invariant with every fault kind injected (seed ${SEED})`, async () => {
-    const r = await execa(process.execPath, ['test/chaos/run.mjs', '--rounds', '1', '--seed', SEED, '--bounded'], {
-      cwd: ROOT, reject: false, all: true, timeout: LIMIT_MS,
-    });
-    const output = r.all ?? '';
-    const line = output.split('\n').find((l) => l.startsWith('CHAOS-REPORT '));
-    expect(line, `no report (exit ${r.exitCode}${r.timedOut ? ', timed out' : ''}):\n${output.slice(-6_000)}`).toBeDefined();
-    const report = JSON.parse(line!.slice('CHAOS-REPORT '.length)) as ChaosReport;
-    const text = output.slice(output.indexOf('=== leasejob chaos report'), output.indexOf('CHAOS-REPORT '));
-    console.log(text);
+  it(
+    `holds every invariant with every fault kind injected (seed ${SEED})`,
+    async () => {
+      const r = await execa(process.execPath, ['test/chaos/run.mjs', '--rounds', '1', '--seed', SEED, '--bounded'], {
+        cwd: ROOT,
+        reject: false,
+        all: true,
+        timeout: LIMIT_MS,
+      });
+      const output = r.all ?? '';
+      const line = output.split('\n').find((l) => l.startsWith('CHAOS-REPORT '));
+      expect(
+        line,
+        `no report (exit ${r.exitCode}${r.timedOut ? ', timed out' : ''}):\n${output.slice(-6_000)}`,
+      ).toBeDefined();
+      const report = JSON.parse(line!.slice('CHAOS-REPORT '.length)) as ChaosReport;
+      const text = output.slice(output.indexOf('=== leasejob chaos report'), output.indexOf('CHAOS-REPORT '));
+      console.log(text);
 
-    expect(r.exitCode, text).toBe(0);
-    expect(report.violations, text).toBe(0);
-    for (const [kind, n] of Object.entries(report.faults)) {
-      if (report.skippedKinds[kind] !== undefined) {
-        expect(NEEDS_A_TOOL.has(kind), `${kind} skipped: ${report.skippedKinds[kind]}`).toBe(true);
-        continue;
+      expect(r.exitCode, text).toBe(0);
+      expect(report.violations, text).toBe(0);
+      for (const [kind, n] of Object.entries(report.faults)) {
+        if (report.skippedKinds[kind] !== undefined) {
+          expect(NEEDS_A_TOOL.has(kind), `${kind} skipped: ${report.skippedKinds[kind]}`).toBe(true);
+          continue;
+        }
+        expect(n, `fault ${kind} never injected: ${(report.missedFaults[kind] ?? []).join('; ')}`).toBeGreaterThan(0);
       }
-      expect(n, `fault ${kind} never injected: ${(report.missedFaults[kind] ?? []).join('; ')}`).toBeGreaterThan(0);
-    }
-  }, LIMIT_MS + 10_000);
+    },
+    LIMIT_MS + 10_000,
+  );
 });

@@ -10,7 +10,17 @@
 // reproduces the fault schedule and every parameter drawn; the interleavings still depend on
 // timing, so a failure is reproduced by running the same seed again, sometimes a few times.
 // Exit 0 when every invariant held, 1 when one was violated, 2 on a harness error.
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import { tmpdir } from 'node:os';
@@ -66,13 +76,17 @@ const DRAIN_LIMIT_MS = 60_000;
 const SETTLE_ATTEMPTS = 3;
 
 if (!Number.isInteger(ROUNDS) || ROUNDS < 1 || !(DURATION_S >= 20) || !Number.isInteger(JOBS) || JOBS < 1) {
-  process.stderr.write('usage: node test/chaos/run.mjs --rounds N --seed S [--duration-s D>=20] [--bounded] [--jobs J] [--keep] [--json FILE] [--isolation LEVEL]\n');
+  process.stderr.write(
+    'usage: node test/chaos/run.mjs --rounds N --seed S [--duration-s D>=20] [--bounded] [--jobs J] [--keep] [--json FILE] [--isolation LEVEL]\n',
+  );
   process.exit(2);
 }
 try {
   execFileSync(process.execPath, [BIN, '--version'], { stdio: 'ignore', timeout: 30_000 });
 } catch {
-  process.stderr.write('chaos: the built CLI does not start: run `npm run build` (or `npm run chaos`, which builds first)\n');
+  process.stderr.write(
+    'chaos: the built CLI does not start: run `npm run build` (or `npm run chaos`, which builds first)\n',
+  );
   process.exit(2);
 }
 
@@ -111,7 +125,9 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function main() {
   const started = Date.now();
-  say(`seed ${SEED} (reproduce: npm run chaos -- --rounds ${ROUNDS} --seed ${SEED}${args['duration-s'] ? ` --duration-s ${DURATION_S}` : ''}${args.bounded ? ' --bounded' : ''}${args.isolation ? ` --isolation '${args.isolation}'` : ''}${args.failover ? ' --failover' : ''})`);
+  say(
+    `seed ${SEED} (reproduce: npm run chaos -- --rounds ${ROUNDS} --seed ${SEED}${args['duration-s'] ? ` --duration-s ${DURATION_S}` : ''}${args.bounded ? ' --bounded' : ''}${args.isolation ? ` --isolation '${args.isolation}'` : ''}${args.failover ? ' --failover' : ''})`,
+  );
   const workDir = mkdtempSync(path.join(tmpdir(), 'leasejob-chaos-'));
   chmodSync(workDir, 0o755);
   const notes = [];
@@ -131,9 +147,14 @@ async function main() {
   try {
     hostsCtl = await startHosts({ cluster, workDir, notes });
     live.stops.unshift(() => hostsCtl.stop());
-    say(`PostgreSQL on port ${cluster.server.port}${args.isolation ? ` (default isolation ${args.isolation})` : ''}; hosts: ${hostsCtl.hosts.map((h) => h.name).join(', ')}; work dir ${workDir}`);
+    say(
+      `PostgreSQL on port ${cluster.server.port}${args.isolation ? ` (default isolation ${args.isolation})` : ''}; hosts: ${hostsCtl.hosts.map((h) => h.name).join(', ')}; work dir ${workDir}`,
+    );
     const parentDeathSignal = ['/usr/bin/setpriv', '/bin/setpriv'].some((p) => existsSync(p));
-    if (!parentDeathSignal) notes.push('setpriv not found: a SIGKILLed runner leaves its child running; the kill-runner child rule is not checked');
+    if (!parentDeathSignal)
+      notes.push(
+        'setpriv not found: a SIGKILLed runner leaves its child running; the kill-runner child rule is not checked',
+      );
     const available = new Set();
     for (const k of FAULT_KINDS) {
       if (k.needs === 'clock' && !hostsCtl.hosts.some((h) => h.clockFile)) skippedKinds[k.kind] = 'libfaketime absent';
@@ -150,8 +171,15 @@ async function main() {
     await cluster.stop().catch(() => {});
   }
   const summary = summarize({
-    seed: SEED, bounded: args.bounded, durationS: DURATION_S, isolation: args.isolation ?? 'read committed', rounds, notes, skippedKinds,
-    clockOffsetMs: cluster.clockOffsetMs, elapsedMs: Date.now() - started,
+    seed: SEED,
+    bounded: args.bounded,
+    durationS: DURATION_S,
+    isolation: args.isolation ?? 'read committed',
+    rounds,
+    notes,
+    skippedKinds,
+    clockOffsetMs: cluster.clockOffsetMs,
+    elapsedMs: Date.now() - started,
   });
   if (args.bounded && summary.elapsedS > BOUNDED_BUDGET_S) {
     summary.notes.push(`bounded run took ${summary.elapsedS} s, over its ${BOUNDED_BUDGET_S} s budget`);
@@ -184,20 +212,56 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
   const crowdWindows = [];
   const hostWeights = hostsCtl.hosts.flatMap((h) => (h.name === 'direct' ? [h, h] : [h]));
   const launchFor = (job, host, onBusy = rng.chance(0.75) ? 'wait' : 'skip', index = job.current) =>
-    fleet.launch({ job, windowIndex: index, host, onBusy, units: job.units, delayMs: rng.int(80, 220), phase: 'chaos' });
+    fleet.launch({
+      job,
+      windowIndex: index,
+      host,
+      onBusy,
+      units: job.units,
+      delayMs: rng.int(80, 220),
+      phase: 'chaos',
+    });
 
   const injector = new Injector({
-    rng: stream(SEED, `round-${round}/victims`), fleet, hostsCtl, cluster,
+    rng: stream(SEED, `round-${round}/victims`),
+    fleet,
+    hostsCtl,
+    cluster,
     launchCrowd: async (n) => {
       // A blocker holds the crowd job's lease (on another window) while the contenders start, so
       // that they race for the freed lease together once their Node processes are up, instead of
       // the first one up winning while 49 others starting still starve it of CPU.
       const k = crowdWindows.length;
-      const blocker = fleet.launch({ job: crowdJob, windowIndex: 500 + k, host: hostsCtl.byName('direct'), onBusy: 'wait', units: 40, delayMs: 150, phase: 'crowd' });
-      for (let i = 0; i < 100 && blocker.child === undefined && blocker.exitedAt === undefined; i += 1) await sleep(100);
+      const blocker = fleet.launch({
+        job: crowdJob,
+        windowIndex: 500 + k,
+        host: hostsCtl.byName('direct'),
+        onBusy: 'wait',
+        units: 40,
+        delayMs: 150,
+        phase: 'crowd',
+      });
+      for (let i = 0; i < 100 && blocker.child === undefined && blocker.exitedAt === undefined; i += 1)
+        await sleep(100);
       const runs = Array.from({ length: n }, () =>
-        fleet.launch({ job: crowdJob, windowIndex: k, host: hostsCtl.byName('direct'), onBusy: rng.chance(0.6) ? 'wait' : 'skip', units: crowdJob.units, delayMs: 100, phase: 'crowd', nice: true, waitTimeout: '30s' }));
-      crowdWindows.push({ job: crowdJob.name, window: runs[0].window, runs: runs.map((r) => r.id), blocker: blocker.id });
+        fleet.launch({
+          job: crowdJob,
+          windowIndex: k,
+          host: hostsCtl.byName('direct'),
+          onBusy: rng.chance(0.6) ? 'wait' : 'skip',
+          units: crowdJob.units,
+          delayMs: 100,
+          phase: 'crowd',
+          nice: true,
+          waitTimeout: '30s',
+        }),
+      );
+      crowdWindows.push({
+        job: crowdJob.name,
+        window: runs[0].window,
+        runs: runs.map((r) => r.id),
+        blocker: blocker.id,
+      });
       return [blocker, ...runs];
     },
     launchVia: (hostName) => {
@@ -206,18 +270,26 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
     },
   });
 
-  say(`round ${round}: ${jobs.length} jobs, ${plan.length} faults planned: ${plan.map((f) => `${f.kind}@${(f.at / 1000).toFixed(1)}s`).join(' ')}`);
+  say(
+    `round ${round}: ${jobs.length} jobs, ${plan.length} faults planned: ${plan.map((f) => `${f.kind}@${(f.at / 1000).toFixed(1)}s`).join(' ')}`,
+  );
   const t0 = Date.now();
-  const timers = plan.map((f) => setTimeout(() => {
-    say(`round ${round}: fault ${f.kind}${f.mode ? ` (${f.mode})` : ''}${f.holdMs ? ` for ${f.holdMs} ms` : ''}${f.skewS ? ` ${f.skewS} s` : ''}`);
-    injector.fire(f);
-  }, f.at));
+  const timers = plan.map((f) =>
+    setTimeout(() => {
+      say(
+        `round ${round}: fault ${f.kind}${f.mode ? ` (${f.mode})` : ''}${f.holdMs ? ` for ${f.holdMs} ms` : ''}${f.skewS ? ` ${f.skewS} s` : ''}`,
+      );
+      injector.fire(f);
+    }, f.at),
+  );
 
   // The launcher: each job works through its windows in order, with 2-3 runners at a time on
   // the current one (cron on several hosts), now and then a late duplicate of a completed one.
   const names = jobs.map((j) => j.name);
   while (Date.now() - t0 < DURATION_S * 1000) {
-    const done = await cluster.pool.query(`SELECT job, window_key FROM leasejob.windows WHERE job = ANY($1) AND completed_at IS NOT NULL`, [names]).catch(() => undefined);
+    const done = await cluster.pool
+      .query(`SELECT job, window_key FROM leasejob.windows WHERE job = ANY($1) AND completed_at IS NOT NULL`, [names])
+      .catch(() => undefined);
     for (const row of done?.rows ?? []) jobs.find((j) => j.name === row.job).completed.add(row.window_key);
     for (const job of jobs) {
       while (job.completed.has(windowOf(job, job.current).key)) job.current += 1;
@@ -256,36 +328,74 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
   for (const r of fleet.runs) targeted.set(`${r.job}\u0000${r.window}`, r);
   const allJobs = [...jobs, crowdJob];
   const isCompleted = async (job, key) =>
-    (await cluster.pool.query('SELECT 1 FROM leasejob.windows WHERE job = $1 AND window_key = $2 AND completed_at IS NOT NULL', [job, key])).rowCount === 1;
-  await Promise.all(allJobs.map(async (job) => {
-    const indexes = [...new Set(fleet.runs.filter((r) => r.job === job.name).map((r) => r.windowIndex))].sort((a, b) => a - b);
-    for (const index of indexes) {
-      for (let attempt = 0; attempt < SETTLE_ATTEMPTS; attempt += 1) {
-        if (await isCompleted(job.name, windowOf(job, index).key)) break;
-        const { units } = fleet.runs.find((r) => r.job === job.name && r.windowIndex === index);
-        const run = fleet.launch({ job, windowIndex: index, host: hostsCtl.byName('direct'), onBusy: 'wait', units, delayMs: 50, phase: 'settle', waitTimeout: '30s' });
-        await run.exited;
+    (
+      await cluster.pool.query(
+        'SELECT 1 FROM leasejob.windows WHERE job = $1 AND window_key = $2 AND completed_at IS NOT NULL',
+        [job, key],
+      )
+    ).rowCount === 1;
+  await Promise.all(
+    allJobs.map(async (job) => {
+      const indexes = [...new Set(fleet.runs.filter((r) => r.job === job.name).map((r) => r.windowIndex))].sort(
+        (a, b) => a - b,
+      );
+      for (const index of indexes) {
+        for (let attempt = 0; attempt < SETTLE_ATTEMPTS; attempt += 1) {
+          if (await isCompleted(job.name, windowOf(job, index).key)) break;
+          const { units } = fleet.runs.find((r) => r.job === job.name && r.windowIndex === index);
+          const run = fleet.launch({
+            job,
+            windowIndex: index,
+            host: hostsCtl.byName('direct'),
+            onBusy: 'wait',
+            units,
+            delayMs: 50,
+            phase: 'settle',
+            waitTimeout: '30s',
+          });
+          await run.exited;
+        }
       }
-    }
-  }));
+    }),
+  );
   const settleEnd = Date.now();
   fleet.stop();
 
   const jobNames = allJobs.map((j) => j.name);
   const data = await loadRound(cluster.pool, 'leasejob', jobNames);
-  const effects = readFileSync(effectsFile, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+  const effects = readFileSync(effectsFile, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l));
   const check = checkRound({
-    data, runs: fleet.runs, faults: injector.done, jobs: jobNames,
-    unitsOf: (job, window) => fleet.runs.find((r) => r.job === job && r.window === window).units, crowdWindows, stragglers,
-    clockOffsetMs: cluster.clockOffsetMs, effects, parentDeathSignal,
+    data,
+    runs: fleet.runs,
+    faults: injector.done,
+    jobs: jobNames,
+    unitsOf: (job, window) => fleet.runs.find((r) => r.job === job && r.window === window).units,
+    crowdWindows,
+    stragglers,
+    clockOffsetMs: cluster.clockOffsetMs,
+    effects,
+    parentDeathSignal,
   });
   const checkEnd = Date.now();
   const violations = [...check.invariants.values()].reduce((n, l) => n + l.length, 0);
   if (violations > 0 || args.keep) dumpRuns(path.join(workDir, `round${round}-runs`), fleet.runs, injector.done);
   say(`round ${round}: ${fleet.runs.length} runs, ${targeted.size} windows, ${violations} violation(s)`);
   return {
-    round, runs: fleet.runs, faults: injector.done, check, windows: targeted.size, units: data.units.length,
-    times: { faultsS: Math.round((faultsEnd - t0) / 1000), drainS: Math.round((drainEnd - faultsEnd) / 1000), settleS: Math.round((settleEnd - drainEnd) / 1000), checkS: Math.round((checkEnd - settleEnd) / 1000) },
+    round,
+    runs: fleet.runs,
+    faults: injector.done,
+    check,
+    windows: targeted.size,
+    units: data.units.length,
+    times: {
+      faultsS: Math.round((faultsEnd - t0) / 1000),
+      drainS: Math.round((drainEnd - faultsEnd) / 1000),
+      settleS: Math.round((settleEnd - drainEnd) / 1000),
+      checkS: Math.round((checkEnd - settleEnd) / 1000),
+    },
   };
 }
 
@@ -300,7 +410,8 @@ function diagnose(pid) {
   };
   try {
     const threads = readdirSync(`/proc/${pid}/task`).map(
-      (tid) => `${read(`/proc/${pid}/task/${tid}/comm`)}:${procStat(pid, tid)?.state ?? '?'}:${read(`/proc/${pid}/task/${tid}/wchan`)}`,
+      (tid) =>
+        `${read(`/proc/${pid}/task/${tid}/comm`)}:${procStat(pid, tid)?.state ?? '?'}:${read(`/proc/${pid}/task/${tid}/wchan`)}`,
     );
     const fds = readdirSync(`/proc/${pid}/fd`).map((fd) => {
       try {

@@ -37,7 +37,8 @@ describe('deploy/grafana/leasejob.json', () => {
 
   it('has the panels an operator looks for', () => {
     const titles = dashboard.panels.map((p) => p.title);
-    for (const t of ['Overdue jobs', 'Runs by outcome', 'Lease losses', 'Stale takeovers', 'Renewal failures', 'Fence refusals', 'Duration against the interval', 'Clock offset by host']) {
+    for (const t of ['Overdue jobs', 'Runs by outcome', 'Lease losses', 'Stale takeovers', 'Renewal failures', 'Fence refusals', 'Duration against the interval', 'Clock offset by host',
+      'Due occurrences not completed', 'Paused jobs', 'Done skips', 'Notify failures', 'Replication mode', 'Fence epoch']) {
       expect(titles).toContain(t);
     }
   });

@@ -425,7 +425,7 @@ describe.skipIf(!helm)('with a helm binary', () => {
     expect(render([PLAIN_RELEASE, CHART_DIR, '--set', 'prune.enabled=false']).map((o) => o.metadata.name)).not.toContain('leasejob-prune');
   });
 
-  it('refuses a grace period that does not cover --kill-grace, a kill grace the ttl has no room for, and a duplicate job name', () => {
+  it('refuses a grace period that does not cover --kill-grace, a kill grace the ttl has no room for, a duplicate job name, and catch-up without windowFromSchedule', () => {
     const fail = (set: string): string => spawnSync(helm!, ['template', 'x', CHART_DIR, '--set', set, ...KUBE_VERSION], { encoding: 'utf8', timeout: 60_000 }).stderr;
     expect(fail('jobDefaults.killGrace=45s')).toContain('terminationGracePeriodSeconds 45, not more than killGrace 45s + 5s');
     // leasejob run's own rule, at render time rather than as exit 64 on every run: 16s is too
@@ -435,6 +435,9 @@ describe.skipIf(!helm)('with a helm binary', () => {
     expect(fail('jobDefaults.ttl=17s')).toBe('');
     expect(fail('jobDefaults.ttl=20s,jobDefaults.killGrace=12s')).toBe('');
     expect(fail('jobs[0].name=a,jobs[0].schedule=@daily,jobs[0].command[0]=echo,jobs[1].name=a,jobs[1].schedule=@daily,jobs[1].command[0]=echo')).toContain('the name "a" appears twice');
+    // run's rule again: --catch-up without --window-from-schedule would exit 64 on every run.
+    expect(fail('jobDefaults.catchUp=1h,jobDefaults.windowFromSchedule=false')).toContain('jobs: "example" has catchUp 1h but windowFromSchedule false');
+    expect(fail('jobDefaults.catchUp=1h')).toBe('');
   });
 });
 

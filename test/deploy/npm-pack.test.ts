@@ -123,6 +123,8 @@ describe('npm pack, then npm install --omit=dev of the tarball', () => {
     const env = cleanEnv();
     for (const k of ['DATABASE_URL', 'LEASEJOB_DATABASE_URL', 'KUBERNETES_SERVICE_HOST', 'PGHOST', 'PGPORT', 'PGDATABASE', 'PGUSER', 'PGPASSWORD', 'PGSERVICE', 'JOB_NAME']) delete env[k];
     const opts = { cwd: app, env, extendEnv: false, reject: false, timeout: 60_000, all: true } as const;
+    // An explicit --state-file must be in a directory that exists (a typo must not make a second store).
+    mkdirSync(path.join(dir, 'state'), { recursive: true });
     const state = path.join(dir, 'state', 'leasejob.db');
     const args = ['run', '--state-file', state, '--name', 'packed', '--window', 'w1', '--', process.execPath, '-e', 'console.log(`ran ${process.env.LEASEJOB_WINDOW}`)'];
     const first = await execa(bin, args, opts);

@@ -52,6 +52,36 @@ const CASES: AlertCase[] = [
   { alert: 'LeasejobWindowOverdue', what: 'overdue in another release', evalTime: '10m',
     series: [{ metric: 'leasejob_window_overdue', labels: { job: 'nightly-close' }, values: '1x15', target: OTHER_RELEASE }], fires: [] },
 
+  { alert: 'LeasejobDueOccurrencesNotCompleted', what: 'an earlier occurrence not completed, the latest completed', evalTime: '10m',
+    series: [
+      { metric: 'leasejob_due_occurrences_not_completed', labels: { job: 'nightly-close' }, values: '2x15' },
+      { metric: 'leasejob_window_overdue', labels: { job: 'nightly-close' }, values: '0x15' },
+      { metric: 'leasejob_due_occurrences_not_completed', labels: { job: 'hourly' }, values: '0x15' },
+      { metric: 'leasejob_window_overdue', labels: { job: 'hourly' }, values: '0x15' },
+    ],
+    fires: [{ namespace: NAMESPACE, job: 'nightly-close' }] },
+  { alert: 'LeasejobDueOccurrencesNotCompleted', what: 'an earlier occurrence not completed and the latest overdue too', evalTime: '10m',
+    series: [
+      { metric: 'leasejob_due_occurrences_not_completed', labels: { job: 'nightly-close' }, values: '2x15' },
+      { metric: 'leasejob_window_overdue', labels: { job: 'nightly-close' }, values: '1x15' },
+    ],
+    fires: [{ namespace: NAMESPACE, job: 'nightly-close' }] },
+  { alert: 'LeasejobDueOccurrencesNotCompleted', what: 'only the latest not completed (LeasejobWindowOverdue\'s)', evalTime: '10m',
+    series: [
+      { metric: 'leasejob_due_occurrences_not_completed', labels: { job: 'nightly-close' }, values: '1x15' },
+      { metric: 'leasejob_window_overdue', labels: { job: 'nightly-close' }, values: '1x15' },
+    ], fires: [] },
+  { alert: 'LeasejobDueOccurrencesNotCompleted', what: 'an occurrence rerun (the count back to 0)', evalTime: '10m',
+    series: [
+      { metric: 'leasejob_due_occurrences_not_completed', labels: { job: 'nightly-close' }, values: '1x5 0x10' },
+      { metric: 'leasejob_window_overdue', labels: { job: 'nightly-close' }, values: '0x15' },
+    ], fires: [] },
+  { alert: 'LeasejobDueOccurrencesNotCompleted', what: 'an earlier occurrence not completed in another release', evalTime: '10m',
+    series: [
+      { metric: 'leasejob_due_occurrences_not_completed', labels: { job: 'nightly-close' }, values: '2x15', target: OTHER_RELEASE },
+      { metric: 'leasejob_window_overdue', labels: { job: 'nightly-close' }, values: '0x15', target: OTHER_RELEASE },
+    ], fires: [] },
+
   { alert: 'LeasejobLeaseHeldTooLong', what: 'a lease held beyond the threshold', evalTime: '20m',
     series: [{ metric: 'leasejob_lease_held_seconds', labels: { job: 'stuck' }, values: '21000+60x25' }],
     fires: [{ namespace: NAMESPACE, job: 'stuck' }], valueText: '6h 10m 0s' },
@@ -64,6 +94,12 @@ const CASES: AlertCase[] = [
   { alert: 'LeasejobLeaseLost', what: 'old losses that are not new (a counter that stays put)', evalTime: '10m',
     series: [{ metric: 'leasejob_leases_lost_total', labels: { job: 'flaky-net' }, values: '3x12' }], fires: [] },
 
+  { alert: 'LeasejobNotifyFailures', what: 'a job\'s first failed ping (its series is 0 from registration)', evalTime: '10m',
+    series: [{ metric: 'leasejob_notify_failures_total', labels: { job: 'nightly-close' }, values: '0 0 0 1 1 1 1 1 1 1 1 1' }],
+    fires: [{ namespace: NAMESPACE, job: 'nightly-close' }] },
+  { alert: 'LeasejobNotifyFailures', what: 'old failures that are not new', evalTime: '10m',
+    series: [{ metric: 'leasejob_notify_failures_total', labels: { job: 'nightly-close' }, values: '2x12' }], fires: [] },
+
   { alert: 'LeasejobClockOffset', what: 'a host clock 2.5s off, measured to 0.1s', evalTime: '20m',
     series: [
       { metric: 'leasejob_clock_offset_seconds', labels: { host: 'cron-2' }, values: '-2.5x25' },
@@ -75,6 +111,21 @@ const CASES: AlertCase[] = [
       { metric: 'leasejob_clock_offset_seconds', labels: { host: 'cron-2' }, values: '2.5x25' },
       { metric: 'leasejob_clock_offset_uncertainty_seconds', labels: { host: 'cron-2' }, values: '1x25' },
     ], fires: [] },
+
+  { alert: 'LeasejobReplicationStandby', what: 'the exporter reaching a standby for longer than `for`', evalTime: '10m',
+    series: [{ metric: 'leasejob_replication_mode', labels: { mode: 'standby' }, values: '1x15' }], fires: [{ namespace: NAMESPACE }] },
+  { alert: 'LeasejobReplicationStandby', what: 'a primary (a standby seen only during a failover, shorter than `for`)', evalTime: '10m',
+    series: [
+      { metric: 'leasejob_replication_mode', labels: { mode: 'standby' }, values: '1x2 _x13' },
+      { metric: 'leasejob_replication_mode', labels: { mode: 'single' }, values: '_x2 1x13' },
+    ], fires: [] },
+
+  { alert: 'LeasejobReplicationAsynchronous', what: 'asynchronous standbys only, for longer than `for`', evalTime: '20m',
+    series: [{ metric: 'leasejob_replication_mode', labels: { mode: 'asynchronous' }, values: '1x25' }], fires: [{ namespace: NAMESPACE }] },
+  { alert: 'LeasejobReplicationAsynchronous', what: 'synchronous replication', evalTime: '20m',
+    series: [{ metric: 'leasejob_replication_mode', labels: { mode: 'synchronous' }, values: '1x25' }], fires: [] },
+  { alert: 'LeasejobReplicationAsynchronous', what: 'asynchronous in another release', evalTime: '20m',
+    series: [{ metric: 'leasejob_replication_mode', labels: { mode: 'asynchronous' }, values: '1x25', target: OTHER_RELEASE }], fires: [] },
 
   { alert: 'LeasejobExporterDown', what: 'an exporter that cannot reach the database', evalTime: '10m',
     series: [{ metric: 'leasejob_up', values: '0x15' }], fires: [{ namespace: NAMESPACE, service: TARGET.service }] },
@@ -124,6 +175,15 @@ describe.skipIf(!helm || !promtool)('alert rules under promtool', () => {
     const r = spawnSync(promtool!, ['check', 'rules', rulesFile], { encoding: 'utf8', timeout: 60_000 });
     expect(r.status, r.stdout + r.stderr).toBe(0);
     expect(r.stdout).toMatch(/SUCCESS: \d+ rules found/);
+  });
+
+  it('prometheusRule.replicationAsynchronous.enabled=false leaves that alert out, and only it', () => {
+    const r = spawnSync(helm!, ['template', RELEASE, CHART_DIR, '--namespace', NAMESPACE, '--kube-version', '1.27.0',
+      '--set', 'prometheusRule.enabled=true', '--set', 'prometheusRule.replicationAsynchronous.enabled=false', '--show-only', 'templates/prometheusrule.yaml'], { encoding: 'utf8', timeout: 60_000 });
+    expect(r.status, r.stderr).toBe(0);
+    const [rule] = parseDocuments(r.stdout, 'helm template') as Array<K8sObject & { spec: { groups: Array<{ rules: Rule[] }> } }>;
+    const names = rule!.spec.groups.flatMap((g) => g.rules).map((x) => x.alert);
+    expect(names).toEqual([...alerts.keys()].filter((n) => n !== 'LeasejobReplicationAsynchronous'));
   });
 
   it('every alert the chart renders has a case where it fires and one where it stays quiet', () => {

@@ -29,7 +29,10 @@ const { values: args } = parseArgs({ options: { synchronous: { type: 'boolean', 
 const say = (m) => process.stdout.write(`[patroni ${new Date().toISOString().slice(11, 19)}] ${m}\n`);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-const missing = replicationMissing() ?? (['patroni', 'patronictl'].find((t) => spawnSync('which', [t]).status !== 0) && 'patroni/patronictl not found (Debian package patroni)');
+const missing =
+  replicationMissing() ??
+  (['patroni', 'patronictl'].find((t) => spawnSync('which', [t]).status !== 0) &&
+    'patroni/patronictl not found (Debian package patroni)');
 if (missing) {
   say(`skipped: ${missing}`);
   process.exit(2);
@@ -42,14 +45,19 @@ const expectThat = (ok, what) => {
 };
 
 const stops = [];
-const user = process.getuid?.() === 0
-  ? { uid: Number(spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).stdout), gid: Number(spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).stdout) }
-  : {};
+const user =
+  process.getuid?.() === 0
+    ? {
+        uid: Number(spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).stdout),
+        gid: Number(spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).stdout),
+      }
+    : {};
 
 function cli(argv, opts = {}) {
   return new Promise((resolve) => {
     execFile(process.execPath, [BIN, ...argv], { timeout: opts.timeoutMs ?? 60_000 }, (err, stdout, stderr) =>
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }));
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
+    );
   });
 }
 async function query(url, text, values = []) {
@@ -88,7 +96,9 @@ try {
   for (const name of ['node1', 'node2']) nodes.push({ name, pgPort: await freePort(), apiPort: await freePort() });
   for (const n of nodes) {
     n.config = path.join(dir, `${n.name}.yml`);
-    writeFileSync(n.config, `scope: leasejob-ha
+    writeFileSync(
+      n.config,
+      `scope: leasejob-ha
 name: ${n.name}
 restapi:
   listen: 127.0.0.1:${n.apiPort}
@@ -124,9 +134,15 @@ postgresql:
     replication: { username: postgres }
   parameters:
     unix_socket_directories: '${dir}'
-`);
+`,
+    );
     if (user.uid !== undefined) chownSync(n.config, user.uid, user.gid);
-    n.proc = spawn('patroni', [n.config], { ...user, cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH, LC_ALL: 'C.UTF-8' } });
+    n.proc = spawn('patroni', [n.config], {
+      ...user,
+      cwd: dir,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { PATH: process.env.PATH, LC_ALL: 'C.UTF-8' },
+    });
     n.log = '';
     const keep = (d) => (n.log = (n.log + d).slice(-8000));
     n.proc.stdout.on('data', keep);
@@ -139,16 +155,31 @@ postgresql:
       }
     });
     // The first node bootstraps the cluster before the second joins it.
-    if (n === nodes[0]) await waitFor('node1 to lead', async () => (await fetch(`http://127.0.0.1:${n.apiPort}/primary`)).status === 200);
+    if (n === nodes[0])
+      await waitFor('node1 to lead', async () => (await fetch(`http://127.0.0.1:${n.apiPort}/primary`)).status === 200);
   }
   const leader = async () => {
-    for (const n of nodes) if ((await fetch(`http://127.0.0.1:${n.apiPort}/primary`).catch(() => undefined))?.status === 200) return n;
+    for (const n of nodes)
+      if ((await fetch(`http://127.0.0.1:${n.apiPort}/primary`).catch(() => undefined))?.status === 200) return n;
     return undefined;
   };
-  await waitFor('node2 to stream', async () => (await fetch(`http://127.0.0.1:${nodes[1].apiPort}/replica`)).status === 200);
-  await waitFor('node1 to have a streaming standby', async () =>
-    (await query(`postgres://postgres@127.0.0.1:${nodes[0].pgPort}/postgres`, "SELECT count(*)::int AS n FROM pg_stat_replication WHERE state = 'streaming'"))[0].n > 0);
-  say(`Patroni cluster up (synchronous_mode ${args.synchronous}): ${nodes.map((n) => `${n.name} pg ${n.pgPort}`).join(', ')}`);
+  await waitFor(
+    'node2 to stream',
+    async () => (await fetch(`http://127.0.0.1:${nodes[1].apiPort}/replica`)).status === 200,
+  );
+  await waitFor(
+    'node1 to have a streaming standby',
+    async () =>
+      (
+        await query(
+          `postgres://postgres@127.0.0.1:${nodes[0].pgPort}/postgres`,
+          "SELECT count(*)::int AS n FROM pg_stat_replication WHERE state = 'streaming'",
+        )
+      )[0].n > 0,
+  );
+  say(
+    `Patroni cluster up (synchronous_mode ${args.synchronous}): ${nodes.map((n) => `${n.name} pg ${n.pgPort}`).join(', ')}`,
+  );
 
   // The address that follows the leader, as HAProxy with `option httpchk GET /primary`.
   const pgUrl = (n) => `postgres://postgres@127.0.0.1:${n.pgPort}/postgres`;
@@ -175,26 +206,67 @@ postgresql:
 
   const m = await cli(['migrate', '--database-url', url]);
   expectThat(m.code === 0, `migrate through the moving address (${m.stderr.trim().split('\n').at(-1) ?? ''})`);
-  await query(url, `CREATE TABLE leasejob.fenced_units (window_key text NOT NULL, unit integer NOT NULL, generation bigint NOT NULL,
-    written_at timestamptz NOT NULL DEFAULT clock_timestamp(), UNIQUE (window_key, unit))`);
+  await query(
+    url,
+    `CREATE TABLE leasejob.fenced_units (window_key text NOT NULL, unit integer NOT NULL, generation bigint NOT NULL,
+    written_at timestamptz NOT NULL DEFAULT clock_timestamp(), UNIQUE (window_key, unit))`,
+  );
   // Patroni names the synchronous standby a loop or two after it joined.
   const want = args.synchronous ? 'synchronous' : 'asynchronous';
   let before;
-  await waitFor(`check to see the cluster ${want}`, async () => {
-    before = await cli(['check', '--database-url', url, '--json']);
-    return JSON.parse(before.stdout).replication.mode === want;
-  }, 30_000).catch(() => {});
+  await waitFor(
+    `check to see the cluster ${want}`,
+    async () => {
+      before = await cli(['check', '--database-url', url, '--json']);
+      return JSON.parse(before.stdout).replication.mode === want;
+    },
+    30_000,
+  ).catch(() => {});
   const repBefore = JSON.parse(before.stdout).replication;
-  expectThat(repBefore.mode === (args.synchronous ? 'synchronous' : 'asynchronous'), `check before: ${repBefore.mode} (exit ${before.code})`);
+  expectThat(
+    repBefore.mode === (args.synchronous ? 'synchronous' : 'asynchronous'),
+    `check before: ${repBefore.mode} (exit ${before.code})`,
+  );
 
   // A holds the lease with a fenced child writing slowly through the failover.
   const logA = path.join(dir, 'a.jsonl');
-  const a = spawn(process.execPath, [BIN, 'run', '--name', 'ha', '--window', 'w1', '--ttl', '30s', '--database-url', url, '--pass-database-url',
-    '--', process.execPath, WRITER, '--reconnect', '--units', '40', '--delay-ms', '500', '--log', logA], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const a = spawn(
+    process.execPath,
+    [
+      BIN,
+      'run',
+      '--name',
+      'ha',
+      '--window',
+      'w1',
+      '--ttl',
+      '30s',
+      '--database-url',
+      url,
+      '--pass-database-url',
+      '--',
+      process.execPath,
+      WRITER,
+      '--reconnect',
+      '--units',
+      '40',
+      '--delay-ms',
+      '500',
+      '--log',
+      logA,
+    ],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
   let aErr = '';
   a.stderr.on('data', (d) => (aErr += d));
   const aExit = new Promise((r) => a.once('exit', (code) => r(code)));
-  const events = () => (existsSync(logA) ? readFileSync(logA, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l)) : []);
+  const events = () =>
+    existsSync(logA)
+      ? readFileSync(logA, 'utf8')
+          .split('\n')
+          .filter(Boolean)
+          .map((l) => JSON.parse(l))
+      : [];
   await waitFor('A to write', async () => events().some((e) => e.event === 'written'));
   const tokenA = events()[0].generation;
   say(`A holds the lease, token ${tokenA}; patronictl failover to node2`);
@@ -202,8 +274,15 @@ postgresql:
   // A healthy asynchronous cluster: the replica has replayed what came before (the table).
   const [{ lsn }] = await query(pgUrl(current), 'SELECT pg_current_wal_lsn()::text AS lsn');
   const other = current === nodes[0] ? nodes[1] : nodes[0];
-  await waitFor('the replica to replay', async () => (await query(pgUrl(other), 'SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn AS ok', [lsn]))[0].ok);
-  const fo = spawnSync('patronictl', ['-c', nodes[0].config, 'failover', '--candidate', current === nodes[0] ? 'node2' : 'node1', '--force'], { ...user, encoding: 'utf8', timeout: 120_000 });
+  await waitFor(
+    'the replica to replay',
+    async () => (await query(pgUrl(other), 'SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn AS ok', [lsn]))[0].ok,
+  );
+  const fo = spawnSync(
+    'patronictl',
+    ['-c', nodes[0].config, 'failover', '--candidate', current === nodes[0] ? 'node2' : 'node1', '--force'],
+    { ...user, encoding: 'utf8', timeout: 120_000 },
+  );
   expectThat(fo.status === 0, `patronictl failover (${(fo.stdout + fo.stderr).trim().split('\n').at(-1)})`);
   await waitFor('the address to move', async () => current !== nodes[0]);
 
@@ -211,22 +290,68 @@ postgresql:
   // primary that nothing was lost): A's child is refused or stopped, A exits 75.
   const codeA = await aExit;
   expectThat(codeA === 75, `A's lease ended at the failover (exit ${codeA})`);
-  const writtenA = [...new Set(events().filter((e) => e.event === 'written').map((e) => e.unit))];
-  const kept = await query(url, "SELECT unit FROM leasejob.fenced_units WHERE window_key = 'w1' AND generation = $1 ORDER BY unit", [tokenA]);
-  expectThat(JSON.stringify(kept.map((r) => r.unit)) === JSON.stringify(writtenA), `every unit A was told was committed (${writtenA.length}) is on the new primary: the failover lost nothing`);
+  const writtenA = [
+    ...new Set(
+      events()
+        .filter((e) => e.event === 'written')
+        .map((e) => e.unit),
+    ),
+  ];
+  const kept = await query(
+    url,
+    "SELECT unit FROM leasejob.fenced_units WHERE window_key = 'w1' AND generation = $1 ORDER BY unit",
+    [tokenA],
+  );
+  expectThat(
+    JSON.stringify(kept.map((r) => r.unit)) === JSON.stringify(writtenA),
+    `every unit A was told was committed (${writtenA.length}) is on the new primary: the failover lost nothing`,
+  );
   // The next run redoes the window in the next epoch, writing only what is missing.
   const logC = path.join(dir, 'c.jsonl');
-  const c = await cli(['run', '--name', 'ha', '--window', 'w1', '--on-busy', 'wait', '--wait-timeout', '60s', '--database-url', url, '--pass-database-url',
-    '--', process.execPath, WRITER, '--units', '40', '--delay-ms', '0', '--log', logC], { timeoutMs: 120_000 });
+  const c = await cli(
+    [
+      'run',
+      '--name',
+      'ha',
+      '--window',
+      'w1',
+      '--on-busy',
+      'wait',
+      '--wait-timeout',
+      '60s',
+      '--database-url',
+      url,
+      '--pass-database-url',
+      '--',
+      process.execPath,
+      WRITER,
+      '--units',
+      '40',
+      '--delay-ms',
+      '0',
+      '--log',
+      logC,
+    ],
+    { timeoutMs: 120_000 },
+  );
   const tokenC = existsSync(logC) ? JSON.parse(readFileSync(logC, 'utf8').split('\n')[0]).generation : '0';
-  expectThat(c.code === 0 && BigInt(tokenC) > BigInt(tokenA) && BigInt(tokenC) / 1_000_000_000_000n >= 1n, `the next run completed the window with a token (${tokenC}) in a later epoch than A's (${tokenA})`);
+  expectThat(
+    c.code === 0 && BigInt(tokenC) > BigInt(tokenA) && BigInt(tokenC) / 1_000_000_000_000n >= 1n,
+    `the next run completed the window with a token (${tokenC}) in a later epoch than A's (${tokenA})`,
+  );
   const rows = await query(url, "SELECT count(*)::int AS n FROM leasejob.fenced_units WHERE window_key = 'w1'");
   expectThat(rows[0].n === 40, 'the window has every unit once');
-  const refused = await query(url, 'SELECT leasejob.assert_lease($1, $2)', ['ha', String(BigInt(tokenC) + 1n)]).then(() => undefined, (e) => e);
+  const refused = await query(url, 'SELECT leasejob.assert_lease($1, $2)', ['ha', String(BigInt(tokenC) + 1n)]).then(
+    () => undefined,
+    (e) => e,
+  );
   expectThat(refused?.code === 'LJ001', 'a token this history never issued is refused');
   const after = await cli(['check', '--database-url', url, '--json']);
   const repAfter = JSON.parse(after.stdout).replication;
-  expectThat(repAfter.fenceEpoch >= 1 && repAfter.mode !== 'standby', `check after: ${repAfter.mode}, fence epoch ${repAfter.fenceEpoch}, timeline ${repAfter.timeline}`);
+  expectThat(
+    repAfter.fenceEpoch >= 1 && repAfter.mode !== 'standby',
+    `check after: ${repAfter.mode}, fence epoch ${repAfter.fenceEpoch}, timeline ${repAfter.timeline}`,
+  );
   if (failures.length && process.env.PATRONI_LOGS) for (const n of nodes) say(`--- ${n.name}\n${n.log}`);
   if (aErr && failures.length) say(`A's log: ${aErr.split('\n').slice(-5).join(' | ')}`);
 } catch (err) {

@@ -19,7 +19,11 @@ export interface CliEnv {
 // (vitest runs them last-registered first) and its processes have ended.
 const STATE_HOME = tempDir('leasejob-state-');
 
-export function startCli(args: string[], env: CliEnv = {}, opts: { timeoutMs?: number; cwd?: string } = {}): ResultPromise<{ reject: false; all: true }> {
+export function startCli(
+  args: string[],
+  env: CliEnv = {},
+  opts: { timeoutMs?: number; cwd?: string } = {},
+): ResultPromise<{ reject: false; all: true }> {
   return execa(process.execPath, [BIN, ...args], {
     ...(opts.cwd ? { cwd: opts.cwd } : {}),
     env: { XDG_STATE_HOME: STATE_HOME, ...env },

@@ -1,4 +1,8 @@
-export function startEmbeddedPostgres(opts?: { port?: number; postgresFlags?: string[]; onLog?: (chunk: string) => void }): Promise<{
+export function startEmbeddedPostgres(opts?: {
+  port?: number;
+  postgresFlags?: string[];
+  onLog?: (chunk: string) => void;
+}): Promise<{
   url: string;
   port: number;
   stop: () => Promise<void>;

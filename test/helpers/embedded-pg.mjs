@@ -3,7 +3,17 @@
 // the server runs as the `postgres` user (created if missing), from a copy of the binaries
 // that user can reach when the checkout itself is not (e.g. a clone under a 0700 temp dir).
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -25,7 +35,9 @@ function postgresUser() {
   const id = (flag) => spawnSync('id', [flag, 'postgres'], { encoding: 'utf8' });
   if (id('-u').status !== 0) {
     spawnSync('groupadd', ['--system', 'postgres']);
-    const r = spawnSync('useradd', ['--system', '-g', 'postgres', '--no-create-home', 'postgres'], { encoding: 'utf8' });
+    const r = spawnSync('useradd', ['--system', '-g', 'postgres', '--no-create-home', 'postgres'], {
+      encoding: 'utf8',
+    });
     if (r.status !== 0) throw new Error(`cannot create the postgres user: ${r.stderr}`);
   }
   return { uid: Number(id('-u').stdout.trim()), gid: Number(id('-g').stdout.trim()) };
@@ -45,7 +57,10 @@ function nativeDir() {
     }
     if (path.dirname(dir) === dir) throw new Error(`${pkg} is not installed: run npm ci`);
   }
-  return { dir: path.join(root, 'native'), version: JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')).version };
+  return {
+    dir: path.join(root, 'native'),
+    version: JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')).version,
+  };
 }
 
 function reachableBy(user, file) {
@@ -72,7 +87,9 @@ function run(file, args, opts) {
     p.stdout.on('data', (d) => (out += d));
     p.stderr.on('data', (d) => (out += d));
     p.on('error', reject);
-    p.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${path.basename(file)} exited ${code}:\n${out}`))));
+    p.on('exit', (code) =>
+      code === 0 ? resolve(out) : reject(new Error(`${path.basename(file)} exited ${code}:\n${out}`)),
+    );
   });
 }
 
@@ -100,16 +117,40 @@ export async function startEmbeddedPostgres(opts = {}) {
   }
   const asUser = { ...(user ?? {}), env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LC_ALL: 'C' }, cwd: parent };
   // Only the C locales are certain to exist on a bare machine.
-  await run(path.join(bin, 'initdb'), ['-D', data, '--auth=password', '--username=postgres', `--pwfile=${pwfile}`, '--locale=C', '--encoding=UTF8'], asUser);
+  await run(
+    path.join(bin, 'initdb'),
+    ['-D', data, '--auth=password', '--username=postgres', `--pwfile=${pwfile}`, '--locale=C', '--encoding=UTF8'],
+    asUser,
+  );
   const port = opts.port ?? (await freePort());
 
   let server;
   const start = () =>
     new Promise((resolve, reject) => {
       // Throwaway data: durability off makes the suite faster; many runners connect at once.
-      server = spawn(path.join(bin, 'postgres'), ['-D', data, '-p', String(port), '-k', sockets, '-c', 'listen_addresses=127.0.0.1',
-        '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'max_connections=300', ...(opts.postgresFlags ?? [])],
-      { ...asUser, stdio: ['ignore', 'ignore', 'pipe'] });
+      server = spawn(
+        path.join(bin, 'postgres'),
+        [
+          '-D',
+          data,
+          '-p',
+          String(port),
+          '-k',
+          sockets,
+          '-c',
+          'listen_addresses=127.0.0.1',
+          '-c',
+          'fsync=off',
+          '-c',
+          'synchronous_commit=off',
+          '-c',
+          'full_page_writes=off',
+          '-c',
+          'max_connections=300',
+          ...(opts.postgresFlags ?? []),
+        ],
+        { ...asUser, stdio: ['ignore', 'ignore', 'pipe'] },
+      );
       let log = '';
       const onData = (d) => {
         log += d;

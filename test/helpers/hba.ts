@@ -30,7 +30,10 @@ async function edit(db: TestDb, file: string, change: (text: string) => string):
 }
 
 export async function withHbaLines<T>(db: TestDb, lines: string[], fn: () => Promise<T>): Promise<T | undefined> {
-  const file = await db.rows<{ hba_file: string }>('SHOW hba_file').then((r) => r[0]!.hba_file, () => undefined);
+  const file = await db.rows<{ hba_file: string }>('SHOW hba_file').then(
+    (r) => r[0]!.hba_file,
+    () => undefined,
+  );
   if (file === undefined) return undefined;
   try {
     await edit(db, file, (text) => `${lines.join('\n')}\n${text}`);
@@ -41,6 +44,11 @@ export async function withHbaLines<T>(db: TestDb, lines: string[], fn: () => Pro
     return await fn();
   } finally {
     const ours = new Set(lines);
-    await edit(db, file, (text) => text.split('\n').filter((l) => !ours.has(l)).join('\n'));
+    await edit(db, file, (text) =>
+      text
+        .split('\n')
+        .filter((l) => !ours.has(l))
+        .join('\n'),
+    );
   }
 }

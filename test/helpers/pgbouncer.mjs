@@ -14,7 +14,13 @@ const LOG_LIMIT_CHARS = 1 << 20;
 
 /** @returns {string | undefined} an executable pgbouncer on PATH or in the usual places (Debian: apt-get install -y pgbouncer) */
 export function pgbouncerBinary() {
-  const dirs = [...(process.env.PATH ?? '').split(path.delimiter), '/usr/sbin', '/usr/local/sbin', '/usr/bin', '/usr/local/bin'];
+  const dirs = [
+    ...(process.env.PATH ?? '').split(path.delimiter),
+    '/usr/sbin',
+    '/usr/local/sbin',
+    '/usr/bin',
+    '/usr/local/bin',
+  ];
   for (const dir of dirs.filter(Boolean)) {
     const file = path.join(dir, 'pgbouncer');
     try {
@@ -37,7 +43,8 @@ function unprivilegedUser() {
   /** @param {string} flag */
   const id = (flag) => Number(spawnSync('id', [flag, 'postgres'], { encoding: 'utf8' }).stdout.trim());
   const uid = id('-u');
-  if (!Number.isInteger(uid) || uid <= 0) throw new Error('running as root, but there is no `postgres` user to run pgbouncer as');
+  if (!Number.isInteger(uid) || uid <= 0)
+    throw new Error('running as root, but there is no `postgres` user to run pgbouncer as');
   return { uid, gid: id('-g') };
 }
 
@@ -63,7 +70,16 @@ const quote = (s) => `"${s.replace(/"/g, '""')}"`;
  * @param {PgbouncerOptions} opts
  * @returns {Promise<{ url: string, log: () => string, stop: () => Promise<void> }>}
  */
-export async function startPgbouncer({ binary, target, authType, poolSize, alias, serverCredentials = false, extraIni = [], startTimeoutMs = 30_000 }) {
+export async function startPgbouncer({
+  binary,
+  target,
+  authType,
+  poolSize,
+  alias,
+  serverCredentials = false,
+  extraIni = [],
+  startTimeoutMs = 30_000,
+}) {
   const server = new URL(target);
   const user = decodeURIComponent(server.username);
   const password = decodeURIComponent(server.password);
@@ -74,22 +90,26 @@ export async function startPgbouncer({ binary, target, authType, poolSize, alias
   const ini = path.join(dir, 'pgbouncer.ini');
   const login = serverCredentials ? ` user=${user} password=${password}` : '';
   writeFileSync(path.join(dir, 'userlist.txt'), `${quote(user)} ${quote(password)}\n`, { mode: 0o600 });
-  writeFileSync(ini, [
-    '[databases]',
-    `${name} = host=${server.hostname} port=${server.port || 5432} dbname=${database}${login}`,
-    '[pgbouncer]',
-    'listen_addr = 127.0.0.1',
-    `listen_port = ${port}`,
-    'unix_socket_dir =',
-    `auth_type = ${authType}`,
-    `auth_file = ${path.join(dir, 'userlist.txt')}`,
-    // Transaction pooling: the mode that breaks session state, the one leasejob claims to survive.
-    'pool_mode = transaction',
-    'max_client_conn = 200',
-    `default_pool_size = ${poolSize}`,
-    ...extraIni,
-    '',
-  ].join('\n'), { mode: 0o600 });
+  writeFileSync(
+    ini,
+    [
+      '[databases]',
+      `${name} = host=${server.hostname} port=${server.port || 5432} dbname=${database}${login}`,
+      '[pgbouncer]',
+      'listen_addr = 127.0.0.1',
+      `listen_port = ${port}`,
+      'unix_socket_dir =',
+      `auth_type = ${authType}`,
+      `auth_file = ${path.join(dir, 'userlist.txt')}`,
+      // Transaction pooling: the mode that breaks session state, the one leasejob claims to survive.
+      'pool_mode = transaction',
+      'max_client_conn = 200',
+      `default_pool_size = ${poolSize}`,
+      ...extraIni,
+      '',
+    ].join('\n'),
+    { mode: 0o600 },
+  );
   const as = unprivilegedUser();
   if (as) {
     chmodSync(dir, 0o700);
@@ -114,9 +134,15 @@ export async function startPgbouncer({ binary, target, authType, poolSize, alias
   try {
     const started = Date.now();
     for (;;) {
-      if (!running()) throw new Error(`pgbouncer exited ${proc.exitCode ?? proc.signalCode} while starting: ${log.trim().split('\n').slice(-5).join(' | ')}`);
+      if (!running())
+        throw new Error(
+          `pgbouncer exited ${proc.exitCode ?? proc.signalCode} while starting: ${log.trim().split('\n').slice(-5).join(' | ')}`,
+        );
       if (await answers(url.toString())) break;
-      if (Date.now() - started > startTimeoutMs) throw new Error(`pgbouncer did not answer within ${startTimeoutMs} ms: ${log.trim().split('\n').slice(-5).join(' | ')}`);
+      if (Date.now() - started > startTimeoutMs)
+        throw new Error(
+          `pgbouncer did not answer within ${startTimeoutMs} ms: ${log.trim().split('\n').slice(-5).join(' | ')}`,
+        );
       await new Promise((r) => setTimeout(r, 200));
     }
   } catch (err) {

@@ -67,7 +67,10 @@ export async function startProxy(target) {
       pair.late.push(chunk);
       pair.lateTimer ??= setTimeout(flushLate, Math.max(0, wait));
     });
-    for (const [from, to] of [[client, upstream], [upstream, client]]) {
+    for (const [from, to] of [
+      [client, upstream],
+      [upstream, client],
+    ]) {
       from.on('error', () => {}); // 'close' follows
       from.on('end', () => deliver(() => to.end()));
       from.on('close', () => {

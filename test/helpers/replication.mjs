@@ -17,9 +17,13 @@ async function streaming(primaryUrl, limitMs = 60_000) {
   for (;;) {
     const c = new pg.Client({ connectionString: primaryUrl });
     c.on('error', () => {});
-    const n = await c.connect()
+    const n = await c
+      .connect()
       .then(() => c.query("SELECT count(*)::int AS n FROM pg_stat_replication WHERE state = 'streaming'"))
-      .then((r) => r.rows[0].n, () => 0)
+      .then(
+        (r) => r.rows[0].n,
+        () => 0,
+      )
       .finally(() => c.end().catch(() => {}));
     if (n > 0) return;
     if (Date.now() > until) throw new Error(`no standby streaming from ${primaryUrl} after ${limitMs} ms`);
@@ -50,8 +54,13 @@ function serverUser() {
 
 function run(tool, args, user, cwd) {
   return new Promise((resolve, reject) => {
-    execFile(path.join(PG_BIN, tool), args, { ...user, cwd, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LC_ALL: 'C' }, timeout: 120_000 },
-      (err, stdout, stderr) => (err ? reject(new Error(`${tool} ${args.join(' ')}: ${err.message}\n${stdout}${stderr}`)) : resolve(stdout)));
+    execFile(
+      path.join(PG_BIN, tool),
+      args,
+      { ...user, cwd, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LC_ALL: 'C' }, timeout: 120_000 },
+      (err, stdout, stderr) =>
+        err ? reject(new Error(`${tool} ${args.join(' ')}: ${err.message}\n${stdout}${stderr}`)) : resolve(stdout),
+    );
   });
 }
 
@@ -66,8 +75,18 @@ export async function startServer() {
   if (user.uid !== undefined) chownSync(parent, user.uid, user.gid);
   const port = await freePort();
   const data = path.join(parent, 'data');
-  await run('initdb', ['-D', data, '--auth=trust', '--username=postgres', '--locale=C', '--encoding=UTF8'], user, parent);
-  appendFileSync(path.join(data, 'postgresql.conf'), ["listen_addresses = '127.0.0.1'", `unix_socket_directories = '${parent}'`, `port = ${port}`, 'fsync = off'].join('\n') + '\n');
+  await run(
+    'initdb',
+    ['-D', data, '--auth=trust', '--username=postgres', '--locale=C', '--encoding=UTF8'],
+    user,
+    parent,
+  );
+  appendFileSync(
+    path.join(data, 'postgresql.conf'),
+    ["listen_addresses = '127.0.0.1'", `unix_socket_directories = '${parent}'`, `port = ${port}`, 'fsync = off'].join(
+      '\n',
+    ) + '\n',
+  );
   await run('pg_ctl', ['-D', data, '-l', path.join(parent, 'server.log'), '-w', '-t', '60', 'start'], user, parent);
   return {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
@@ -83,8 +102,12 @@ export async function startServer() {
 export async function dumpRestore(fromUrl, toUrl, schema) {
   const dump = await run('pg_dump', ['--dbname', fromUrl, '--schema', schema, '--no-owner'], {}, tmpdir());
   await new Promise((resolve, reject) => {
-    const p = execFile(path.join(PG_BIN, 'psql'), ['--dbname', toUrl, '-v', 'ON_ERROR_STOP=1', '-q'], { timeout: 120_000 },
-      (err, stdout, stderr) => (err ? reject(new Error(`psql restore: ${err.message}\n${stderr}`)) : resolve(stdout)));
+    const p = execFile(
+      path.join(PG_BIN, 'psql'),
+      ['--dbname', toUrl, '-v', 'ON_ERROR_STOP=1', '-q'],
+      { timeout: 120_000 },
+      (err, stdout, stderr) => (err ? reject(new Error(`psql restore: ${err.message}\n${stderr}`)) : resolve(stdout)),
+    );
     p.stdin.end(dump);
   });
 }
@@ -105,33 +128,64 @@ export async function startReplicaSet(opts = {}) {
   const sdata = path.join(parent, 'standby');
   const url = (port) => `postgres://postgres@127.0.0.1:${port}/postgres`;
 
-  await run('initdb', ['-D', pdata, '--auth=trust', '--username=postgres', '--locale=C', '--encoding=UTF8'], user, parent);
+  await run(
+    'initdb',
+    ['-D', pdata, '--auth=trust', '--username=postgres', '--locale=C', '--encoding=UTF8'],
+    user,
+    parent,
+  );
   const common = [
-    "listen_addresses = '127.0.0.1'", `unix_socket_directories = '${parent}'`, 'max_connections = 200',
+    "listen_addresses = '127.0.0.1'",
+    `unix_socket_directories = '${parent}'`,
+    'max_connections = 200',
     // Throwaway data: a killed server keeps what the OS has; only the promotion is under test.
-    'fsync = off', 'full_page_writes = off', 'wal_level = replica', 'max_wal_senders = 5', 'hot_standby = on',
-    'wal_sender_timeout = 0', 'wal_receiver_timeout = 0', "log_min_messages = 'warning'",
+    'fsync = off',
+    'full_page_writes = off',
+    'wal_level = replica',
+    'max_wal_senders = 5',
+    'hot_standby = on',
+    'wal_sender_timeout = 0',
+    'wal_receiver_timeout = 0',
+    "log_min_messages = 'warning'",
   ];
-  appendFileSync(path.join(pdata, 'postgresql.conf'), [...common, ...(opts.conf ?? []), `port = ${primaryPort}`,
-    ...(opts.synchronous ? ["synchronous_standby_names = 'FIRST 1 (standby1)'"] : [])].join('\n') + '\n');
-  const start = async (data, name) => run('pg_ctl', ['-D', data, '-l', path.join(parent, `${name}.log`), '-w', '-t', '60', 'start'], user, parent);
+  appendFileSync(
+    path.join(pdata, 'postgresql.conf'),
+    [
+      ...common,
+      ...(opts.conf ?? []),
+      `port = ${primaryPort}`,
+      ...(opts.synchronous ? ["synchronous_standby_names = 'FIRST 1 (standby1)'"] : []),
+    ].join('\n') + '\n',
+  );
+  const start = async (data, name) =>
+    run('pg_ctl', ['-D', data, '-l', path.join(parent, `${name}.log`), '-w', '-t', '60', 'start'], user, parent);
   await start(pdata, 'primary');
 
   // The standby streams through a proxy: stallWal() black-holes it (WAL shipping lags).
   const walProxy = await startProxy(url(primaryPort));
-  await run('pg_basebackup', ['-h', '127.0.0.1', '-p', String(walProxy.port), '-U', 'postgres', '-D', sdata, '-R', '-X', 'stream', '-c', 'fast'], user, parent);
+  await run(
+    'pg_basebackup',
+    ['-h', '127.0.0.1', '-p', String(walProxy.port), '-U', 'postgres', '-D', sdata, '-R', '-X', 'stream', '-c', 'fast'],
+    user,
+    parent,
+  );
   // Promoted, it has no standby of its own to wait for (the primary's setting came with the copy).
   appendFileSync(path.join(sdata, 'postgresql.conf'), `port = ${standbyPort}\nsynchronous_standby_names = ''\n`);
   // Later lines win: the conninfo pg_basebackup wrote, with a name for synchronous_standby_names.
-  appendFileSync(path.join(sdata, 'postgresql.auto.conf'),
-    `primary_conninfo = 'host=127.0.0.1 port=${walProxy.port} user=postgres application_name=standby1'\n`);
+  appendFileSync(
+    path.join(sdata, 'postgresql.auto.conf'),
+    `primary_conninfo = 'host=127.0.0.1 port=${walProxy.port} user=postgres application_name=standby1'\n`,
+  );
   await start(sdata, 'standby');
   await streaming(url(primaryPort));
 
-  const logs = () => ['primary', 'standby'].map((n) => {
-    const f = path.join(parent, `${n}.log`);
-    return existsSync(f) ? `--- ${n}.log\n${readFileSync(f, 'utf8').slice(-4000)}` : '';
-  }).join('\n');
+  const logs = () =>
+    ['primary', 'standby']
+      .map((n) => {
+        const f = path.join(parent, `${n}.log`);
+        return existsSync(f) ? `--- ${n}.log\n${readFileSync(f, 'utf8').slice(-4000)}` : '';
+      })
+      .join('\n');
 
   let stopped = false;
   return {
@@ -152,7 +206,8 @@ export async function startReplicaSet(opts = {}) {
       if (stopped) return;
       stopped = true;
       for (const d of [pdata, sdata]) {
-        if (existsSync(path.join(d, 'postmaster.pid'))) await run('pg_ctl', ['-D', d, '-m', 'immediate', '-w', 'stop'], user, parent).catch(() => {});
+        if (existsSync(path.join(d, 'postmaster.pid')))
+          await run('pg_ctl', ['-D', d, '-m', 'immediate', '-w', 'stop'], user, parent).catch(() => {});
       }
       await walProxy.close();
       rmSync(parent, { recursive: true, force: true });
@@ -184,11 +239,37 @@ export async function startFailoverCluster(opts = {}) {
     const data = path.join(parent, `standby-${generation}`);
     const port = await freePort();
     const walProxy = await startProxy(primary.url);
-    await run('pg_basebackup', ['-h', '127.0.0.1', '-p', String(walProxy.port), '-U', 'postgres', '-D', data, '-R', '-X', 'stream', '-c', 'fast'], user, parent);
+    await run(
+      'pg_basebackup',
+      [
+        '-h',
+        '127.0.0.1',
+        '-p',
+        String(walProxy.port),
+        '-U',
+        'postgres',
+        '-D',
+        data,
+        '-R',
+        '-X',
+        'stream',
+        '-c',
+        'fast',
+      ],
+      user,
+      parent,
+    );
     appendFileSync(path.join(data, 'postgresql.conf'), `port = ${port}\nsynchronous_standby_names = ''\n`);
-    appendFileSync(path.join(data, 'postgresql.auto.conf'),
-      `primary_conninfo = 'host=127.0.0.1 port=${walProxy.port} user=postgres application_name=standby1'\n`);
-    await run('pg_ctl', ['-D', data, '-l', path.join(parent, `standby-${generation}.log`), '-w', '-t', '60', 'start'], user, parent);
+    appendFileSync(
+      path.join(data, 'postgresql.auto.conf'),
+      `primary_conninfo = 'host=127.0.0.1 port=${walProxy.port} user=postgres application_name=standby1'\n`,
+    );
+    await run(
+      'pg_ctl',
+      ['-D', data, '-l', path.join(parent, `standby-${generation}.log`), '-w', '-t', '60', 'start'],
+      user,
+      parent,
+    );
     await streaming(primary.url);
     const s = { data, url: `postgres://postgres@127.0.0.1:${port}/postgres`, walProxy };
     extra.push(s);
@@ -204,8 +285,18 @@ export async function startFailoverCluster(opts = {}) {
       return primary.url;
     },
     async restart(mode = 'immediate') {
-      await run('pg_ctl', ['-D', primary.data, '-m', mode === 'fast' ? 'fast' : 'immediate', '-w', 'stop'], user, parent);
-      await run('pg_ctl', ['-D', primary.data, '-l', path.join(parent, 'restarted.log'), '-w', '-t', '60', 'start'], user, parent);
+      await run(
+        'pg_ctl',
+        ['-D', primary.data, '-m', mode === 'fast' ? 'fast' : 'immediate', '-w', 'stop'],
+        user,
+        parent,
+      );
+      await run(
+        'pg_ctl',
+        ['-D', primary.data, '-l', path.join(parent, 'restarted.log'), '-w', '-t', '60', 'start'],
+        user,
+        parent,
+      );
     },
     /** Returns when the promoted standby takes writes at the address: { stalledAt, downAt, upAt }. */
     async failover({ stallMs = 1_000 } = {}) {
@@ -226,7 +317,8 @@ export async function startFailoverCluster(opts = {}) {
     async stop() {
       await front.close();
       for (const s of extra) {
-        if (existsSync(path.join(s.data, 'postmaster.pid'))) await run('pg_ctl', ['-D', s.data, '-m', 'immediate', '-w', 'stop'], user, parent).catch(() => {});
+        if (existsSync(path.join(s.data, 'postmaster.pid')))
+          await run('pg_ctl', ['-D', s.data, '-m', 'immediate', '-w', 'stop'], user, parent).catch(() => {});
         await s.walProxy.close();
       }
       await rs.stop();

@@ -11,7 +11,12 @@ export const FIXTURES = path.join(ROOT, 'test', 'fixtures');
 export const fixture = (name: string): string => path.join(FIXTURES, name);
 
 /** Poll `probe` (sync or async) until it returns something other than undefined or false. */
-export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 30_000, intervalMs = 50): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined | false> | T | undefined | false,
+  timeoutMs = 30_000,
+  intervalMs = 50,
+): Promise<T> {
   const start = Date.now();
   for (;;) {
     const v = await probe();

@@ -32,34 +32,55 @@ interface StoreUnderTest {
 
 const stateFile = path.join(tmp, 'state.db');
 const stores: Array<[string, StoreUnderTest]> = [
-  ['postgresql', {
-    args: () => ['--database-url', db.url, '--schema', db.schema],
-    registeredAt: async (job, at) => {
-      await db.rows(`UPDATE ${db.schema}.jobs SET created_at = $2 WHERE name = $1`, [job, at]);
+  [
+    'postgresql',
+    {
+      args: () => ['--database-url', db.url, '--schema', db.schema],
+      registeredAt: async (job, at) => {
+        await db.rows(`UPDATE ${db.schema}.jobs SET created_at = $2 WHERE name = $1`, [job, at]);
+      },
+      windows: async (job) =>
+        (
+          await db.rows<{ window_key: string; outcome: string; attempts: number; completed_at: Date | null }>(
+            `SELECT window_key, outcome, attempts, completed_at FROM ${db.schema}.windows WHERE job = $1 ORDER BY window_key`,
+            [job],
+          )
+        ).map((r) => ({ key: r.window_key, outcome: r.outcome, attempts: r.attempts, done: r.completed_at !== null })),
     },
-    windows: async (job) => (await db.rows<{ window_key: string; outcome: string; attempts: number; completed_at: Date | null }>(
-      `SELECT window_key, outcome, attempts, completed_at FROM ${db.schema}.windows WHERE job = $1 ORDER BY window_key`, [job],
-    )).map((r) => ({ key: r.window_key, outcome: r.outcome, attempts: r.attempts, done: r.completed_at !== null })),
-  }],
-  ['sqlite', {
-    args: () => ['--state-file', stateFile],
-    registeredAt: async (job, at) => {
-      const s = new Database(stateFile);
-      s.prepare('UPDATE jobs SET created_at = ? WHERE name = ?').run(Date.parse(at), job);
-      s.close();
+  ],
+  [
+    'sqlite',
+    {
+      args: () => ['--state-file', stateFile],
+      registeredAt: async (job, at) => {
+        const s = new Database(stateFile);
+        s.prepare('UPDATE jobs SET created_at = ? WHERE name = ?').run(Date.parse(at), job);
+        s.close();
+      },
+      windows: async (job) => {
+        const s = new Database(stateFile, { readonly: true });
+        const rows = s
+          .prepare('SELECT window_key, outcome, attempts, completed_at FROM windows WHERE job = ? ORDER BY window_key')
+          .all(job) as Array<{ window_key: string; outcome: string; attempts: number; completed_at: number | null }>;
+        s.close();
+        return rows.map((r) => ({
+          key: r.window_key,
+          outcome: r.outcome,
+          attempts: r.attempts,
+          done: r.completed_at !== null,
+        }));
+      },
     },
-    windows: async (job) => {
-      const s = new Database(stateFile, { readonly: true });
-      const rows = s.prepare('SELECT window_key, outcome, attempts, completed_at FROM windows WHERE job = ? ORDER BY window_key').all(job) as Array<{ window_key: string; outcome: string; attempts: number; completed_at: number | null }>;
-      s.close();
-      return rows.map((r) => ({ key: r.window_key, outcome: r.outcome, attempts: r.attempts, done: r.completed_at !== null }));
-    },
-  }],
+  ],
 ];
 
 const envLines = (file: string): Array<Record<string, string>> => {
   try {
-    return readFileSync(file, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, string>);
+    return readFileSync(file, 'utf8')
+      .trim()
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Record<string, string>);
   } catch {
     return [];
   }
@@ -67,7 +88,21 @@ const envLines = (file: string): Array<Record<string, string>> => {
 
 describe.each(stores)('run --catch-up: %s', (kind, store) => {
   const run = (job: string, at: number, extra: string[], out: string, mode = '') =>
-    runCli(['run', ...store.args(), '--name', job, ...SCHEDULE, '--scheduled-time', T(at), ...extra, '--', process.execPath, fixture('append-env.mjs'), out, ...(mode ? [mode] : [])]);
+    runCli([
+      'run',
+      ...store.args(),
+      '--name',
+      job,
+      ...SCHEDULE,
+      '--scheduled-time',
+      T(at),
+      ...extra,
+      '--',
+      process.execPath,
+      fixture('append-env.mjs'),
+      out,
+      ...(mode ? [mode] : []),
+    ]);
   /** A job that ran T(0) and was registered then; then nothing until T(4). */
   const downSinceT0 = async (job: string): Promise<string> => {
     const out = path.join(tmp, `${kind}-${job}.jsonl`);
@@ -89,7 +124,9 @@ describe.each(stores)('run --catch-up: %s', (kind, store) => {
     // One lease for the whole catch-up: one fencing token for T(1)..T(4).
     expect(new Set(lines.slice(1).map((l) => l.FENCE_TOKEN)).size).toBe(1);
     expect(lines[1]!.FENCE_TOKEN).not.toBe(lines[0]!.FENCE_TOKEN);
-    expect((await store.windows('down3')).map((w) => [w.key, w.outcome, w.done])).toEqual([0, 1, 2, 3, 4].map((i) => [T(i), 'completed', true]));
+    expect((await store.windows('down3')).map((w) => [w.key, w.outcome, w.done])).toEqual(
+      [0, 1, 2, 3, 4].map((i) => [T(i), 'completed', true]),
+    );
 
     // Nothing left: the next occurrence runs alone; occurrences from before registration are never run.
     const next = await run('down3', 4, ['--catch-up', '1h', '--rerun'], out);
@@ -99,11 +136,29 @@ describe.each(stores)('run --catch-up: %s', (kind, store) => {
 
   it('with --record-output each caught-up window keeps its own output, shown by history', async () => {
     await downSinceT0('rec');
-    const r = await runCli(['run', ...store.args(), '--name', 'rec', ...SCHEDULE, '--scheduled-time', T(3), '--catch-up', '1h', '--record-output', '--log-level', 'error',
-      '--', 'sh', '-c', 'echo "out $LEASEJOB_WINDOW"']);
+    const r = await runCli([
+      'run',
+      ...store.args(),
+      '--name',
+      'rec',
+      ...SCHEDULE,
+      '--scheduled-time',
+      T(3),
+      '--catch-up',
+      '1h',
+      '--record-output',
+      '--log-level',
+      'error',
+      '--',
+      'sh',
+      '-c',
+      'echo "out $LEASEJOB_WINDOW"',
+    ]);
     expect(r.exitCode, r.all).toBe(0);
     const h = await runCli(['history', ...store.args(), '--name', 'rec', '--json']);
-    const ends = (JSON.parse(h.stdout) as Array<{ kind: string; window: string; output?: { tail: string } }>).filter((e) => e.kind === 'window-completed' && e.output);
+    const ends = (JSON.parse(h.stdout) as Array<{ kind: string; window: string; output?: { tail: string } }>).filter(
+      (e) => e.kind === 'window-completed' && e.output,
+    );
     expect(ends.length).toBeGreaterThanOrEqual(3);
     for (const e of ends) expect(e.output!.tail).toBe(`out ${e.window}\n`);
   });
@@ -112,14 +167,31 @@ describe.each(stores)('run --catch-up: %s', (kind, store) => {
     const out = await downSinceT0('limited');
     const r = await run('limited', 4, ['--catch-up', '1h', '--catch-up-limit', '2'], out);
     expect(r.exitCode, r.all).toBe(0);
-    expect(envLines(out).slice(1).map((l) => l.LEASEJOB_WINDOW)).toEqual([T(2), T(3), T(4)]);
+    expect(
+      envLines(out)
+        .slice(1)
+        .map((l) => l.LEASEJOB_WINDOW),
+    ).toEqual([T(2), T(3), T(4)]);
     const said = logLines(r.stderr).find((l) => l.msg === 'occurrences beyond --catch-up-limit recorded as missed');
-    expect(said, r.stderr).toMatchObject({ count: 1, reason: 'catch-up-limit', oldest: T(1), newest: T(1), catchUpLimit: 2 });
-    expect((await store.windows('limited')).find((w) => w.key === T(1))).toMatchObject({ outcome: 'missed', done: false });
+    expect(said, r.stderr).toMatchObject({
+      count: 1,
+      reason: 'catch-up-limit',
+      oldest: T(1),
+      newest: T(1),
+      catchUpLimit: 2,
+    });
+    expect((await store.windows('limited')).find((w) => w.key === T(1))).toMatchObject({
+      outcome: 'missed',
+      done: false,
+    });
     // A missed occurrence is not caught up later.
     const again = await run('limited', 4, ['--catch-up', '1h', '--rerun'], out);
     expect(again.exitCode, again.all).toBe(0);
-    expect(envLines(out).slice(4).map((l) => l.LEASEJOB_WINDOW)).toEqual([T(4)]);
+    expect(
+      envLines(out)
+        .slice(4)
+        .map((l) => l.LEASEJOB_WINDOW),
+    ).toEqual([T(4)]);
   });
 
   it('occurrences older than --max-delay are recorded as missed, not run, and said so', async () => {
@@ -128,42 +200,89 @@ describe.each(stores)('run --catch-up: %s', (kind, store) => {
     const maxDelayMs = Date.now() - Date.parse(T(2)) + 150_000;
     const r = await run('delayed', 4, ['--catch-up', '1h', '--max-delay', `${Math.round(maxDelayMs / 1000)}s`], out);
     expect(r.exitCode, r.all).toBe(0);
-    expect(envLines(out).slice(1).map((l) => l.LEASEJOB_WINDOW)).toEqual([T(2), T(3), T(4)]);
+    expect(
+      envLines(out)
+        .slice(1)
+        .map((l) => l.LEASEJOB_WINDOW),
+    ).toEqual([T(2), T(3), T(4)]);
     const said = logLines(r.stderr).find((l) => l.msg === 'occurrences older than --max-delay recorded as missed');
     expect(said, r.stderr).toMatchObject({ count: 1, reason: 'max-delay', oldest: T(1), newest: T(1) });
-    expect((await store.windows('delayed')).find((w) => w.key === T(1))).toMatchObject({ outcome: 'missed', attempts: 0 });
+    expect((await store.windows('delayed')).find((w) => w.key === T(1))).toMatchObject({
+      outcome: 'missed',
+      attempts: 0,
+    });
   });
 
-  it('a failing catch-up stops the sequence with the child\'s exit code; the later windows stay open for the next run', async () => {
+  it("a failing catch-up stops the sequence with the child's exit code; the later windows stay open for the next run", async () => {
     const out = await downSinceT0('failing');
     const r = await run('failing', 4, ['--catch-up', '1h'], out, `fail=7=${T(2)}`);
     expect(r.exitCode, r.all).toBe(7);
-    expect(envLines(out).slice(1).map((l) => l.LEASEJOB_WINDOW)).toEqual([T(1), T(2)]);
+    expect(
+      envLines(out)
+        .slice(1)
+        .map((l) => l.LEASEJOB_WINDOW),
+    ).toEqual([T(1), T(2)]);
     const windows = await store.windows('failing');
-    expect(windows.map((w) => [w.key, w.outcome])).toEqual([[T(0), 'completed'], [T(1), 'completed'], [T(2), 'failed']]);
-    expect(logLines(r.stderr).some((l) => l.msg === 'a window failed: the later windows stay open for the next run' && l.left === 2)).toBe(true);
+    expect(windows.map((w) => [w.key, w.outcome])).toEqual([
+      [T(0), 'completed'],
+      [T(1), 'completed'],
+      [T(2), 'failed'],
+    ]);
+    expect(
+      logLines(r.stderr).some(
+        (l) => l.msg === 'a window failed: the later windows stay open for the next run' && l.left === 2,
+      ),
+    ).toBe(true);
 
     // The next trigger picks up where it stopped: T(2) as attempt 2, then T(3), then its own.
     const retry = await run('failing', 4, ['--catch-up', '1h'], out);
     expect(retry.exitCode, retry.all).toBe(0);
     const after = envLines(out).slice(3);
-    expect(after.map((l) => [l.LEASEJOB_WINDOW, l.LEASEJOB_ATTEMPT])).toEqual([[T(2), '2'], [T(3), '1'], [T(4), '1']]);
+    expect(after.map((l) => [l.LEASEJOB_WINDOW, l.LEASEJOB_ATTEMPT])).toEqual([
+      [T(2), '2'],
+      [T(3), '1'],
+      [T(4), '1'],
+    ]);
     expect((await store.windows('failing')).every((w) => w.done)).toBe(true);
   });
 
   it('SIGTERM during a catch-up stops the current child as run does: exit 143, the rest stay open, the lease released', async () => {
     const out = await downSinceT0('term');
-    const p = startCli(['run', ...store.args(), '--name', 'term', ...SCHEDULE, '--scheduled-time', T(4), '--catch-up', '1h', '--kill-grace', '2s',
-      '--', process.execPath, fixture('append-env.mjs'), out, `block=${T(2)}`]);
+    const p = startCli([
+      'run',
+      ...store.args(),
+      '--name',
+      'term',
+      ...SCHEDULE,
+      '--scheduled-time',
+      T(4),
+      '--catch-up',
+      '1h',
+      '--kill-grace',
+      '2s',
+      '--',
+      process.execPath,
+      fixture('append-env.mjs'),
+      out,
+      `block=${T(2)}`,
+    ]);
     await waitFor('the second catch-up child', () => existsSync(`${out}.blocked`));
     p.kill('SIGTERM');
     const r = await p;
     expect(r.exitCode, r.all).toBe(143);
-    expect((await store.windows('term')).map((w) => [w.key, w.outcome])).toEqual([[T(0), 'completed'], [T(1), 'completed'], [T(2), 'failed']]);
+    expect((await store.windows('term')).map((w) => [w.key, w.outcome])).toEqual([
+      [T(0), 'completed'],
+      [T(1), 'completed'],
+      [T(2), 'failed'],
+    ]);
     // The next run takes over at once (released, not left to expire) and resumes.
     const next = await run('term', 4, ['--catch-up', '1h'], out);
     expect(next.exitCode, next.all).toBe(0);
-    expect(envLines(out).slice(3).map((l) => l.LEASEJOB_WINDOW)).toEqual([T(2), T(3), T(4)]);
+    expect(
+      envLines(out)
+        .slice(3)
+        .map((l) => l.LEASEJOB_WINDOW),
+    ).toEqual([T(2), T(3), T(4)]);
     expect(logLines(next.stderr).some((l) => l.msg === 'lease held by a stale owner, waiting for expiry')).toBe(false);
   });
 
@@ -178,7 +297,9 @@ describe.each(stores)('run --catch-up: %s', (kind, store) => {
     await store.registeredAt(job, new Date(Math.floor(T4 / 3_600_000) * 3_600_000 - 2 * 3_600_000).toISOString());
     const r = await run(job, 4, [...fmt, '--catch-up', '3h'], out);
     expect(r.exitCode, r.all).toBe(0);
-    const ran = envLines(out).slice(1).map((l) => l.LEASEJOB_WINDOW);
+    const ran = envLines(out)
+      .slice(1)
+      .map((l) => l.LEASEJOB_WINDOW);
     const h = Math.floor(T4 / 3_600_000) * 3_600_000;
     expect(ran).toEqual([hour(h - 2 * 3_600_000), hour(h - 3_600_000), hour(T4)]);
     // Each earlier hour is dated by its last five-minute tick.

@@ -1,7 +1,16 @@
 // The CLI's code cache (src/startup/compile-cache.ts), through the real CLI: written once per command,
 // reused, rewritten when V8 rejects it or a start went further than its writer, never written
 // where someone else could have.
-import { chmodSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.js';
@@ -60,7 +69,11 @@ describe('compile cache', () => {
     utimesSync(path.join(dir, readInstall), new Date(), longAgo);
     utimesSync(path.join(dir, goneInstall), longAgo, longAgo);
     expect((await runCli(['run', '--help'], env)).exitCode).toBe(0);
-    expect(readdirSync(dir).filter((f) => f.startsWith('run-') && f !== 'run-backup.bin' && f !== otherInstall && f !== readInstall)).toHaveLength(1);
+    expect(
+      readdirSync(dir).filter(
+        (f) => f.startsWith('run-') && f !== 'run-backup.bin' && f !== otherInstall && f !== readInstall,
+      ),
+    ).toHaveLength(1);
     expect(readdirSync(dir)).not.toContain('run-10.0-x64-1-1.bin');
     expect(readdirSync(dir)).toContain(otherInstall);
     expect(readdirSync(dir)).toContain(readInstall);
@@ -76,11 +89,18 @@ describe('compile cache', () => {
 
   it('written by a start that stopped early, is rewritten by the first start that went further, then kept', async () => {
     const state = path.join(freshParent(), 'leasejob.db');
-    const runFile = (dir: string): string => path.join(dir, readdirSync(dir).find((f) => f.startsWith('run-'))!);
+    const runFile = (dir: string): string =>
+      path.join(
+        dir,
+        readdirSync(dir).find((f) => f.startsWith('run-'))!,
+      );
     // The header: a magic, then how far the writing start went (0 stopped early, 1 answered, 2 whole).
-    const reachOf = (file: string): string => `${readFileSync(file).subarray(0, 5).toString('latin1')}:${readFileSync(file)[5]}`;
+    const reachOf = (file: string): string =>
+      `${readFileSync(file).subarray(0, 5).toString('latin1')}:${readFileSync(file)[5]}`;
     const run = async (dir: string, window: string, ...db: string[]) =>
-      await runCli(['run', '--name', 'cc', '--window', window, ...db, '--log-level', 'fatal', '--', 'true'], { LEASEJOB_COMPILE_CACHE: dir });
+      await runCli(['run', '--name', 'cc', '--window', window, ...db, '--log-level', 'fatal', '--', 'true'], {
+        LEASEJOB_COMPILE_CACHE: dir,
+      });
 
     // As the image primes its cache: a run against a closed port (exit 69) compiles the start
     // and the connection, not the lease, the child or the outcome.
@@ -149,7 +169,8 @@ describe('compile cache', () => {
       const r = await runCli(['--version'], { LEASEJOB_COMPILE_CACHE: setting, TMPDIR: tmp }, { cwd });
       expect(r.exitCode, r.all).toBe(0);
       expect(readdirSync(cwd), String(setting)).toEqual([]);
-      if (setting === undefined) expect(readdirSync(tmp).filter((f) => f.startsWith('leasejob-compile-cache-'))).toHaveLength(1);
+      if (setting === undefined)
+        expect(readdirSync(tmp).filter((f) => f.startsWith('leasejob-compile-cache-'))).toHaveLength(1);
       else expect(readdirSync(tmp), String(setting)).toEqual([]);
     }
   });

@@ -49,15 +49,37 @@ describe('contention and faults', () => {
   it('20 concurrent runs on one window: the child runs exactly once, the others exit 0', async () => {
     const marks = path.join(tmp, 'herd.txt');
     const runs = Array.from({ length: 20 }, () =>
-      startCli(['run', ...base('herd'), '--window', 'w1', '--ttl', '10s', '--kill-grace', '2s', '--', process.execPath, fixture('append-pid.mjs'), marks, '3000'], {}, { timeoutMs: 90_000 }),
+      startCli(
+        [
+          'run',
+          ...base('herd'),
+          '--window',
+          'w1',
+          '--ttl',
+          '10s',
+          '--kill-grace',
+          '2s',
+          '--',
+          process.execPath,
+          fixture('append-pid.mjs'),
+          marks,
+          '3000',
+        ],
+        {},
+        { timeoutMs: 90_000 },
+      ),
     );
     const results = await Promise.all(runs);
     for (const r of results) expect(r.exitCode, r.all).toBe(0);
     const lines = readFileSync(marks, 'utf8').trim().split('\n');
     expect(lines).toHaveLength(1);
-    const skipped = results.filter((r) => logLines(r.stderr).some((l) => l.msg === 'lease busy' || l.msg === 'window already completed'));
+    const skipped = results.filter((r) =>
+      logLines(r.stderr).some((l) => l.msg === 'lease busy' || l.msg === 'window already completed'),
+    );
     expect(skipped).toHaveLength(19);
-    const w = await db.rows<{ attempts: number; completed: boolean }>(`SELECT attempts, completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'herd'`);
+    const w = await db.rows<{ attempts: number; completed: boolean }>(
+      `SELECT attempts, completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'herd'`,
+    );
     expect(w).toEqual([{ attempts: 1, completed: true }]);
   });
 
@@ -79,11 +101,37 @@ describe('contention and faults', () => {
       await writer.query('BEGIN');
       await writer.query(`UPDATE ${db.schema}.leases SET owner = owner WHERE name = 'serial'`);
       runs = Array.from({ length: 12 }, () =>
-        startCli(['run', ...base('serial', url.toString()), '--window', 'w1', '--ttl', '10s', '--kill-grace', '2s', '--', process.execPath, fixture('append-pid.mjs'), marks, '2000'], {}, { timeoutMs: 90_000 }),
+        startCli(
+          [
+            'run',
+            ...base('serial', url.toString()),
+            '--window',
+            'w1',
+            '--ttl',
+            '10s',
+            '--kill-grace',
+            '2s',
+            '--',
+            process.execPath,
+            fixture('append-pid.mjs'),
+            marks,
+            '2000',
+          ],
+          {},
+          { timeoutMs: 90_000 },
+        ),
       );
-      await waitFor('a contender waiting on the lease row', async () => (await db.rows(
-        `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%.acquire(%'`,
-      )).length > 0, 60_000, 5);
+      await waitFor(
+        'a contender waiting on the lease row',
+        async () =>
+          (
+            await db.rows(
+              `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%.acquire(%'`,
+            )
+          ).length > 0,
+        60_000,
+        5,
+      );
       await writer.query('COMMIT');
     } finally {
       await writer.end();
@@ -91,7 +139,9 @@ describe('contention and faults', () => {
     const results = await Promise.all(runs);
     for (const r of results) expect(r.exitCode, r.all).toBe(0);
     expect(readFileSync(marks, 'utf8').trim().split('\n')).toHaveLength(1);
-    const w = await db.rows<{ attempts: number; completed: boolean }>(`SELECT attempts, completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'serial' AND window_key = 'w1'`);
+    const w = await db.rows<{ attempts: number; completed: boolean }>(
+      `SELECT attempts, completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'serial' AND window_key = 'w1'`,
+    );
     expect(w).toEqual([{ attempts: 1, completed: true }]);
   });
 
@@ -111,7 +161,9 @@ describe('contention and faults', () => {
         END IF;
         RETURN NEW;
       END $$`);
-    await db.rows(`CREATE TRIGGER roll_back BEFORE INSERT OR UPDATE ON ${db.schema}.leases FOR EACH ROW EXECUTE FUNCTION ${db.schema}.roll_back()`);
+    await db.rows(
+      `CREATE TRIGGER roll_back BEFORE INSERT OR UPDATE ON ${db.schema}.leases FOR EACH ROW EXECUTE FUNCTION ${db.schema}.roll_back()`,
+    );
     const plan = async (failFirst: number, code: string): Promise<void> => {
       await db.rows(`SELECT setval('${db.schema}.rollback_count', 1, false)`);
       await db.rows(`UPDATE ${db.schema}.rollback_plan SET fail_first = $1, code = $2`, [failFirst, code]);
@@ -127,29 +179,61 @@ describe('contention and faults', () => {
       const b = await runCli(['run', ...base('rolled'), '--window', 'w2', ...child]);
       expect(b.exitCode, b.all).toBe(0);
       expect(readFileSync(marks, 'utf8').trim().split('\n')).toHaveLength(2);
-      expect(Number((await db.rows<{ n: string }>(`SELECT last_value AS n FROM ${db.schema}.rollback_count`))[0]!.n)).toBeGreaterThanOrEqual(2);
+      expect(
+        Number((await db.rows<{ n: string }>(`SELECT last_value AS n FROM ${db.schema}.rollback_count`))[0]!.n),
+      ).toBeGreaterThanOrEqual(2);
 
       // Rolled back on every try: a clear line and exit 69, the child never started.
       await plan(1_000, '40001');
       const c = await runCli(['run', ...base('rolled'), '--window', 'w3', ...child]);
       expect(c.exitCode, c.all).toBe(69);
-      expect(c.stderr.trim().split('\n').filter((l) => !l.startsWith('{'))).toEqual([
-        expect.stringMatching(/^leasejob: database at .* refused: injected rollback \(SQLSTATE 40001\); a serialization failure on every try: .*default_transaction_isolation/),
+      expect(
+        c.stderr
+          .trim()
+          .split('\n')
+          .filter((l) => !l.startsWith('{')),
+      ).toEqual([
+        expect.stringMatching(
+          /^leasejob: database at .* refused: injected rollback \(SQLSTATE 40001\); a serialization failure on every try: .*default_transaction_isolation/,
+        ),
       ]);
       expect(readFileSync(marks, 'utf8').trim().split('\n')).toHaveLength(2);
-      expect(await db.rows(`SELECT 1 FROM ${db.schema}.windows WHERE job = 'rolled' AND window_key = 'w3'`)).toEqual([]);
+      expect(await db.rows(`SELECT 1 FROM ${db.schema}.windows WHERE job = 'rolled' AND window_key = 'w3'`)).toEqual(
+        [],
+      );
 
       // The holder's renewals rolled back: it keeps its session (the one the lease records),
       // so a contender sees a live holder and skips at once, rather than waiting out the lease
       // of one whose session looks gone. Then renewals go through again and the run completes.
       await plan(0, '40001');
       const release = path.join(tmp, 'rolled.release');
-      const holder = startCli(['run', ...base('rolled'), '--window', 'w4', '--ttl', '20s', '--', process.execPath, fixture('wait-for-file.mjs'), release]);
-      await waitFor('the holder to take the lease', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'rolled' AND expires_at > now()`)).length > 0);
+      const holder = startCli([
+        'run',
+        ...base('rolled'),
+        '--window',
+        'w4',
+        '--ttl',
+        '20s',
+        '--',
+        process.execPath,
+        fixture('wait-for-file.mjs'),
+        release,
+      ]);
+      await waitFor(
+        'the holder to take the lease',
+        async () =>
+          (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'rolled' AND expires_at > now()`)).length > 0,
+      );
       await plan(1_000, '40001');
-      await waitFor('a renewal to be rolled back', async () => Number((await db.rows<{ n: string }>(`SELECT last_value AS n FROM ${db.schema}.rollback_count`))[0]!.n) > 2, 30_000);
+      await waitFor(
+        'a renewal to be rolled back',
+        async () =>
+          Number((await db.rows<{ n: string }>(`SELECT last_value AS n FROM ${db.schema}.rollback_count`))[0]!.n) > 2,
+        30_000,
+      );
       const sessions = await db.rows<{ alive: boolean }>(
-        `SELECT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = l.backend_pid) AS alive FROM ${db.schema}.leases l WHERE l.name = 'rolled'`);
+        `SELECT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = l.backend_pid) AS alive FROM ${db.schema}.leases l WHERE l.name = 'rolled'`,
+      );
       expect(sessions).toEqual([{ alive: true }]);
       const contender = await runCli(['run', ...base('rolled'), '--window', 'w4', '--', 'true']);
       expect(contender.exitCode, contender.all).toBe(0);
@@ -168,13 +252,55 @@ describe('contention and faults', () => {
     const release = path.join(tmp, 'busy.release');
     // The holder's child ends when the test says: the two runs that must find it busy take
     // seconds each on a loaded machine (a fixed 2.5 s child had ended before the second).
-    const holder = startCli(['run', ...base('busy'), '--ttl', '20s', '--', process.execPath, fixture('wait-for-file.mjs'), release]);
-    await waitFor('holder to take the lease', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'busy' AND expires_at > now()`)).length > 0);
-    const fail = await runCli(['run', ...base('busy'), '--on-busy', 'fail', '--', process.execPath, fixture('exit-with.mjs'), '0']);
+    const holder = startCli([
+      'run',
+      ...base('busy'),
+      '--ttl',
+      '20s',
+      '--',
+      process.execPath,
+      fixture('wait-for-file.mjs'),
+      release,
+    ]);
+    await waitFor(
+      'holder to take the lease',
+      async () =>
+        (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'busy' AND expires_at > now()`)).length > 0,
+    );
+    const fail = await runCli([
+      'run',
+      ...base('busy'),
+      '--on-busy',
+      'fail',
+      '--',
+      process.execPath,
+      fixture('exit-with.mjs'),
+      '0',
+    ]);
     expect(fail.exitCode, fail.all).toBe(75);
-    const timeout = await runCli(['run', ...base('busy'), '--on-busy', 'wait', '--wait-timeout', '300ms', '--', process.execPath, fixture('exit-with.mjs'), '0']);
+    const timeout = await runCli([
+      'run',
+      ...base('busy'),
+      '--on-busy',
+      'wait',
+      '--wait-timeout',
+      '300ms',
+      '--',
+      process.execPath,
+      fixture('exit-with.mjs'),
+      '0',
+    ]);
     expect(timeout.exitCode, timeout.all).toBe(75);
-    const wait = startCli(['run', ...base('busy'), '--on-busy', 'wait', '--', process.execPath, fixture('write-env.mjs'), pidFile]);
+    const wait = startCli([
+      'run',
+      ...base('busy'),
+      '--on-busy',
+      'wait',
+      '--',
+      process.execPath,
+      fixture('write-env.mjs'),
+      pidFile,
+    ]);
     await untilLogged(wait, 'lease busy, waiting');
     writeFileSync(release, '');
     const held = await holder;
@@ -186,8 +312,21 @@ describe('contention and faults', () => {
 
   it('--on-busy wait says at info that it waits, once; --wait-timeout holds against a stale holder too', async () => {
     const release = path.join(tmp, 'busy-info.release');
-    const holder = startCli(['run', ...base('busy-info'), '--ttl', '20s', '--', process.execPath, fixture('wait-for-file.mjs'), release]);
-    await waitFor('holder to take the lease', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'busy-info' AND expires_at > now()`)).length > 0);
+    const holder = startCli([
+      'run',
+      ...base('busy-info'),
+      '--ttl',
+      '20s',
+      '--',
+      process.execPath,
+      fixture('wait-for-file.mjs'),
+      release,
+    ]);
+    await waitFor(
+      'holder to take the lease',
+      async () =>
+        (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'busy-info' AND expires_at > now()`)).length > 0,
+    );
     const waiter = startCli(['run', ...base('busy-info'), '--on-busy', 'wait', '--', 'true']);
     // Two polls at least (one a second) before the holder lets go.
     await untilLogged(waiter, 'lease busy, waiting');
@@ -195,12 +334,25 @@ describe('contention and faults', () => {
     writeFileSync(release, '');
     const wait = await waiter;
     expect(wait.exitCode, wait.all).toBe(0);
-    expect(logLines(wait.stderr).filter((l) => l.msg === 'lease busy, waiting').map((l) => l.level)).toEqual(['info']);
+    expect(
+      logLines(wait.stderr)
+        .filter((l) => l.msg === 'lease busy, waiting')
+        .map((l) => l.level),
+    ).toEqual(['info']);
     expect((await holder).exitCode).toBe(0);
 
     // A holder SIGKILLed with 20 s left on its lease: stale, waited out to expiry, but not past --wait-timeout.
     const pidFile = path.join(tmp, 'stale-wait.pid');
-    const dead = startCli(['run', ...base('stale-wait'), '--ttl', '20s', '--', process.execPath, fixture('forever.mjs'), pidFile]);
+    const dead = startCli([
+      'run',
+      ...base('stale-wait'),
+      '--ttl',
+      '20s',
+      '--',
+      process.execPath,
+      fixture('forever.mjs'),
+      pidFile,
+    ]);
     await waitFor('child ready', () => readPid(pidFile));
     dead.kill('SIGKILL');
     await dead;
@@ -216,10 +368,36 @@ describe('contention and faults', () => {
     try {
       const pidFile = path.join(tmp, 'wait-blip.pid');
       const release = path.join(tmp, 'wait-blip.release');
-      const holder = startCli(['run', ...base('wait-blip'), '--ttl', '20s', '--', process.execPath, fixture('wait-for-file.mjs'), release]);
-      await waitFor('holder to take the lease', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'wait-blip' AND expires_at > now()`)).length > 0);
-      const waiter = startCli(['run', ...base('wait-blip', proxy.url(db.url)), '--on-busy', 'wait', '--ttl', '6s', '--kill-grace', '1s',
-        '--', process.execPath, fixture('write-env.mjs'), pidFile]);
+      const holder = startCli([
+        'run',
+        ...base('wait-blip'),
+        '--ttl',
+        '20s',
+        '--',
+        process.execPath,
+        fixture('wait-for-file.mjs'),
+        release,
+      ]);
+      await waitFor(
+        'holder to take the lease',
+        async () =>
+          (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'wait-blip' AND expires_at > now()`)).length >
+          0,
+      );
+      const waiter = startCli([
+        'run',
+        ...base('wait-blip', proxy.url(db.url)),
+        '--on-busy',
+        'wait',
+        '--ttl',
+        '6s',
+        '--kill-grace',
+        '1s',
+        '--',
+        process.execPath,
+        fixture('write-env.mjs'),
+        pidFile,
+      ]);
       await untilLogged(waiter, 'lease busy, waiting');
       // Reset for 1.5 s: at least one of its polls (one a second) fails.
       proxy.cut('reset');
@@ -239,11 +417,37 @@ describe('contention and faults', () => {
 
   it('--on-busy wait with the database gone silent past --wait-timeout: exit 75 by then, as any wait timeout', async () => {
     const proxy = await startProxy(db.url);
-    const holder = startCli(['run', ...base('wait-gone'), '--ttl', '20s', '--', process.execPath, fixture('sleep-then.mjs'), '8000', '0']);
+    const holder = startCli([
+      'run',
+      ...base('wait-gone'),
+      '--ttl',
+      '20s',
+      '--',
+      process.execPath,
+      fixture('sleep-then.mjs'),
+      '8000',
+      '0',
+    ]);
     try {
-      await waitFor('holder to take the lease', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'wait-gone' AND expires_at > now()`)).length > 0);
+      await waitFor(
+        'holder to take the lease',
+        async () =>
+          (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'wait-gone' AND expires_at > now()`)).length >
+          0,
+      );
       const t0 = performance.now();
-      const waiter = startCli(['run', ...base('wait-gone', proxy.url(db.url)), '--on-busy', 'wait', '--wait-timeout', '3s', '--ttl', '20s', '--', 'true']);
+      const waiter = startCli([
+        'run',
+        ...base('wait-gone', proxy.url(db.url)),
+        '--on-busy',
+        'wait',
+        '--wait-timeout',
+        '3s',
+        '--ttl',
+        '20s',
+        '--',
+        'true',
+      ]);
       await untilLogged(waiter, 'lease busy, waiting');
       // Silent, not refused: each acquire waits no longer than the wait left.
       proxy.cut('blackhole');
@@ -278,7 +482,9 @@ describe('contention and faults', () => {
       `SELECT attempts, completed_at IS NOT NULL AS completed, generation FROM ${db.schema}.windows WHERE job = 'crash'`,
     );
     expect(w).toEqual([{ attempts: 2, completed: true, generation: '2' }]);
-    const ev = await db.rows<{ kind: string; db_time: Date }>(`SELECT kind, db_time FROM ${db.schema}.events WHERE job = 'crash' AND kind = 'stale-takeover'`);
+    const ev = await db.rows<{ kind: string; db_time: Date }>(
+      `SELECT kind, db_time FROM ${db.schema}.events WHERE job = 'crash' AND kind = 'stale-takeover'`,
+    );
     expect(ev).toHaveLength(1);
     const takeoverMs = ev[0]!.db_time.getTime() - killedAt.getTime();
     expect(takeoverMs).toBeLessThanOrEqual(ttlMs + ttlMs / 3);
@@ -286,14 +492,31 @@ describe('contention and faults', () => {
 
   it('the lease row taken by someone else mid-run: the child gets SIGTERM and run exits 75', async () => {
     const pidFile = path.join(tmp, 'stolen.pid');
-    const run = startCli(['run', ...base('stolen'), '--window', 'w', '--ttl', '3s', '--kill-grace', '500ms', '--', process.execPath, fixture('trap-term.mjs'), pidFile]);
+    const run = startCli([
+      'run',
+      ...base('stolen'),
+      '--window',
+      'w',
+      '--ttl',
+      '3s',
+      '--kill-grace',
+      '500ms',
+      '--',
+      process.execPath,
+      fixture('trap-term.mjs'),
+      pidFile,
+    ]);
     await waitFor('child ready', () => readPid(pidFile));
-    await db.rows(`UPDATE ${db.schema}.leases SET owner = 'intruder:1:x', generation = generation + 1, expires_at = now() + interval '1 hour' WHERE name = 'stolen'`);
+    await db.rows(
+      `UPDATE ${db.schema}.leases SET owner = 'intruder:1:x', generation = generation + 1, expires_at = now() + interval '1 hour' WHERE name = 'stolen'`,
+    );
     const r = await run;
     expect(r.exitCode, r.all).toBe(75);
     expect(readFileSync(pidFile, 'utf8')).toContain('SIGTERM');
     expect(logLines(r.stderr).some((l) => l.msg === 'lease lost')).toBe(true);
-    const w = await db.rows<{ completed: boolean; outcome: string }>(`SELECT completed_at IS NOT NULL AS completed, outcome FROM ${db.schema}.windows WHERE job = 'stolen'`);
+    const w = await db.rows<{ completed: boolean; outcome: string }>(
+      `SELECT completed_at IS NOT NULL AS completed, outcome FROM ${db.schema}.windows WHERE job = 'stolen'`,
+    );
     expect(w[0]?.completed).toBe(false);
   });
 
@@ -301,11 +524,29 @@ describe('contention and faults', () => {
     const proxy = await startProxy(db.url);
     try {
       const pidFile = path.join(tmp, 'cut.pid');
-      const run = startCli(['run', ...base('cut', proxy.url(db.url)), '--window', 'w', '--ttl', '3s', '--kill-grace', '500ms',
-        '--', process.execPath, fixture('ignore-sigterm.mjs'), pidFile]);
+      const run = startCli([
+        'run',
+        ...base('cut', proxy.url(db.url)),
+        '--window',
+        'w',
+        '--ttl',
+        '3s',
+        '--kill-grace',
+        '500ms',
+        '--',
+        process.execPath,
+        fixture('ignore-sigterm.mjs'),
+        pidFile,
+      ]);
       const childPid = await waitFor('child ready', () => readPid(pidFile));
       // Let one renewal succeed, so the deadline is measured from a renewal, not the acquire.
-      await waitFor('a renewal', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'cut' AND renewed_at > acquired_at`)).length > 0, 10_000);
+      await waitFor(
+        'a renewal',
+        async () =>
+          (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'cut' AND renewed_at > acquired_at`)).length >
+          0,
+        10_000,
+      );
       proxy.cut();
       await waitFor('child stopped', () => !isAlive(childPid), 10_000, 20);
       const lease = await db.rows<{ before_expiry: boolean; left_ms: number }>(
@@ -316,11 +557,26 @@ describe('contention and faults', () => {
       expect(r.exitCode, r.all).toBe(75);
       expect(logLines(r.stderr).some((l) => l.msg === 'renewal failed')).toBe(true);
       // It could not say so, so the next run's takeover records the loss (once) and resumes the window.
-      const next = await runCli(['run', ...base('cut'), '--window', 'w', '--ttl', '3s', '--kill-grace', '500ms', '--', 'true']);
+      const next = await runCli([
+        'run',
+        ...base('cut'),
+        '--window',
+        'w',
+        '--ttl',
+        '3s',
+        '--kill-grace',
+        '500ms',
+        '--',
+        'true',
+      ]);
       expect(next.exitCode, next.all).toBe(0);
-      const lost = await db.rows<{ generation: string; window_key: string }>(`SELECT generation, window_key FROM ${db.schema}.events WHERE job = 'cut' AND kind = 'lease-lost'`);
+      const lost = await db.rows<{ generation: string; window_key: string }>(
+        `SELECT generation, window_key FROM ${db.schema}.events WHERE job = 'cut' AND kind = 'lease-lost'`,
+      );
       expect(lost).toEqual([{ generation: '1', window_key: 'w' }]);
-      const counted = await db.rows<{ n: string }>(`SELECT sum(n) AS n FROM ${db.schema}.event_counts WHERE job = 'cut' AND kind = 'lease-lost'`);
+      const counted = await db.rows<{ n: string }>(
+        `SELECT sum(n) AS n FROM ${db.schema}.event_counts WHERE job = 'cut' AND kind = 'lease-lost'`,
+      );
       expect(Number(counted[0]?.n)).toBe(1);
     } finally {
       await proxy.close();
@@ -332,10 +588,28 @@ describe('contention and faults', () => {
     try {
       const pidFile = path.join(tmp, 'blip.pid');
       // TTL 6 s, renew every 2 s, stop at 6 - 1 - 0.6 = 4.4 s after the last good renewal.
-      const run = startCli(['run', ...base('blip', proxy.url(db.url)), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s',
-        '--', 'sh', '-c', `echo $$ > ${pidFile}; sleep 9`]);
+      const run = startCli([
+        'run',
+        ...base('blip', proxy.url(db.url)),
+        '--window',
+        'w',
+        '--ttl',
+        '6s',
+        '--kill-grace',
+        '1s',
+        '--',
+        'sh',
+        '-c',
+        `echo $$ > ${pidFile}; sleep 9`,
+      ]);
       await waitFor('child ready', () => readPid(pidFile));
-      await waitFor('a renewal', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'blip' AND renewed_at > acquired_at`)).length > 0, 10_000);
+      await waitFor(
+        'a renewal',
+        async () =>
+          (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'blip' AND renewed_at > acquired_at`)).length >
+          0,
+        10_000,
+      );
       proxy.cut();
       await new Promise((r) => setTimeout(r, 2_500));
       proxy.heal();
@@ -343,7 +617,9 @@ describe('contention and faults', () => {
       expect(r.exitCode, r.all).toBe(0);
       expect(logLines(r.stderr).some((l) => l.msg === 'renewal failed')).toBe(true);
       expect(logLines(r.stderr).some((l) => l.msg === 'lease lost')).toBe(false);
-      const ev = await db.rows<{ kind: string }>(`SELECT kind FROM ${db.schema}.events WHERE job = 'blip' ORDER BY seq`);
+      const ev = await db.rows<{ kind: string }>(
+        `SELECT kind FROM ${db.schema}.events WHERE job = 'blip' ORDER BY seq`,
+      );
       expect(ev.map((e) => e.kind)).toContain('renew-failed');
       expect(ev.map((e) => e.kind)).toContain('window-completed');
     } finally {
@@ -357,8 +633,20 @@ describe('contention and faults', () => {
       const pidFile = path.join(tmp, 'drop-at-end.pid');
       const go = path.join(tmp, 'drop-at-end.go');
       // TTL 6 s, renew every 2 s: at least 4 s of lease left at any moment the child ends.
-      const run = startCli(['run', ...base('drop-at-end', proxy.url(db.url)), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s',
-        '--', 'sh', '-c', `echo $$ > ${pidFile}; while [ ! -e ${go} ]; do sleep 0.05; done`]);
+      const run = startCli([
+        'run',
+        ...base('drop-at-end', proxy.url(db.url)),
+        '--window',
+        'w',
+        '--ttl',
+        '6s',
+        '--kill-grace',
+        '1s',
+        '--',
+        'sh',
+        '-c',
+        `echo $$ > ${pidFile}; while [ ! -e ${go} ]; do sleep 0.05; done`,
+      ]);
       const childPid = await waitFor('child ready', () => readPid(pidFile));
       proxy.cut();
       writeFileSync(go, '');
@@ -367,9 +655,19 @@ describe('contention and faults', () => {
       proxy.heal();
       const r = await run;
       expect(r.exitCode, r.all).toBe(0);
-      expect(logLines(r.stderr).some((l) => l.msg === 'could not record outcome yet; retrying while the lease lasts'), r.stderr).toBe(true);
-      const ev = await db.rows<{ kind: string }>(`SELECT kind FROM ${db.schema}.events WHERE job = 'drop-at-end' ORDER BY seq`);
-      expect(ev.map((e) => e.kind).filter((k) => k !== 'renew-failed')).toEqual(['acquired', 'window-claimed', 'window-completed', 'released']);
+      expect(
+        logLines(r.stderr).some((l) => l.msg === 'could not record outcome yet; retrying while the lease lasts'),
+        r.stderr,
+      ).toBe(true);
+      const ev = await db.rows<{ kind: string }>(
+        `SELECT kind FROM ${db.schema}.events WHERE job = 'drop-at-end' ORDER BY seq`,
+      );
+      expect(ev.map((e) => e.kind).filter((k) => k !== 'renew-failed')).toEqual([
+        'acquired',
+        'window-claimed',
+        'window-completed',
+        'released',
+      ]);
     } finally {
       await proxy.close();
     }
@@ -389,7 +687,16 @@ describe('contention and faults', () => {
       expect(elapsed).toBeLessThan(9_500);
 
       // Bad flags are reported without waiting for that connection, and nothing is written.
-      const bad = await runCli(['run', ...base('black-hole-bad', proxy.url(db.url)), '--window', 'w', '--ttl', 'soon', '--', 'true']);
+      const bad = await runCli([
+        'run',
+        ...base('black-hole-bad', proxy.url(db.url)),
+        '--window',
+        'w',
+        '--ttl',
+        'soon',
+        '--',
+        'true',
+      ]);
       expect(bad.exitCode, bad.all).toBe(64);
       expect(await db.rows(`SELECT 1 FROM ${db.schema}.jobs WHERE name LIKE 'black-hole%'`)).toHaveLength(0);
     } finally {
@@ -413,7 +720,7 @@ describe('contention and faults', () => {
       expect(elapsed).toBeLessThan(9_500);
       const t1 = performance.now();
       const bad = await runCli(['check', ...db2, '--max-hold', 'forever']);
-      expect(bad.exitCode, bad.all).toBe(64);
+      expect(bad.exitCode, bad.all).toBe(3); // UNKNOWN, as monitoring plugins say a bad flag
       expect(bad.stderr).toMatch(/--max-hold/);
       expect(performance.now() - t1).toBeLessThan(4_500);
     } finally {
@@ -428,17 +735,33 @@ describe('contention and faults', () => {
       const marks = path.join(tmp, 'late.txt');
       // TTL 3 s, grace 500 ms: the stop point is 2.2 s after the acquire was sent.
       proxy.hold();
-      const run = startCli(['run', ...base('late', proxy.url(db.url)), '--window', 'w', '--ttl', '3s', '--kill-grace', '500ms',
-        '--', process.execPath, fixture('append-pid.mjs'), marks]);
+      const run = startCli([
+        'run',
+        ...base('late', proxy.url(db.url)),
+        '--window',
+        'w',
+        '--ttl',
+        '3s',
+        '--kill-grace',
+        '500ms',
+        '--',
+        process.execPath,
+        fixture('append-pid.mjs'),
+        marks,
+      ]);
       await new Promise((r) => setTimeout(r, 3_500));
       proxy.heal();
       const r = await run;
       expect(r.exitCode, r.all).toBe(75);
       expect(logLines(r.stderr).some((l) => l.msg === 'lease acquired too late to start safely')).toBe(true);
       expect(existsSync(marks)).toBe(false);
-      const w = await db.rows<{ completed: boolean }>(`SELECT completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'late'`);
+      const w = await db.rows<{ completed: boolean }>(
+        `SELECT completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'late'`,
+      );
       expect(w).toEqual([{ completed: false }]);
-      const lease = await db.rows<{ released: boolean }>(`SELECT released_at IS NOT NULL AS released FROM ${db.schema}.leases WHERE name = 'late'`);
+      const lease = await db.rows<{ released: boolean }>(
+        `SELECT released_at IS NOT NULL AS released FROM ${db.schema}.leases WHERE name = 'late'`,
+      );
       expect(lease).toEqual([{ released: true }]);
     } finally {
       await proxy.close();
@@ -454,12 +777,23 @@ describe('contention and faults', () => {
       // test, timed from the spawn: a runner slow to start on a loaded machine saw a shorter
       // round trip, an offset under 2 s, and the test failed.)
       proxy.slowAnswers('.acquire(', 5_500);
-      const r = await runCli(['run', ...base('slow-connect', proxy.url(db.url)), '--window', 'w', '--ttl', '30s', '--', 'true']);
+      const r = await runCli([
+        'run',
+        ...base('slow-connect', proxy.url(db.url)),
+        '--window',
+        'w',
+        '--ttl',
+        '30s',
+        '--',
+        'true',
+      ]);
       expect(r.exitCode, r.all).toBe(0);
       const acquired = logLines(r.stderr).find((l) => l.msg === 'lease acquired');
       expect(Math.abs(Number(acquired?.offsetMs))).toBeGreaterThan(2_000);
       expect(logLines(r.stderr).map((l) => l.msg)).not.toContain('clock offset to database is large');
-      expect(await db.rows(`SELECT 1 FROM ${db.schema}.events WHERE job = 'slow-connect' AND kind = 'clock-offset'`)).toHaveLength(0);
+      expect(
+        await db.rows(`SELECT 1 FROM ${db.schema}.events WHERE job = 'slow-connect' AND kind = 'clock-offset'`),
+      ).toHaveLength(0);
     } finally {
       proxy.heal();
       await proxy.close();
@@ -469,14 +803,23 @@ describe('contention and faults', () => {
   it('a finish that commits while a contender queues for the lease row reads as released, not lost (and its window as done)', async () => {
     await withTwoClients(async (a, b) => {
       const acq = (c: pg.Client, owner: string) =>
-        c.query(`SELECT * FROM ${db.schema}.acquire('finish-race', $1, 1500, 500, NULL, NULL, false, NULL, now(), NULL, 2000)`, [owner]);
+        c.query(
+          `SELECT * FROM ${db.schema}.acquire('finish-race', $1, 1500, 500, NULL, NULL, false, NULL, now(), NULL, 2000)`,
+          [owner],
+        );
       const c3 = (c: pg.Client, owner: string) =>
-        c.query(`SELECT * FROM ${db.schema}.acquire('finish-race-w', $1, 1500, 500, 'w', NULL, false, NULL, now(), NULL, 2000)`, [owner]);
+        c.query(
+          `SELECT * FROM ${db.schema}.acquire('finish-race-w', $1, 1500, 500, 'w', NULL, false, NULL, now(), NULL, 2000)`,
+          [owner],
+        );
       const first = await acq(a, 'race-a:1:a');
       expect(first.rows[0].outcome).toBe('acquired');
       // The owner's finish begins while its lease still holds, and commits late.
       await a.query('BEGIN');
-      const fin = await a.query(`SELECT * FROM ${db.schema}.finish('finish-race', 'race-a:1:a', $1, NULL, 'none', 0, now(), '{}')`, [first.rows[0].generation]);
+      const fin = await a.query(
+        `SELECT * FROM ${db.schema}.finish('finish-race', 'race-a:1:a', $1, NULL, 'none', 0, now(), '{}')`,
+        [first.rows[0].generation],
+      );
       expect(fin.rows[0].held).toBe(true);
       await new Promise((r) => setTimeout(r, 1_700));
       // The lease has expired by the clock; the contender queues for the row lock.
@@ -484,74 +827,112 @@ describe('contention and faults', () => {
       await new Promise((r) => setTimeout(r, 300));
       await a.query('COMMIT');
       expect((await second).rows[0]).toMatchObject({ outcome: 'acquired', generation: '2' });
-      const kinds = await db.rows<{ kind: string }>(`SELECT kind FROM ${db.schema}.events WHERE job = 'finish-race' ORDER BY seq`);
+      const kinds = await db.rows<{ kind: string }>(
+        `SELECT kind FROM ${db.schema}.events WHERE job = 'finish-race' ORDER BY seq`,
+      );
       expect(kinds.map((k) => k.kind)).toEqual(['acquired', 'released', 'acquired']);
 
       // With a window, completed by that late finish: the contender finds it done, spending no generation.
       const w1 = await c3(a, 'race-a:1:a');
       expect(w1.rows[0]).toMatchObject({ outcome: 'acquired', generation: '1' });
       await a.query('BEGIN');
-      await a.query(`SELECT * FROM ${db.schema}.finish('finish-race-w', 'race-a:1:a', 1, 'w', 'completed', 0, now(), '{}')`);
+      await a.query(
+        `SELECT * FROM ${db.schema}.finish('finish-race-w', 'race-a:1:a', 1, 'w', 'completed', 0, now(), '{}')`,
+      );
       await new Promise((r) => setTimeout(r, 1_700));
       const w2 = c3(b, 'race-b:2:b');
       await new Promise((r) => setTimeout(r, 300));
       await a.query('COMMIT');
       expect((await w2).rows[0]).toMatchObject({ outcome: 'done', generation: null });
-      const wkinds = await db.rows<{ kind: string }>(`SELECT kind FROM ${db.schema}.events WHERE job = 'finish-race-w' ORDER BY seq`);
+      const wkinds = await db.rows<{ kind: string }>(
+        `SELECT kind FROM ${db.schema}.events WHERE job = 'finish-race-w' ORDER BY seq`,
+      );
       expect(wkinds.map((k) => k.kind)).toEqual(['acquired', 'window-claimed', 'window-completed', 'released']);
-      const lease = await db.rows<{ generation: string }>(`SELECT generation FROM ${db.schema}.leases WHERE name = 'finish-race-w'`);
+      const lease = await db.rows<{ generation: string }>(
+        `SELECT generation FROM ${db.schema}.leases WHERE name = 'finish-race-w'`,
+      );
       expect(lease).toEqual([{ generation: '1' }]);
     });
   });
 
-  it('a renewal whose transaction began before the owner\'s finish never makes the released lease live again', async () => {
+  it("a renewal whose transaction began before the owner's finish never makes the released lease live again", async () => {
     await withTwoClients(async (a, b) => {
-      const { rows: [acq] } = await a.query(`SELECT * FROM ${db.schema}.acquire('renew-race', 'rr:1:a', 30000, 10000, NULL, NULL, false, NULL, now(), NULL, 500)`);
+      const {
+        rows: [acq],
+      } = await a.query(
+        `SELECT * FROM ${db.schema}.acquire('renew-race', 'rr:1:a', 30000, 10000, NULL, NULL, false, NULL, now(), NULL, 500)`,
+      );
       expect(acq.outcome).toBe('acquired');
       // The renewal's transaction (its now()) begins first; the finish commits meanwhile.
       await b.query('BEGIN');
       await b.query('SELECT now()');
       await new Promise((r) => setTimeout(r, 50));
-      const fin = await a.query(`SELECT * FROM ${db.schema}.finish('renew-race', 'rr:1:a', $1, NULL, 'none', 0, now(), '{}')`, [acq.generation]);
+      const fin = await a.query(
+        `SELECT * FROM ${db.schema}.finish('renew-race', 'rr:1:a', $1, NULL, 'none', 0, now(), '{}')`,
+        [acq.generation],
+      );
       expect(fin.rows[0].held).toBe(true);
-      const renewed = await b.query(`SELECT * FROM ${db.schema}.renew('renew-race', 'rr:1:a', $1, 30000, 500)`, [acq.generation]);
+      const renewed = await b.query(`SELECT * FROM ${db.schema}.renew('renew-race', 'rr:1:a', $1, 30000, 500)`, [
+        acq.generation,
+      ]);
       await b.query('COMMIT');
       expect(renewed.rows).toEqual([]);
       // Released it stays: the next owner takes it at once.
-      const { rows: [next] } = await a.query(`SELECT * FROM ${db.schema}.acquire('renew-race', 'rr:2:b', 30000, 10000, NULL, NULL, false, NULL, now(), NULL, 500)`);
+      const {
+        rows: [next],
+      } = await a.query(
+        `SELECT * FROM ${db.schema}.acquire('renew-race', 'rr:2:b', 30000, 10000, NULL, NULL, false, NULL, now(), NULL, 500)`,
+      );
       expect(next).toMatchObject({ outcome: 'acquired', generation: '2' });
     });
   });
 
-  it('acquire and finish of one job never deadlock, whatever the runners\' registry settings', async () => {
+  it("acquire and finish of one job never deadlock, whatever the runners' registry settings", async () => {
     // Two runner configurations on one job (as during a rolling change), 24 connections racing.
     const { default: pg } = await import('pg');
     const until = Date.now() + 6_000;
     const errors: string[] = [];
     let acquired = 0;
-    await Promise.all(Array.from({ length: 24 }, async (_, i) => {
-      const c = new pg.Client({ connectionString: db.url });
-      await c.connect();
-      const spec = JSON.stringify({ schedule: null, tz: 'UTC', window_mode: 'literal', alert_after_ms: i % 2 ? 60_000 : null });
-      try {
-        while (Date.now() < until) {
-          const owner = `dl:${i}:${Math.random().toString(16).slice(2, 10)}`;
-          try {
-            const { rows } = await c.query(`SELECT * FROM ${db.schema}.acquire('deadlock', $1, 3000, 1000, $2, NULL, false, NULL, now(), $3, 500)`, [owner, `w${i % 3}`, spec]);
-            if (rows[0].outcome === 'acquired') {
-              acquired += 1;
-              await c.query(`SELECT * FROM ${db.schema}.finish('deadlock', $1, $2, $3, 'failed', 1, now(), '{}')`, [owner, rows[0].generation, `w${i % 3}`]);
-            } else {
-              await c.query(`SELECT ${db.schema}.record_event('deadlock', 'busy-skip', NULL, $1, NULL, now(), '{}')`, [owner]);
+    await Promise.all(
+      Array.from({ length: 24 }, async (_, i) => {
+        const c = new pg.Client({ connectionString: db.url });
+        await c.connect();
+        const spec = JSON.stringify({
+          schedule: null,
+          tz: 'UTC',
+          window_mode: 'literal',
+          alert_after_ms: i % 2 ? 60_000 : null,
+        });
+        try {
+          while (Date.now() < until) {
+            const owner = `dl:${i}:${Math.random().toString(16).slice(2, 10)}`;
+            try {
+              const { rows } = await c.query(
+                `SELECT * FROM ${db.schema}.acquire('deadlock', $1, 3000, 1000, $2, NULL, false, NULL, now(), $3, 500)`,
+                [owner, `w${i % 3}`, spec],
+              );
+              if (rows[0].outcome === 'acquired') {
+                acquired += 1;
+                await c.query(`SELECT * FROM ${db.schema}.finish('deadlock', $1, $2, $3, 'failed', 1, now(), '{}')`, [
+                  owner,
+                  rows[0].generation,
+                  `w${i % 3}`,
+                ]);
+              } else {
+                await c.query(
+                  `SELECT ${db.schema}.record_event('deadlock', 'busy-skip', NULL, $1, NULL, now(), '{}')`,
+                  [owner],
+                );
+              }
+            } catch (err) {
+              errors.push(`${(err as { code?: string }).code} ${(err as Error).message}`);
             }
-          } catch (err) {
-            errors.push(`${(err as { code?: string }).code} ${(err as Error).message}`);
           }
+        } finally {
+          await c.end();
         }
-      } finally {
-        await c.end();
-      }
-    }));
+      }),
+    );
     expect(errors.slice(0, 3)).toEqual([]);
     expect(acquired).toBeGreaterThan(10);
   });

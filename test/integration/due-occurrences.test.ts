@@ -61,17 +61,28 @@ describe('due occurrences (issue 20)', () => {
       expect(r.exitCode, r.all).toBe(0);
     }
     // Registered since just before the failed minute: earlier minutes were never expected of it.
-    await db.rows(`UPDATE ${db.schema}.jobs SET created_at = $2::timestamptz - interval '1 second' WHERE name = $1`, [name, failed]);
+    await db.rows(`UPDATE ${db.schema}.jobs SET created_at = $2::timestamptz - interval '1 second' WHERE name = $1`, [
+      name,
+      failed,
+    ]);
     const missing = [failed, hoursAgo(3), hoursAgo(2)];
 
     const check = await runCli(['check', ...conn(), '--name', name]);
     expect(check.exitCode, check.all).toBe(2);
-    expect(check.stdout).toContain(`CRITICAL ${name}: not-completed: 3 earlier due occurrences not completed: ${missing[0]} (failed), ${missing[1]} (no run), ${missing[2]} (no run)`);
+    expect(check.stdout).toContain(
+      `CRITICAL ${name}: not-completed: 3 earlier due occurrences not completed: ${missing[0]} (failed), ${missing[1]} (no run), ${missing[2]} (no run)`,
+    );
 
     const status = JSON.parse((await runCli(['status', ...conn(), '--name', name, '--json'])).stdout);
     // The top of an hour passed since the runs: that new tick is overdue too (and listed last).
     const late = status.jobs[0].overdue ? 1 : 0;
-    expect(status.jobs[0].notCompleted.slice(0, 3).map((o: { window: string; outcome: string }) => [o.window, o.outcome])).toEqual([[missing[0], 'failed'], [missing[1], 'no run'], [missing[2], 'no run']]);
+    expect(
+      status.jobs[0].notCompleted.slice(0, 3).map((o: { window: string; outcome: string }) => [o.window, o.outcome]),
+    ).toEqual([
+      [missing[0], 'failed'],
+      [missing[1], 'no run'],
+      [missing[2], 'no run'],
+    ]);
     expect(status.jobs[0].notCompleted).toHaveLength(3 + late);
     const table = await runCli(['status', ...conn(), '--name', name]);
     expect(table.stdout).toMatch(/NOT COMPLETED/);
@@ -89,17 +100,31 @@ describe('due occurrences (issue 20)', () => {
     const healthy = await runCli(['check', ...conn(), '--name', name, '--json']);
     expect(JSON.parse(healthy.stdout).problems.filter((p: { kind: string }) => p.kind === 'not-completed')).toEqual([]);
     const after = await scrape();
-    expect(metric(after, 'leasejob_due_occurrences_not_completed', `job="${name}"`)).toBe(metric(after, 'leasejob_window_overdue', `job="${name}"`));
+    expect(metric(after, 'leasejob_due_occurrences_not_completed', `job="${name}"`)).toBe(
+      metric(after, 'leasejob_window_overdue', `job="${name}"`),
+    );
   });
 
   it('--alert-lookback bounds how far back: an occurrence older than the lookback is no longer reported', async () => {
     const name = 'mj-lookback';
-    const job = ['--name', name, '--schedule', '0 * * * *', '--window-from-schedule', '--alert-after', '1s', '--alert-lookback', '150m'];
+    const job = [
+      '--name',
+      name,
+      '--schedule',
+      '0 * * * *',
+      '--window-from-schedule',
+      '--alert-after',
+      '1s',
+      '--alert-lookback',
+      '150m',
+    ];
     const old = hoursAgo(4);
     const recent = hoursAgo(1);
     expect((await runCli(['run', ...conn(), ...job, '--scheduled-time', old, ...exitWith(3)])).exitCode).toBe(3);
     expect((await runCli(['run', ...conn(), ...job, '--scheduled-time', recent, ...exitWith(3)])).exitCode).toBe(3);
-    expect((await runCli(['run', ...conn(), ...job, '--scheduled-time', hoursAgo(0), ...exitWith(0)])).exitCode).toBe(0);
+    expect((await runCli(['run', ...conn(), ...job, '--scheduled-time', hoursAgo(0), ...exitWith(0)])).exitCode).toBe(
+      0,
+    );
     await db.rows(`UPDATE ${db.schema}.jobs SET created_at = now() - interval '1 day' WHERE name = $1`, [name]);
     const status = JSON.parse((await runCli(['status', ...conn(), '--name', name, '--json'])).stdout);
     const windows = status.jobs[0].notCompleted.map((o: { window: string }) => o.window);
@@ -142,9 +167,17 @@ describe('due occurrences (issue 20)', () => {
     expect(skip.exitCode, skip.all).toBe(0);
     expect(skip.stderr).toBe('');
     // The done skip is an event, and a counter by host.
-    const history = JSON.parse((await runCli(['history', ...conn(), '--name', name, '--json'])).stdout) as Array<{ kind: string; window: string }>;
+    const history = JSON.parse((await runCli(['history', ...conn(), '--name', name, '--json'])).stdout) as Array<{
+      kind: string;
+      window: string;
+    }>;
     expect(history.filter((e) => e.kind === 'done-skip')).toEqual([expect.objectContaining({ window: 'w1' })]);
-    expect((await scrape()).split('\n').filter((l) => l.startsWith(`leasejob_done_skips_total{job="${name}",`)).map((l) => Number(l.split(' ').at(-1)))).toEqual([1]);
+    expect(
+      (await scrape())
+        .split('\n')
+        .filter((l) => l.startsWith(`leasejob_done_skips_total{job="${name}",`))
+        .map((l) => Number(l.split(' ').at(-1))),
+    ).toEqual([1]);
   });
 
   it('check exits 3 (UNKNOWN) when it has no answer: bad flags, an unreachable database', async () => {

@@ -19,14 +19,24 @@ beforeEach(() => {
 });
 // No database variables at all: the embedded store is the default.
 const noDb = {
-  DATABASE_URL: undefined, LEASEJOB_DATABASE_URL: undefined, KUBERNETES_SERVICE_HOST: undefined,
-  PGHOST: undefined, PGPORT: undefined, PGDATABASE: undefined, PGUSER: undefined, PGPASSWORD: undefined, PGSERVICE: undefined,
+  DATABASE_URL: undefined,
+  LEASEJOB_DATABASE_URL: undefined,
+  KUBERNETES_SERVICE_HOST: undefined,
+  PGHOST: undefined,
+  PGPORT: undefined,
+  PGDATABASE: undefined,
+  PGUSER: undefined,
+  PGPASSWORD: undefined,
+  PGSERVICE: undefined,
 };
 const env = (): Record<string, string | undefined> => ({ ...noDb, XDG_STATE_HOME: path.join(dir, 'xdg') });
 
 describe('embedded store (SQLite)', () => {
   it('is used when no database is configured, at $XDG_STATE_HOME/leasejob/leasejob.db, and says so', async () => {
-    const r = await runCli(['run', '--name', 'e1', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'], env());
+    const r = await runCli(
+      ['run', '--name', 'e1', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'],
+      env(),
+    );
     expect(r.exitCode, r.all).toBe(0);
     const file = path.join(dir, 'xdg', 'leasejob', 'leasejob.db');
     expect(existsSync(file)).toBe(true);
@@ -39,13 +49,18 @@ describe('embedded store (SQLite)', () => {
 
   it('a libpq connection variable chooses PostgreSQL, as psql would connect with it; PGSERVICE is refused (64), nothing written', async () => {
     // Port 1: nothing listens there. (Each variable alone: test/unit/store-choice.test.ts.)
-    const r = await runCli(['run', '--name', 'pgenv', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'], { ...env(), PGPORT: '1' });
+    const r = await runCli(
+      ['run', '--name', 'pgenv', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'],
+      { ...env(), PGPORT: '1' },
+    );
     expect(r.exitCode, r.all).toBe(69);
     expect(logLines(r.stderr).find((l) => l.msg === 'using store')).toMatchObject({ store: 'postgresql' });
     expect(r.stderr).toMatch(/database unreachable at localhost \(PG environment\)/);
     const svc = await runCli(['status'], { ...env(), PGSERVICE: 'prod' });
     expect(svc.exitCode, svc.all).toBe(64);
-    expect(svc.stderr.trim()).toMatch(/^leasejob: PGSERVICE is set \("prod"\), but leasejob does not read pg_service.conf; give the connection as LEASEJOB_DATABASE_URL/);
+    expect(svc.stderr.trim()).toMatch(
+      /^leasejob: PGSERVICE is set \("prod"\), but leasejob does not read pg_service.conf; give the connection as LEASEJOB_DATABASE_URL/,
+    );
     expect(svc.stderr.trim().split('\n')).toHaveLength(1);
     expect(existsSync(path.join(dir, 'xdg'))).toBe(false);
   });
@@ -74,26 +89,87 @@ describe('embedded store (SQLite)', () => {
   it('ten processes racing on one window: exactly one child runs', async () => {
     const marks = path.join(dir, 'marks.txt');
     const runs = Array.from({ length: 10 }, () =>
-      startCli(['run', '--state-file', state, '--name', 'race', '--window', 'w', '--ttl', '5s', '--kill-grace', '1s',
-        '--', process.execPath, fixture('append-pid.mjs'), marks, '1500'], env()),
+      startCli(
+        [
+          'run',
+          '--state-file',
+          state,
+          '--name',
+          'race',
+          '--window',
+          'w',
+          '--ttl',
+          '5s',
+          '--kill-grace',
+          '1s',
+          '--',
+          process.execPath,
+          fixture('append-pid.mjs'),
+          marks,
+          '1500',
+        ],
+        env(),
+      ),
     );
     for (const r of await Promise.all(runs)) expect(r.exitCode, r.all).toBe(0);
     expect(readFileSync(marks, 'utf8').trim().split('\n')).toHaveLength(1);
-    const hist = JSON.parse((await runCli(['history', '--state-file', state, '--name', 'race', '--json'], env())).stdout) as Array<{ seq: string; kind: string }>;
+    const hist = JSON.parse(
+      (await runCli(['history', '--state-file', state, '--name', 'race', '--json'], env())).stdout,
+    ) as Array<{ seq: string; kind: string }>;
     expect(hist.map((e) => Number(e.seq))).toEqual(hist.map((_, i) => i + 1));
     expect(hist.filter((e) => e.kind === 'window-completed')).toHaveLength(1);
   });
 
   it('a crashed holder on this host is taken over after expiry and its window resumed', async () => {
     const pidFile = path.join(dir, 'crash.pid');
-    const holder = startCli(['run', '--state-file', state, '--name', 'crash', '--window', 'w', '--ttl', '3s', '--kill-grace', '500ms', '--', process.execPath, fixture('forever.mjs'), pidFile], env());
+    const holder = startCli(
+      [
+        'run',
+        '--state-file',
+        state,
+        '--name',
+        'crash',
+        '--window',
+        'w',
+        '--ttl',
+        '3s',
+        '--kill-grace',
+        '500ms',
+        '--',
+        process.execPath,
+        fixture('forever.mjs'),
+        pidFile,
+      ],
+      env(),
+    );
     await waitFor('child ready', () => existsSync(pidFile));
     holder.kill('SIGKILL');
     await holder;
-    const retry = await runCli(['run', '--state-file', state, '--name', 'crash', '--window', 'w', '--ttl', '3s', '--kill-grace', '500ms', '--', process.execPath, fixture('exit-with.mjs'), '0'], env());
+    const retry = await runCli(
+      [
+        'run',
+        '--state-file',
+        state,
+        '--name',
+        'crash',
+        '--window',
+        'w',
+        '--ttl',
+        '3s',
+        '--kill-grace',
+        '500ms',
+        '--',
+        process.execPath,
+        fixture('exit-with.mjs'),
+        '0',
+      ],
+      env(),
+    );
     expect(retry.exitCode, retry.all).toBe(0);
     expect(logLines(retry.stderr).some((l) => l.msg === 'lease held by a stale owner, waiting for expiry')).toBe(true);
-    const hist = JSON.parse((await runCli(['history', '--state-file', state, '--name', 'crash', '--json'], env())).stdout) as Array<{ kind: string; detail: Record<string, unknown> }>;
+    const hist = JSON.parse(
+      (await runCli(['history', '--state-file', state, '--name', 'crash', '--json'], env())).stdout,
+    ) as Array<{ kind: string; detail: Record<string, unknown> }>;
     expect(hist.map((e) => e.kind)).toContain('stale-takeover');
     expect(hist.find((e) => e.kind === 'window-completed')?.detail.attempt).toBe(2);
   });
@@ -104,33 +180,86 @@ describe('embedded store (SQLite)', () => {
     writeFileSync(clock, '+0s\n');
     const skew = faketimeEnv(FAKETIME_LIB!, clock);
     const pidFile = path.join(dir, 'jump.pid');
-    const holder = startCli(['run', '--state-file', state, '--name', 'jump', '--window', 'w', '--ttl', '3s', '--kill-grace', '500ms',
-      '--', process.execPath, fixture('forever.mjs'), pidFile], { ...env(), ...skew });
+    const holder = startCli(
+      [
+        'run',
+        '--state-file',
+        state,
+        '--name',
+        'jump',
+        '--window',
+        'w',
+        '--ttl',
+        '3s',
+        '--kill-grace',
+        '500ms',
+        '--',
+        process.execPath,
+        fixture('forever.mjs'),
+        pidFile,
+      ],
+      { ...env(), ...skew },
+    );
     await waitFor('child ready', () => existsSync(pidFile));
     // Forward one hour: a wall-clock expiry would be long past. Every process sees the jump.
     writeFileSync(clock, '+3600s\n');
-    const contender = await runCli(['run', '--state-file', state, '--name', 'jump', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'], { ...env(), ...skew });
+    const contender = await runCli(
+      [
+        'run',
+        '--state-file',
+        state,
+        '--name',
+        'jump',
+        '--window',
+        'w',
+        '--',
+        process.execPath,
+        fixture('exit-with.mjs'),
+        '0',
+      ],
+      { ...env(), ...skew },
+    );
     expect(contender.exitCode, contender.all).toBe(0);
     expect(logLines(contender.stderr).some((l) => l.msg === 'lease busy')).toBe(true);
     // Backward one hour: a wall-clock lease would now look valid for an hour more.
     writeFileSync(clock, '-3600s\n');
-    const status = JSON.parse((await runCli(['status', '--state-file', state, '--name', 'jump', '--json'], { ...env(), ...skew })).stdout);
+    const status = JSON.parse(
+      (await runCli(['status', '--state-file', state, '--name', 'jump', '--json'], { ...env(), ...skew })).stdout,
+    );
     expect(status.jobs[0].held).toBe(true);
     expect(status.jobs[0].expiresInMs).toBeLessThanOrEqual(3_000);
     holder.kill('SIGKILL');
     await holder;
     // Dead holder, no renewals: the lease expires within the TTL on the monotonic clock.
-    await waitFor('lease to expire', async () => {
-      const s = JSON.parse((await runCli(['status', '--state-file', state, '--name', 'jump', '--json'], { ...env(), ...skew })).stdout);
-      return s.jobs[0].held === false;
-    }, 10_000, 200);
+    await waitFor(
+      'lease to expire',
+      async () => {
+        const s = JSON.parse(
+          (await runCli(['status', '--state-file', state, '--name', 'jump', '--json'], { ...env(), ...skew })).stdout,
+        );
+        return s.jobs[0].held === false;
+      },
+      10_000,
+      200,
+    );
   });
 
   it('a state directory that cannot be created: exit 69, one line naming it and what to do; the child never runs', async () => {
     const notADir = path.join(dir, 'a-file');
     writeFileSync(notADir, '');
     const marker = path.join(dir, 'ran');
-    for (const args of [['run', '--name', 'e1', '--', process.execPath, '-e', `require('fs').writeFileSync(${JSON.stringify(marker)}, '')`], ['migrate']]) {
+    for (const args of [
+      [
+        'run',
+        '--name',
+        'e1',
+        '--',
+        process.execPath,
+        '-e',
+        `require('fs').writeFileSync(${JSON.stringify(marker)}, '')`,
+      ],
+      ['migrate'],
+    ]) {
       const r = await runCli(args, { ...noDb, XDG_STATE_HOME: notADir });
       expect(r.exitCode, r.all).toBe(69);
       expect(r.stderr.trim()).toBe(
@@ -144,13 +273,16 @@ describe('embedded store (SQLite)', () => {
     for (const args of [['run', '--name', 'd', '--window', 'w', '--', 'true'], ['status']]) {
       const r = await runCli([...args.slice(0, 1), '--state-file', dir, ...args.slice(1)], noDb);
       expect(r.exitCode, r.all).toBe(64);
-      expect(r.stderr.trim()).toBe(`leasejob: the state file ${dir} is a directory; give a file path (--state-file or LEASEJOB_STATE_FILE), e.g. ${path.join(dir, 'leasejob.db')}.`);
+      expect(r.stderr.trim()).toBe(
+        `leasejob: the state file ${dir} is a directory; give a file path (--state-file or LEASEJOB_STATE_FILE), e.g. ${path.join(dir, 'leasejob.db')}.`,
+      );
     }
   });
 
   it('a window that keeps failing behind ten newer open ones is still seen by check; status counts them all', async () => {
     const state = ['--state-file', path.join(dir, 'fail.db')];
-    const fail = (window: string) => runCli(['run', ...state, '--name', 'flaky', '--window', window, '--', 'false'], noDb);
+    const fail = (window: string) =>
+      runCli(['run', ...state, '--name', 'flaky', '--window', window, '--', 'false'], noDb);
     for (let i = 0; i < 3; i++) expect((await fail('w')).exitCode).toBe(1);
     for (let i = 1; i <= 10; i++) expect((await fail(`newer${i}`)).exitCode).toBe(1);
     const check = await runCli(['check', ...state, '--name', 'flaky'], noDb);
@@ -158,7 +290,10 @@ describe('embedded store (SQLite)', () => {
     expect(check.stdout).toMatch(/WARNING flaky: failing: window w failed 3 attempts/);
     const status = JSON.parse((await runCli(['status', ...state, '--name', 'flaky', '--json'], noDb)).stdout);
     expect(status.jobs[0].openCount).toBe(11);
-    expect(status.jobs[0].openWindows.map((w: { window: string }) => w.window)).toEqual(['w', ...Array.from({ length: 10 }, (_, i) => `newer${i + 1}`)]);
+    expect(status.jobs[0].openWindows.map((w: { window: string }) => w.window)).toEqual([
+      'w',
+      ...Array.from({ length: 10 }, (_, i) => `newer${i + 1}`),
+    ]);
   });
 
   it('a state file that is a FIFO: exit 64 saying so, nothing created beside it', async () => {
@@ -167,14 +302,23 @@ describe('embedded store (SQLite)', () => {
     for (const args of [['run', '--name', 'f', '--window', 'w', '--', 'true'], ['status']]) {
       const r = await runCli([...args.slice(0, 1), '--state-file', fifo, ...args.slice(1)], noDb);
       expect(r.exitCode, r.all).toBe(64);
-      expect(r.stderr.trim()).toBe(`leasejob: the state file ${fifo} is not a regular file (a device, a FIFO or a socket); give the path of a file (--state-file or LEASEJOB_STATE_FILE).`);
+      expect(r.stderr.trim()).toBe(
+        `leasejob: the state file ${fifo} is not a regular file (a device, a FIFO or a socket); give the path of a file (--state-file or LEASEJOB_STATE_FILE).`,
+      );
     }
     expect(readdirSync(dir).filter((f) => f.startsWith('fifo'))).toEqual(['fifo']);
   });
 
   it('status, history, check, release and the exporter never create the store: a mistyped --state-file is exit 69, not an empty, healthy store', async () => {
     const typo = path.join(dir, 'typo.db');
-    const reads = [['status'], ['status', '--json'], ['history', '--name', 'x'], ['release', '--name', 'x'], ['exporter', '--port', '0'], ['check']];
+    const reads = [
+      ['status'],
+      ['status', '--json'],
+      ['history', '--name', 'x'],
+      ['release', '--name', 'x'],
+      ['exporter', '--port', '0'],
+      ['check'],
+    ];
     for (const args of reads) {
       const r = await runCli([...args, '--state-file', typo], noDb);
       // check: the monitoring plugin's UNKNOWN.
@@ -205,7 +349,9 @@ describe('embedded store (SQLite)', () => {
     ] as Array<[string[], string, Record<string, string>]>) {
       const r = await runCli(args, { ...noDb, ...extra });
       expect(r.exitCode, r.all).toBe(64);
-      expect(r.stderr.trim()).toBe(`leasejob: the directory of the state file ${missing} (${given}) does not exist; create it (mkdir -p ${path.dirname(missing)}) or correct the path.`);
+      expect(r.stderr.trim()).toBe(
+        `leasejob: the directory of the state file ${missing} (${given}) does not exist; create it (mkdir -p ${path.dirname(missing)}) or correct the path.`,
+      );
     }
     expect(existsSync(path.dirname(missing))).toBe(false);
     expect(existsSync(marker)).toBe(false);
@@ -215,29 +361,58 @@ describe('embedded store (SQLite)', () => {
   });
 
   it('refuses to start inside Kubernetes, or with --require-shared, without a shared database', async () => {
-    const k8s = await runCli(['run', '--name', 'k', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'], { ...env(), KUBERNETES_SERVICE_HOST: '10.0.0.1' });
+    const k8s = await runCli(
+      ['run', '--name', 'k', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'],
+      { ...env(), KUBERNETES_SERVICE_HOST: '10.0.0.1' },
+    );
     expect(k8s.exitCode, k8s.all).toBe(64);
     expect(k8s.stderr).toMatch(/inside Kubernetes .* every pod would run the job; set LEASEJOB_DATABASE_URL/);
-    const shared = await runCli(['run', '--require-shared', '--name', 'k', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'], env());
+    const shared = await runCli(
+      [
+        'run',
+        '--require-shared',
+        '--name',
+        'k',
+        '--window',
+        'w',
+        '--',
+        process.execPath,
+        fixture('exit-with.mjs'),
+        '0',
+      ],
+      env(),
+    );
     expect(shared.exitCode, shared.all).toBe(64);
     expect(shared.stderr).toMatch(/--require-shared/);
     for (const value of ['1', 'true', 'yes', 'ON']) {
-      const r = await runCli(['run', '--name', 'k', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'], { ...env(), LEASEJOB_REQUIRE_SHARED: value });
+      const r = await runCli(
+        ['run', '--name', 'k', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'],
+        { ...env(), LEASEJOB_REQUIRE_SHARED: value },
+      );
       expect(r.exitCode, `${value}: ${r.all}`).toBe(64);
       expect(r.stderr, value).toMatch(/LEASEJOB_REQUIRE_SHARED\) was given/);
     }
     // A safety switch fails closed: a value it does not know is refused, not read as off.
-    const unknown = await runCli(['run', '--name', 'k', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'], { ...env(), LEASEJOB_REQUIRE_SHARED: 'enabled' });
+    const unknown = await runCli(
+      ['run', '--name', 'k', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'],
+      { ...env(), LEASEJOB_REQUIRE_SHARED: 'enabled' },
+    );
     expect(unknown.exitCode, unknown.all).toBe(64);
-    expect(unknown.stderr.trim()).toBe('leasejob: Expected LEASEJOB_REQUIRE_SHARED to be 1, true, yes or on (or 0, false, no, off), got "enabled".');
+    expect(unknown.stderr.trim()).toBe(
+      'leasejob: Expected LEASEJOB_REQUIRE_SHARED to be 1, true, yes or on (or 0, false, no, off), got "enabled".',
+    );
     expect(existsSync(path.join(dir, 'xdg'))).toBe(false);
   });
 
   it('empty LEASEJOB_STATE_FILE, LEASEJOB_LOG_LEVEL and LEASEJOB_REQUIRE_SHARED mean unset, as a chart renders them', async () => {
-    const r = await runCli(['run', '--name', 'empty-env', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'],
-      { ...env(), LEASEJOB_STATE_FILE: '', LEASEJOB_LOG_LEVEL: '', LEASEJOB_REQUIRE_SHARED: '' });
+    const r = await runCli(
+      ['run', '--name', 'empty-env', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'],
+      { ...env(), LEASEJOB_STATE_FILE: '', LEASEJOB_LOG_LEVEL: '', LEASEJOB_REQUIRE_SHARED: '' },
+    );
     expect(r.exitCode, r.all).toBe(0);
-    expect(logLines(r.stderr).find((l) => l.msg === 'using store')).toMatchObject({ location: path.join(dir, 'xdg', 'leasejob', 'leasejob.db') });
+    expect(logLines(r.stderr).find((l) => l.msg === 'using store')).toMatchObject({
+      location: path.join(dir, 'xdg', 'leasejob', 'leasejob.db'),
+    });
     const flag = await runCli(['status', '--state-file', ''], env());
     expect(flag.exitCode, flag.all).toBe(64);
     expect(flag.stderr.trim()).toBe('leasejob: Expected `--state-file` to be a file path, got an empty string.');
@@ -247,12 +422,19 @@ describe('embedded store (SQLite)', () => {
     const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
     const first = readme.split('\n').find((l) => l.trim().startsWith('npm ci &&'));
     expect(first, 'README starts with `npm ci && npx leasejob run ...`').toBeDefined();
-    const cmd = first!.trim().replace(/^npm ci && /, '').replace(/\s+#.*$/, '');
+    const cmd = first!
+      .trim()
+      .replace(/^npm ci && /, '')
+      .replace(/\s+#.*$/, '');
     expect(cmd).toMatch(/^npx leasejob run /);
     for (let attempt = 0; attempt < 3; attempt++) {
       const before = new Date().getUTCMinutes();
       const shell = async (): Promise<string> => {
-        const r = await execa('sh', ['-c', cmd], { cwd: ROOT, env: { ...env(), XDG_STATE_HOME: path.join(dir, `readme-${attempt}`) }, reject: false });
+        const r = await execa('sh', ['-c', cmd], {
+          cwd: ROOT,
+          env: { ...env(), XDG_STATE_HOME: path.join(dir, `readme-${attempt}`) },
+          reject: false,
+        });
         expect(r.exitCode, `${cmd}\n${r.stderr}`).toBe(0); // 127 with "leasejob: not found": see npm-pack.test.ts
         return r.stdout;
       };

@@ -61,7 +61,13 @@ async function connect(): Promise<pg.Client> {
 }
 
 /** Take the lease directly (no window) and return its generation. */
-async function acquire(job: string, owner: string, ttlMs: number, via: pg.Client | pg.Pool = db.pool, lockTimeoutMs = 500): Promise<{ outcome: string; generation: string | null }> {
+async function acquire(
+  job: string,
+  owner: string,
+  ttlMs: number,
+  via: pg.Client | pg.Pool = db.pool,
+  lockTimeoutMs = 500,
+): Promise<{ outcome: string; generation: string | null }> {
   const { rows } = await via.query(
     `SELECT outcome, generation FROM ${s}.acquire($1, $2, $3, $4, NULL, NULL, false, NULL, now(), NULL, $5)`,
     [job, owner, ttlMs, Math.floor(ttlMs / 3), lockTimeoutMs],
@@ -95,12 +101,20 @@ async function expire(job: string): Promise<void> {
 
 describe('holder liveness: the session recorded with the lease', () => {
   const sessionOf = async (c: pg.Client): Promise<{ pid: number; start: string }> =>
-    (await c.query<{ pid: number; start: string }>(
-      'SELECT pid, backend_start::text AS start FROM pg_stat_activity WHERE pid = pg_backend_pid()')).rows[0]!;
+    (
+      await c.query<{ pid: number; start: string }>(
+        'SELECT pid, backend_start::text AS start FROM pg_stat_activity WHERE pid = pg_backend_pid()',
+      )
+    ).rows[0]!;
   const recorded = async (job: string): Promise<{ pid: number; start: string } | undefined> =>
-    (await db.rows<{ pid: number; start: string }>(`SELECT backend_pid AS pid, backend_start::text AS start FROM ${s}.leases WHERE name = $1`, [job]))[0];
+    (
+      await db.rows<{ pid: number; start: string }>(
+        `SELECT backend_pid AS pid, backend_start::text AS start FROM ${s}.leases WHERE name = $1`,
+        [job],
+      )
+    )[0];
 
-  it('a live, renewing holder is busy; once its session is gone (or the pid is another session\'s) it is stale before expiry', async () => {
+  it("a live, renewing holder is busy; once its session is gone (or the pid is another session's) it is stale before expiry", async () => {
     const job = jobName('session');
     const holder = await connect();
     const gen = (await acquire(job, 'host-a:1:aaaa', 60_000, holder)).generation as string;
@@ -115,7 +129,13 @@ describe('holder liveness: the session recorded with the lease', () => {
 
     // renew() records the renewing session (the runner may have reconnected): busy again.
     const other = await connect();
-    const renewed = await other.query(`SELECT * FROM ${s}.renew($1, $2, $3, $4, $5)`, [job, 'host-a:1:aaaa', gen, 60_000, 500]);
+    const renewed = await other.query(`SELECT * FROM ${s}.renew($1, $2, $3, $4, $5)`, [
+      job,
+      'host-a:1:aaaa',
+      gen,
+      60_000,
+      500,
+    ]);
     expect(renewed.rows).toHaveLength(1);
     expect(await recorded(job)).toEqual(await sessionOf(other));
     expect((await acquire(job, 'host-b:2:bbbb', 60_000)).outcome).toBe('busy');
@@ -123,10 +143,16 @@ describe('holder liveness: the session recorded with the lease', () => {
     // The session that renewed ends: stale at once, though the lease has 60 s to run.
     const otherPid = (await sessionOf(other)).pid;
     await other.end();
-    await waitFor('the session to leave pg_stat_activity', async () =>
-      (await db.rows('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [otherPid])).length === 0, WAIT_LIMIT_MS);
+    await waitFor(
+      'the session to leave pg_stat_activity',
+      async () => (await db.rows('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [otherPid])).length === 0,
+      WAIT_LIMIT_MS,
+    );
     expect((await acquire(job, 'host-b:2:bbbb', 60_000)).outcome).toBe('stale');
-    expect((await db.rows<{ live: boolean }>(`SELECT expires_at > now() AS live FROM ${s}.leases WHERE name = $1`, [job]))[0]?.live).toBe(true);
+    expect(
+      (await db.rows<{ live: boolean }>(`SELECT expires_at > now() AS live FROM ${s}.leases WHERE name = $1`, [job]))[0]
+        ?.live,
+    ).toBe(true);
   });
 });
 
@@ -141,7 +167,9 @@ describe('assert_lease(job, token): refusals', () => {
   it('refuses an unknown job with LJ001', async () => {
     const err = await fenceError('no-such-job', 3);
     expect(err?.code).toBe(FENCE_REFUSED);
-    expect(err?.message).toBe('leasejob: fence refused for job "no-such-job": unknown job, no lease was ever taken (token 3)');
+    expect(err?.message).toBe(
+      'leasejob: fence refused for job "no-such-job": unknown job, no lease was ever taken (token 3)',
+    );
     expect(err?.detail).toContain('state=unknown-job');
     expect(err?.hint).toMatch(/LEASEJOB_NAME/);
   });
@@ -154,7 +182,9 @@ describe('assert_lease(job, token): refusals', () => {
     expect(BigInt(second)).toBe(BigInt(first) + 1n);
     const err = await fenceError(job, first);
     expect(err?.code).toBe(FENCE_REFUSED);
-    expect(err?.message).toBe(`leasejob: fence refused for job "${job}": token ${first} is stale, current generation ${second}`);
+    expect(err?.message).toBe(
+      `leasejob: fence refused for job "${job}": token ${first} is stale, current generation ${second}`,
+    );
     expect(err?.detail).toContain(`state=stale token=${first} generation=${second} owner=test-host:2:bbbb`);
     expect(err?.hint).toMatch(/took the lease over/);
     // A token from the future was never issued: refused too, and said so.
@@ -169,13 +199,19 @@ describe('assert_lease(job, token): refusals', () => {
     await expire(job);
     const err = await fenceError(job, gen);
     expect(err?.code).toBe(FENCE_REFUSED);
-    expect(err?.message).toMatch(new RegExp(
-      `^leasejob: fence refused for job "${job}": lease expired at \\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z \\(token ${gen} is the current generation\\)$`));
+    expect(err?.message).toMatch(
+      new RegExp(
+        `^leasejob: fence refused for job "${job}": lease expired at \\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z \\(token ${gen} is the current generation\\)$`,
+      ),
+    );
     expect(err?.detail).toContain('state=expired');
 
     const job2 = jobName('released');
     const gen2 = await acquired(job2, 'test-host:3:cccc');
-    await db.rows(`SELECT * FROM ${s}.finish($1, 'test-host:3:cccc', $2, NULL, 'none', NULL, now(), '{}')`, [job2, gen2]);
+    await db.rows(`SELECT * FROM ${s}.finish($1, 'test-host:3:cccc', $2, NULL, 'none', NULL, now(), '{}')`, [
+      job2,
+      gen2,
+    ]);
     const err2 = await fenceError(job2, gen2);
     expect(err2?.code).toBe(FENCE_REFUSED);
     expect(err2?.message).toMatch(/: lease released at .*Z \(token \d+ is the current generation\)$/);
@@ -184,7 +220,11 @@ describe('assert_lease(job, token): refusals', () => {
   it('refuses NULL arguments with 22004 null_value_not_allowed, not LJ001', async () => {
     const job = jobName('nulls');
     await acquired(job);
-    for (const [j, t] of [[null, 1], [job, null], [null, null]] as const) {
+    for (const [j, t] of [
+      [null, 1],
+      [job, null],
+      [null, null],
+    ] as const) {
       const err = await fenceError(j, t);
       expect(err?.code).toBe(NULL_NOT_ALLOWED);
       expect(err?.message).toMatch(/^leasejob: assert_lease\(job, token\) needs both arguments/);
@@ -192,15 +232,18 @@ describe('assert_lease(job, token): refusals', () => {
     }
   });
 
-  it('aborts the caller\'s transaction, so nothing after the refusal can commit', async () => {
+  it("aborts the caller's transaction, so nothing after the refusal can commit", async () => {
     const job = jobName('abort');
     const gen = await acquired(job);
     await expire(job);
     const c = await connect();
     await c.query('BEGIN');
-    await expect(c.query(`SELECT ${s}.assert_lease($1, $2)`, [job, gen])).rejects.toMatchObject({ code: FENCE_REFUSED });
-    await expect(c.query(`INSERT INTO ${s}.fenced_units (window_key, unit, generation) VALUES ('abort', 1, $1)`, [gen]))
-      .rejects.toMatchObject({ code: '25P02' }); // in_failed_sql_transaction
+    await expect(c.query(`SELECT ${s}.assert_lease($1, $2)`, [job, gen])).rejects.toMatchObject({
+      code: FENCE_REFUSED,
+    });
+    await expect(
+      c.query(`INSERT INTO ${s}.fenced_units (window_key, unit, generation) VALUES ('abort', 1, $1)`, [gen]),
+    ).rejects.toMatchObject({ code: '25P02' }); // in_failed_sql_transaction
     await c.query('COMMIT'); // becomes a rollback
     expect(await db.rows(`SELECT 1 FROM ${s}.fenced_units WHERE window_key = 'abort'`)).toEqual([]);
   });
@@ -256,9 +299,17 @@ describe('assert_lease(job, token): FOR SHARE until the caller commits', () => {
     await fenced.query(`INSERT INTO ${s}.fenced_units (window_key, unit, generation) VALUES ($1, 1, $2)`, [job, gen]);
 
     // The lease expires while the transaction is still open.
-    await waitFor('the lease to expire', async () =>
-      (await db.rows<{ due: boolean }>(`SELECT expires_at <= clock_timestamp() AS due FROM ${s}.leases WHERE name = $1`, [job]))[0]?.due,
-    WAIT_LIMIT_MS);
+    await waitFor(
+      'the lease to expire',
+      async () =>
+        (
+          await db.rows<{ due: boolean }>(
+            `SELECT expires_at <= clock_timestamp() AS due FROM ${s}.leases WHERE name = $1`,
+            [job],
+          )
+        )[0]?.due,
+      WAIT_LIMIT_MS,
+    );
 
     const contender = await connect();
     const contenderPid = (await contender.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
@@ -270,11 +321,17 @@ describe('assert_lease(job, token): FOR SHARE until the caller commits', () => {
     });
 
     // Proof it is waiting on the fenced transaction's row lock, not merely slow.
-    await waitFor('the takeover to wait on the fenced transaction', async () => {
-      const rows = await db.rows<{ blockers: number[]; wait: string | null }>(
-        'SELECT pg_blocking_pids($1) AS blockers, wait_event_type AS wait FROM pg_stat_activity WHERE pid = $1', [contenderPid]);
-      return rows[0]?.wait === 'Lock' && rows[0].blockers.includes(fencedPid);
-    }, WAIT_LIMIT_MS);
+    await waitFor(
+      'the takeover to wait on the fenced transaction',
+      async () => {
+        const rows = await db.rows<{ blockers: number[]; wait: string | null }>(
+          'SELECT pg_blocking_pids($1) AS blockers, wait_event_type AS wait FROM pg_stat_activity WHERE pid = $1',
+          [contenderPid],
+        );
+        return rows[0]?.wait === 'Lock' && rows[0].blockers.includes(fencedPid);
+      },
+      WAIT_LIMIT_MS,
+    );
     expect(order).toEqual([]);
 
     order.push('commit-sent');
@@ -284,19 +341,29 @@ describe('assert_lease(job, token): FOR SHARE until the caller commits', () => {
     expect(row.outcome).toBe('acquired');
     expect(BigInt(row.generation as string)).toBe(BigInt(gen) + 1n);
     // The write committed under the old generation is there; the old token is now refused.
-    expect(await db.rows(`SELECT generation FROM ${s}.fenced_units WHERE window_key = $1`, [job])).toEqual([{ generation: gen }]);
+    expect(await db.rows(`SELECT generation FROM ${s}.fenced_units WHERE window_key = $1`, [job])).toEqual([
+      { generation: gen },
+    ]);
     expect((await fenceError(job, gen))?.code).toBe(FENCE_REFUSED);
   });
 
-  it('with the runner\'s short lock timeout, acquire answers instead of hanging, and takes over only after the commit', async () => {
+  it("with the runner's short lock timeout, acquire answers instead of hanging, and takes over only after the commit", async () => {
     const job = jobName('takeover-bounded');
     const gen = (await acquire(job, 'host-a:1:aaaa', 2_000)).generation as string;
     const fenced = await connect();
     await fenced.query('BEGIN');
     await fenced.query(`SELECT ${s}.assert_lease($1, $2)`, [job, gen]);
-    await waitFor('the lease to expire', async () =>
-      (await db.rows<{ due: boolean }>(`SELECT expires_at <= clock_timestamp() AS due FROM ${s}.leases WHERE name = $1`, [job]))[0]?.due,
-    WAIT_LIMIT_MS);
+    await waitFor(
+      'the lease to expire',
+      async () =>
+        (
+          await db.rows<{ due: boolean }>(
+            `SELECT expires_at <= clock_timestamp() AS due FROM ${s}.leases WHERE name = $1`,
+            [job],
+          )
+        )[0]?.due,
+      WAIT_LIMIT_MS,
+    );
     const started = performance.now();
     const blocked = await acquire(job, 'host-b:2:bbbb', 2_000);
     expect(performance.now() - started).toBeLessThan(5_000);
@@ -315,7 +382,9 @@ describe('assert_lease(job, token): FOR SHARE until the caller commits', () => {
     const fenced = await connect();
     await fenced.query('BEGIN');
     await fenced.query(`SELECT ${s}.assert_lease($1, $2)`, [job, gen]);
-    await expect(db.rows(`SELECT * FROM ${s}.renew($1, $2, $3, 30000, 200)`, [job, owner, gen])).rejects.toMatchObject({ code: '55P03' });
+    await expect(db.rows(`SELECT * FROM ${s}.renew($1, $2, $3, 30000, 200)`, [job, owner, gen])).rejects.toMatchObject({
+      code: '55P03',
+    });
     await fenced.query('COMMIT');
     expect(await db.rows(`SELECT * FROM ${s}.renew($1, $2, $3, 30000, 200)`, [job, owner, gen])).toHaveLength(1);
   });
@@ -348,73 +417,148 @@ interface WriterEvent {
 }
 
 const readEvents = (file: string): WriterEvent[] =>
-  existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as WriterEvent) : [];
+  existsSync(file)
+    ? readFileSync(file, 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as WriterEvent)
+    : [];
 
 /** The fenced-writer lines the child wrote to its stderr (the runner's, inherited). */
 const childReports = (stderr: string): WriterEvent[] =>
-  stderr.split('\n').filter((l) => l.startsWith('fenced-writer: ')).map((l) => JSON.parse(l.slice('fenced-writer: '.length)) as WriterEvent);
+  stderr
+    .split('\n')
+    .filter((l) => l.startsWith('fenced-writer: '))
+    .map((l) => JSON.parse(l.slice('fenced-writer: '.length)) as WriterEvent);
 
 const UNITS = 10;
 const PAUSE_AFTER = 3;
 
 function runArgs(job: string, window: string, extra: string[], writer: string[]): string[] {
   return [
-    'run', '--name', job, '--window', window, '--ttl', '3s', '--kill-grace', '500ms',
-    '--database-url', db.url, '--schema', db.schema, '--pass-database-url', ...extra,
-    '--', process.execPath, fixture('fenced-writer.mjs'), '--units', String(UNITS), '--delay-ms', '100', ...writer,
+    'run',
+    '--name',
+    job,
+    '--window',
+    window,
+    '--ttl',
+    '3s',
+    '--kill-grace',
+    '500ms',
+    '--database-url',
+    db.url,
+    '--schema',
+    db.schema,
+    '--pass-database-url',
+    ...extra,
+    '--',
+    process.execPath,
+    fixture('fenced-writer.mjs'),
+    '--units',
+    String(UNITS),
+    '--delay-ms',
+    '100',
+    ...writer,
   ];
 }
 
-async function pausedOwnerTimeline(resume: 'child-first' | 'together'): Promise<{ path: 'refused' | 'stopped-before-writing'; runnerStoppedChild: boolean; runnerSawLoss: boolean }> {
+async function pausedOwnerTimeline(
+  resume: 'child-first' | 'together',
+): Promise<{ path: 'refused' | 'stopped-before-writing'; runnerStoppedChild: boolean; runnerSawLoss: boolean }> {
   const job = jobName(`timeline-${resume}`);
   const window = `2026-09-25-${job}`; // fenced_units is keyed by window: one per test
   const marker = path.join(dir, `${job}.marker.json`);
   const logA = path.join(dir, `${job}.a.jsonl`);
   const logB = path.join(dir, `${job}.b.jsonl`);
 
-  const a = startCli(runArgs(job, window, [], ['--log', logA, '--marker', marker, '--marker-after', String(PAUSE_AFTER), '--pause-ms', '30000']), {}, { timeoutMs: 90_000 });
+  const a = startCli(
+    runArgs(
+      job,
+      window,
+      [],
+      ['--log', logA, '--marker', marker, '--marker-after', String(PAUSE_AFTER), '--pause-ms', '30000'],
+    ),
+    {},
+    { timeoutMs: 90_000 },
+  );
   const runnerPid = a.pid!;
   strays.add(runnerPid);
 
   // A has committed PAUSE_AFTER units and sleeps outside any transaction: pause it there.
-  const mark = await waitFor('A to write its marker', () => {
-    try {
-      return JSON.parse(readFileSync(marker, 'utf8')) as { pid: number; written: number };
-    } catch {
-      return undefined;
-    }
-  }, WAIT_LIMIT_MS);
+  const mark = await waitFor(
+    'A to write its marker',
+    () => {
+      try {
+        return JSON.parse(readFileSync(marker, 'utf8')) as { pid: number; written: number };
+      } catch {
+        return undefined;
+      }
+    },
+    WAIT_LIMIT_MS,
+  );
   const childGroup = procState(mark.pid)!.pgrp; // the child leads its own process group
   expect(childGroup).not.toBe(procState(runnerPid)!.pgrp);
   strays.add(-childGroup);
   process.kill(runnerPid, 'SIGSTOP');
   process.kill(-childGroup, 'SIGSTOP');
-  await waitFor('A and its child to be stopped', () => procState(runnerPid)?.state === 'T' && procState(mark.pid)?.state === 'T', WAIT_LIMIT_MS);
-  const genA = (await db.rows<{ generation: string }>(`SELECT generation FROM ${s}.leases WHERE name = $1`, [job]))[0]!.generation;
-  const writtenBeforePause = readEvents(logA).filter((e) => e.event === 'written').map((e) => e.unit);
+  await waitFor(
+    'A and its child to be stopped',
+    () => procState(runnerPid)?.state === 'T' && procState(mark.pid)?.state === 'T',
+    WAIT_LIMIT_MS,
+  );
+  const genA = (await db.rows<{ generation: string }>(`SELECT generation FROM ${s}.leases WHERE name = $1`, [job]))[0]!
+    .generation;
+  const writtenBeforePause = readEvents(logA)
+    .filter((e) => e.event === 'written')
+    .map((e) => e.unit);
   expect(writtenBeforePause).toEqual([1, 2, 3]);
 
   // Longer than the TTL: the lease expires with its owner still "running".
-  await waitFor('A\'s lease to expire', async () =>
-    (await db.rows<{ due: boolean }>(`SELECT expires_at <= clock_timestamp() AS due FROM ${s}.leases WHERE name = $1`, [job]))[0]?.due,
-  WAIT_LIMIT_MS);
+  await waitFor(
+    "A's lease to expire",
+    async () =>
+      (
+        await db.rows<{ due: boolean }>(
+          `SELECT expires_at <= clock_timestamp() AS due FROM ${s}.leases WHERE name = $1`,
+          [job],
+        )
+      )[0]?.due,
+    WAIT_LIMIT_MS,
+  );
 
-  const b = await runCli(runArgs(job, window, ['--on-busy', 'wait', '--wait-timeout', '30s'], ['--log', logB]), {}, { timeoutMs: 60_000 });
+  const b = await runCli(
+    runArgs(job, window, ['--on-busy', 'wait', '--wait-timeout', '30s'], ['--log', logB]),
+    {},
+    { timeoutMs: 60_000 },
+  );
   expect(b.exitCode, b.all).toBe(0);
-  const lease = (await db.rows<{ generation: string; acquired_at: Date }>(`SELECT generation, acquired_at FROM ${s}.leases WHERE name = $1`, [job]))[0]!;
+  const lease = (
+    await db.rows<{ generation: string; acquired_at: Date }>(
+      `SELECT generation, acquired_at FROM ${s}.leases WHERE name = $1`,
+      [job],
+    )
+  )[0]!;
   const genB = lease.generation;
   expect(BigInt(genB)).toBe(BigInt(genA) + 1n);
-  expect(readEvents(logB).filter((e) => e.event === 'written').map((e) => e.unit)).toEqual([4, 5, 6, 7, 8, 9, 10]);
+  expect(
+    readEvents(logB)
+      .filter((e) => e.event === 'written')
+      .map((e) => e.unit),
+  ).toEqual([4, 5, 6, 7, 8, 9, 10]);
 
   if (resume === 'child-first') {
     // As in the note: the paused process wakes and goes straight for its next write, before its
     // runner can react, so only the database can refuse it. The runner, still stopped, cannot
     // reap the child: a zombie means the child has reported and recorded its refusal.
     process.kill(-childGroup, 'SIGCONT');
-    await waitFor('A\'s child to try its next write and exit', () => {
-      const state = procState(mark.pid)?.state;
-      return state === undefined || state === 'Z';
-    }, WAIT_LIMIT_MS);
+    await waitFor(
+      "A's child to try its next write and exit",
+      () => {
+        const state = procState(mark.pid)?.state;
+        return state === undefined || state === 'Z';
+      },
+      WAIT_LIMIT_MS,
+    );
     process.kill(runnerPid, 'SIGCONT');
   } else {
     // The whole machine resumes: runner and child race.
@@ -428,7 +572,9 @@ async function pausedOwnerTimeline(resume: 'child-first' | 'together'): Promise<
 
   // Every unit exactly once; A's rows are the three it wrote before B took over, and B's the rest.
   const rows = await db.rows<{ unit: number; generation: string; written_at: Date }>(
-    `SELECT unit, generation, written_at FROM ${s}.fenced_units WHERE window_key = $1 ORDER BY unit`, [window]);
+    `SELECT unit, generation, written_at FROM ${s}.fenced_units WHERE window_key = $1 ORDER BY unit`,
+    [window],
+  );
   expect(rows.map((r) => r.unit)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
   const rowsA = rows.filter((r) => r.generation === genA);
   expect(rowsA.map((r) => r.unit)).toEqual([1, 2, 3]);
@@ -440,10 +586,17 @@ async function pausedOwnerTimeline(resume: 'child-first' | 'together'): Promise<
   const eventsA = [...readEvents(logA), ...childReports(ra.stderr)];
   expect([...new Set(eventsA.filter((e) => e.event === 'written').map((e) => e.unit))]).toEqual([1, 2, 3]);
 
-  const window_ = (await db.rows<{ outcome: string; generation: string }>(`SELECT outcome, generation FROM ${s}.windows WHERE job = $1`, [job]))[0];
+  const window_ = (
+    await db.rows<{ outcome: string; generation: string }>(
+      `SELECT outcome, generation FROM ${s}.windows WHERE job = $1`,
+      [job],
+    )
+  )[0];
   expect(window_).toEqual({ outcome: 'completed', generation: genB });
   const takeover = await db.rows<{ detail: { previous_generation: number } }>(
-    `SELECT detail FROM ${s}.events WHERE job = $1 AND kind = 'stale-takeover' AND generation = $2`, [job, genB]);
+    `SELECT detail FROM ${s}.events WHERE job = $1 AND kind = 'stale-takeover' AND generation = $2`,
+    [job, genB],
+  );
   expect(takeover).toHaveLength(1);
   expect(String(takeover[0]!.detail.previous_generation)).toBe(genA);
 
@@ -454,7 +607,9 @@ async function pausedOwnerTimeline(resume: 'child-first' | 'together'): Promise<
   if (refused) {
     expect(refused.sqlstate).toBe(FENCE_REFUSED);
     expect(refused.unit).toBe(4);
-    expect(refused.message).toBe(`leasejob: fence refused for job "${job}": token ${genA} is stale, current generation ${genB}`);
+    expect(refused.message).toBe(
+      `leasejob: fence refused for job "${job}": token ${genA} is stale, current generation ${genB}`,
+    );
     // Recorded by the child after its rollback; only certain when nothing could kill it first.
     const ev = await db.rows(`SELECT generation FROM ${s}.events WHERE job = $1 AND kind = 'fence-refused'`, [job]);
     if (resume === 'child-first') expect(ev).toEqual([{ generation: genA }]);
@@ -466,7 +621,7 @@ async function pausedOwnerTimeline(resume: 'child-first' | 'together'): Promise<
 }
 
 describe('paused owner (design note timeline) through the CLI', () => {
-  it('A\'s child resumes first: its next write is refused with LJ001, A exits 75, B completed the window', async () => {
+  it("A's child resumes first: its next write is refused with LJ001, A exits 75, B completed the window", async () => {
     const r = await pausedOwnerTimeline('child-first');
     expect(r.path).toBe('refused');
     console.info(`fencing timeline (child-first): ${JSON.stringify(r)}`);
@@ -489,8 +644,22 @@ describe('examples/', () => {
       written_at timestamptz NOT NULL DEFAULT now())`);
     const job = jobName('ex-psql');
     const script = path.join(ROOT, 'examples', 'psql-fenced-write.sh');
-    const args = (extra: string[]) => ['run', '--name', job, '--window', '2026-09-25', '--database-url', db.url, '--schema', db.schema,
-      '--pass-database-url', ...extra, '--', 'sh', script];
+    const args = (extra: string[]) => [
+      'run',
+      '--name',
+      job,
+      '--window',
+      '2026-09-25',
+      '--database-url',
+      db.url,
+      '--schema',
+      db.schema,
+      '--pass-database-url',
+      ...extra,
+      '--',
+      'sh',
+      script,
+    ];
     const first = await runCli(args([]), env());
     expect(first.exitCode, first.all).toBe(0);
     const again = await runCli(args(['--rerun']), env());
@@ -500,16 +669,34 @@ describe('examples/', () => {
       { idempotency_key: `${job}:2026-09-25`, fence_token: '1' },
     ]);
     const stale = await execa('sh', [script], {
-      reject: false, all: true,
-      env: { ...env(), DATABASE_URL: db.url, LEASEJOB_SCHEMA: db.schema, LEASEJOB_NAME: job, FENCE_TOKEN: '1', IDEMPOTENCY_KEY: `${job}:other` },
+      reject: false,
+      all: true,
+      env: {
+        ...env(),
+        DATABASE_URL: db.url,
+        LEASEJOB_SCHEMA: db.schema,
+        LEASEJOB_NAME: job,
+        FENCE_TOKEN: '1',
+        IDEMPOTENCY_KEY: `${job}:other`,
+      },
     });
     expect(stale.exitCode, stale.all).toBe(75);
-    expect(stale.all).toContain(`LJ001: leasejob: fence refused for job "${job}": token 1 is stale, current generation 2`);
+    expect(stale.all).toContain(
+      `LJ001: leasejob: fence refused for job "${job}": token 1 is stale, current generation 2`,
+    );
     expect(await db.rows(`SELECT 1 FROM ${s}.report_runs WHERE idempotency_key = $1`, [`${job}:other`])).toEqual([]);
     // A value with quotes goes through psql's quoting, not into the SQL text.
     const odd = await execa('sh', [script], {
-      reject: false, all: true,
-      env: { ...env(), DATABASE_URL: db.url, LEASEJOB_SCHEMA: db.schema, LEASEJOB_NAME: "x'); DROP TABLE report_runs; --", FENCE_TOKEN: '1', IDEMPOTENCY_KEY: 'k' },
+      reject: false,
+      all: true,
+      env: {
+        ...env(),
+        DATABASE_URL: db.url,
+        LEASEJOB_SCHEMA: db.schema,
+        LEASEJOB_NAME: "x'); DROP TABLE report_runs; --",
+        FENCE_TOKEN: '1',
+        IDEMPOTENCY_KEY: 'k',
+      },
     });
     expect(odd.exitCode, odd.all).toBe(75);
     expect(odd.all).toContain('unknown job');
@@ -521,23 +708,51 @@ describe('examples/', () => {
       fence_token bigint NOT NULL, done_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (idempotency_key, unit))`);
     const job = jobName('ex-node');
     const worker = path.join(ROOT, 'examples', 'node-fenced-worker.mjs');
-    const args = (extra: string[]) => ['run', '--name', job, '--window', 'w1', '--database-url', db.url, '--schema', db.schema,
-      '--pass-database-url', ...extra, '--', process.execPath, worker, '5'];
+    const args = (extra: string[]) => [
+      'run',
+      '--name',
+      job,
+      '--window',
+      'w1',
+      '--database-url',
+      db.url,
+      '--schema',
+      db.schema,
+      '--pass-database-url',
+      ...extra,
+      '--',
+      process.execPath,
+      worker,
+      '5',
+    ];
     const first = await runCli(args([]), env());
     expect(first.exitCode, first.all).toBe(0);
     const again = await runCli(args(['--rerun']), env());
     expect(again.exitCode, again.all).toBe(0);
-    expect(await db.rows(`SELECT unit, fence_token FROM ${s}.worker_units WHERE idempotency_key = $1 ORDER BY unit`, [`${job}:w1`]))
-      .toEqual([1, 2, 3, 4, 5].map((unit) => ({ unit, fence_token: '1' })));
+    expect(
+      await db.rows(`SELECT unit, fence_token FROM ${s}.worker_units WHERE idempotency_key = $1 ORDER BY unit`, [
+        `${job}:w1`,
+      ]),
+    ).toEqual([1, 2, 3, 4, 5].map((unit) => ({ unit, fence_token: '1' })));
 
     const stale = await execa(process.execPath, [worker, '3'], {
-      reject: false, all: true,
-      env: { ...env(), DATABASE_URL: db.url, LEASEJOB_SCHEMA: db.schema, LEASEJOB_NAME: job, LEASEJOB_WINDOW: 'w2', FENCE_TOKEN: '1', IDEMPOTENCY_KEY: `${job}:w2` },
+      reject: false,
+      all: true,
+      env: {
+        ...env(),
+        DATABASE_URL: db.url,
+        LEASEJOB_SCHEMA: db.schema,
+        LEASEJOB_NAME: job,
+        LEASEJOB_WINDOW: 'w2',
+        FENCE_TOKEN: '1',
+        IDEMPOTENCY_KEY: `${job}:w2`,
+      },
     });
     expect(stale.exitCode, stale.all).toBe(75);
     expect(stale.all).toContain(`token 1 is stale, current generation 2`);
     expect(await db.rows(`SELECT 1 FROM ${s}.worker_units WHERE idempotency_key = $1`, [`${job}:w2`])).toEqual([]);
-    expect(await db.rows(`SELECT generation, window_key FROM ${s}.events WHERE job = $1 AND kind = 'fence-refused'`, [job]))
-      .toEqual([{ generation: '1', window_key: 'w2' }]);
+    expect(
+      await db.rows(`SELECT generation, window_key FROM ${s}.events WHERE job = $1 AND kind = 'fence-refused'`, [job]),
+    ).toEqual([{ generation: '1', window_key: 'w2' }]);
   });
 });

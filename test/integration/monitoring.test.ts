@@ -21,7 +21,11 @@ const conn = (): string[] => ['--database-url', db.url, '--schema', db.schema];
 const ok = ['--', process.execPath, fixture('exit-with.mjs'), '0'];
 
 async function startExporter(url?: string) {
-  const p = startCli(['exporter', '--database-url', url ?? db.url, '--schema', db.schema, '--port', '0', '--host', '127.0.0.1'], {}, { timeoutMs: 120_000 });
+  const p = startCli(
+    ['exporter', '--database-url', url ?? db.url, '--schema', db.schema, '--port', '0', '--host', '127.0.0.1'],
+    {},
+    { timeoutMs: 120_000 },
+  );
   let err = '';
   p.stderr?.on('data', (d: Buffer) => (err += d.toString()));
   const port = await waitFor('exporter to listen', () => {
@@ -29,11 +33,21 @@ async function startExporter(url?: string) {
     return line ? Number(line.port) : undefined;
   });
   const scrape = async (): Promise<string> => (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  return { p, port, scrape, stop: async () => { p.kill('SIGTERM'); return p; } };
+  return {
+    p,
+    port,
+    scrape,
+    stop: async () => {
+      p.kill('SIGTERM');
+      return p;
+    },
+  };
 }
 
 function metric(text: string, name: string, labels: string): number | undefined {
-  const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}}`) || (labels === '' && l.startsWith(`${name} `)));
+  const line = text
+    .split('\n')
+    .find((l) => l.startsWith(`${name}{${labels}}`) || (labels === '' && l.startsWith(`${name} `)));
   return line === undefined ? undefined : Number(line.split(' ').at(-1));
 }
 
@@ -56,7 +70,11 @@ describe('monitoring by absence', () => {
       expect(text).toContain('# TYPE leasejob_window_overdue gauge');
       expect(text.split('\n').filter((l) => l.startsWith('leasejob_runs_total{job="sum-job"'))).toHaveLength(1);
       // Schema current: both the newest migration applied and the newest shipped.
-      const shipped = Math.max(...readdirSync(path.join(ROOT, 'sql')).map((f) => Number.parseInt(f, 10)).filter((v) => v > 0));
+      const shipped = Math.max(
+        ...readdirSync(path.join(ROOT, 'sql'))
+          .map((f) => Number.parseInt(f, 10))
+          .filter((v) => v > 0),
+      );
       expect(metric(text, 'leasejob_schema_version', '')).toBe(shipped);
       expect(metric(text, 'leasejob_schema_version_expected', '')).toBe(shipped);
     } finally {
@@ -65,16 +83,26 @@ describe('monitoring by absence', () => {
     }
   });
 
-  it('a registered job has leasejob_leases_lost_total 0 before its first loss, so increase() counts that loss', async () => {
+  it('a registered job has leasejob_leases_lost_total and leasejob_notify_failures_total 0 before the first, so increase() counts it', async () => {
     const seeded = await runCli(['run', ...conn(), '--name', 'zero-loss', '--window', 'w1', ...ok]);
     expect(seeded.exitCode, seeded.all).toBe(0);
     const exporter = await startExporter();
     try {
-      expect(metric(await exporter.scrape(), 'leasejob_leases_lost_total', 'job="zero-loss"')).toBe(0);
-      await db.rows(`INSERT INTO ${db.schema}.event_counts (job, kind, host, n) VALUES ('zero-loss', 'lease-lost', 'h1', 1)`);
+      const before = await exporter.scrape();
+      expect(metric(before, 'leasejob_leases_lost_total', 'job="zero-loss"')).toBe(0);
+      expect(metric(before, 'leasejob_notify_failures_total', 'job="zero-loss"')).toBe(0);
+      await db.rows(
+        `INSERT INTO ${db.schema}.event_counts (job, kind, host, n) VALUES ('zero-loss', 'lease-lost', 'h1', 1), ('zero-loss', 'notify-failed', 'h1', 2)`,
+      );
       const text = await exporter.scrape();
       expect(metric(text, 'leasejob_leases_lost_total', 'job="zero-loss"')).toBe(1);
-      expect(text.split('\n').filter((l) => l.startsWith('leasejob_leases_lost_total{job="zero-loss"'))).toHaveLength(1);
+      expect(metric(text, 'leasejob_notify_failures_total', 'job="zero-loss"')).toBe(2);
+      expect(text.split('\n').filter((l) => l.startsWith('leasejob_leases_lost_total{job="zero-loss"'))).toHaveLength(
+        1,
+      );
+      expect(
+        text.split('\n').filter((l) => l.startsWith('leasejob_notify_failures_total{job="zero-loss"')),
+      ).toHaveLength(1);
     } finally {
       await exporter.stop();
       await db.rows(`DELETE FROM ${db.schema}.event_counts WHERE job = 'zero-loss'`);
@@ -157,8 +185,10 @@ describe('monitoring by absence', () => {
     await db.rows(`INSERT INTO ${db.schema}.migrations (version, name) VALUES (999, 'from_the_future')`);
     try {
       const newer = await runCli(['check', ...conn()]);
-      expect(logLines(newer.stderr).find((l) => l.msg === 'schema is newer than this leasejob; upgrade leasejob'), newer.stderr)
-        .toMatchObject({ schemaVersion: 999, knownVersion: latest[0]!.v });
+      expect(
+        logLines(newer.stderr).find((l) => l.msg === 'schema is newer than this leasejob; upgrade leasejob'),
+        newer.stderr,
+      ).toMatchObject({ schemaVersion: 999, knownVersion: latest[0]!.v });
     } finally {
       await db.rows(`DELETE FROM ${db.schema}.migrations WHERE version = 999`);
     }
@@ -166,7 +196,10 @@ describe('monitoring by absence', () => {
 
   it('a schema behind this leasejob shows in the exporter', async () => {
     const [{ v }] = await db.rows<{ v: number }>(`SELECT max(version) AS v FROM ${db.schema}.migrations`);
-    const [removed] = await db.rows<Record<string, unknown>>(`DELETE FROM ${db.schema}.migrations WHERE version = $1 RETURNING *`, [v]);
+    const [removed] = await db.rows<Record<string, unknown>>(
+      `DELETE FROM ${db.schema}.migrations WHERE version = $1 RETURNING *`,
+      [v],
+    );
     const [{ v: previous }] = await db.rows<{ v: number }>(`SELECT max(version) AS v FROM ${db.schema}.migrations`);
     const exporter = await startExporter();
     try {
@@ -177,7 +210,10 @@ describe('monitoring by absence', () => {
     } finally {
       await exporter.stop();
       const cols = Object.keys(removed);
-      await db.rows(`INSERT INTO ${db.schema}.migrations (${cols.join(', ')}) VALUES (${cols.map((_, i) => `$${i + 1}`).join(', ')})`, cols.map((c) => removed[c]));
+      await db.rows(
+        `INSERT INTO ${db.schema}.migrations (${cols.join(', ')}) VALUES (${cols.map((_, i) => `$${i + 1}`).join(', ')})`,
+        cols.map((c) => removed[c]),
+      );
     }
   });
 
@@ -188,7 +224,9 @@ describe('monitoring by absence', () => {
     expect(first.exitCode, first.all).toBe(0);
     // Registered just before the latest due tick: the hours before it were never expected of it
     // (each would be a due occurrence not completed: test/integration/due-occurrences.test.ts).
-    await db.rows(`UPDATE ${db.schema}.jobs SET created_at = date_trunc('hour', now() - interval '1 second') - interval '1 second' WHERE name = 'hourly-report'`);
+    await db.rows(
+      `UPDATE ${db.schema}.jobs SET created_at = date_trunc('hour', now() - interval '1 second') - interval '1 second' WHERE name = 'hourly-report'`,
+    );
 
     const check = await runCli(['check', ...conn(), '--json']);
     expect(check.exitCode, check.all).toBe(2);
@@ -197,7 +235,9 @@ describe('monitoring by absence', () => {
     expect(report.problems[0]).toMatchObject({ job: 'hourly-report', kind: 'overdue' });
     const text = await runCli(['check', ...conn()]);
     expect(text.exitCode).toBe(2);
-    expect(text.stdout).toMatch(/^CRITICAL hourly-report: overdue: window \S+ \(scheduled \S+\) not completed; overdue since \S+$/m);
+    expect(text.stdout).toMatch(
+      /^CRITICAL hourly-report: overdue: window \S+ \(scheduled \S+\) not completed; overdue since \S+$/m,
+    );
 
     const exporter = await startExporter();
     try {
@@ -205,7 +245,9 @@ describe('monitoring by absence', () => {
       expect(metric(before, 'leasejob_window_overdue', 'job="hourly-report"')).toBe(1);
       expect(metric(before, 'leasejob_up', '')).toBe(1);
 
-      const status = JSON.parse((await runCli(['status', ...conn(), '--json', '--name', 'hourly-report'])).stdout) as { jobs: Array<{ due: { scheduledAt: string } }> };
+      const status = JSON.parse((await runCli(['status', ...conn(), '--json', '--name', 'hourly-report'])).stdout) as {
+        jobs: Array<{ due: { scheduledAt: string } }>;
+      };
       const dueAt = status.jobs[0]!.due.scheduledAt;
       const late = await runCli(['run', ...conn(), ...job, '--scheduled-time', dueAt, ...ok]);
       expect(late.exitCode, late.all).toBe(0);
@@ -214,14 +256,18 @@ describe('monitoring by absence', () => {
       const after = await exporter.scrape();
       expect(metric(after, 'leasejob_window_overdue', 'job="hourly-report"')).toBe(0);
       expect(metric(after, 'leasejob_runs_total', 'job="hourly-report",outcome="completed"')).toBe(2);
-      expect(metric(after, 'leasejob_last_completed_window_timestamp_seconds', 'job="hourly-report"')).toBeGreaterThan(Date.now() / 1000 - 3600);
+      expect(metric(after, 'leasejob_last_completed_window_timestamp_seconds', 'job="hourly-report"')).toBeGreaterThan(
+        Date.now() / 1000 - 3600,
+      );
       expect(await (await fetch(`http://127.0.0.1:${exporter.port}/healthz`)).text()).toBe('ok\n');
 
       // Still completed once an older window has completed after it: no longer the last
       // completed window, so it is looked up by its key rather than known from the last one.
       const older = await runCli(['run', ...conn(), ...job, '--scheduled-time', '2020-01-01T01:00:00Z', ...ok]);
       expect(older.exitCode, older.all).toBe(0);
-      const again = JSON.parse((await runCli(['status', ...conn(), '--json', '--name', 'hourly-report'])).stdout) as { jobs: Array<{ lastWindow: string; overdue: boolean; due: { window: string } }> };
+      const again = JSON.parse((await runCli(['status', ...conn(), '--json', '--name', 'hourly-report'])).stdout) as {
+        jobs: Array<{ lastWindow: string; overdue: boolean; due: { window: string } }>;
+      };
       expect(again.jobs[0]!.lastWindow).not.toBe(again.jobs[0]!.due.window);
       expect(again.jobs[0]!.overdue).toBe(false);
       expect((await runCli(['check', ...conn(), '--name', 'hourly-report'])).exitCode).toBe(0);
@@ -234,24 +280,59 @@ describe('monitoring by absence', () => {
 
   it('a job registered with Etc/UTC by an earlier leasejob, its window completed as ...+00:00: not overdue', async () => {
     const job = 'legacy-utc';
-    const run = (at: string) => runCli(['run', ...conn(), '--name', job, '--schedule', '0 * * * *', '--tz', 'Etc/UTC', '--window-from-schedule', '--scheduled-time', at, '--', 'true']);
-    expect((await run(new Date(Math.floor(Date.now() / 3_600_000) * 3_600_000 - 2 * 3_600_000).toISOString())).exitCode).toBe(0);
+    const run = (at: string) =>
+      runCli([
+        'run',
+        ...conn(),
+        '--name',
+        job,
+        '--schedule',
+        '0 * * * *',
+        '--tz',
+        'Etc/UTC',
+        '--window-from-schedule',
+        '--scheduled-time',
+        at,
+        '--',
+        'true',
+      ]);
+    expect(
+      (await run(new Date(Math.floor(Date.now() / 3_600_000) * 3_600_000 - 2 * 3_600_000).toISOString())).exitCode,
+    ).toBe(0);
     // Registered just before the latest due tick (grace: half the hour), as above.
-    await db.rows(`UPDATE ${db.schema}.jobs SET created_at = date_trunc('hour', now() - interval '30 minutes') - interval '1 second' WHERE name = $1`, [job]);
+    await db.rows(
+      `UPDATE ${db.schema}.jobs SET created_at = date_trunc('hour', now() - interval '30 minutes') - interval '1 second' WHERE name = $1`,
+      [job],
+    );
     const due = JSON.parse((await runCli(['status', ...conn(), '--name', job, '--json'])).stdout).jobs[0].due;
     expect(due.window).toMatch(/T\d\d:00:00Z$/);
     expect(due.completed).toBe(false);
     expect((await run(due.scheduledAt)).exitCode).toBe(0);
     // As an earlier leasejob left it: the zone registered as given, the window's key with +00:00.
     await db.rows(`UPDATE ${db.schema}.jobs SET tz = 'Etc/UTC' WHERE name = $1`, [job]);
-    await db.rows(`UPDATE ${db.schema}.windows SET window_key = $2 WHERE job = $1 AND window_key = $3`, [job, due.window.replace(/Z$/, '+00:00'), due.window]);
+    await db.rows(`UPDATE ${db.schema}.windows SET window_key = $2 WHERE job = $1 AND window_key = $3`, [
+      job,
+      due.window.replace(/Z$/, '+00:00'),
+      due.window,
+    ]);
     const check = await runCli(['check', ...conn(), '--name', job]);
     expect(check.exitCode, check.all).toBe(0);
   });
 
   it('a window that keeps failing is a warning; a stuck owner is critical', async () => {
     for (let i = 0; i < 3; i++) {
-      const r = await runCli(['run', ...conn(), '--name', 'flaky', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '4']);
+      const r = await runCli([
+        'run',
+        ...conn(),
+        '--name',
+        'flaky',
+        '--window',
+        'w',
+        '--',
+        process.execPath,
+        fixture('exit-with.mjs'),
+        '4',
+      ]);
       expect(r.exitCode).toBe(4);
     }
     const warn = await runCli(['check', ...conn(), '--name', 'flaky']);
@@ -260,7 +341,18 @@ describe('monitoring by absence', () => {
 
     // Behind ten newer open windows, it is still seen; status and the exporter count all eleven.
     for (let i = 1; i <= 10; i++) {
-      const r = await runCli(['run', ...conn(), '--name', 'flaky', '--window', `newer${i}`, '--', process.execPath, fixture('exit-with.mjs'), '4']);
+      const r = await runCli([
+        'run',
+        ...conn(),
+        '--name',
+        'flaky',
+        '--window',
+        `newer${i}`,
+        '--',
+        process.execPath,
+        fixture('exit-with.mjs'),
+        '4',
+      ]);
       expect(r.exitCode).toBe(4);
     }
     const behind = await runCli(['check', ...conn(), '--name', 'flaky']);
@@ -268,7 +360,10 @@ describe('monitoring by absence', () => {
     expect(behind.stdout).toMatch(/WARNING flaky: failing: window w failed 3 attempts/);
     const status = JSON.parse((await runCli(['status', ...conn(), '--name', 'flaky', '--json'])).stdout);
     expect(status.jobs[0].openCount).toBe(11);
-    expect(status.jobs[0].openWindows.map((w: { window: string }) => w.window)).toEqual(['w', ...Array.from({ length: 10 }, (_, i) => `newer${i + 1}`)]);
+    expect(status.jobs[0].openWindows.map((w: { window: string }) => w.window)).toEqual([
+      'w',
+      ...Array.from({ length: 10 }, (_, i) => `newer${i + 1}`),
+    ]);
     expect((await runCli(['status', ...conn(), '--name', 'flaky'])).stdout).not.toContain('more)');
     const exporter = await startExporter();
     try {
@@ -277,58 +372,146 @@ describe('monitoring by absence', () => {
       await exporter.stop();
     }
     // A twelfth: the oldest plain failure drops off the list, and the table says how many more.
-    expect((await runCli(['run', ...conn(), '--name', 'flaky', '--window', 'newer11', '--', process.execPath, fixture('exit-with.mjs'), '4'])).exitCode).toBe(4);
+    expect(
+      (
+        await runCli([
+          'run',
+          ...conn(),
+          '--name',
+          'flaky',
+          '--window',
+          'newer11',
+          '--',
+          process.execPath,
+          fixture('exit-with.mjs'),
+          '4',
+        ])
+      ).exitCode,
+    ).toBe(4);
     const table = (await runCli(['status', ...conn(), '--name', 'flaky'])).stdout;
     expect(table).toContain('w(failed, attempt 3) newer2(failed, attempt 1)');
     expect(table).toContain('(+1 more)');
 
     const pidFile = path.join(tmp, 'stuck.pid');
-    const holder = startCli(['run', ...conn(), '--name', 'stuck', '--ttl', '3s', '--kill-grace', '500ms', '--', process.execPath, fixture('forever.mjs'), pidFile]);
+    const holder = startCli([
+      'run',
+      ...conn(),
+      '--name',
+      'stuck',
+      '--ttl',
+      '3s',
+      '--kill-grace',
+      '500ms',
+      '--',
+      process.execPath,
+      fixture('forever.mjs'),
+      pidFile,
+    ]);
     await waitFor('holder running', () => existsSync(pidFile));
     await new Promise((r) => setTimeout(r, 1_200));
     const stuck = await runCli(['check', ...conn(), '--name', 'stuck', '--max-hold', '1s']);
     expect(stuck.exitCode, stuck.all).toBe(2);
-    expect(stuck.stdout).toMatch(/CRITICAL stuck: stuck-owner: owner \S+ has held generation 1 since \S+, longer than --max-hold \(1s\)/);
+    expect(stuck.stdout).toMatch(
+      /CRITICAL stuck: stuck-owner: owner \S+ has held generation 1 since \S+, longer than --max-hold \(1s\)/,
+    );
     holder.kill('SIGTERM');
     expect((await holder).exitCode).toBe(143);
   });
 
   it('concurrent runs produce gap-free, strictly increasing sequences per job', async () => {
     const runs = Array.from({ length: 12 }, (_, i) =>
-      startCli(['run', ...conn(), '--name', 'seq-job', '--window', `w${i % 4}`, '--ttl', '3s', '--kill-grace', '500ms', '--', process.execPath, fixture('sleep-then.mjs'), '200', '0']),
+      startCli([
+        'run',
+        ...conn(),
+        '--name',
+        'seq-job',
+        '--window',
+        `w${i % 4}`,
+        '--ttl',
+        '3s',
+        '--kill-grace',
+        '500ms',
+        '--',
+        process.execPath,
+        fixture('sleep-then.mjs'),
+        '200',
+        '0',
+      ]),
     );
     for (const r of await Promise.all(runs)) expect(r.exitCode, r.all).toBe(0);
-    const ev = await db.rows<{ seq: string; kind: string }>(`SELECT seq, kind FROM ${db.schema}.events WHERE job = 'seq-job' ORDER BY seq`);
+    const ev = await db.rows<{ seq: string; kind: string }>(
+      `SELECT seq, kind FROM ${db.schema}.events WHERE job = 'seq-job' ORDER BY seq`,
+    );
     expect(ev.length).toBeGreaterThan(12);
     expect(ev.map((e) => Number(e.seq))).toEqual(ev.map((_, i) => i + 1));
-    const counter = await db.rows<{ last_seq: string }>(`SELECT last_seq FROM ${db.schema}.jobs WHERE name = 'seq-job'`);
+    const counter = await db.rows<{ last_seq: string }>(
+      `SELECT last_seq FROM ${db.schema}.jobs WHERE name = 'seq-job'`,
+    );
     expect(Number(counter[0]?.last_seq)).toBe(ev.length);
     // Every acquire has its release, in order, before the next acquire.
-    const ownership = ev.filter((e) => ['acquired', 'stale-takeover', 'released'].includes(e.kind)).map((e) => e.kind === 'released' ? 'r' : 'a').join('');
+    const ownership = ev
+      .filter((e) => ['acquired', 'stale-takeover', 'released'].includes(e.kind))
+      .map((e) => (e.kind === 'released' ? 'r' : 'a'))
+      .join('');
     expect(ownership).toMatch(/^(ar)+$/);
   });
 
   it('status and history for a known scenario, as a table and as JSON', async () => {
     const job = ['--name', 'report', '--window', '2026-11-29'];
-    expect((await runCli(['run', ...conn(), ...job, '--', process.execPath, fixture('exit-with.mjs'), '2'])).exitCode).toBe(2);
+    expect(
+      (await runCli(['run', ...conn(), ...job, '--', process.execPath, fixture('exit-with.mjs'), '2'])).exitCode,
+    ).toBe(2);
     expect((await runCli(['run', ...conn(), ...job, ...ok])).exitCode).toBe(0);
-    expect((await runCli(['run', ...conn(), '--name', 'report', '--window', '2026-11-30', '--', process.execPath, fixture('exit-with.mjs'), '1'])).exitCode).toBe(1);
+    expect(
+      (
+        await runCli([
+          'run',
+          ...conn(),
+          '--name',
+          'report',
+          '--window',
+          '2026-11-30',
+          '--',
+          process.execPath,
+          fixture('exit-with.mjs'),
+          '1',
+        ])
+      ).exitCode,
+    ).toBe(1);
 
     const status = await runCli(['status', ...conn(), '--name', 'report']);
     expect(status.exitCode, status.all).toBe(0);
     const [header, columns, row] = status.stdout.trimEnd().split('\n');
     expect(header).toMatch(/^store: postgresql, postgres:\/\/\S+ schema t_\w+, time /);
-    expect(columns).toMatch(/^JOB\s+HOLDER\s+GEN\s+EXPIRES IN\s+LAST COMPLETED WINDOW\s+COMPLETED AT\s+OPEN WINDOWS\s+DUE\s+NOT COMPLETED$/);
+    expect(columns).toMatch(
+      /^JOB\s+HOLDER\s+GEN\s+EXPIRES IN\s+LAST COMPLETED WINDOW\s+COMPLETED AT\s+OPEN WINDOWS\s+DUE\s+NOT COMPLETED$/,
+    );
     expect(row).toMatch(/^report\s+-\s+3\s+-\s+2026-11-29\s+\S+Z\s+2026-11-30\(failed, attempt 1\)\s+-\s+-$/);
     const sj = JSON.parse((await runCli(['status', ...conn(), '--name', 'report', '--json'])).stdout);
-    expect(sj.jobs[0]).toMatchObject({ name: 'report', generation: '3', held: false, lastWindow: '2026-11-29', openWindows: [{ window: '2026-11-30', attempts: 1, outcome: 'failed' }], overdue: false });
+    expect(sj.jobs[0]).toMatchObject({
+      name: 'report',
+      generation: '3',
+      held: false,
+      lastWindow: '2026-11-29',
+      openWindows: [{ window: '2026-11-30', attempts: 1, outcome: 'failed' }],
+      overdue: false,
+    });
 
     const history = await runCli(['history', ...conn(), '--name', 'report', '--json']);
     const kinds = (JSON.parse(history.stdout) as Array<{ seq: string; kind: string }>).map((e) => `${e.seq}:${e.kind}`);
     expect(kinds).toEqual([
-      '1:acquired', '2:window-claimed', '3:window-failed', '4:released',
-      '5:acquired', '6:window-claimed', '7:window-completed', '8:released',
-      '9:acquired', '10:window-claimed', '11:window-failed', '12:released',
+      '1:acquired',
+      '2:window-claimed',
+      '3:window-failed',
+      '4:released',
+      '5:acquired',
+      '6:window-claimed',
+      '7:window-completed',
+      '8:released',
+      '9:acquired',
+      '10:window-claimed',
+      '11:window-failed',
+      '12:released',
     ]);
     const table = await runCli(['history', ...conn(), '--name', 'report', '--limit', '2']);
     const lines = table.stdout.trimEnd().split('\n');
@@ -349,28 +532,73 @@ describe.skipIf(!FAKETIME_LIB)('clock signals (faketime)', () => {
   it('a wall clock 10 minutes behind: offset measured within a second, run unaffected', async () => {
     const file = path.join(tmp, 'skew-10m');
     writeFileSync(file, '-600s\n');
-    const r = await runCli(['run', ...conn(), '--name', 'skewed', '--window', 'w', '--ttl', '3s', '--kill-grace', '500ms', '--', process.execPath, fixture('sleep-then.mjs'), '1500', '0'], skewed(file));
+    const r = await runCli(
+      [
+        'run',
+        ...conn(),
+        '--name',
+        'skewed',
+        '--window',
+        'w',
+        '--ttl',
+        '3s',
+        '--kill-grace',
+        '500ms',
+        '--',
+        process.execPath,
+        fixture('sleep-then.mjs'),
+        '1500',
+        '0',
+      ],
+      skewed(file),
+    );
     expect(r.exitCode, r.all).toBe(0);
     const acquired = logLines(r.stderr).find((l) => l.msg === 'lease acquired')!;
     expect(Math.abs(Number(acquired.offsetMs) - 600_000)).toBeLessThan(1_000);
     expect(logLines(r.stderr).some((l) => l.msg === 'clock offset to database is large')).toBe(true);
-    const w = await db.rows<{ completed: boolean; attempts: number }>(`SELECT completed_at IS NOT NULL AS completed, attempts FROM ${db.schema}.windows WHERE job = 'skewed'`);
+    const w = await db.rows<{ completed: boolean; attempts: number }>(
+      `SELECT completed_at IS NOT NULL AS completed, attempts FROM ${db.schema}.windows WHERE job = 'skewed'`,
+    );
     expect(w).toEqual([{ completed: true, attempts: 1 }]);
     const host = await db.rows<{ offset_ms: number }>(`SELECT offset_ms FROM ${db.schema}.hosts`);
     expect(host.some((h) => Math.abs(h.offset_ms - 600_000) < 1_000)).toBe(true);
-    const ev = await db.rows<{ kind: string }>(`SELECT kind FROM ${db.schema}.events WHERE job = 'skewed' AND kind = 'clock-offset'`);
+    const ev = await db.rows<{ kind: string }>(
+      `SELECT kind FROM ${db.schema}.events WHERE job = 'skewed' AND kind = 'clock-offset'`,
+    );
     expect(ev).toHaveLength(1);
   });
 
   it('a crontab host 5 minutes ahead: the occurrence it names is not due by the database clock; not run, exit 75, window left open', async () => {
     const file = path.join(tmp, 'ahead-5m');
     writeFileSync(file, '+300s\n');
-    const r = await runCli(['run', ...conn(), '--name', 'fast-host', '--schedule', '*/2 * * * *', '--window-from-schedule', '--', process.execPath, fixture('exit-with.mjs'), '0'], skewed(file));
+    const r = await runCli(
+      [
+        'run',
+        ...conn(),
+        '--name',
+        'fast-host',
+        '--schedule',
+        '*/2 * * * *',
+        '--window-from-schedule',
+        '--',
+        process.execPath,
+        fixture('exit-with.mjs'),
+        '0',
+      ],
+      skewed(file),
+    );
     expect(r.exitCode, r.all).toBe(75);
-    expect(logLines(r.stderr).map((l) => l.msg)).toEqual(expect.arrayContaining([expect.stringMatching(/^occurrence not due by the database clock/), 'window left open', 'lease released']));
+    expect(logLines(r.stderr).map((l) => l.msg)).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^occurrence not due by the database clock/),
+        'window left open',
+        'lease released',
+      ]),
+    );
     expect(logLines(r.stderr).some((l) => l.msg === 'child exited')).toBe(false);
     const w = await db.rows<{ completed: boolean; outcome: string; ahead: boolean }>(
-      `SELECT completed_at IS NOT NULL AS completed, outcome, scheduled_at > now() + interval '60 seconds' AS ahead FROM ${db.schema}.windows WHERE job = 'fast-host'`);
+      `SELECT completed_at IS NOT NULL AS completed, outcome, scheduled_at > now() + interval '60 seconds' AS ahead FROM ${db.schema}.windows WHERE job = 'fast-host'`,
+    );
     expect(w).toEqual([{ completed: false, outcome: 'failed', ahead: true }]);
   });
 
@@ -378,22 +606,60 @@ describe.skipIf(!FAKETIME_LIB)('clock signals (faketime)', () => {
     const file = path.join(tmp, 'behind-3m');
     writeFileSync(file, '-180s\n');
     const minute = Math.floor(Date.now() / 60_000);
-    const r = await runCli(['run', ...conn(), '--name', 'slow-node', '--schedule', '* * * * *', '--window-from-schedule', '--', process.execPath, fixture('exit-with.mjs'), '0'],
-      { ...skewed(file), JOB_NAME: `slow-node-${minute}`, KUBERNETES_SERVICE_HOST: '10.0.0.1' });
+    const r = await runCli(
+      [
+        'run',
+        ...conn(),
+        '--name',
+        'slow-node',
+        '--schedule',
+        '* * * * *',
+        '--window-from-schedule',
+        '--',
+        process.execPath,
+        fixture('exit-with.mjs'),
+        '0',
+      ],
+      { ...skewed(file), JOB_NAME: `slow-node-${minute}`, KUBERNETES_SERVICE_HOST: '10.0.0.1' },
+    );
     expect(r.exitCode, r.all).toBe(0);
-    const w = await db.rows<{ window_key: string; completed: boolean }>(`SELECT window_key, completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'slow-node'`);
+    const w = await db.rows<{ window_key: string; completed: boolean }>(
+      `SELECT window_key, completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'slow-node'`,
+    );
     expect(w).toEqual([{ window_key: new Date(minute * 60_000).toISOString().replace('.000Z', 'Z'), completed: true }]);
   });
 
   it('a wall clock 30 days behind (past a 32-bit millisecond count): the window still completes', async () => {
     const file = path.join(tmp, 'skew-30d');
     writeFileSync(file, '-30d\n');
-    const r = await runCli(['run', ...conn(), '--name', 'skewed30d', '--window', 'w', '--ttl', '3s', '--kill-grace', '500ms', '--', process.execPath, fixture('exit-with.mjs'), '0'], skewed(file));
+    const r = await runCli(
+      [
+        'run',
+        ...conn(),
+        '--name',
+        'skewed30d',
+        '--window',
+        'w',
+        '--ttl',
+        '3s',
+        '--kill-grace',
+        '500ms',
+        '--',
+        process.execPath,
+        fixture('exit-with.mjs'),
+        '0',
+      ],
+      skewed(file),
+    );
     expect(r.exitCode, r.all).toBe(0);
     const w = await db.rows<{ completed: boolean; held: boolean }>(
-      `SELECT w.completed_at IS NOT NULL AS completed, l.expires_at > now() AS held FROM ${db.schema}.windows w JOIN ${db.schema}.leases l ON l.name = w.job WHERE w.job = 'skewed30d'`);
+      `SELECT w.completed_at IS NOT NULL AS completed, l.expires_at > now() AS held FROM ${db.schema}.windows w JOIN ${db.schema}.leases l ON l.name = w.job WHERE w.job = 'skewed30d'`,
+    );
     expect(w).toEqual([{ completed: true, held: false }]);
-    const again = await runCli(['run', ...conn(), '--name', 'skewed30d', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'], skewed(file));
+    const again = await runCli(
+      ['run', ...conn(), '--name', 'skewed30d', '--window', 'w', '--', process.execPath, fixture('exit-with.mjs'), '0'],
+      skewed(file),
+    );
     expect(again.exitCode, again.all).toBe(0);
     expect(logLines(again.stderr).some((l) => l.msg === 'window already completed')).toBe(true);
   });
@@ -402,10 +668,34 @@ describe.skipIf(!FAKETIME_LIB)('clock signals (faketime)', () => {
     const file = path.join(tmp, 'jump');
     writeFileSync(file, '+0s\n');
     const pidFile = path.join(tmp, 'jump.pid');
-    const run = startCli(['run', ...conn(), '--name', 'jumpy', '--window', 'w', '--ttl', '3s', '--kill-grace', '500ms', '--', process.execPath, fixture('forever.mjs'), pidFile], skewed(file));
+    const run = startCli(
+      [
+        'run',
+        ...conn(),
+        '--name',
+        'jumpy',
+        '--window',
+        'w',
+        '--ttl',
+        '3s',
+        '--kill-grace',
+        '500ms',
+        '--',
+        process.execPath,
+        fixture('forever.mjs'),
+        pidFile,
+      ],
+      skewed(file),
+    );
     await waitFor('child ready', () => existsSync(pidFile));
     writeFileSync(file, '-300s\n');
-    await waitFor('clock-jump event', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.events WHERE job = 'jumpy' AND kind = 'clock-jump'`)).length > 0, 20_000, 200);
+    await waitFor(
+      'clock-jump event',
+      async () =>
+        (await db.rows(`SELECT 1 FROM ${db.schema}.events WHERE job = 'jumpy' AND kind = 'clock-jump'`)).length > 0,
+      20_000,
+      200,
+    );
     run.kill('SIGTERM');
     const r = await run;
     expect(r.exitCode, r.all).toBe(143);

@@ -23,38 +23,64 @@ interface StoreUnderTest {
   backdate: (job: string) => Promise<void>;
 }
 
-const noDb = { DATABASE_URL: undefined, LEASEJOB_DATABASE_URL: undefined, PGHOST: undefined, PGPORT: undefined, PGDATABASE: undefined, PGUSER: undefined, PGPASSWORD: undefined };
+const noDb = {
+  DATABASE_URL: undefined,
+  LEASEJOB_DATABASE_URL: undefined,
+  PGHOST: undefined,
+  PGPORT: undefined,
+  PGDATABASE: undefined,
+  PGUSER: undefined,
+  PGPASSWORD: undefined,
+};
 const stateFile = path.join(tmp, 'state.db');
 const stores: Array<[string, StoreUnderTest]> = [
-  ['postgresql', {
-    args: () => ['--database-url', db.url, '--schema', db.schema],
-    backdate: async (job) => {
-      await db.rows(`UPDATE ${db.schema}.jobs SET created_at = now() - interval '2 years' WHERE name = $1`, [job]);
+  [
+    'postgresql',
+    {
+      args: () => ['--database-url', db.url, '--schema', db.schema],
+      backdate: async (job) => {
+        await db.rows(`UPDATE ${db.schema}.jobs SET created_at = now() - interval '2 years' WHERE name = $1`, [job]);
+      },
     },
-  }],
-  ['sqlite', {
-    args: () => ['--state-file', stateFile],
-    backdate: async (job) => {
-      const raw = new Database(stateFile);
-      try {
-        raw.prepare('UPDATE jobs SET created_at = created_at - ? WHERE name = ?').run(2 * 366 * 86_400_000, job);
-      } finally {
-        raw.close();
-      }
+  ],
+  [
+    'sqlite',
+    {
+      args: () => ['--state-file', stateFile],
+      backdate: async (job) => {
+        const raw = new Database(stateFile);
+        try {
+          raw.prepare('UPDATE jobs SET created_at = created_at - ? WHERE name = ?').run(2 * 366 * 86_400_000, job);
+        } finally {
+          raw.close();
+        }
+      },
     },
-  }],
+  ],
 ];
 
 const ok = ['--', process.execPath, fixture('exit-with.mjs'), '0'];
 /** A command that leaves a file behind when it runs: absent, it never started. */
-const touch = (file: string): string[] => ['--', process.execPath, '-e', `require('node:fs').writeFileSync(${JSON.stringify(file)}, 'ran')`];
+const touch = (file: string): string[] => [
+  '--',
+  process.execPath,
+  '-e',
+  `require('node:fs').writeFileSync(${JSON.stringify(file)}, 'ran')`,
+];
 const msgs = (stderr: string): string[] => logLines(stderr).map((l) => String(l.msg));
 
 describe.each(stores)('operator writes: %s', (kind, store) => {
   // The store's flags right after the command's name: a run's command follows `--`.
   const cli = (args: string[]) => runCli([args[0]!, ...store.args(), ...args.slice(1)], noDb);
   const status = async (job: string) => JSON.parse((await cli(['status', '--name', job, '--json'])).stdout).jobs[0];
-  const history = async (job: string) => JSON.parse((await cli(['history', '--name', job, '--json'])).stdout) as Array<{ seq: string; kind: string; host: string; window: string | null; detail: Record<string, unknown> }>;
+  const history = async (job: string) =>
+    JSON.parse((await cli(['history', '--name', job, '--json'])).stdout) as Array<{
+      seq: string;
+      kind: string;
+      host: string;
+      window: string | null;
+      detail: Record<string, unknown>;
+    }>;
   const n = (name: string): string => `${name}-${kind}`;
 
   it('a manual run never erases the registered schedule; a differing schedule is a job-changed event and a warning; check warns when it keeps changing', async () => {
@@ -66,28 +92,43 @@ describe.each(stores)('operator writes: %s', (kind, store) => {
 
     const manual = await cli(['run', '--name', job, '--window', 'manual-test', ...ok]);
     expect(manual.exitCode, manual.all).toBe(0);
-    expect(msgs(manual.stderr)).not.toContain('job settings differ from the registry; adopted (a job-changed event records it: if the hosts disagree, align their flags)');
+    expect(msgs(manual.stderr)).not.toContain(
+      'job settings differ from the registry; adopted (a job-changed event records it: if the hosts disagree, align their flags)',
+    );
     expect(await status(job)).toMatchObject({ schedule: '* * * * *', windowMode: 'schedule', version: 1 });
     expect((await history(job)).map((e) => e.kind)).not.toContain('job-changed');
 
     // Another host (or deployment) with another schedule: adopted, said, recorded.
     const changed = await cli(['run', '--name', job, '--schedule', '*/5 * * * *', '--window-from-schedule', ...ok]);
     expect(changed.exitCode, changed.all).toBe(0);
-    const warn = logLines(changed.stderr).find((l) => String(l.msg).startsWith('job settings differ from the registry'));
-    expect(warn, changed.stderr).toMatchObject({ level: 'warn', old: { schedule: '* * * * *' }, new: { schedule: '*/5 * * * *' }, version: 2 });
+    const warn = logLines(changed.stderr).find((l) =>
+      String(l.msg).startsWith('job settings differ from the registry'),
+    );
+    expect(warn, changed.stderr).toMatchObject({
+      level: 'warn',
+      old: { schedule: '* * * * *' },
+      new: { schedule: '*/5 * * * *' },
+      version: 2,
+    });
     expect(await status(job)).toMatchObject({ schedule: '*/5 * * * *', version: 2, recentJobChanges: 1 });
     const events = (await history(job)).filter((e) => e.kind === 'job-changed');
     expect(events).toHaveLength(1);
-    expect(events[0]).toMatchObject({ detail: { old: { schedule: '* * * * *' }, new: { schedule: '*/5 * * * *' }, version: 2, adopted: true } });
+    expect(events[0]).toMatchObject({
+      detail: { old: { schedule: '* * * * *' }, new: { schedule: '*/5 * * * *' }, version: 2, adopted: true },
+    });
     expect(events[0]!.host).not.toBe('unknown');
     expect((await cli(['check', '--name', job])).exitCode).toBe(0);
 
     // Hosts that keep disagreeing: two more flips within the hour, and check warns (exit 1).
     expect((await cli([...sched, ...ok])).exitCode).toBe(0);
-    expect((await cli(['run', '--name', job, '--schedule', '*/5 * * * *', '--window-from-schedule', ...ok])).exitCode).toBe(0);
+    expect(
+      (await cli(['run', '--name', job, '--schedule', '*/5 * * * *', '--window-from-schedule', ...ok])).exitCode,
+    ).toBe(0);
     const check = await cli(['check', '--name', job]);
     expect(check.exitCode, check.all).toBe(1);
-    expect(check.stdout).toMatch(new RegExp(`^WARNING ${job}: settings-disagree: its settings changed 3 times within 1h`, 'm'));
+    expect(check.stdout).toMatch(
+      new RegExp(`^WARNING ${job}: settings-disagree: its settings changed 3 times within 1h`, 'm'),
+    );
   });
 
   it('pause: runs exit 0 without starting the command, the occurrence is skipped (final) and not overdue; status, check --json and history show it', async () => {
@@ -101,12 +142,22 @@ describe.each(stores)('operator writes: %s', (kind, store) => {
 
     const paused = await cli(['pause', '--name', job, '--reason', 'ledger migration']);
     expect(paused.exitCode, paused.all).toBe(0);
-    expect(paused.stdout).toMatch(new RegExp(`^paused ${job}: version 2, event \\d+, until resumed\\. A run already holding the lease goes on`));
+    expect(paused.stdout).toMatch(
+      new RegExp(`^paused ${job}: version 2, event \\d+, until resumed\\. A run already holding the lease goes on`),
+    );
     const check = await cli(['check', '--name', job, '--json']);
     expect(check.exitCode, check.all).toBe(0);
     const report = JSON.parse(check.stdout);
     expect(report.problems).toEqual([]);
-    expect(report.paused).toEqual([expect.objectContaining({ job, reason: 'ledger migration', by: expect.stringMatching(/^.+@.+$/), until: null, version: 2 })]);
+    expect(report.paused).toEqual([
+      expect.objectContaining({
+        job,
+        reason: 'ledger migration',
+        by: expect.stringMatching(/^.+@.+$/),
+        until: null,
+        version: 2,
+      }),
+    ]);
     expect(report.paused[0].since).toEqual(expect.any(String));
     expect((await cli(['status', '--name', job])).stdout).toMatch(/paused/);
 
@@ -116,7 +167,13 @@ describe.each(stores)('operator writes: %s', (kind, store) => {
     expect(existsSync(marker)).toBe(false);
     expect(msgs(tick.stderr)).toContain('job paused (leasejob pause): occurrence skipped, command not started');
     const s = await status(job);
-    expect(s).toMatchObject({ paused: true, version: 2, overdue: false, openWindows: [], pause: { reason: 'ledger migration', until: null } });
+    expect(s).toMatchObject({
+      paused: true,
+      version: 2,
+      overdue: false,
+      openWindows: [],
+      pause: { reason: 'ledger migration', until: null },
+    });
     expect(s.lastWindow).toBe(s.due.window);
     const skip = (await history(job)).at(-1)!;
     expect(skip).toMatchObject({ kind: 'paused-skip', window: s.due.window, detail: { reason: 'ledger migration' } });
@@ -158,7 +215,12 @@ describe.each(stores)('operator writes: %s', (kind, store) => {
     const events = (await history(job)).length;
     const stale = await cli(['resume', '--name', job, '--expect-version', String(v)]);
     expect(stale.exitCode, stale.all).toBe(65);
-    expect(stale.stderr).toMatch(new RegExp(`^leasejob: job "${job}" changed since version ${v} was read; nothing written\\. It is now at version ${v + 1}, paused since \\S+ by \\S+@\\S+ \\(first\\)`, 'm'));
+    expect(stale.stderr).toMatch(
+      new RegExp(
+        `^leasejob: job "${job}" changed since version ${v} was read; nothing written\\. It is now at version ${v + 1}, paused since \\S+ by \\S+@\\S+ \\(first\\)`,
+        'm',
+      ),
+    );
     expect(await status(job)).toMatchObject({ paused: true, version: v + 1 });
     expect((await history(job)).length).toBe(events);
     const staleMark = await cli(['mark', '--name', job, '--window', 'x', '--done', '--expect-version', String(v)]);
@@ -167,7 +229,10 @@ describe.each(stores)('operator writes: %s', (kind, store) => {
 
     // Run at once, without --expect-version: each writes over the version it read, so the
     // outcome is one of the serial ones, and every write that happened is an event.
-    const [a, b] = await Promise.all([cli(['resume', '--name', job]), cli(['pause', '--name', job, '--reason', 'second'])]);
+    const [a, b] = await Promise.all([
+      cli(['resume', '--name', job]),
+      cli(['pause', '--name', job, '--reason', 'second']),
+    ]);
     for (const r of [a, b]) expect([0, 65], r.all).toContain(r.exitCode);
     const after = await status(job);
     const writes = (await history(job)).slice(events).filter((e) => e.kind === 'paused' || e.kind === 'resumed');
@@ -180,8 +245,27 @@ describe.each(stores)('operator writes: %s', (kind, store) => {
   it('mark --done: the next run skips the window; refused (75) while a live owner runs it; release refuses a live holder without --force (75)', async () => {
     const job = n('mark');
     const gate = path.join(tmp, `${job}.gate`);
-    const holder = startCli(['run', '--name', job, '--window', 'busy', '--ttl', '30s', ...store.args(), '--', process.execPath, fixture('wait-for-file.mjs'), gate], noDb);
-    await waitFor('the lease to be held', async () => (await cli(['status', '--name', job, '--json'])).exitCode === 0 && (await status(job)).held === true);
+    const holder = startCli(
+      [
+        'run',
+        '--name',
+        job,
+        '--window',
+        'busy',
+        '--ttl',
+        '30s',
+        ...store.args(),
+        '--',
+        process.execPath,
+        fixture('wait-for-file.mjs'),
+        gate,
+      ],
+      noDb,
+    );
+    await waitFor(
+      'the lease to be held',
+      async () => (await cli(['status', '--name', job, '--json'])).exitCode === 0 && (await status(job)).held === true,
+    );
     const v = (await status(job)).version as number;
 
     const refused = await cli(['mark', '--name', job, '--window', 'busy', '--done']);
@@ -189,20 +273,36 @@ describe.each(stores)('operator writes: %s', (kind, store) => {
     expect(refused.stderr).toMatch(/window busy of job .* is being run by a live owner .*; nothing written/);
     expect(await status(job)).toMatchObject({ version: v, openWindows: [{ window: 'busy', outcome: 'running' }] });
 
-    const done = await cli(['mark', '--name', job, '--window', 'by-hand', '--done', '--reason', 'ran the script myself']);
+    const done = await cli([
+      'mark',
+      '--name',
+      job,
+      '--window',
+      'by-hand',
+      '--done',
+      '--reason',
+      'ran the script myself',
+    ]);
     expect(done.exitCode, done.all).toBe(0);
-    expect(done.stdout).toMatch(new RegExp(`^marked ${job} window by-hand done: version ${v + 1}, event \\d+; runs skip it from now on`));
+    expect(done.stdout).toMatch(
+      new RegExp(`^marked ${job} window by-hand done: version ${v + 1}, event \\d+; runs skip it from now on`),
+    );
     const marker = path.join(tmp, `${job}.ran`);
     const next = await cli(['run', '--name', job, '--window', 'by-hand', ...touch(marker)]);
     expect(next.exitCode, next.all).toBe(0);
     expect(existsSync(marker)).toBe(false);
     expect(msgs(next.stderr)).toContain('window already completed');
-    expect((await history(job)).find((e) => e.kind === 'window-marked')).toMatchObject({ window: 'by-hand', detail: { outcome: 'completed', reason: 'ran the script myself' } });
+    expect((await history(job)).find((e) => e.kind === 'window-marked')).toMatchObject({
+      window: 'by-hand',
+      detail: { outcome: 'completed', reason: 'ran the script myself' },
+    });
 
     const beforeRelease = (await status(job)).version as number;
     const release = await cli(['release', '--name', job]);
     expect(release.exitCode, release.all).toBe(75);
-    expect(release.stderr).toMatch(/is held by a live owner .* that still renews; nothing released\. With --force, its child is stopped at the owner's next renewal .*, its outcome is not recorded \(that runner exits 75\), and its window stays open, so the next run does it again/);
+    expect(release.stderr).toMatch(
+      /is held by a live owner .* that still renews; nothing released\. With --force, its child is stopped at the owner's next renewal .*, its outcome is not recorded \(that runner exits 75\), and its window stays open, so the next run does it again/,
+    );
     expect(await status(job)).toMatchObject({ held: true, version: beforeRelease });
     const forced = await cli(['release', '--name', job, '--force']);
     expect(forced.exitCode, forced.all).toBe(0);
@@ -217,7 +317,21 @@ describe.each(stores)('operator writes: %s', (kind, store) => {
 
   it('bad input: exit 64 and nothing written (unknown job, --until in the past, a window not of the schedule, flags)', async () => {
     const job = n('bad');
-    expect((await cli(['run', '--name', job, '--schedule', '*/15 * * * *', '--window-from-schedule', '--window-format', "yyyy-MM-dd'T'HH:mm", ...ok])).exitCode).toBe(0);
+    expect(
+      (
+        await cli([
+          'run',
+          '--name',
+          job,
+          '--schedule',
+          '*/15 * * * *',
+          '--window-from-schedule',
+          '--window-format',
+          "yyyy-MM-dd'T'HH:mm",
+          ...ok,
+        ])
+      ).exitCode,
+    ).toBe(0);
     const before = { version: (await status(job)).version, events: (await history(job)).length };
     const cases: Array<[string[], RegExp]> = [
       [['pause', '--name', n('never-ran')], /no job named/],
@@ -229,7 +343,10 @@ describe.each(stores)('operator writes: %s', (kind, store) => {
       [['pause', '--name', job, '--until', 'soon'], /--until/],
       [['pause', '--name', job, '--reason', 'x'.repeat(501)], /--reason/],
       [['pause', '--name', job, '--expect-version', 'two'], /--expect-version/],
-      [['mark', '--name', job, '--window', '2026-12-01T10:07', '--done'], /not one of job .*'s: .*schedule .*\*\/15 \* \* \* \*.*the nearest is 2026-12-01T10:15/],
+      [
+        ['mark', '--name', job, '--window', '2026-12-01T10:07', '--done'],
+        /not one of job .*'s: .*schedule .*\*\/15 \* \* \* \*.*the nearest is 2026-12-01T10:15/,
+      ],
       [['mark', '--name', job, '--window', 'yesterday', '--skipped'], /not one of job/],
       [['mark', '--name', job, '--window', '2026-12-01T10:15'], /exactly one of `--done`/],
       [['mark', '--name', job, '--window', '2026-12-01T10:15', '--done', '--skipped'], /exactly one of `--done`/],
@@ -248,7 +365,7 @@ describe.each(stores)('operator writes: %s', (kind, store) => {
 });
 
 describe('two operators racing, for real (PostgreSQL)', () => {
-  it('pause and resume that both read the same version: one is written, the other is a conflict (65) naming the winner\'s state', async () => {
+  it("pause and resume that both read the same version: one is written, the other is a conflict (65) naming the winner's state", async () => {
     const conn = ['--database-url', db.url, '--schema', db.schema];
     expect((await runCli(['run', '--name', 'real-race', '--window', 'w', ...conn, ...ok])).exitCode).toBe(0);
     expect((await runCli(['pause', '--name', 'real-race', '--reason', 'before', ...conn])).exitCode).toBe(0);
@@ -263,8 +380,15 @@ describe('two operators racing, for real (PostgreSQL)', () => {
       await holder.query(`SELECT 1 FROM ${db.schema}.jobs WHERE name = 'real-race' FOR UPDATE`);
       const resume = startCli(['resume', '--name', 'real-race', ...conn]);
       const pause = startCli(['pause', '--name', 'real-race', '--reason', 'after', ...conn]);
-      await waitFor('both writes to wait for the row', async () => (await db.rows(
-        `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND (query LIKE '%resume_job(%' OR query LIKE '%pause_job(%')`)).length === 2);
+      await waitFor(
+        'both writes to wait for the row',
+        async () =>
+          (
+            await db.rows(
+              `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND (query LIKE '%resume_job(%' OR query LIKE '%pause_job(%')`,
+            )
+          ).length === 2,
+      );
       await holder.query('COMMIT');
       [a, b] = await Promise.all([resume, pause]);
     } finally {
@@ -274,8 +398,13 @@ describe('two operators racing, for real (PostgreSQL)', () => {
     const loser = a.exitCode === 65 ? a : b;
     const winner = a.exitCode === 65 ? 'pause' : 'resume';
     expect(loser.stderr).toMatch(/changed since version 2 was read; nothing written\. It is now at version 3, /);
-    expect(loser.stderr).toMatch(winner === 'resume' ? /version 3, not paused/ : /version 3, paused since .* \(after\)/);
-    const written = await db.rows<{ kind: string }>(`SELECT kind FROM ${db.schema}.events WHERE job = 'real-race' ORDER BY seq OFFSET $1`, [events]);
+    expect(loser.stderr).toMatch(
+      winner === 'resume' ? /version 3, not paused/ : /version 3, paused since .* \(after\)/,
+    );
+    const written = await db.rows<{ kind: string }>(
+      `SELECT kind FROM ${db.schema}.events WHERE job = 'real-race' ORDER BY seq OFFSET $1`,
+      [events],
+    );
     expect(written.map((e) => e.kind)).toEqual([winner === 'resume' ? 'resumed' : 'paused']);
   });
 });
@@ -284,7 +413,9 @@ describe('operator state in the exporter', () => {
   it('shows paused, since, until, reason and who; and the version', async () => {
     const conn = ['--database-url', db.url, '--schema', db.schema];
     expect((await runCli(['run', '--name', 'exp-paused', '--window', 'w', ...conn, ...ok])).exitCode).toBe(0);
-    expect((await runCli(['pause', '--name', 'exp-paused', '--reason', 'quarter close', '--until', '1h', ...conn])).exitCode).toBe(0);
+    expect(
+      (await runCli(['pause', '--name', 'exp-paused', '--reason', 'quarter close', '--until', '1h', ...conn])).exitCode,
+    ).toBe(0);
     const p = startCli(['exporter', ...conn, '--port', '0', '--host', '127.0.0.1'], {}, { timeoutMs: 120_000 });
     let err = '';
     p.stderr?.on('data', (d: Buffer) => (err += d.toString()));

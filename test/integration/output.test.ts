@@ -52,14 +52,20 @@ describe('output that cannot be written', () => {
 
   it('run with its log on a full device (2>/dev/full): the child runs, its window completes, its exit code stands', async () => {
     const job = `full-${process.pid}`;
-    const run = (cmd: string) => shell(['run', '--name', job, '--window', 'w1', '--schema', db.schema, '--', 'sh', '-c', cmd], '2>/dev/full');
+    const run = (cmd: string) =>
+      shell(['run', '--name', job, '--window', 'w1', '--schema', db.schema, '--', 'sh', '-c', cmd], '2>/dev/full');
     const ok = await run('exit 0');
     expect(ok.code).toBe(0);
-    expect(await db.rows(`SELECT window_key, outcome FROM ${db.schema}.windows WHERE job = $1`, [job])).toEqual([{ window_key: 'w1', outcome: 'completed' }]);
+    expect(await db.rows(`SELECT window_key, outcome FROM ${db.schema}.windows WHERE job = $1`, [job])).toEqual([
+      { window_key: 'w1', outcome: 'completed' },
+    ]);
     // The next trigger finds it done, and says nothing it could not write.
     expect((await run('exit 3')).code).toBe(0);
     // A child's failure is still its own exit code.
-    const failed = await shell(['run', '--name', job, '--window', 'w2', '--schema', db.schema, '--', 'sh', '-c', 'exit 3'], '2>/dev/full');
+    const failed = await shell(
+      ['run', '--name', job, '--window', 'w2', '--schema', db.schema, '--', 'sh', '-c', 'exit 3'],
+      '2>/dev/full',
+    );
     expect(failed.code).toBe(3);
   });
 });

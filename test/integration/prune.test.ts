@@ -36,15 +36,22 @@ async function pgTarget(): Promise<Target> {
     rows: (sql, values) => db.rows(sql.replaceAll('leasejob.', `${s}.`), values),
     age: async (job, days) => {
       const i = `${days} days`;
-      await db.rows(`UPDATE ${s}.events SET db_time = db_time - $2::interval, host_time = host_time - $2::interval WHERE job = $1`, [job, i]);
-      await db.rows(`UPDATE ${s}.leases SET acquired_at = acquired_at - $2::interval, renewed_at = renewed_at - $2::interval WHERE name = $1`, [job, i]);
+      await db.rows(
+        `UPDATE ${s}.events SET db_time = db_time - $2::interval, host_time = host_time - $2::interval WHERE job = $1`,
+        [job, i],
+      );
+      await db.rows(
+        `UPDATE ${s}.leases SET acquired_at = acquired_at - $2::interval, renewed_at = renewed_at - $2::interval WHERE name = $1`,
+        [job, i],
+      );
     },
     seedEvents: async (job, n, days) => {
       await db.rows(
         `WITH j AS (UPDATE ${s}.jobs SET last_seq = last_seq + $2 WHERE name = $1 RETURNING last_seq)
          INSERT INTO ${s}.events (job, seq, kind, db_time, detail)
          SELECT $1, j.last_seq - $2 + g, 'seeded', now() - $3::interval, '{}' FROM j, generate_series(1, $2::int) g`,
-        [job, n, `${days} days`]);
+        [job, n, `${days} days`],
+      );
     },
     close: () => db.close(),
   };
@@ -63,16 +70,33 @@ async function sqliteTarget(): Promise<Target> {
   return {
     kind: 'sqlite',
     conn: () => ['--state-file', file],
-    env: { DATABASE_URL: undefined, LEASEJOB_DATABASE_URL: undefined, PGHOST: undefined, PGPORT: undefined, PGDATABASE: undefined, PGUSER: undefined, PGPASSWORD: undefined, KUBERNETES_SERVICE_HOST: undefined },
-    rows: async <T,>(sql: string, values?: unknown[]) => run(sql, values) as T[],
+    env: {
+      DATABASE_URL: undefined,
+      LEASEJOB_DATABASE_URL: undefined,
+      PGHOST: undefined,
+      PGPORT: undefined,
+      PGDATABASE: undefined,
+      PGUSER: undefined,
+      PGPASSWORD: undefined,
+      KUBERNETES_SERVICE_HOST: undefined,
+    },
+    rows: async <T>(sql: string, values?: unknown[]) => run(sql, values) as T[],
     age: async (job, days) => {
-      run('UPDATE events SET db_time = db_time - ?, host_time = host_time - ? WHERE job = ?', [days * DAY, days * DAY, job]);
-      run('UPDATE leases SET acquired_at = acquired_at - ?, renewed_at = renewed_at - ? WHERE name = ?', [days * DAY, days * DAY, job]);
+      run('UPDATE events SET db_time = db_time - ?, host_time = host_time - ? WHERE job = ?', [
+        days * DAY,
+        days * DAY,
+        job,
+      ]);
+      run('UPDATE leases SET acquired_at = acquired_at - ?, renewed_at = renewed_at - ? WHERE name = ?', [
+        days * DAY,
+        days * DAY,
+        job,
+      ]);
     },
     seedEvents: async (job, n, days) => {
       const d = open();
       d.transaction(() => {
-        const last = (d.prepare('SELECT last_seq FROM jobs WHERE name = ?').pluck().get(job) as number);
+        const last = d.prepare('SELECT last_seq FROM jobs WHERE name = ?').pluck().get(job) as number;
         d.prepare('UPDATE jobs SET last_seq = ? WHERE name = ?').run(last + n, job);
         const ins = d.prepare("INSERT INTO events (job, seq, kind, db_time, detail) VALUES (?, ?, 'seeded', ?, '{}')");
         const at = Date.now() - days * DAY;
@@ -87,7 +111,8 @@ async function sqliteTarget(): Promise<Target> {
 
 /** The test file's start: every occurrence is named from it, so a test crossing a minute still names the same ones. */
 const NOW = Date.now();
-const iso = (daysAgo: number, minute = 0): string => new Date(Math.floor((NOW - daysAgo * DAY) / 60_000) * 60_000 + minute * 60_000).toISOString();
+const iso = (daysAgo: number, minute = 0): string =>
+  new Date(Math.floor((NOW - daysAgo * DAY) / 60_000) * 60_000 + minute * 60_000).toISOString();
 const marker = (name: string): string => path.join(tmp, `${name}-${Math.random().toString(16).slice(2)}.ran`);
 
 describe.each([
@@ -102,18 +127,49 @@ describe.each([
     await t.close();
   });
 
-  const cli = (args: string[], opts: { timeoutMs?: number } = {}) => runCli([args[0]!, ...t.conn(), ...args.slice(1)], t.env, opts);
+  const cli = (args: string[], opts: { timeoutMs?: number } = {}) =>
+    runCli([args[0]!, ...t.conn(), ...args.slice(1)], t.env, opts);
   const run = (job: string, scheduled: string, extra: string[] = [], child: string[] = ['true']) =>
-    cli(['run', '--name', job, '--schedule', '* * * * *', '--window-from-schedule', '--scheduled-time', scheduled, ...extra, '--', ...child]);
+    cli([
+      'run',
+      '--name',
+      job,
+      '--schedule',
+      '* * * * *',
+      '--window-from-schedule',
+      '--scheduled-time',
+      scheduled,
+      ...extra,
+      '--',
+      ...child,
+    ]);
   const windows = async (job: string) =>
-    (await t.rows<{ window_key: string; outcome: string }>('SELECT window_key, outcome FROM leasejob.windows WHERE job = $1 ORDER BY window_key', [job]))
-      .map((w) => `${w.window_key} ${w.outcome}`);
-  const eventSeqs = async (job: string) => (await t.rows<{ seq: number | string }>('SELECT seq FROM leasejob.events WHERE job = $1 ORDER BY seq', [job])).map((r) => Number(r.seq));
-  const counts = async () => (await t.rows<{ job: string; kind: string; n: number | string }>("SELECT job, kind, n FROM leasejob.event_counts WHERE kind <> 'pruned' ORDER BY job, kind, host"))
-    .map((c) => `${c.job} ${c.kind} ${Number(c.n)}`);
+    (
+      await t.rows<{ window_key: string; outcome: string }>(
+        'SELECT window_key, outcome FROM leasejob.windows WHERE job = $1 ORDER BY window_key',
+        [job],
+      )
+    ).map((w) => `${w.window_key} ${w.outcome}`);
+  const eventSeqs = async (job: string) =>
+    (await t.rows<{ seq: number | string }>('SELECT seq FROM leasejob.events WHERE job = $1 ORDER BY seq', [job])).map(
+      (r) => Number(r.seq),
+    );
+  const counts = async () =>
+    (
+      await t.rows<{ job: string; kind: string; n: number | string }>(
+        "SELECT job, kind, n FROM leasejob.event_counts WHERE kind <> 'pruned' ORDER BY job, kind, host",
+      )
+    ).map((c) => `${c.job} ${c.kind} ${Number(c.n)}`);
   const tableCounts = async () => {
-    const one = async (table: string) => Number((await t.rows<{ n: number | string }>(`SELECT count(*) AS n FROM leasejob.${table}`))[0]!.n);
-    return { events: await one('events'), windows: await one('windows'), retention: await one('retention'), leases: await one('leases'), jobs: await one('jobs') };
+    const one = async (table: string) =>
+      Number((await t.rows<{ n: number | string }>(`SELECT count(*) AS n FROM leasejob.${table}`))[0]!.n);
+    return {
+      events: await one('events'),
+      windows: await one('windows'),
+      retention: await one('retention'),
+      leases: await one('leases'),
+      jobs: await one('jobs'),
+    };
   };
 
   it('deletes old events and final windows, keeps the rest, and says so in history', async () => {
@@ -152,7 +208,10 @@ describe.each([
     expect(done).toMatchObject({ jobs: 2, jobsPruned: 2, events: dryEvents, windows: dryWindows });
 
     // Kept: the open (failed) window, the recent completed one, dormant's latest completed one.
-    expect(await windows('hist')).toEqual([`${iso(197).replace('.000Z', 'Z')} failed`, `${iso(0, -1).replace('.000Z', 'Z')} completed`]);
+    expect(await windows('hist')).toEqual([
+      `${iso(197).replace('.000Z', 'Z')} failed`,
+      `${iso(0, -1).replace('.000Z', 'Z')} completed`,
+    ]);
     expect(await windows('dormant')).toEqual([`${iso(149).replace('.000Z', 'Z')} completed`]);
     // Leases, registry and the scrape counters untouched; generations go on.
     expect(await t.rows('SELECT name, generation FROM leasejob.leases ORDER BY name')).toEqual(leasesBefore);
@@ -173,10 +232,19 @@ describe.each([
     // history: the gap is said, in the table and in the log itself.
     const h = await cli(['history', '--name', 'hist', '--limit', '1000']);
     expect(h.exitCode, h.all).toBe(0);
-    expect(h.stdout.split('\n')[0]).toMatch(new RegExp(`^events 1-${histPruned} pruned \\(leasejob prune, horizon \\S+\\); kept from seq ${histPruned + 1}$`));
-    const json = JSON.parse((await cli(['history', '--name', 'hist', '--json', '--limit', '1000'])).stdout) as Array<{ seq: string; kind: string; detail: Record<string, unknown> }>;
+    expect(h.stdout.split('\n')[0]).toMatch(
+      new RegExp(`^events 1-${histPruned} pruned \\(leasejob prune, horizon \\S+\\); kept from seq ${histPruned + 1}$`),
+    );
+    const json = JSON.parse((await cli(['history', '--name', 'hist', '--json', '--limit', '1000'])).stdout) as Array<{
+      seq: string;
+      kind: string;
+      detail: Record<string, unknown>;
+    }>;
     expect(Number(json[0]!.seq)).toBe(histPruned + 1);
-    expect(json.at(-1)).toMatchObject({ kind: 'pruned', detail: { events: histPruned, windows: 4, pruned_through_seq: histPruned } });
+    expect(json.at(-1)).toMatchObject({
+      kind: 'pruned',
+      detail: { events: histPruned, windows: 4, pruned_through_seq: histPruned },
+    });
 
     // Sequence numbers are never reused: the next event follows the last one ever written.
     const next = await run('hist', iso(0, -2), ['--max-delay', '1h']);
@@ -191,7 +259,12 @@ describe.each([
     expect(logLines(late.stderr).find((l) => l.msg === 'window missed')).toBeDefined();
     expect(existsSync(ran)).toBe(false);
     expect(await windows('hist')).toContain(`${iso(200).replace('.000Z', 'Z')} missed`);
-    const missed = (await t.rows<{ detail: unknown }>("SELECT detail FROM leasejob.events WHERE job = $1 AND kind = 'window-missed' ORDER BY seq DESC LIMIT 1", ['hist']))[0]!;
+    const missed = (
+      await t.rows<{ detail: unknown }>(
+        "SELECT detail FROM leasejob.events WHERE job = $1 AND kind = 'window-missed' ORDER BY seq DESC LIMIT 1",
+        ['hist'],
+      )
+    )[0]!;
     const detail = typeof missed.detail === 'string' ? JSON.parse(missed.detail) : missed.detail;
     expect(detail).toHaveProperty('retained_from');
     // --rerun asks to run it whatever the ledger says.
@@ -200,10 +273,18 @@ describe.each([
     expect(existsSync(ran)).toBe(true);
 
     // Again: nothing old is left but what is kept; the horizon never moves back.
-    const horizon = (await t.rows<{ retained_from: unknown }>('SELECT retained_from FROM leasejob.retention WHERE job = $1', ['hist']))[0]!.retained_from;
+    const horizon = (
+      await t.rows<{ retained_from: unknown }>('SELECT retained_from FROM leasejob.retention WHERE job = $1', ['hist'])
+    )[0]!.retained_from;
     const again = await cli(['prune', '--older-than', '60d']);
     expect(again.exitCode, again.all).toBe(0);
-    expect((await t.rows<{ retained_from: unknown }>('SELECT retained_from FROM leasejob.retention WHERE job = $1', ['hist']))[0]!.retained_from).toEqual(horizon);
+    expect(
+      (
+        await t.rows<{ retained_from: unknown }>('SELECT retained_from FROM leasejob.retention WHERE job = $1', [
+          'hist',
+        ])
+      )[0]!.retained_from,
+    ).toEqual(horizon);
   });
 
   it('refuses bad input with exit 64 and writes nothing', async () => {
@@ -214,10 +295,16 @@ describe.each([
       [['prune', '--older-than', '0'], /Expected `--older-than` to be a duration like 90s/],
       [['prune'], /Expected `--older-than` \(e\.g\. 90d\)/],
       [['prune', '--older-than', 'soon'], /Expected `--older-than` to be a duration/],
-      [['prune', '--older-than', '1d'], /at least the longest --max-delay of the jobs it prunes \(job "strict": 2d\), got `1d`/],
+      [
+        ['prune', '--older-than', '1d'],
+        /at least the longest --max-delay of the jobs it prunes \(job "strict": 2d\), got `1d`/,
+      ],
       [['prune', '--older-than', '1d', '--name', 'strict'], /job "strict": 2d/],
       [['prune', '--older-than', '30d', '--name', 'no-such-job'], /no job named "no-such-job"/],
-      [['prune', '--older-than', '30d', '--batch-size', '0'], /Expected `--batch-size` to be a whole number from 1 to 100000/],
+      [
+        ['prune', '--older-than', '30d', '--batch-size', '0'],
+        /Expected `--batch-size` to be a whole number from 1 to 100000/,
+      ],
       [['prune', '--older-than', '30d', '--vacuum', '--dry-run'], /either `--vacuum` or `--dry-run`/],
     ];
     for (const [args, message] of cases) {
@@ -241,9 +328,17 @@ describe.each([
     await t.seedEvents('busy', seeded, 0);
     expect((await run('busy', iso(0, -29))).exitCode).toBe(0);
     await t.age('busy', 120);
-    const p = startCli(['prune', '--older-than', '30d', '--name', 'busy', '--batch-size', '10', ...t.conn()], { ...t.env, LEASEJOB_LOG_LEVEL: 'info' }, { timeoutMs: 300_000 });
+    const p = startCli(
+      ['prune', '--older-than', '30d', '--name', 'busy', '--batch-size', '10', ...t.conn()],
+      { ...t.env, LEASEJOB_LOG_LEVEL: 'info' },
+      { timeoutMs: 300_000 },
+    );
     // Runs while prune deletes: each must complete, its window and events kept.
-    await waitFor('prune to delete its first batch', async () => (await eventSeqs('busy'))[0]! > 1 || undefined, 120_000);
+    await waitFor(
+      'prune to delete its first batch',
+      async () => (await eventSeqs('busy'))[0]! > 1 || undefined,
+      120_000,
+    );
     const ran: string[] = [];
     for (let k = 0; k < 3; k++) {
       const m = marker(`busy${k}`);
@@ -258,7 +353,16 @@ describe.each([
     // Every seeded event went, 10 per transaction at most.
     expect(Number(done.events)).toBeGreaterThanOrEqual(seeded);
     expect(Number(done.batches)).toBeGreaterThanOrEqual(seeded / 10);
-    expect(Number((await t.rows<{ n: number | string }>("SELECT count(*) AS n FROM leasejob.events WHERE job = $1 AND kind = 'seeded'", ['busy']))[0]!.n)).toBe(0);
+    expect(
+      Number(
+        (
+          await t.rows<{ n: number | string }>(
+            "SELECT count(*) AS n FROM leasejob.events WHERE job = $1 AND kind = 'seeded'",
+            ['busy'],
+          )
+        )[0]!.n,
+      ),
+    ).toBe(0);
     // The runs' windows are completed and kept.
     const left = await windows('busy');
     for (const w of ran) expect(left).toContain(`${w} completed`);

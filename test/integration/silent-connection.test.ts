@@ -25,7 +25,8 @@ const via = (name: string): string[] => ['--database-url', proxy.url(db.url), '-
 const direct = (name: string): string[] => ['--database-url', db.url, '--schema', db.schema, '--name', name];
 const elapsedSince = (t0: number): number => performance.now() - t0;
 /** When the run logged `msg` (ms since the epoch). */
-const loggedAt = (lines: Array<Record<string, unknown>>, msg: string): number => Date.parse(String(lines.find((l) => l.msg === msg)?.time));
+const loggedAt = (lines: Array<Record<string, unknown>>, msg: string): number =>
+  Date.parse(String(lines.find((l) => l.msg === msg)?.time));
 
 /** A run whose statement containing `text` goes silent, SIGTERMed once it was sent: its result, and how long it took after the signal. */
 async function signalledWhileSilent(text: string, name: string) {
@@ -44,15 +45,43 @@ describe('a connection that goes silent', () => {
     const seen = proxy.silence('.acquire(');
     const t0 = performance.now();
     // TTL 6 s, grace 1 s: an answer later than 4.4 s could not be used anyway.
-    const r = await runCli(['run', ...via('silent-acquire'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s',
-      '--', process.execPath, fixture('append-pid.mjs'), marks], {}, { timeoutMs: 30_000 });
+    const r = await runCli(
+      [
+        'run',
+        ...via('silent-acquire'),
+        '--window',
+        'w',
+        '--ttl',
+        '6s',
+        '--kill-grace',
+        '1s',
+        '--',
+        process.execPath,
+        fixture('append-pid.mjs'),
+        marks,
+      ],
+      {},
+      { timeoutMs: 30_000 },
+    );
     await seen;
     expect(r.exitCode, r.all).toBe(69);
     expect(r.stderr).toMatch(/did not answer within 4400 ms/);
     expect(elapsedSince(t0)).toBeLessThan(15_000);
     expect(r.stderr).not.toMatch(/at .*\.js:\d+/); // one line, no stack
-    const again = await runCli(['run', ...via('silent-acquire'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s',
-      '--', process.execPath, fixture('append-pid.mjs'), marks]);
+    const again = await runCli([
+      'run',
+      ...via('silent-acquire'),
+      '--window',
+      'w',
+      '--ttl',
+      '6s',
+      '--kill-grace',
+      '1s',
+      '--',
+      process.execPath,
+      fixture('append-pid.mjs'),
+      marks,
+    ]);
     expect(again.exitCode, again.all).toBe(0);
     expect(readFileSync(marks, 'utf8').trim().split('\n')).toHaveLength(1);
   });
@@ -70,9 +99,24 @@ describe('a connection that goes silent', () => {
   });
 
   it('at the busy-skip event: the contender still leaves with exit 0', async () => {
-    const holder = startCli(['run', ...direct('silent-busy'), '--ttl', '20s', '--', process.execPath, fixture('sleep-then.mjs'), '15000', '0']);
+    const holder = startCli([
+      'run',
+      ...direct('silent-busy'),
+      '--ttl',
+      '20s',
+      '--',
+      process.execPath,
+      fixture('sleep-then.mjs'),
+      '15000',
+      '0',
+    ]);
     try {
-      await waitFor('holder to take the lease', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'silent-busy' AND expires_at > now()`)).length > 0);
+      await waitFor(
+        'holder to take the lease',
+        async () =>
+          (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'silent-busy' AND expires_at > now()`))
+            .length > 0,
+      );
       const seen = proxy.silence('.record_event(');
       const t0 = performance.now();
       const r = await runCli(['run', ...via('silent-busy'), '--', 'true'], {}, { timeoutMs: 30_000 });
@@ -91,7 +135,11 @@ describe('a connection that goes silent', () => {
     expect(seeded.exitCode, seeded.all).toBe(0);
     const seen = proxy.silence('open_windows');
     const t0 = performance.now();
-    const r = await runCli(['status', '--database-url', proxy.url(db.url), '--schema', db.schema], {}, { timeoutMs: 40_000 });
+    const r = await runCli(
+      ['status', '--database-url', proxy.url(db.url), '--schema', db.schema],
+      {},
+      { timeoutMs: 40_000 },
+    );
     await seen;
     expect(r.exitCode, r.all).toBe(69);
     expect(r.stderr).toMatch(/did not answer within 10000 ms/);
@@ -101,14 +149,33 @@ describe('a connection that goes silent', () => {
   it('at a renewal: the runner retries on a new connection and the run completes', async () => {
     // TTL 6 s, renew every 2 s, stop point 4.4 s after the last good renewal.
     const seen = proxy.silence('.renew(');
-    const r = await runCli(['run', ...via('silent-renew'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s',
-      '--', process.execPath, fixture('sleep-then.mjs'), '5000', '0'], {}, { timeoutMs: 40_000 });
+    const r = await runCli(
+      [
+        'run',
+        ...via('silent-renew'),
+        '--window',
+        'w',
+        '--ttl',
+        '6s',
+        '--kill-grace',
+        '1s',
+        '--',
+        process.execPath,
+        fixture('sleep-then.mjs'),
+        '5000',
+        '0',
+      ],
+      {},
+      { timeoutMs: 40_000 },
+    );
     await seen;
     expect(r.exitCode, r.all).toBe(0);
     const msgs = logLines(r.stderr).map((l) => l.msg);
     expect(msgs).toContain('renewal failed');
     expect(msgs).not.toContain('lease lost');
-    const w = await db.rows<{ completed: boolean }>(`SELECT completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'silent-renew'`);
+    const w = await db.rows<{ completed: boolean }>(
+      `SELECT completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'silent-renew'`,
+    );
     expect(w).toEqual([{ completed: true }]);
   });
 
@@ -116,8 +183,25 @@ describe('a connection that goes silent', () => {
     // TTL 6 s: the stop point is 4.4 s after the acquire was sent; every renewal runs, but its
     // answer comes 8 s later. The finish is answered at once and finds the lease still held.
     proxy.slowAnswers('.renew(', 8_000);
-    const r = await runCli(['run', ...via('slow-renewals'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s',
-      '--', process.execPath, fixture('sleep-then.mjs'), '20000', '0'], {}, { timeoutMs: 40_000 });
+    const r = await runCli(
+      [
+        'run',
+        ...via('slow-renewals'),
+        '--window',
+        'w',
+        '--ttl',
+        '6s',
+        '--kill-grace',
+        '1s',
+        '--',
+        process.execPath,
+        fixture('sleep-then.mjs'),
+        '20000',
+        '0',
+      ],
+      {},
+      { timeoutMs: 40_000 },
+    );
     // Disarmed: the next test's renewals (on new connections) must not be slowed.
     proxy.slowAnswers('\u0000none', 0);
     expect(r.exitCode, r.all).toBe(75);
@@ -125,7 +209,8 @@ describe('a connection that goes silent', () => {
     expect(msgs).toContain('lease lost');
     expect(msgs).toContain('lease released');
     const events = await db.rows<{ kind: string; aborted: string | null }>(
-      `SELECT kind, detail->>'aborted' AS aborted FROM ${db.schema}.events WHERE job = 'slow-renewals' ORDER BY seq`);
+      `SELECT kind, detail->>'aborted' AS aborted FROM ${db.schema}.events WHERE job = 'slow-renewals' ORDER BY seq`,
+    );
     expect(events.filter((e) => e.kind === 'lease-lost')).toEqual([{ kind: 'lease-lost', aborted: 'deadline' }]);
     // The renewals' failures, which could not be recorded while unanswered, come first.
     expect(events.map((e) => e.kind).slice(-2)).toEqual(['renew-failed', 'lease-lost']);
@@ -135,8 +220,25 @@ describe('a connection that goes silent', () => {
     // The renewal at 2 s goes silent, then its connection is reset: the driver both fails the
     // statement and emits an error on the checked-out connection, which must not be uncaught.
     const seen = proxy.silence('.renew(');
-    const run = runCli(['run', ...via('reset-in-flight'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s',
-      '--', process.execPath, fixture('sleep-then.mjs'), '5000', '0'], {}, { timeoutMs: 40_000 });
+    const run = runCli(
+      [
+        'run',
+        ...via('reset-in-flight'),
+        '--window',
+        'w',
+        '--ttl',
+        '6s',
+        '--kill-grace',
+        '1s',
+        '--',
+        process.execPath,
+        fixture('sleep-then.mjs'),
+        '5000',
+        '0',
+      ],
+      {},
+      { timeoutMs: 40_000 },
+    );
     await seen;
     await new Promise((r) => setTimeout(r, 200));
     proxy.cut('reset');
@@ -151,8 +253,25 @@ describe('a connection that goes silent', () => {
   it('at a renewal, as the child ends: recording the outcome does not queue behind it', async () => {
     // TTL 30 s: the renewal at 10 s may wait 9 s for its answer; the child ends at 11 s.
     const seen = proxy.silence('.renew(');
-    const r = await runCli(['run', ...via('silent-renew-end'), '--window', 'w', '--ttl', '30s', '--kill-grace', '1s',
-      '--', process.execPath, fixture('sleep-then.mjs'), '11000', '0'], {}, { timeoutMs: 60_000 });
+    const r = await runCli(
+      [
+        'run',
+        ...via('silent-renew-end'),
+        '--window',
+        'w',
+        '--ttl',
+        '30s',
+        '--kill-grace',
+        '1s',
+        '--',
+        process.execPath,
+        fixture('sleep-then.mjs'),
+        '11000',
+        '0',
+      ],
+      {},
+      { timeoutMs: 60_000 },
+    );
     await seen;
     expect(r.exitCode, r.all).toBe(0);
     const lines = logLines(r.stderr);
@@ -167,14 +286,20 @@ describe('a connection that goes silent', () => {
     expect(afterSignalMs).toBeLessThan(6_000);
     expect(msgs).toContain('signal received');
     expect(msgs).not.toContain('signal received, stopping child');
-    expect(msgs).toContain('could not learn whether the outcome was recorded; if it was not, the lease expires by itself');
+    expect(msgs).toContain(
+      'could not learn whether the outcome was recorded; if it was not, the lease expires by itself',
+    );
   });
 
   it('at finish, with new connections left unanswered too: every retry keeps within the lease', async () => {
     // TTL 6 s: the retries share what is left of the lease, connecting included; pg's own
     // connect timeout (5 s) would have taken the second one past expiry.
     const seen = proxy.silence('.finish(');
-    const run = runCli(['run', ...via('silent-finish-held'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s', '--', 'true'], {}, { timeoutMs: 40_000 });
+    const run = runCli(
+      ['run', ...via('silent-finish-held'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s', '--', 'true'],
+      {},
+      { timeoutMs: 40_000 },
+    );
     await seen;
     proxy.hold();
     try {
@@ -186,8 +311,15 @@ describe('a connection that goes silent', () => {
       const exited = loggedAt(lines, 'child exited');
       expect(Date.parse(String(retries.at(-1)?.time)) - exited).toBeLessThan(6_000);
       // Then one last attempt, 5 s at most, to learn whether an earlier one committed.
-      expect(lines.map((l) => l.msg)).toContain('could not record outcome yet; asking once more whether it was recorded');
-      expect(loggedAt(lines, 'could not learn whether the outcome was recorded; if it was not, the lease expires by itself') - exited).toBeLessThan(14_000);
+      expect(lines.map((l) => l.msg)).toContain(
+        'could not record outcome yet; asking once more whether it was recorded',
+      );
+      expect(
+        loggedAt(
+          lines,
+          'could not learn whether the outcome was recorded; if it was not, the lease expires by itself',
+        ) - exited,
+      ).toBeLessThan(14_000);
     } finally {
       proxy.heal();
     }
@@ -195,12 +327,19 @@ describe('a connection that goes silent', () => {
 
   it('at finish: the outcome is recorded on a new connection while the lease lasts', async () => {
     const seen = proxy.silence('.finish(');
-    const r = await runCli(['run', ...via('silent-finish'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s',
-      '--', 'true'], {}, { timeoutMs: 40_000 });
+    const r = await runCli(
+      ['run', ...via('silent-finish'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s', '--', 'true'],
+      {},
+      { timeoutMs: 40_000 },
+    );
     await seen;
     expect(r.exitCode, r.all).toBe(0);
-    expect(logLines(r.stderr).map((l) => l.msg)).toContain('could not record outcome yet; retrying while the lease lasts');
-    const w = await db.rows<{ completed: boolean }>(`SELECT completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'silent-finish'`);
+    expect(logLines(r.stderr).map((l) => l.msg)).toContain(
+      'could not record outcome yet; retrying while the lease lasts',
+    );
+    const w = await db.rows<{ completed: boolean }>(
+      `SELECT completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'silent-finish'`,
+    );
     expect(w).toEqual([{ completed: true }]);
   });
 
@@ -209,16 +348,23 @@ describe('a connection that goes silent', () => {
     // expiry. The first attempt committed at once; the last one, after the lease, learns that and
     // the run succeeds (it exited 69 "could not record outcome" before, though its window was completed).
     proxy.slowAnswers('.finish(', 8_000);
-    const r = await runCli(['run', ...via('slow-finish'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s',
-      '--', 'true'], {}, { timeoutMs: 40_000 });
+    const r = await runCli(
+      ['run', ...via('slow-finish'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s', '--', 'true'],
+      {},
+      { timeoutMs: 40_000 },
+    );
     expect(r.exitCode, r.all).toBe(0);
     const msgs = logLines(r.stderr).map((l) => l.msg);
     expect(msgs).toContain('could not record outcome yet; retrying while the lease lasts');
     expect(msgs).toContain('could not record outcome yet; asking once more whether it was recorded');
     expect(msgs).toContain('window completed');
-    const w = await db.rows<{ completed: boolean }>(`SELECT completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'slow-finish'`);
+    const w = await db.rows<{ completed: boolean }>(
+      `SELECT completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'slow-finish'`,
+    );
     expect(w).toEqual([{ completed: true }]);
-    const ev = await db.rows<{ kind: string }>(`SELECT kind FROM ${db.schema}.events WHERE job = 'slow-finish' AND kind IN ('window-completed', 'released', 'lease-lost') ORDER BY seq`);
+    const ev = await db.rows<{ kind: string }>(
+      `SELECT kind FROM ${db.schema}.events WHERE job = 'slow-finish' AND kind IN ('window-completed', 'released', 'lease-lost') ORDER BY seq`,
+    );
     expect(ev.map((e) => e.kind)).toEqual(['window-completed', 'released']);
   });
 
@@ -226,47 +372,105 @@ describe('a connection that goes silent', () => {
     // TTL 6 s: renew every 2 s, stop point 4.4 s after the acquire was sent. Answered at 3 s, a
     // first renewal put off 2 s from the child's start would come after that stop point.
     proxy.slowAnswers('.acquire(', 3_000);
-    const r = await runCli(['run', ...via('slow-acquire'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s', '--log-level', 'debug',
-      '--', process.execPath, fixture('sleep-then.mjs'), '3000', '0'], {}, { timeoutMs: 40_000 });
+    const r = await runCli(
+      [
+        'run',
+        ...via('slow-acquire'),
+        '--window',
+        'w',
+        '--ttl',
+        '6s',
+        '--kill-grace',
+        '1s',
+        '--log-level',
+        'debug',
+        '--',
+        process.execPath,
+        fixture('sleep-then.mjs'),
+        '3000',
+        '0',
+      ],
+      {},
+      { timeoutMs: 40_000 },
+    );
     expect(r.exitCode, r.all).toBe(0);
     const lines = logLines(r.stderr);
     expect(lines.map((l) => l.msg)).not.toContain('lease lost');
     expect(loggedAt(lines, 'lease renewed') - loggedAt(lines, 'lease acquired')).toBeLessThan(1_000);
-    const w = await db.rows<{ completed: boolean }>(`SELECT completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'slow-acquire'`);
+    const w = await db.rows<{ completed: boolean }>(
+      `SELECT completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'slow-acquire'`,
+    );
     expect(w).toEqual([{ completed: true }]);
   });
 
   it('an acquire that committed but was answered after its bound: exit 69, the lease given back, the next run takes it at once, no loss', async () => {
     // TTL 6 s, grace 1 s: the acquire waits 4.4 s; it commits at once, its answer comes at 7 s.
     proxy.slowAnswers('.acquire(', 7_000);
-    const r = await runCli(['run', ...via('late-acquire'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s', '--', 'true'], {}, { timeoutMs: 30_000 });
+    const r = await runCli(
+      ['run', ...via('late-acquire'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s', '--', 'true'],
+      {},
+      { timeoutMs: 30_000 },
+    );
     expect(r.exitCode, r.all).toBe(69);
     expect(logLines(r.stderr).map((l) => l.msg)).toContain('released the lease of an acquire whose answer was lost');
-    const again = await runCli(['run', ...direct('late-acquire'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s', '--', 'true']);
+    const again = await runCli([
+      'run',
+      ...direct('late-acquire'),
+      '--window',
+      'w',
+      '--ttl',
+      '6s',
+      '--kill-grace',
+      '1s',
+      '--',
+      'true',
+    ]);
     expect(again.exitCode, again.all).toBe(0);
     expect(logLines(again.stderr).map((l) => l.msg)).not.toContain('lease held by a stale owner, waiting for expiry');
-    const kinds = (await db.rows<{ kind: string }>(`SELECT kind FROM ${db.schema}.events WHERE job = 'late-acquire' ORDER BY seq`)).map((e) => e.kind);
-    expect(kinds).toEqual(['acquired', 'window-claimed', 'released', 'acquired', 'window-claimed', 'window-completed', 'released']);
+    const kinds = (
+      await db.rows<{ kind: string }>(`SELECT kind FROM ${db.schema}.events WHERE job = 'late-acquire' ORDER BY seq`)
+    ).map((e) => e.kind);
+    expect(kinds).toEqual([
+      'acquired',
+      'window-claimed',
+      'released',
+      'acquired',
+      'window-claimed',
+      'window-completed',
+      'released',
+    ]);
   });
 
   it('SIGTERM while a committed acquire waits for its answer: exit 143 within a second or so, the lease given back', async () => {
     proxy.slowAnswers('.acquire(', 5_000);
     const run = startCli(['run', ...via('late-term'), '--window', 'w', '--', 'true']);
-    await waitFor('the acquire to commit', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'late-term' AND expires_at > now()`)).length > 0);
+    await waitFor(
+      'the acquire to commit',
+      async () =>
+        (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'late-term' AND expires_at > now()`)).length > 0,
+    );
     const t0 = performance.now();
     run.kill('SIGTERM');
     const r = await run;
     expect(r.exitCode, r.all).toBe(143);
     expect(elapsedSince(t0)).toBeLessThan(2_500);
     expect(logLines(r.stderr).map((l) => l.msg)).toContain('released the lease of an acquire whose answer was lost');
-    expect(await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'late-term' AND released_at IS NOT NULL`)).toHaveLength(1);
+    expect(
+      await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'late-term' AND released_at IS NOT NULL`),
+    ).toHaveLength(1);
   });
 
   it('--on-busy wait with a short --wait-timeout: a first acquire answered in 0.8 s is slow, not unreachable', async () => {
     proxy.slowAnswers('.acquire(', 800);
-    const r = await runCli(['run', ...via('slow-first'), '--window', 'w', '--on-busy', 'wait', '--wait-timeout', '300ms', '--', 'true'], {}, { timeoutMs: 30_000 });
+    const r = await runCli(
+      ['run', ...via('slow-first'), '--window', 'w', '--on-busy', 'wait', '--wait-timeout', '300ms', '--', 'true'],
+      {},
+      { timeoutMs: 30_000 },
+    );
     expect(r.exitCode, r.all).toBe(0);
-    const w = await db.rows<{ completed: boolean }>(`SELECT completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'slow-first'`);
+    const w = await db.rows<{ completed: boolean }>(
+      `SELECT completed_at IS NOT NULL AS completed FROM ${db.schema}.windows WHERE job = 'slow-first'`,
+    );
     expect(w).toEqual([{ completed: true }]);
   });
 
@@ -275,12 +479,35 @@ describe('a connection that goes silent', () => {
     // (an offset off by about 1.25 s, with that much uncertainty); the child ends at 10 s. The
     // host's row keeps the acquire's precise figure.
     proxy.slowAnswers('.renew(', 2_500);
-    const r = await runCli(['run', ...via('offset-best'), '--window', 'w', '--ttl', '20s', '--kill-grace', '1s', '--log-level', 'debug',
-      '--', process.execPath, fixture('sleep-then.mjs'), '10000', '0'], {}, { timeoutMs: 40_000 });
+    const r = await runCli(
+      [
+        'run',
+        ...via('offset-best'),
+        '--window',
+        'w',
+        '--ttl',
+        '20s',
+        '--kill-grace',
+        '1s',
+        '--log-level',
+        'debug',
+        '--',
+        process.execPath,
+        fixture('sleep-then.mjs'),
+        '10000',
+        '0',
+      ],
+      {},
+      { timeoutMs: 40_000 },
+    );
     expect(r.exitCode, r.all).toBe(0);
-    const renewed = logLines(r.stderr).find((l) => l.msg === 'lease renewed' || l.msg === 'clock offset to database is large');
+    const renewed = logLines(r.stderr).find(
+      (l) => l.msg === 'lease renewed' || l.msg === 'clock offset to database is large',
+    );
     expect(Number(renewed?.uncertaintyMs)).toBeGreaterThan(1_000);
-    const [h] = await db.rows<{ offset_ms: number; uncertainty_ms: number }>(`SELECT offset_ms, uncertainty_ms FROM ${db.schema}.hosts`);
+    const [h] = await db.rows<{ offset_ms: number; uncertainty_ms: number }>(
+      `SELECT offset_ms, uncertainty_ms FROM ${db.schema}.hosts`,
+    );
     expect(h!.uncertainty_ms).toBeLessThan(500);
     expect(Math.abs(h!.offset_ms)).toBeLessThan(500);
   });

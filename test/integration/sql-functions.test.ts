@@ -9,7 +9,9 @@ import { newSchemaName, testDb, type TestDb } from '../helpers/db.js';
 import { ROOT } from '../helpers/wait.js';
 
 const dir = path.join(ROOT, 'sql', 'functions');
-const files = readdirSync(dir).filter((f) => f.endsWith('.sql')).sort();
+const files = readdirSync(dir)
+  .filter((f) => f.endsWith('.sql'))
+  .sort();
 const nameOf = (file: string): string => file.replace(/\.sql$/, '');
 
 let db: TestDb;
@@ -20,10 +22,15 @@ afterAll(async () => db.close());
 
 const byName = (rows: FunctionRow[]): Map<string, FunctionRow[]> => {
   const out = new Map<string, FunctionRow[]>();
-  for (const r of rows) out.set(r.name, [...(out.get(r.name) ?? []), r].sort((a, b) => a.args.localeCompare(b.args)));
+  for (const r of rows)
+    out.set(
+      r.name,
+      [...(out.get(r.name) ?? []), r].sort((a, b) => a.args.localeCompare(b.args)),
+    );
   return out;
 };
-const shape = (rows: FunctionRow[] | undefined): string[] => (rows ?? []).map((r) => `${r.name}(${r.args}) ${r.fingerprint}`);
+const shape = (rows: FunctionRow[] | undefined): string[] =>
+  (rows ?? []).map((r) => `${r.name}(${r.args}) ${r.fingerprint}`);
 
 describe('sql/functions', () => {
   it('each file creates the function it is named for, with CREATE OR REPLACE', () => {
@@ -31,8 +38,14 @@ describe('sql/functions', () => {
     for (const file of files) {
       const text = readFileSync(path.join(dir, file), 'utf8');
       const created = [...text.matchAll(/^\s*CREATE\s+(OR\s+REPLACE\s+)?FUNCTION\s+([a-z_][a-z0-9_]*)\s*\(/gim)];
-      expect(created.map((m) => m[2]), `${file} must create exactly the function ${nameOf(file)}`).toEqual([nameOf(file)]);
-      expect(created[0]![1], `${file}: CREATE OR REPLACE, so the file can be applied over an existing schema`).toBeDefined();
+      expect(
+        created.map((m) => m[2]),
+        `${file} must create exactly the function ${nameOf(file)}`,
+      ).toEqual([nameOf(file)]);
+      expect(
+        created[0]![1],
+        `${file}: CREATE OR REPLACE, so the file can be applied over an existing schema`,
+      ).toBeDefined();
     }
   });
 
@@ -56,8 +69,11 @@ describe('sql/functions', () => {
       const missing = [...want.keys()].filter((n) => !files.includes(`${n}.sql`));
       expect(missing, 'functions the migrations create with no file in sql/functions/').toEqual([]);
       for (const name of new Set([...want.keys(), ...got.keys()])) {
-        expect(shape(got.get(name)), `sql/functions/${name}.sql differs from what the migrations create for ${name}(): ` +
-          'edit the file and generate the next migration from it (npm run sql:migration -- <name>), see docs/development.md').toEqual(shape(want.get(name)));
+        expect(
+          shape(got.get(name)),
+          `sql/functions/${name}.sql differs from what the migrations create for ${name}(): ` +
+            'edit the file and generate the next migration from it (npm run sql:migration -- <name>), see docs/development.md',
+        ).toEqual(shape(want.get(name)));
       }
     } finally {
       await client.query('ROLLBACK').catch(() => {});

@@ -32,8 +32,11 @@ function oldCodePathFile(file: string): void {
 function schemaOf(file: string): { objects: string[]; version: number } {
   const db = new Database(file, { readonly: true });
   try {
-    const objects = (db.prepare("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name").all() as Array<{ type: string; name: string; sql: string }>)
-      .map((o) => `${o.type} ${o.name}: ${o.sql.replace(/\s+/g, ' ')}`);
+    const objects = (
+      db
+        .prepare("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name")
+        .all() as Array<{ type: string; name: string; sql: string }>
+    ).map((o) => `${o.type} ${o.name}: ${o.sql.replace(/\s+/g, ' ')}`);
     return { objects, version: db.pragma('user_version', { simple: true }) as number };
   } finally {
     db.close();
@@ -41,7 +44,14 @@ function schemaOf(file: string): { objects: string[]; version: number } {
 }
 
 const runOnce = async (store: SqliteStore, key: string) =>
-  (await runWithLease(store, { name: 'j', ttlMs: 3_000, killGraceMs: 500, window: { key } }, async () => 0, silentLogger)).status;
+  (
+    await runWithLease(
+      store,
+      { name: 'j', ttlMs: 3_000, killGraceMs: 500, window: { key } },
+      async () => 0,
+      silentLogger,
+    )
+  ).status;
 
 describe('sql/sqlite: the embedded store schema as numbered files', () => {
   it('numbered from 001 without gaps, beside the every-open indexes; 001 is what version 1 always was', () => {
@@ -49,8 +59,12 @@ describe('sql/sqlite: the embedded store schema as numbered files', () => {
     expect(steps.map((s) => s.version)).toEqual(steps.map((_, i) => i + 1));
     expect(readdirSync(sqliteSchemaDir()).sort()).toEqual([...steps.map((s) => s.file), 'indexes.sql'].sort());
     // Frozen, like the PostgreSQL migrations: a file on a host applied it as it was.
-    const sha = createHash('sha256').update(readFileSync(path.join(sqliteSchemaDir(), '001_init.sql'), 'utf8').replace(/\r\n/g, '\n')).digest('hex');
-    expect(sha, 'sql/sqlite/001_init.sql was edited; put the change in the next numbered file').toBe('6b399fccbe9f8e3bdb8b06c3f8d5c4692d633f71543c52dcb4c6677d8d055a6d');
+    const sha = createHash('sha256')
+      .update(readFileSync(path.join(sqliteSchemaDir(), '001_init.sql'), 'utf8').replace(/\r\n/g, '\n'))
+      .digest('hex');
+    expect(sha, 'sql/sqlite/001_init.sql was edited; put the change in the next numbered file').toBe(
+      '6b399fccbe9f8e3bdb8b06c3f8d5c4692d633f71543c52dcb4c6677d8d055a6d',
+    );
   });
 
   it('a new state file gets exactly the schema the built-in string made, upgraded by the numbered files after 001', () => {
@@ -94,7 +108,10 @@ describe('sql/sqlite: the embedded store schema as numbered files', () => {
     const at = listSqliteSchema().at(-1)!.version;
     const num = (n: number): string => String(n).padStart(3, '0');
     writeFileSync(path.join(schemaDir, `${num(at + 1)}_note.sql`), 'ALTER TABLE jobs ADD COLUMN note TEXT;\n');
-    writeFileSync(path.join(schemaDir, `${num(at + 2)}_broken.sql`), "UPDATE jobs SET note = 'set by 003';\nCREATE TABLE jobs (x INTEGER);\n");
+    writeFileSync(
+      path.join(schemaDir, `${num(at + 2)}_broken.sql`),
+      "UPDATE jobs SET note = 'set by 003';\nCREATE TABLE jobs (x INTEGER);\n",
+    );
     const db = new Database(file);
     expect(() => migrateSqlite(db, schemaDir)).toThrow(/already exists/);
     expect(db.pragma('user_version', { simple: true })).toBe(at);
@@ -123,7 +140,9 @@ describe('sql/sqlite: the embedded store schema as numbered files', () => {
 
     const r = await runCli(['run', '--state-file', file, '--name', 'j', '--window', 'w', '--', 'true']);
     expect(r.exitCode, r.all).toBe(69);
-    expect(r.stderr).toContain(`state file schema is at version ${latest + 1}, newer than this leasejob knows (${latest}); upgrade leasejob`);
+    expect(r.stderr).toContain(
+      `state file schema is at version ${latest + 1}, newer than this leasejob knows (${latest}); upgrade leasejob`,
+    );
     expect(schemaOf(file)).toEqual(before);
   });
 });

@@ -17,7 +17,12 @@ describe('embedded store schema', () => {
     const file = path.join(dir, 'v1.db');
     const store = SqliteStore.open(file);
     for (const key of ['a', 'b']) {
-      const r = await runWithLease(store, { name: 'j', ttlMs: 3_000, killGraceMs: 500, window: { key } }, async () => 0, silentLogger);
+      const r = await runWithLease(
+        store,
+        { name: 'j', ttlMs: 3_000, killGraceMs: 500, window: { key } },
+        async () => 0,
+        silentLogger,
+      );
       expect(r.status).toBe('completed');
     }
     await store.close();
@@ -34,13 +39,28 @@ describe('embedded store schema', () => {
     const check = new Database(file, { readonly: true });
     try {
       expect(check.pragma('user_version', { simple: true })).toBe(listSqliteSchema().at(-1)!.version);
-      expect(check.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'windows_last_completed'").get()).toBeDefined();
+      expect(
+        check.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'windows_last_completed'").get(),
+      ).toBeDefined();
       // The store's own query (status, check, the exporter): the last completed window of each
       // job comes from the index, without a sort per job.
-      const steps = check.prepare(`EXPLAIN QUERY PLAN ${JOB_ROWS_SQL}`).all({ name: null, since: 0 }) as Array<{ id: number; parent: number; detail: string }>;
-      const last = steps.find((r) => /SCALAR SUBQUERY/.test(r.detail) && steps.some((c) => c.parent === r.id && /^SEARCH \w+ USING INDEX windows_last_completed/.test(c.detail)));
+      const steps = check.prepare(`EXPLAIN QUERY PLAN ${JOB_ROWS_SQL}`).all({ name: null, since: 0 }) as Array<{
+        id: number;
+        parent: number;
+        detail: string;
+      }>;
+      const last = steps.find(
+        (r) =>
+          /SCALAR SUBQUERY/.test(r.detail) &&
+          steps.some((c) => c.parent === r.id && /^SEARCH \w+ USING INDEX windows_last_completed/.test(c.detail)),
+      );
       expect(last, steps.map((r) => `${r.id}<${r.parent} ${r.detail}`).join('\n')).toBeDefined();
-      expect(steps.filter((c) => c.parent === last!.id).map((c) => c.detail).join('\n')).not.toMatch(/TEMP B-TREE/);
+      expect(
+        steps
+          .filter((c) => c.parent === last!.id)
+          .map((c) => c.detail)
+          .join('\n'),
+      ).not.toMatch(/TEMP B-TREE/);
     } finally {
       check.close();
     }

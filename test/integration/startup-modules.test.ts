@@ -29,14 +29,20 @@ const listing = (file: string): Record<string, string> => ({
 const loaded = (file: string): string[] => readFileSync(file, 'utf8').split('\n');
 
 async function completed(job: string, window: string): Promise<boolean> {
-  const rows = await db.rows(`SELECT 1 FROM ${db.schema}.windows WHERE job = $1 AND window_key = $2 AND completed_at IS NOT NULL`, [job, window]);
+  const rows = await db.rows(
+    `SELECT 1 FROM ${db.schema}.windows WHERE job = $1 AND window_key = $2 AND completed_at IS NOT NULL`,
+    [job, window],
+  );
   return rows.length === 1;
 }
 
 describe('built-in modules a start loads', () => {
   it('a run with PostgreSQL and a child loads none of the modules kept off its path', async () => {
     const file = path.join(newTmp(), 'modules');
-    const r = await runCli(['run', '--database-url', db.url, '--schema', db.schema, '--name', 'mods', '--window', 'w1', '--', 'true'], listing(file));
+    const r = await runCli(
+      ['run', '--database-url', db.url, '--schema', db.schema, '--name', 'mods', '--window', 'w1', '--', 'true'],
+      listing(file),
+    );
     expect(r.exitCode, r.all).toBe(0);
     expect(await completed('mods', 'w1')).toBe(true);
     const modules = loaded(file);
@@ -48,10 +54,32 @@ describe('built-in modules a start loads', () => {
   it('a contender that finds the lease busy loads none of them either', async () => {
     const tmp = newTmp();
     const release = path.join(tmp, 'release');
-    const holder = startCli(['run', '--database-url', db.url, '--schema', db.schema, '--name', 'mods-busy', '--window', 'w1', '--', process.execPath, fixture('wait-for-file.mjs'), release]);
-    await waitFor('the holder to take the lease', async () => (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'mods-busy' AND owner IS NOT NULL`)).length === 1);
+    const holder = startCli([
+      'run',
+      '--database-url',
+      db.url,
+      '--schema',
+      db.schema,
+      '--name',
+      'mods-busy',
+      '--window',
+      'w1',
+      '--',
+      process.execPath,
+      fixture('wait-for-file.mjs'),
+      release,
+    ]);
+    await waitFor(
+      'the holder to take the lease',
+      async () =>
+        (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'mods-busy' AND owner IS NOT NULL`)).length ===
+        1,
+    );
     const file = path.join(tmp, 'modules');
-    const r = await runCli(['run', '--database-url', db.url, '--schema', db.schema, '--name', 'mods-busy', '--window', 'w1', '--', 'true'], listing(file));
+    const r = await runCli(
+      ['run', '--database-url', db.url, '--schema', db.schema, '--name', 'mods-busy', '--window', 'w1', '--', 'true'],
+      listing(file),
+    );
     expect(r.exitCode, r.all).toBe(0);
     expect(logLines(r.stderr).map((l) => l.msg)).toContain('lease busy');
     expect(loaded(file).filter((m) => NOT_ON_THE_RUN_PATH.includes(m))).toEqual([]);
@@ -62,12 +90,15 @@ describe('built-in modules a start loads', () => {
   it('a run with the embedded store loads none of them', async () => {
     const tmp = newTmp();
     const file = path.join(tmp, 'modules');
-    const r = await runCli(['run', '--state-file', path.join(tmp, 'state.db'), '--name', 'mods', '--window', 'w1', '--', 'true'], {
-      ...listing(file),
-      LEASEJOB_DATABASE_URL: undefined,
-      DATABASE_URL: undefined,
-      PGHOST: undefined,
-    });
+    const r = await runCli(
+      ['run', '--state-file', path.join(tmp, 'state.db'), '--name', 'mods', '--window', 'w1', '--', 'true'],
+      {
+        ...listing(file),
+        LEASEJOB_DATABASE_URL: undefined,
+        DATABASE_URL: undefined,
+        PGHOST: undefined,
+      },
+    );
     expect(r.exitCode, r.all).toBe(0);
     expect(loaded(file).filter((m) => NOT_ON_THE_RUN_PATH.includes(m))).toEqual([]);
   });
@@ -84,17 +115,36 @@ describe('built-in modules a start loads', () => {
         url.username = role;
         url.password = password;
         const tmp = newTmp();
-        const r = await withHbaLines(db, [`host all ${role} 127.0.0.1/32 ${method}`, `host all ${role} ::1/128 ${method}`], async () => {
-          // The reload takes a moment: until then the server asks for a plain password, which
-          // needs no crypto. Each attempt is its own window.
-          let n = 0;
-          return await waitFor(`the server to ask for ${method}`, async () => {
-            const file = path.join(tmp, `modules-${++n}`);
-            const attempt = await runCli(['run', '--database-url', url.toString(), '--schema', db.schema, '--name', `mods-${method}`, '--window', `w${n}`, '--', 'true'], listing(file));
-            expect(attempt.exitCode, attempt.all).toBe(0);
-            return loaded(file).includes('crypto') ? { attempt, window: `w${n}` } : undefined;
-          });
-        });
+        const r = await withHbaLines(
+          db,
+          [`host all ${role} 127.0.0.1/32 ${method}`, `host all ${role} ::1/128 ${method}`],
+          async () => {
+            // The reload takes a moment: until then the server asks for a plain password, which
+            // needs no crypto. Each attempt is its own window.
+            let n = 0;
+            return await waitFor(`the server to ask for ${method}`, async () => {
+              const file = path.join(tmp, `modules-${++n}`);
+              const attempt = await runCli(
+                [
+                  'run',
+                  '--database-url',
+                  url.toString(),
+                  '--schema',
+                  db.schema,
+                  '--name',
+                  `mods-${method}`,
+                  '--window',
+                  `w${n}`,
+                  '--',
+                  'true',
+                ],
+                listing(file),
+              );
+              expect(attempt.exitCode, attempt.all).toBe(0);
+              return loaded(file).includes('crypto') ? { attempt, window: `w${n}` } : undefined;
+            });
+          },
+        );
         if (r === undefined) ctx.skip();
         expect(await completed(`mods-${method}`, r!.window)).toBe(true);
       } finally {

@@ -28,6 +28,12 @@ const HOSTILE_REASON = '<iframe src=javascript:alert(5)>';
 const HOSTILE_OUTPUT = '</pre><script>alert(6)</script>\u001b[31mred';
 const BULK = 10_000;
 const NEEDLE = 'needle-in-the-haystack';
+/** Its latest occurrence completed, two earlier ones not (one failed, one no host ran). */
+const GAPS = 'missed-earlier';
+// Hourly, from a fixed top of the hour: an hour passing mid-test makes one more occurrence due
+// (the latest, then overdue too), which the assertions allow for.
+const HOUR_BASE = Math.floor(Date.now() / 3_600_000) * 3_600_000;
+const hoursAgo = (n: number): string => new Date(HOUR_BASE - n * 3_600_000).toISOString().replace('.000Z', 'Z');
 
 const tmp = tempDir('leasejob-page-');
 let db: TestDb;
@@ -90,6 +96,30 @@ describe.skipIf(!haveChromium)('status page in chromium', () => {
     ]);
     expect(hourly.exitCode, hourly.all).toBe(0);
     await db.rows(`UPDATE ${db.schema}.jobs SET created_at = now() - interval '1 day' WHERE name = 'hourly-report'`);
+    // Earlier due occurrences not completed although the latest is: failed two hours ago, not
+    // run an hour ago, completed now. Registered just before the failed one.
+    const gaps = ['--name', GAPS, '--schedule', '0 * * * *', '--window-from-schedule', '--alert-after', '1s'];
+    for (const [at, code] of [
+      [hoursAgo(2), 3],
+      [hoursAgo(0), 0],
+    ] as const) {
+      const r = await runCli([
+        'run',
+        ...conn(),
+        ...gaps,
+        '--scheduled-time',
+        at,
+        '--',
+        process.execPath,
+        fixture('exit-with.mjs'),
+        String(code),
+      ]);
+      expect(r.exitCode, r.all).toBe(code);
+    }
+    await db.rows(`UPDATE ${db.schema}.jobs SET created_at = $2::timestamptz - interval '1 second' WHERE name = $1`, [
+      GAPS,
+      hoursAgo(2),
+    ]);
     // Failing, with hostile strings in its name, window, recorded output and an event's detail.
     for (let i = 0; i < 2; i++) {
       const r = await runCli([
@@ -199,13 +229,38 @@ describe.skipIf(!haveChromium)('status page in chromium', () => {
         .locator('#jobs tbody tr', { has: page.getByRole('link', { name: 'long-runner', exact: true }) })
         .innerText(),
     ).toMatch(/running on \S+:\d+:\w+/);
-    // Summary counts, and 100 rows of the 10,003 jobs on the first page.
+    // Summary counts, and 100 rows of the 10,005 jobs on the first page.
     expect(await page.locator('.summary').innerText()).toMatch(
-      /all 10004[\s\S]*overdue 1[\s\S]*paused 1[\s\S]*failing 1[\s\S]*running 1[\s\S]*healthy 10000/,
+      /all 10005[\s\S]*overdue 2[\s\S]*paused 1[\s\S]*failing 1[\s\S]*running 1[\s\S]*healthy 10000/,
     );
     expect(await page.locator('#jobs tbody tr').count()).toBe(100);
-    expect(await page.locator('#shown').innerText()).toBe('Jobs 1-100 of 10004');
+    expect(await page.locator('#shown').innerText()).toBe('Jobs 1-100 of 10005');
+    // A single test database: nothing to say about replication.
+    expect(await page.locator('#replication').count()).toBe(0);
     await page.screenshot({ path: path.join(SHOTS, 'status-list.png'), fullPage: false });
+    await page.close();
+  });
+
+  it('a job whose latest occurrence completed but an earlier one did not reads as overdue, and its page lists them', async () => {
+    const page = await newPage();
+    await page.goto(`${base()}/?q=${GAPS}`);
+    const row = page.locator('#jobs tbody tr', { has: page.getByRole('link', { name: GAPS, exact: true }) });
+    expect(await row.locator('.state').innerText()).toBe('OVERDUE');
+    // Two earlier ones (three if an hour passed since the runs: the new latest is due too).
+    expect(await row.locator('.not-completed').innerText()).toMatch(
+      new RegExp(`^[23] due occurrences not completed, the oldest ${hoursAgo(2)} \\(failed\\) overdue since `),
+    );
+    // Its last completed window is the latest one: what hid the earlier ones before.
+    expect(await row.innerText()).toContain(hoursAgo(0));
+    await row.getByRole('link', { name: GAPS, exact: true }).click();
+    await page.waitForURL(/\/job\?name=/);
+    expect(await page.locator('.state').first().innerText()).toBe('OVERDUE');
+    const listed = await page.locator('#not-completed tbody tr').allInnerTexts();
+    expect(listed[0]).toMatch(new RegExp(`^${hoursAgo(2)}\\s+failed\\s`));
+    expect(listed[1]).toMatch(new RegExp(`^${hoursAgo(1)}\\s+no run\\s`));
+    expect(listed.length).toBeGreaterThanOrEqual(2);
+    expect(await page.locator('h2', { hasText: 'Due occurrences not completed' }).count()).toBe(1);
+    await page.screenshot({ path: path.join(SHOTS, 'status-not-completed.png'), fullPage: true });
     await page.close();
   });
 
@@ -267,13 +322,13 @@ describe.skipIf(!haveChromium)('status page in chromium', () => {
     await Promise.all([page.waitForURL(/q=HAYSTACK/), page.getByRole('button', { name: 'Search' }).click()]);
     expect(await page.locator('#jobs tbody tr').count()).toBe(1);
     expect(await page.locator('#jobs tbody tr').getByRole('link').innerText()).toBe(NEEDLE);
-    expect(await page.locator('#shown').innerText()).toBe('Jobs 1-1 of 1 matching (10004 in all)');
+    expect(await page.locator('#shown').innerText()).toBe('Jobs 1-1 of 1 matching (10005 in all)');
     expect(await page.locator('#jobs tbody tr').innerText()).toMatch(/HEALTHY[\s\S]*\*\/15 \* \* \* \* Europe\/Berlin/);
 
     await page.goto(`${base()}/?q=bulk-`);
-    expect(await page.locator('#shown').innerText()).toBe('Jobs 1-100 of 9999 matching (10004 in all)');
+    expect(await page.locator('#shown').innerText()).toBe('Jobs 1-100 of 9999 matching (10005 in all)');
     await Promise.all([page.waitForURL(/page=2/), page.getByRole('link', { name: 'next →' }).click()]);
-    expect(await page.locator('#shown').innerText()).toBe('Jobs 101-200 of 9999 matching (10004 in all)');
+    expect(await page.locator('#shown').innerText()).toBe('Jobs 101-200 of 9999 matching (10005 in all)');
     expect(await page.locator('#jobs tbody tr').first().getByRole('link').innerText()).toBe('bulk-00101');
     expect(await page.locator('.pager').innerText()).toContain('page 2 of 100');
     await page.close();

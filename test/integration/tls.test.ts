@@ -42,9 +42,17 @@ describe('sslmode, as libpq reads it', () => {
   it.each([
     ['require: encrypted, the certificate not checked', byIpOf, { sslmode: 'require' }],
     ['prefer: encrypted when the server offers it', byIpOf, { sslmode: 'prefer' }],
-    ['verify-ca: the chain checked, not the host name', byNameOf, { sslmode: 'verify-ca', sslrootcert: `${certs}/ca.pem` }],
+    [
+      'verify-ca: the chain checked, not the host name',
+      byNameOf,
+      { sslmode: 'verify-ca', sslrootcert: `${certs}/ca.pem` },
+    ],
     ['verify-full: chain and host name', byIpOf, { sslmode: 'verify-full', sslrootcert: `${certs}/ca.pem` }],
-    ['require with a root certificate: the chain checked', byNameOf, { sslmode: 'require', sslrootcert: `${certs}/ca.pem` }],
+    [
+      'require with a root certificate: the chain checked',
+      byNameOf,
+      { sslmode: 'require', sslrootcert: `${certs}/ca.pem` },
+    ],
   ])('%s: connects, over TLS, with no warning', async (_what, proxyOf, params) => {
     const proxy = proxyOf();
     const before = proxy.handshakes();
@@ -56,9 +64,24 @@ describe('sslmode, as libpq reads it', () => {
 
   it.each([
     ['verify-full against a CA not trusted', byIpOf, { sslmode: 'verify-full' }, /self-signed|unable to (get|verify)/i],
-    ['verify-full with the host name not in the certificate', byNameOf, { sslmode: 'verify-full', sslrootcert: `${certs}/ca.pem` }, /altnames|host ?name/i],
-    ['verify-ca with another CA', byNameOf, { sslmode: 'verify-ca', sslrootcert: `${certs}/other-ca.pem` }, /self-signed|unable to (get|verify)/i],
-    ['require with another root certificate', byIpOf, { sslmode: 'require', sslrootcert: `${certs}/other-ca.pem` }, /self-signed|unable to (get|verify)/i],
+    [
+      'verify-full with the host name not in the certificate',
+      byNameOf,
+      { sslmode: 'verify-full', sslrootcert: `${certs}/ca.pem` },
+      /altnames|host ?name/i,
+    ],
+    [
+      'verify-ca with another CA',
+      byNameOf,
+      { sslmode: 'verify-ca', sslrootcert: `${certs}/other-ca.pem` },
+      /self-signed|unable to (get|verify)/i,
+    ],
+    [
+      'require with another root certificate',
+      byIpOf,
+      { sslmode: 'require', sslrootcert: `${certs}/other-ca.pem` },
+      /self-signed|unable to (get|verify)/i,
+    ],
   ])('%s: exit 69, one line naming TLS', async (_what, proxyOf, params, why) => {
     const url = through(proxyOf(), params);
     const r = await status(url);
@@ -75,7 +98,10 @@ describe('sslmode, as libpq reads it', () => {
     const refused = await status(through(byName, {}), { PGSSLMODE: 'verify-full', PGSSLROOTCERT: `${certs}/ca.pem` });
     expect(refused.exitCode, refused.all).toBe(69);
     // The URL's keyword wins over the variable.
-    const url = await status(through(byName, { sslmode: 'verify-ca' }), { PGSSLMODE: 'verify-full', PGSSLROOTCERT: `${certs}/ca.pem` });
+    const url = await status(through(byName, { sslmode: 'verify-ca' }), {
+      PGSSLMODE: 'verify-full',
+      PGSSLROOTCERT: `${certs}/ca.pem`,
+    });
     expect(url.exitCode, url.all).toBe(0);
   });
 
@@ -89,9 +115,17 @@ describe('sslmode, as libpq reads it', () => {
   });
 
   it.each([
-    ['an unknown sslmode', { sslmode: 'sometimes' }, /^leasejob: Expected sslmode to be one of disable, allow, prefer, require, verify-ca, verify-full, got "sometimes"\.$/],
+    [
+      'an unknown sslmode',
+      { sslmode: 'sometimes' },
+      /^leasejob: Expected sslmode to be one of disable, allow, prefer, require, verify-ca, verify-full, got "sometimes"\.$/,
+    ],
     ['verify-ca without a CA', { sslmode: 'verify-ca' }, /^leasejob: sslmode=verify-ca needs sslrootcert/],
-    ['a root certificate that is not there', { sslmode: 'verify-full', sslrootcert: '/nonexistent/root.crt' }, /^leasejob: Cannot read sslrootcert "\/nonexistent\/root.crt" \(ENOENT\)/],
+    [
+      'a root certificate that is not there',
+      { sslmode: 'verify-full', sslrootcert: '/nonexistent/root.crt' },
+      /^leasejob: Cannot read sslrootcert "\/nonexistent\/root.crt" \(ENOENT\)/,
+    ],
   ])('%s: exit 64, one line, nothing tried', async (_what, params, message) => {
     const before = byIp.handshakes();
     const r = await status(through(byIp, params));
@@ -104,12 +138,26 @@ describe('sslmode, as libpq reads it', () => {
   it('run over require: the child runs, and --pass-database-url hands it the URL as given', async () => {
     const url = through(byIp, { sslmode: 'require' });
     const r = await runCli([
-      'run', '--name', 'tls-run', '--window', 'w1', '--database-url', url, '--schema', db.schema, '--pass-database-url',
-      '--', process.execPath, '-e', 'process.stdout.write(process.env.DATABASE_URL ?? "none")',
+      'run',
+      '--name',
+      'tls-run',
+      '--window',
+      'w1',
+      '--database-url',
+      url,
+      '--schema',
+      db.schema,
+      '--pass-database-url',
+      '--',
+      process.execPath,
+      '-e',
+      'process.stdout.write(process.env.DATABASE_URL ?? "none")',
     ]);
     expect(r.exitCode, r.all).toBe(0);
     expect(r.stdout).toBe(url);
-    const rows = await db.rows<{ outcome: string }>(`SELECT outcome FROM ${db.schema}.windows WHERE job = $1`, ['tls-run']);
+    const rows = await db.rows<{ outcome: string }>(`SELECT outcome FROM ${db.schema}.windows WHERE job = $1`, [
+      'tls-run',
+    ]);
     expect(rows.map((x) => x.outcome)).toEqual(['completed']);
   });
 });

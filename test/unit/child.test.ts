@@ -54,14 +54,19 @@ function tempFile(name: string): string {
 
 /** The pid a fixture wrote to `file`, once it is there in full. */
 function waitForPid(file: string): Promise<number> {
-  return waitFor(`pid in ${file}`, () => {
-    try {
-      const pid = Number.parseInt(readFileSync(file, 'utf8'), 10);
-      return Number.isInteger(pid) && pid > 0 ? pid : undefined;
-    } catch {
-      return undefined;
-    }
-  }, WAIT_LIMIT_MS, POLL_MS);
+  return waitFor(
+    `pid in ${file}`,
+    () => {
+      try {
+        const pid = Number.parseInt(readFileSync(file, 'utf8'), 10);
+        return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+      } catch {
+        return undefined;
+      }
+    },
+    WAIT_LIMIT_MS,
+    POLL_MS,
+  );
 }
 
 /** Gone, or a zombie: orphans here are reparented to a PID 1 that may never reap them. */
@@ -152,7 +157,10 @@ describe('stop', { timeout: TEST_TIMEOUT_MS }, () => {
     const ready = tempFile('ready');
     const child = await start(node, [fixture('forever.mjs'), ready]);
     await waitForPid(ready);
-    await expect(child.stop({ graceMs: 60_000, first: 'SIGINT' })).resolves.toMatchObject({ signal: 'SIGINT', code: 130 });
+    await expect(child.stop({ graceMs: 60_000, first: 'SIGINT' })).resolves.toMatchObject({
+      signal: 'SIGINT',
+      code: 130,
+    });
   });
 
   it('SIGKILLs a child that ignores SIGTERM once the grace is over', async () => {
@@ -275,7 +283,10 @@ describe('parent death', { timeout: TEST_TIMEOUT_MS }, () => {
     expect(isGone(pid)).toBe(false);
   });
 
-  it.runIf(!hasSetpriv)('is unavailable here: setpriv (util-linux) not found or not Linux, parent-death tests skipped', () => {
-    expect(buildSpawnArgs('job', [], true)).toEqual({ file: 'job', args: [] });
-  });
+  it.runIf(!hasSetpriv)(
+    'is unavailable here: setpriv (util-linux) not found or not Linux, parent-death tests skipped',
+    () => {
+      expect(buildSpawnArgs('job', [], true)).toEqual({ file: 'job', args: [] });
+    },
+  );
 });

@@ -6,7 +6,11 @@ import { cacheFileTag, COMMANDS, isCacheFileOf } from '../../src/startup/compile
 
 describe('compile cache command names', () => {
   it('are exactly the CLI commands', () => {
-    expect([...COMMANDS].sort()).toEqual(buildProgram().commands.map((c) => c.name()).sort());
+    expect([...COMMANDS].sort()).toEqual(
+      buildProgram()
+        .commands.map((c) => c.name())
+        .sort(),
+    );
     expect([...COMMAND_NAMES].sort()).toEqual([...COMMANDS].sort());
   });
 
@@ -16,11 +20,23 @@ describe('compile cache command names', () => {
   });
 
   it('cleanup recognises only its own file names, never an operator file that looks alike', () => {
-    for (const ours of ['run-11.3.244.8-node.29-x64-631861-1764547200000.bin', 'run-10.0-x64-1-1.bin', 'other-12.4.254.21-node.33-arm64-5-6.bin',
-      'run-11.3.244.8-node.38-x64-0a1b2c3d-650318-1796121246097.bin', 'status-10.0-arm64-12345678-1-1.bin']) {
+    for (const ours of [
+      'run-11.3.244.8-node.29-x64-631861-1764547200000.bin',
+      'run-10.0-x64-1-1.bin',
+      'other-12.4.254.21-node.33-arm64-5-6.bin',
+      'run-11.3.244.8-node.38-x64-0a1b2c3d-650318-1796121246097.bin',
+      'status-10.0-arm64-12345678-1-1.bin',
+    ]) {
       expect(isCacheFileOf(ours.split('-')[0]!, ours), ours).toBe(true);
     }
-    for (const theirs of ['run-backup.bin', 'run-notes-2024.bin', 'run-1.bin', 'other-data.bin', 'run-11.3-x64-1-1.bin.bak', 'runx-10.0-x64-1-1.bin']) {
+    for (const theirs of [
+      'run-backup.bin',
+      'run-notes-2024.bin',
+      'run-1.bin',
+      'other-data.bin',
+      'run-11.3-x64-1-1.bin.bak',
+      'runx-10.0-x64-1-1.bin',
+    ]) {
       expect(isCacheFileOf('run', theirs) || isCacheFileOf('other', theirs), theirs).toBe(false);
     }
   });

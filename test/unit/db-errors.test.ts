@@ -2,7 +2,12 @@
 // exit code and advice. The integration tests provoke some of these on a real server; the
 // others (a crashed server, a full disk) cannot be provoked there.
 import { describe, expect, it } from 'vitest';
-import { classifyDbError, isTransientDbError, noAnswerWithin, wasRolledBack } from '../../src/store/postgres/db-errors.js';
+import {
+  classifyDbError,
+  isTransientDbError,
+  noAnswerWithin,
+  wasRolledBack,
+} from '../../src/store/postgres/db-errors.js';
 
 const ctx = { schema: 'leasejob', secrets: ['s3cret'], target: 'postgres://u:***@db/app' };
 const pgError = (code: string, message = `error ${code} s3cret`): Error => Object.assign(new Error(message), { code });
@@ -11,7 +16,11 @@ describe('classifyDbError', () => {
   it.each([
     ['25006', 'E_DB_REFUSED', /read-only \(a standby\?\)/],
     ['57014', 'E_DB_REFUSED', /cancelled the statement/],
-    ['40001', 'E_DB_REFUSED', /a serialization failure on every try: .*default_transaction_isolation.*recovery conflict/],
+    [
+      '40001',
+      'E_DB_REFUSED',
+      /a serialization failure on every try: .*default_transaction_isolation.*recovery conflict/,
+    ],
     ['40P01', 'E_DB_REFUSED', /a deadlock on every try/],
     ['25P03', 'E_DB_REFUSED', /ended the session \(idle_in_transaction_session_timeout/],
     ['25P04', 'E_DB_REFUSED', /ended the session/],
@@ -35,7 +44,9 @@ describe('classifyDbError', () => {
   it('no answer within our own bound: said as such, not as "unreachable"', () => {
     const e = classifyDbError(noAnswerWithin(5000), ctx);
     expect(e?.code).toBe('E_DB_UNREACHABLE');
-    expect(e?.message).toMatch(/^database at .* did not answer in time: the database did not answer within 5000 ms \(unreachable, overloaded, or the statement waiting for a lock/);
+    expect(e?.message).toMatch(
+      /^database at .* did not answer in time: the database did not answer within 5000 ms \(unreachable, overloaded, or the statement waiting for a lock/,
+    );
   });
 
   it('anything else is not a database condition (the caller reports it as internal)', () => {
@@ -46,7 +57,8 @@ describe('classifyDbError', () => {
   it('only a serialization failure and a deadlock count as rolled back (sent again)', () => {
     expect(wasRolledBack(pgError('40001'))).toBe(true);
     expect(wasRolledBack(pgError('40P01'))).toBe(true);
-    for (const code of ['40002', '40003', '25P03', '57014', '08006']) expect(wasRolledBack(pgError(code)), code).toBe(false);
+    for (const code of ['40002', '40003', '25P03', '57014', '08006'])
+      expect(wasRolledBack(pgError(code)), code).toBe(false);
     expect(isTransientDbError(pgError('40001'))).toBe(false);
   });
 });

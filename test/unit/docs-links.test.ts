@@ -22,7 +22,11 @@ function anchorsOf(file: string): Set<string> {
     if (line.startsWith('```')) fenced = !fenced;
     const m = !fenced && /^#{1,6} (.*)$/.exec(line);
     if (!m) continue;
-    const base = m[1]!.trim().toLowerCase().replace(/[^\p{L}\p{N} _-]/gu, '').replace(/ /g, '-');
+    const base = m[1]!
+      .trim()
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N} _-]/gu, '')
+      .replace(/ /g, '-');
     const n = seen.get(base) ?? 0;
     seen.set(base, n + 1);
     out.add(n === 0 ? base : `${base}-${n}`);
@@ -30,7 +34,11 @@ function anchorsOf(file: string): Set<string> {
   return out;
 }
 
-const pages = [path.join(ROOT, 'README.md'), path.join(ROOT, 'CHANGELOG.md'), ...markdownFiles(path.join(ROOT, 'docs'))];
+const pages = [
+  path.join(ROOT, 'README.md'),
+  path.join(ROOT, 'CHANGELOG.md'),
+  ...markdownFiles(path.join(ROOT, 'docs')),
+];
 
 describe('documentation links', () => {
   it.each(pages.map((p) => [path.relative(ROOT, p), p]))('%s: every relative link resolves', (_name, page) => {
@@ -48,7 +56,8 @@ describe('documentation links', () => {
           broken.push(`${target}: no such file`);
           continue;
         }
-        if (fragment && resolved.endsWith('.md') && !anchorsOf(resolved).has(fragment)) broken.push(`${target}: no such heading`);
+        if (fragment && resolved.endsWith('.md') && !anchorsOf(resolved).has(fragment))
+          broken.push(`${target}: no such heading`);
       }
     }
     expect(broken).toEqual([]);

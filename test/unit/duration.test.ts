@@ -42,12 +42,16 @@ describe('parseDuration', () => {
     'pt90s',
   ])('rejects %j naming the flag and the value', (text) => {
     expect(() => parseDuration(text, '--ttl')).toThrow(UsageError);
-    expect(() => parseDuration(text, '--ttl')).toThrow(`Expected \`--ttl\` to be a duration like 90s, 2m or PT90S, got \`${text}\`.`);
+    expect(() => parseDuration(text, '--ttl')).toThrow(
+      `Expected \`--ttl\` to be a duration like 90s, 2m or PT90S, got \`${text}\`.`,
+    );
   });
 
   it.each(['-5s', '0s', '0ms', '0.1ms', 'PT0S', '-PT5S', 'PT-5S', '-0s'])('rejects %j as not positive', (text) => {
     expect(() => parseDuration(text, '--ttl')).toThrow(UsageError);
-    expect(() => parseDuration(text, '--ttl')).toThrow(`Expected \`--ttl\` to be a positive duration like 90s, 2m or PT90S, got \`${text}\`.`);
+    expect(() => parseDuration(text, '--ttl')).toThrow(
+      `Expected \`--ttl\` to be a positive duration like 90s, 2m or PT90S, got \`${text}\`.`,
+    );
   });
 
   it.each(['367d', 'P400D', '9000h'])('rejects the absurdly long %j', (text) => {

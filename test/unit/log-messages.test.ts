@@ -4,7 +4,16 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ROOT } from '../helpers/wait.js';
 
-const RUN_PATH = ['src/lease/runner.ts', 'src/lease/sequence.ts', 'src/lease/keeper.ts', 'src/cli/commands/run.ts', 'src/cli/commands/backfill.ts', 'src/clock.ts'];
+const RUN_PATH = [
+  'src/lease/runner.ts',
+  'src/lease/acquire.ts',
+  'src/lease/finish.ts',
+  'src/lease/sequence.ts',
+  'src/lease/keeper.ts',
+  'src/cli/commands/run.ts',
+  'src/cli/commands/backfill.ts',
+  'src/clock.ts',
+];
 
 describe('docs/logs.md', () => {
   it('names every fixed message the run path logs', () => {
@@ -14,12 +23,18 @@ describe('docs/logs.md', () => {
       const text = readFileSync(path.join(ROOT, file), 'utf8');
       // The message is the call's last argument, or either branch of a ternary there.
       for (const call of text.matchAll(/log\.(?:trace|debug|info|warn|error)\(([\s\S]*?)\);/g)) {
-        for (const m of call[1]!.matchAll(/'([a-z][^']*)'\s*(?=$|:\s*')/g)) messages.add(m[1]!);
+        for (const m of call[1]!.matchAll(/'([a-z][^']*)'\s*(?=,?\s*$|:\s*')/g)) messages.add(m[1]!);
       }
     }
     expect(messages.size).toBeGreaterThan(20);
     // Both branches of `ok ? 'window completed' : 'window left open'` are seen.
-    expect([...messages]).toEqual(expect.arrayContaining(['window completed', 'window left open', 'signal received while waiting for the database']));
+    expect([...messages]).toEqual(
+      expect.arrayContaining([
+        'window completed',
+        'window left open',
+        'signal received while waiting for the database',
+      ]),
+    );
     const missing = [...messages].filter((m) => !logs.includes(`\`${m}\``));
     expect(missing).toEqual([]);
   });

@@ -22,7 +22,9 @@ const FROZEN: Array<[string, string]> = [
 
 const sqlDir = path.join(ROOT, 'sql');
 const sha256 = (file: string): string =>
-  createHash('sha256').update(readFileSync(path.join(sqlDir, file), 'utf8').replace(/\r\n/g, '\n')).digest('hex');
+  createHash('sha256')
+    .update(readFileSync(path.join(sqlDir, file), 'utf8').replace(/\r\n/g, '\n'))
+    .digest('hex');
 
 describe('released migrations', () => {
   it.each(FROZEN)('%s is unchanged', (file, hash) => {
@@ -30,7 +32,9 @@ describe('released migrations', () => {
   });
 
   it('none was removed or renumbered, and every other file is newer than the frozen ones', () => {
-    const files = readdirSync(sqlDir).filter((f) => f.endsWith('.sql')).sort();
+    const files = readdirSync(sqlDir)
+      .filter((f) => f.endsWith('.sql'))
+      .sort();
     expect(files.slice(0, FROZEN.length)).toEqual(FROZEN.map(([f]) => f));
   });
 });

@@ -41,15 +41,19 @@ describe('parseKubernetesJobName', () => {
 });
 
 describe('names of UTC', () => {
-  it('give one key per occurrence whatever the spelling: UTC, Etc/UTC (the chart\'s), GMT, Zulu, any case', () => {
+  it("give one key per occurrence whatever the spelling: UTC, Etc/UTC (the chart's), GMT, Zulu, any case", () => {
     const now = new Date('2026-11-30T03:05:07Z');
-    const keys = ['UTC', 'Etc/UTC', 'etc/utc', 'GMT', 'Etc/GMT', 'Etc/GMT+0', 'Zulu', 'Universal', 'Etc/Greenwich'].map((tz) => {
-      const occ = deriveOccurrence({ schedule: parseSchedule('5 0 * * *', tz), now })!;
-      return [windowKey(occ.scheduledAt, {}), windowKey(occ.scheduledAt, { format: 'yyyy-MM-dd HH:mm ZZ' })];
-    });
+    const keys = ['UTC', 'Etc/UTC', 'etc/utc', 'GMT', 'Etc/GMT', 'Etc/GMT+0', 'Zulu', 'Universal', 'Etc/Greenwich'].map(
+      (tz) => {
+        const occ = deriveOccurrence({ schedule: parseSchedule('5 0 * * *', tz), now })!;
+        return [windowKey(occ.scheduledAt, {}), windowKey(occ.scheduledAt, { format: 'yyyy-MM-dd HH:mm ZZ' })];
+      },
+    );
     for (const k of keys) expect(k).toEqual(['2026-11-30T00:05:00Z', '2026-11-30 00:05 +00:00']);
     // A zone at offset 0 that is not UTC keeps its own spelling (its summer instants differ anyway).
-    expect(windowKey(deriveOccurrence({ schedule: parseSchedule('5 0 * * *', 'Europe/London'), now })!.scheduledAt, {})).toBe('2026-11-30T00:05:00+00:00');
+    expect(
+      windowKey(deriveOccurrence({ schedule: parseSchedule('5 0 * * *', 'Europe/London'), now })!.scheduledAt, {}),
+    ).toBe('2026-11-30T00:05:00+00:00');
     expect(parseSchedule('5 0 * * *', 'Etc/UTC').tz).toBe('UTC');
   });
 });
@@ -66,7 +70,9 @@ describe('deriveOccurrence', () => {
         'the occurrences around it are 2026-11-30T00:05:00-03:00 and 2026-12-01T00:05:00-03:00.',
     );
     // The same instant written in another offset is the tick.
-    expect(deriveOccurrence({ scheduledTime: '2026-11-30T03:05:00Z', schedule: nightly, now })?.scheduledAt.toISO()).toBe('2026-11-30T00:05:00.000-03:00');
+    expect(
+      deriveOccurrence({ scheduledTime: '2026-11-30T03:05:00Z', schedule: nightly, now })?.scheduledAt.toISO(),
+    ).toBe('2026-11-30T00:05:00.000-03:00');
     // Without a schedule any instant names itself.
     expect(deriveOccurrence({ scheduledTime: '2026-11-30T00:06:00-03:00', now })?.source).toBe('scheduled-time');
   });
@@ -96,12 +102,20 @@ describe('deriveOccurrence', () => {
         `If \`--tz\` is the CronJob's timeZone already, the controller's time zone rules differ from this Node's (tzdata ${process.versions.tz}): update one or the other.`,
     );
     // `kubectl create job --from=cronjob/nightly-close nightly-close-20261130`: 20261130 unix minutes is 2008.
-    expect(() => deriveOccurrence({ jobName: 'nightly-close-20261130', schedule: nightly, now })).toThrow(/names the scheduled minute 2008-07-\d\dT/);
+    expect(() => deriveOccurrence({ jobName: 'nightly-close-20261130', schedule: nightly, now })).toThrow(
+      /names the scheduled minute 2008-07-\d\dT/,
+    );
     // --scheduled-time still wins over the name, and a schedule without hours fits any zone.
-    expect(deriveOccurrence({ scheduledTime: '2026-11-30T03:05:00Z', jobName: utcFired, schedule: nightly, now })?.source).toBe('scheduled-time');
+    expect(
+      deriveOccurrence({ scheduledTime: '2026-11-30T03:05:00Z', jobName: utcFired, schedule: nightly, now })?.source,
+    ).toBe('scheduled-time');
     const every7 = parseSchedule('*/7 * * * *', 'UTC');
-    expect(() => deriveOccurrence({ jobName: `x-${minutesOf('2026-11-30T03:06:00Z')}`, schedule: every7, now })).toThrow(/not an occurrence/);
-    expect(deriveOccurrence({ jobName: `x-${minutesOf('2026-11-30T03:00:00Z')}`, schedule: every7, now })?.source).toBe('job-name');
+    expect(() =>
+      deriveOccurrence({ jobName: `x-${minutesOf('2026-11-30T03:06:00Z')}`, schedule: every7, now }),
+    ).toThrow(/not an occurrence/);
+    expect(deriveOccurrence({ jobName: `x-${minutesOf('2026-11-30T03:00:00Z')}`, schedule: every7, now })?.source).toBe(
+      'job-name',
+    );
   });
 
   it('returns the occurrence in the schedule zone', () => {
@@ -205,53 +219,118 @@ describe('windowKey', () => {
 });
 
 describe('validateWindowFormat', () => {
-  it.each(['yyyy-MM-dd', "yyyy-MM-dd'T'HH:mm", "yyyy-MM-dd'T'HH:mm:ss.SSS", 'yyyy', 'yyyy-MM', "'week' kkkk-WW", 'yyyy-ooo', 'yyyy-MM-dd hh:mm a', 'yyyy-q', 'D', 'x'])(
-    'accepts %j',
-    (format) => {
-      expect(() => validateWindowFormat(format)).not.toThrow();
-    },
-  );
+  it.each([
+    'yyyy-MM-dd',
+    "yyyy-MM-dd'T'HH:mm",
+    "yyyy-MM-dd'T'HH:mm:ss.SSS",
+    'yyyy',
+    'yyyy-MM',
+    "'week' kkkk-WW",
+    'yyyy-ooo',
+    'yyyy-MM-dd hh:mm a',
+    'yyyy-q',
+    'D',
+    'x',
+  ])('accepts %j', (format) => {
+    expect(() => validateWindowFormat(format)).not.toThrow();
+  });
 
   it.each([
-    ['HH', '"04"'], ['HH:mm', '"04:05"'], ['a', '"AM"'], ['T', '"04:05"'], ['EEEE', '"Saturday"'], ['MM-dd', '"02-03"'], ['yyyy-dd', '"2001-03"'],
-    ['yyyy-MM-dd hh:mm', '"2001-02-03 04:05"'], ["yyyy-MM-dd'T'mm", '"2001-02-03T05"'], ["yyyy-MM-dd'T'HH:mm:SSS", '"2001-02-03T04:05:007"'],
-    ['yyyy-WW', '"2001-01"'], ['kkkk-MM', '"2002-12"'], ['kkkk-MM-dd', '"2004-01-01"'], ['kkkk-ooo', '"2004-001"'],
+    ['HH', '"04"'],
+    ['HH:mm', '"04:05"'],
+    ['a', '"AM"'],
+    ['T', '"04:05"'],
+    ['EEEE', '"Saturday"'],
+    ['MM-dd', '"02-03"'],
+    ['yyyy-dd', '"2001-03"'],
+    ['yyyy-MM-dd hh:mm', '"2001-02-03 04:05"'],
+    ["yyyy-MM-dd'T'mm", '"2001-02-03T05"'],
+    ["yyyy-MM-dd'T'HH:mm:SSS", '"2001-02-03T04:05:007"'],
+    ['yyyy-WW', '"2001-01"'],
+    ['kkkk-MM', '"2002-12"'],
+    ['kkkk-MM-dd', '"2004-01-01"'],
+    ['kkkk-ooo', '"2004-001"'],
     // No year, but a weekday or ordinal that tells nearby years apart: 28 years on they match.
-    ['MM-dd EEE', '"02-03 Sat"'], ['cooo', '"6034"'],
+    ['MM-dd EEE', '"02-03 Sat"'],
+    ['cooo', '"6034"'],
   ])('rejects %j, whose keys recur', (format, key) => {
     expect(() => validateWindowFormat(format)).toThrow(UsageError);
     expect(() => validateWindowFormat(format)).toThrow(`got \`${format}\`: its keys recur (`);
-    expect(() => validateWindowFormat(format)).toThrow(`both give ${key}), so a later occurrence would find its window already completed`);
+    expect(() => validateWindowFormat(format)).toThrow(
+      `both give ${key}), so a later occurrence would find its window already completed`,
+    );
   });
 
-  it.each([['ZZ', 'UTC', '"+00:00"'], ['z', 'Asia/Kolkata', '"Asia/Kolkata"'], ["'run' ZZZZ", 'UTC', '"run UTC"']])(
-    'rejects %j, constant in the job\'s zone %s',
-    (format, tz, key) => {
-      expect(() => validateWindowFormat(format, tz)).toThrow(`got \`${format}\`: in ${tz} it gives every occurrence the same window key (${key}), so the job would run once and never again.`);
-    },
-  );
+  it.each([
+    ['ZZ', 'UTC', '"+00:00"'],
+    ['z', 'Asia/Kolkata', '"Asia/Kolkata"'],
+    ["'run' ZZZZ", 'UTC', '"run UTC"'],
+  ])("rejects %j, constant in the job's zone %s", (format, tz, key) => {
+    expect(() => validateWindowFormat(format, tz)).toThrow(
+      `got \`${format}\`: in ${tz} it gives every occurrence the same window key (${key}), so the job would run once and never again.`,
+    );
+  });
 
-  it.each(['America/New_York', 'America/Los_Angeles', 'Pacific/Pago_Pago', 'Pacific/Kiritimati', 'Asia/Kolkata', 'America/Sao_Paulo'])(
-    'in %s too: every recurring format is rejected, every sound one accepted',
-    (tz) => {
-      for (const format of ['HH', 'HH:mm', 'a', 'T', 'EEEE', 'MM-dd', 'yyyy-dd', 'yyyy-MM-dd hh:mm', "yyyy-MM-dd'T'mm", "yyyy-MM-dd'T'HH:mm:SSS",
-        'yyyy-WW', "yyyy-'W'WW", 'kkkk-MM', 'kkkk-MM-dd', 'kkkk-ooo', 'MM-dd EEE', 'cooo', 'MM-dd ZZ']) {
-        expect(() => validateWindowFormat(format, tz), format).toThrow('its keys recur');
-      }
-      for (const format of ['yyyy-MM-dd', "yyyy-MM-dd'T'HH:mm", "yyyy-MM-dd'T'HH:mm:ss.SSS", 'yyyy', 'yyyy-MM', "'week' kkkk-WW", 'yyyy-ooo', 'yyyy-MM-dd hh:mm a', 'yyyy-q', 'D', 'x']) {
-        expect(() => validateWindowFormat(format, tz), format).not.toThrow();
-      }
-    },
-  );
+  it.each([
+    'America/New_York',
+    'America/Los_Angeles',
+    'Pacific/Pago_Pago',
+    'Pacific/Kiritimati',
+    'Asia/Kolkata',
+    'America/Sao_Paulo',
+  ])('in %s too: every recurring format is rejected, every sound one accepted', (tz) => {
+    for (const format of [
+      'HH',
+      'HH:mm',
+      'a',
+      'T',
+      'EEEE',
+      'MM-dd',
+      'yyyy-dd',
+      'yyyy-MM-dd hh:mm',
+      "yyyy-MM-dd'T'mm",
+      "yyyy-MM-dd'T'HH:mm:SSS",
+      'yyyy-WW',
+      "yyyy-'W'WW",
+      'kkkk-MM',
+      'kkkk-MM-dd',
+      'kkkk-ooo',
+      'MM-dd EEE',
+      'cooo',
+      'MM-dd ZZ',
+    ]) {
+      expect(() => validateWindowFormat(format, tz), format).toThrow('its keys recur');
+    }
+    for (const format of [
+      'yyyy-MM-dd',
+      "yyyy-MM-dd'T'HH:mm",
+      "yyyy-MM-dd'T'HH:mm:ss.SSS",
+      'yyyy',
+      'yyyy-MM',
+      "'week' kkkk-WW",
+      'yyyy-ooo',
+      'yyyy-MM-dd hh:mm a',
+      'yyyy-q',
+      'D',
+      'x',
+    ]) {
+      expect(() => validateWindowFormat(format, tz), format).not.toThrow();
+    }
+  });
 
-  it.each([['ZZ', 'Pacific/Apia'], ['ZZZZ', 'Asia/Colombo'], ['ZZ', 'America/Montevideo'], ['z', 'Africa/Casablanca']])(
+  it.each([
+    ['ZZ', 'Pacific/Apia'],
+    ['ZZZZ', 'Asia/Colombo'],
+    ['ZZ', 'America/Montevideo'],
+    ['z', 'Africa/Casablanca'],
+  ])(
     'rejects %j in %s, whose offset changed since 2001 but gives every occurrence from now on one key',
     (format, tz) => {
       expect(() => validateWindowFormat(format, tz)).toThrow(/its keys recur|the same window key/);
     },
   );
 
-  it('rejects a zone offset alone in a zone with DST (it recurs), and checks keys in the job\'s zone', () => {
+  it("rejects a zone offset alone in a zone with DST (it recurs), and checks keys in the job's zone", () => {
     expect(() => validateWindowFormat('ZZ', 'America/New_York')).toThrow('its keys recur');
     expect(() => validateWindowFormat('yyyy-MM-dd', 'Pacific/Kiritimati')).not.toThrow();
     expect(() => validateWindowFormat('kkkk-MM-dd', 'Pacific/Honolulu')).toThrow('its keys recur');

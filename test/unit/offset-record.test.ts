@@ -5,8 +5,15 @@ import { LeaseKeeper } from '../../src/lease/keeper.js';
 import { silentLogger } from '../../src/log.js';
 import type { LeaseStore } from '../../src/store/contract.js';
 
-const keeper = (): LeaseKeeper => new LeaseKeeper({} as LeaseStore, { job: 'j', owner: 'h:1:a', generation: '1' },
-  { ttlMs: 3_000, renewIntervalMs: 1_000, killGraceMs: 500 }, { mono: 0, wall: 0 }, silentLogger, () => {});
+const keeper = (): LeaseKeeper =>
+  new LeaseKeeper(
+    {} as LeaseStore,
+    { job: 'j', owner: 'h:1:a', generation: '1' },
+    { ttlMs: 3_000, renewIntervalMs: 1_000, killGraceMs: 500 },
+    { mono: 0, wall: 0 },
+    silentLogger,
+    () => {},
+  );
 const m = (offsetMs: number, uncertaintyMs: number) => ({ offsetMs, uncertaintyMs, rttMs: 2 * uncertaintyMs });
 
 describe('the offset a run records', () => {

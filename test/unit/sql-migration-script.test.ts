@@ -16,8 +16,12 @@ function checkout(): string {
   execFileSync('git', ['init', '-q', dir]);
   return dir;
 }
-const run = (cwd: string, ...args: string[]) => spawnSync(process.execPath, [script, ...args], { cwd, encoding: 'utf8' });
-const numbered = (dir: string): string[] => readdirSync(path.join(dir, 'sql')).filter((f) => /^\d+_.*\.sql$/.test(f)).sort();
+const run = (cwd: string, ...args: string[]) =>
+  spawnSync(process.execPath, [script, ...args], { cwd, encoding: 'utf8' });
+const numbered = (dir: string): string[] =>
+  readdirSync(path.join(dir, 'sql'))
+    .filter((f) => /^\d+_.*\.sql$/.test(f))
+    .sort();
 
 describe('npm run sql:migration', () => {
   it('with no function changed: exit 64, nothing written', () => {
@@ -33,7 +37,10 @@ describe('npm run sql:migration', () => {
     const dir = checkout();
     const last = Math.max(...numbered(dir).map((f) => Number.parseInt(f, 10)));
     const file = path.join(dir, 'sql', 'functions', 'renew.sql');
-    writeFileSync(file, readFileSync(file, 'utf8').replace('RETURNING now(), l.expires_at;', 'RETURNING now(), l.expires_at; -- changed'));
+    writeFileSync(
+      file,
+      readFileSync(file, 'utf8').replace('RETURNING now(), l.expires_at;', 'RETURNING now(), l.expires_at; -- changed'),
+    );
     const r = run(dir, 'renew_changed');
     expect(r.status, r.stderr).toBe(0);
     const made = `${String(last + 1).padStart(3, '0')}_renew_changed.sql`;
@@ -47,8 +54,10 @@ describe('npm run sql:migration', () => {
 
   it('a new function file gets its privileges set up; a taken --number or a bad name is refused', () => {
     const dir = checkout();
-    writeFileSync(path.join(dir, 'sql', 'functions', 'noop.sql'),
-      '-- noop(): a test function.\nCREATE OR REPLACE FUNCTION noop() RETURNS void\nLANGUAGE sql SECURITY DEFINER SET search_path FROM CURRENT AS $$ SELECT $$;\n');
+    writeFileSync(
+      path.join(dir, 'sql', 'functions', 'noop.sql'),
+      '-- noop(): a test function.\nCREATE OR REPLACE FUNCTION noop() RETURNS void\nLANGUAGE sql SECURITY DEFINER SET search_path FROM CURRENT AS $$ SELECT $$;\n',
+    );
     expect(run(dir, 'x', '--number', '1').stderr).toContain('taken by sql/001_init.sql');
     expect(run(dir, 'Bad-Name').status).toBe(64);
     const r = run(dir, 'noop', '--number', '900');

@@ -6,7 +6,7 @@ import { DatabaseError } from '../../src/errors.js';
 const sqliteError = (code: string, message: string): Error => Object.assign(new Error(message), { code });
 
 describe('embedded store errors', () => {
-  it('a state file (or its directory) this user cannot write: exit 69, and run it as the jobs\' user', () => {
+  it("a state file (or its directory) this user cannot write: exit 69, and run it as the jobs' user", () => {
     for (const code of ['SQLITE_READONLY_DIRECTORY', 'SQLITE_READONLY', 'SQLITE_CANTOPEN']) {
       const e = classifySqliteError(sqliteError(code, 'attempt to write a readonly database'), '/var/lib/jobs/l.db');
       expect(e, code).toBeInstanceOf(DatabaseError);
@@ -15,9 +15,10 @@ describe('embedded store errors', () => {
     }
   });
 
-  it('other SQLite errors keep their own message; anything else is not the store\'s', () => {
-    expect(classifySqliteError(sqliteError('SQLITE_CORRUPT', 'database disk image is malformed'), '/s.db')!.message)
-      .toBe('state file /s.db: database disk image is malformed (SQLITE_CORRUPT)');
+  it("other SQLite errors keep their own message; anything else is not the store's", () => {
+    expect(
+      classifySqliteError(sqliteError('SQLITE_CORRUPT', 'database disk image is malformed'), '/s.db')!.message,
+    ).toBe('state file /s.db: database disk image is malformed (SQLITE_CORRUPT)');
     expect(classifySqliteError(new Error('boom'), '/s.db')).toBeUndefined();
   });
 });

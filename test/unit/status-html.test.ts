@@ -3,7 +3,9 @@
 import { describe, expect, it } from 'vitest';
 import { escapeHtml, markup } from '../../src/monitor/status-html.js';
 import type { JobState } from '../../src/monitor/job-states.js';
+import { renderJob, renderList } from '../../src/monitor/status-page.js';
 import { listView, parseListQuery, stateOf } from '../../src/monitor/status-view.js';
+import type { ReplicationReport } from '../../src/replication.js';
 
 const job = (over: Partial<JobState> = {}): JobState => ({
   name: 'j',
@@ -27,6 +29,8 @@ const job = (over: Partial<JobState> = {}): JobState => ({
   holder: null,
   due: undefined,
   overdue: false,
+  notCompleted: [],
+  notCompletedCount: 0,
   intervalMs: null,
   version: 1,
   paused: false,
@@ -65,6 +69,9 @@ describe('view model', () => {
       stateOf(job({ held: true, openWindows: [{ window: 'w', attempts: 1, outcome: 'running', generation: 1 }] })),
     ).toBe('running');
     expect(stateOf(job({ paused: true, held: true, openWindows: failed }))).toBe('paused');
+    // An earlier due occurrence not completed, the latest completed: as critical as overdue (check, the alerts).
+    const noRun = { window: 'w0', scheduledAt: new Date(0), overdueSince: new Date(1000), outcome: 'no run' };
+    expect(stateOf(job({ held: true, notCompleted: [noRun], notCompletedCount: 1 }))).toBe('overdue');
     expect(stateOf(job({ openWindows: [{ window: 'w', attempts: 1, outcome: 'missed', generation: 1 }] }))).toBe(
       'healthy',
     );
@@ -102,5 +109,93 @@ describe('view model', () => {
       listView(new Date(0), jobs, [], { q: 'B', state: '', page: 1, per: 2 }).items.map((i) => i.job.name),
     ).toEqual(['b']);
     expect(listView(new Date(0), jobs, [], { q: '', state: 'healthy', page: 1, per: 10 }).matched).toBe(2);
+  });
+});
+
+describe('rendering', () => {
+  const store = { kind: 'postgres', location: 'postgres://db/leasejob' };
+  const now = new Date('2026-12-01T12:00:00Z');
+  const replication = (over: Partial<ReplicationReport>): ReplicationReport => ({
+    mode: 'single',
+    standbys: 0,
+    synchronousStandbys: 0,
+    synchronousStandbyNames: '',
+    synchronousCommit: 'on',
+    timeline: 1,
+    fenceEpoch: 1,
+    unchecked: [],
+    ...over,
+  });
+  const list = (r?: ReplicationReport): string =>
+    renderList(listView(now, [job()], [], { q: '', state: '', page: 1, per: 100 }), store, r);
+
+  it('says what replication cannot promise in a banner: a standby, asynchronous standbys; nothing otherwise', () => {
+    expect(list(replication({ mode: 'standby' }))).toMatch(
+      /<div class="banner banner-critical" role="alert" id="replication">\s*<strong>Replication: standby, timeline 1<\/strong>\s*<p>connected to a standby/,
+    );
+    expect(list(replication({ mode: 'asynchronous', standbys: 2 }))).toMatch(
+      /banner-warning[\s\S]*Replication: primary, 2 asynchronous standby\(s\)[\s\S]*a failover can lose/,
+    );
+    for (const r of [
+      undefined,
+      replication({}),
+      replication({ mode: 'synchronous', synchronousStandbys: 1, standbys: 1 }),
+      replication({ mode: 'embedded' }),
+    ])
+      expect(list(r)).not.toContain('class="banner');
+  });
+
+  it('a job with earlier due occurrences not completed: the count beside the state, and each listed (escaped) on its page', () => {
+    const hostile = '<b>2026-11-30</b>';
+    const j = job({
+      name: 'nightly',
+      notCompletedCount: 2,
+      notCompleted: [
+        {
+          window: hostile,
+          scheduledAt: new Date('2026-11-30T03:00:00Z'),
+          overdueSince: new Date('2026-11-30T04:00:00Z'),
+          outcome: 'failed',
+        },
+        {
+          window: '2026-12-01T03:00:00Z',
+          scheduledAt: new Date('2026-12-01T03:00:00Z'),
+          overdueSince: new Date('2026-12-01T04:00:00Z'),
+          outcome: 'no run',
+        },
+      ],
+    });
+    const html = renderList(listView(now, [j], [], { q: '', state: '', page: 1, per: 100 }), store);
+    expect(html).toContain(
+      '<span class="state state-overdue">overdue</span><div class="not-completed">2 due occurrences not completed, the oldest <code>&lt;b&gt;2026-11-30&lt;/b&gt;</code>',
+    );
+    const page = renderJob({
+      dbNow: now,
+      job: j,
+      state: stateOf(j),
+      nextDue: null,
+      windows: [],
+      events: [],
+      eventLimit: 200,
+      outputs: [],
+      prunedThroughSeq: 0,
+    });
+    const table = page.slice(page.indexOf('<table class="cards" id="not-completed">'));
+    expect(table).toMatch(
+      /<code>&lt;b&gt;2026-11-30&lt;\/b&gt;<\/code>[\s\S]*failed[\s\S]*<code>2026-12-01T03:00:00Z<\/code>[\s\S]*no run/,
+    );
+    expect(page).not.toContain(hostile);
+    const healthy = renderJob({
+      dbNow: now,
+      job: job(),
+      state: 'healthy',
+      nextDue: null,
+      windows: [],
+      events: [],
+      eventLimit: 200,
+      outputs: [],
+      prunedThroughSeq: 0,
+    });
+    expect(healthy).not.toContain('id="not-completed"');
   });
 });

@@ -21,28 +21,49 @@ describe('chooseStore', () => {
     }
     expect(() => chooseStore({ stateFile: '/tmp/s.db' }, { ...home, PGHOST: 'db' })).toThrow(UsageError);
     // The message names what configured PostgreSQL, not every variable that could have.
-    expect(() => chooseStore({ stateFile: '/tmp/s.db' }, { ...home, PGHOST: 'db', PGUSER: 'u' })).toThrow(/configured \(PGHOST\); use one or the other/);
-    expect(() => chooseStore({ stateFile: '/tmp/s.db', databaseUrl: 'postgres://h/d' }, { ...home, DATABASE_URL: 'postgres://x/y' }))
-      .toThrow(/configured \(--database-url, DATABASE_URL\)/);
+    expect(() => chooseStore({ stateFile: '/tmp/s.db' }, { ...home, PGHOST: 'db', PGUSER: 'u' })).toThrow(
+      /configured \(PGHOST\); use one or the other/,
+    );
+    expect(() =>
+      chooseStore(
+        { stateFile: '/tmp/s.db', databaseUrl: 'postgres://h/d' },
+        { ...home, DATABASE_URL: 'postgres://x/y' },
+      ),
+    ).toThrow(/configured \(--database-url, DATABASE_URL\)/);
   });
 
   it('a LEASEJOB_REQUIRE_SHARED that is neither on nor off is refused whichever store is chosen, a flag beside it included', () => {
     const url = { ...home, LEASEJOB_DATABASE_URL: 'postgres://h/db' };
-    expect(() => chooseStore({}, { ...url, LEASEJOB_REQUIRE_SHARED: 'maybe' })).toThrow(/Expected LEASEJOB_REQUIRE_SHARED to be 1, true, yes or on .*got "maybe"/);
-    expect(() => chooseStore({ requireShared: true }, { ...url, LEASEJOB_REQUIRE_SHARED: 'maybe' })).toThrow(UsageError);
+    expect(() => chooseStore({}, { ...url, LEASEJOB_REQUIRE_SHARED: 'maybe' })).toThrow(
+      /Expected LEASEJOB_REQUIRE_SHARED to be 1, true, yes or on .*got "maybe"/,
+    );
+    expect(() => chooseStore({ requireShared: true }, { ...url, LEASEJOB_REQUIRE_SHARED: 'maybe' })).toThrow(
+      UsageError,
+    );
     expect(chooseStore({}, { ...url, LEASEJOB_REQUIRE_SHARED: '1' }).kind).toBe('postgresql');
     expect(chooseStore({}, { ...url, LEASEJOB_REQUIRE_SHARED: 'off' }).kind).toBe('postgresql');
   });
 
-  it('--schema with the embedded store is refused (it would separate nothing); the default schema is PostgreSQL\'s alone', () => {
-    expect(() => chooseStore({ schema: 'billing' }, home)).toThrow(/`--schema` names a PostgreSQL schema, but no PostgreSQL is configured/);
+  it("--schema with the embedded store is refused (it would separate nothing); the default schema is PostgreSQL's alone", () => {
+    expect(() => chooseStore({ schema: 'billing' }, home)).toThrow(
+      /`--schema` names a PostgreSQL schema, but no PostgreSQL is configured/,
+    );
     expect(chooseStore({}, home).kind).toBe('sqlite');
-    expect(chooseStore({ schema: 'billing' }, { ...home, LEASEJOB_DATABASE_URL: 'postgres://h/db' })).toMatchObject({ kind: 'postgresql', schema: 'billing' });
-    expect(chooseStore({}, { ...home, LEASEJOB_DATABASE_URL: 'postgres://h/db' })).toMatchObject({ schema: 'leasejob' });
+    expect(chooseStore({ schema: 'billing' }, { ...home, LEASEJOB_DATABASE_URL: 'postgres://h/db' })).toMatchObject({
+      kind: 'postgresql',
+      schema: 'billing',
+    });
+    expect(chooseStore({}, { ...home, LEASEJOB_DATABASE_URL: 'postgres://h/db' })).toMatchObject({
+      schema: 'leasejob',
+    });
   });
 
   it('PGSERVICE without a URL is refused; with one it is not read', () => {
-    expect(() => chooseStore({}, { ...home, PGSERVICE: 'prod' })).toThrow(/PGSERVICE is set \("prod"\), but leasejob does not read pg_service.conf/);
-    expect(chooseStore({}, { ...home, PGSERVICE: 'prod', LEASEJOB_DATABASE_URL: 'postgres://u@db/app' }).kind).toBe('postgresql');
+    expect(() => chooseStore({}, { ...home, PGSERVICE: 'prod' })).toThrow(
+      /PGSERVICE is set \("prod"\), but leasejob does not read pg_service.conf/,
+    );
+    expect(chooseStore({}, { ...home, PGSERVICE: 'prod', LEASEJOB_DATABASE_URL: 'postgres://u@db/app' }).kind).toBe(
+      'postgresql',
+    );
   });
 });

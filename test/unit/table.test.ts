@@ -3,11 +3,15 @@ import { humanMs, renderTable } from '../../src/monitor/table.js';
 
 describe('renderTable', () => {
   it('pads every column but the last to its widest cell and trims line ends', () => {
-    expect(renderTable(['A', 'LONG HEADER', 'Z'], [['xx', 'y', ''], ['x', 'yy', 'last']])).toBe(
-      'A   LONG HEADER  Z\n' +
-      'xx  y\n' +
-      'x   yy           last\n',
-    );
+    expect(
+      renderTable(
+        ['A', 'LONG HEADER', 'Z'],
+        [
+          ['xx', 'y', ''],
+          ['x', 'yy', 'last'],
+        ],
+      ),
+    ).toBe('A   LONG HEADER  Z\n' + 'xx  y\n' + 'x   yy           last\n');
   });
 
   it('renders 150,000 rows (history --limit 100000, status of a large fleet) without exceeding the argument limit', () => {

@@ -18,11 +18,18 @@ describe('driverTls', () => {
   });
 
   it('a certificate named in the string with no sslmode: verify-full, as pg reads it, with an unreadable file a usage error', () => {
-    expect(driverTls(`postgres://db/app?sslrootcert=${ca}`, {})).toEqual({ connectionString: 'postgres://db/app', ssl: { ca: readFileSync(ca, 'utf8') } });
-    expect(() => driverTls('postgres://db/app?sslrootcert=/nonexistent/ca.pem', {})).toThrow(/Cannot read sslrootcert "\/nonexistent\/ca.pem" \(ENOENT\)/);
+    expect(driverTls(`postgres://db/app?sslrootcert=${ca}`, {})).toEqual({
+      connectionString: 'postgres://db/app',
+      ssl: { ca: readFileSync(ca, 'utf8') },
+    });
+    expect(() => driverTls('postgres://db/app?sslrootcert=/nonexistent/ca.pem', {})).toThrow(
+      /Cannot read sslrootcert "\/nonexistent\/ca.pem" \(ENOENT\)/,
+    );
     expect(() => driverTls('postgres://db/app?sslcert=/nonexistent/c.pem', {})).toThrow(UsageError);
     // An empty value is unset, as in libpq: no TLS (pg ignores the empty keyword too).
-    expect(driverTls('postgres://db/app?sslrootcert=', {})).toEqual({ connectionString: 'postgres://db/app?sslrootcert=' });
+    expect(driverTls('postgres://db/app?sslrootcert=', {})).toEqual({
+      connectionString: 'postgres://db/app?sslrootcert=',
+    });
   });
 
   it('takes the TLS keywords out of the string pg sees, keeping the rest as given', () => {
@@ -31,8 +38,11 @@ describe('driverTls', () => {
     expect(d.ssl).toEqual({ rejectUnauthorized: false });
   });
 
-  it('sslrootcert=system: verify-full by default and against the system\'s CAs; a weaker mode is refused, as libpq does', () => {
-    expect(driverTls('postgres://db/app?sslrootcert=system', {})).toEqual({ connectionString: 'postgres://db/app', ssl: {} });
+  it("sslrootcert=system: verify-full by default and against the system's CAs; a weaker mode is refused, as libpq does", () => {
+    expect(driverTls('postgres://db/app?sslrootcert=system', {})).toEqual({
+      connectionString: 'postgres://db/app',
+      ssl: {},
+    });
     expect(driverTls('postgres://db/app', { PGSSLROOTCERT: 'system' }).ssl).toEqual({});
     for (const mode of ['require', 'verify-ca', 'prefer', 'disable']) {
       expect(() => driverTls(`postgres://db/app?sslmode=${mode}&sslrootcert=system`, {})).toThrow(
@@ -48,7 +58,11 @@ describe('driverTls', () => {
 
   it('moves sslnegotiation out with the TLS keywords, so pg cannot turn it into ssl=true', () => {
     const d = driverTls('postgres://db/app?sslmode=require&sslnegotiation=direct', {});
-    expect(d).toEqual({ connectionString: 'postgres://db/app', ssl: { rejectUnauthorized: false }, sslnegotiation: 'direct' });
+    expect(d).toEqual({
+      connectionString: 'postgres://db/app',
+      ssl: { rejectUnauthorized: false },
+      sslnegotiation: 'direct',
+    });
   });
 
   it.each([
@@ -68,24 +82,42 @@ describe('driverTls', () => {
       expect(ssl.rejectUnauthorized).toBeUndefined();
       expect(typeof ssl.checkServerIdentity).toBe('function');
     }
-    const full = driverTls(`postgres://db/app?sslmode=verify-full&sslrootcert=${ca}`, {}).ssl as Record<string, unknown>;
+    const full = driverTls(`postgres://db/app?sslmode=verify-full&sslrootcert=${ca}`, {}).ssl as Record<
+      string,
+      unknown
+    >;
     expect(full.ca).toContain('BEGIN CERTIFICATE');
     expect(full.checkServerIdentity).toBeUndefined();
   });
 
   it('the string wins over PGSSLMODE; PGSSLROOTCERT fills in; no string at all reads the variables', () => {
     expect(driverTls('postgres://db/app?sslmode=disable', { PGSSLMODE: 'verify-full' }).ssl).toBe(false);
-    const filled = driverTls('postgres://db/app?sslmode=verify-ca', { PGSSLROOTCERT: ca }).ssl as Record<string, unknown>;
+    const filled = driverTls('postgres://db/app?sslmode=verify-ca', { PGSSLROOTCERT: ca }).ssl as Record<
+      string,
+      unknown
+    >;
     expect(filled.ca).toContain('BEGIN CERTIFICATE');
-    expect(driverTls(undefined, { PGSSLMODE: 'require' })).toEqual({ connectionString: undefined, ssl: { rejectUnauthorized: false } });
+    expect(driverTls(undefined, { PGSSLMODE: 'require' })).toEqual({
+      connectionString: undefined,
+      ssl: { rejectUnauthorized: false },
+    });
     // An empty variable says nothing, as with libpq.
     expect(driverTls(undefined, { PGSSLMODE: '' })).toEqual({ connectionString: undefined });
   });
 
   it.each([
-    ['postgres://db/app?sslmode=Require', 'Expected sslmode to be one of disable, allow, prefer, require, verify-ca, verify-full, got "Require".'],
-    ['postgres://db/app?sslmode=verify-ca', "sslmode=verify-ca needs sslrootcert (the CA that signed the server's certificate); use verify-full to verify the host name against the system's CAs."],
-    ['postgres://db/app?sslmode=require&sslcert=/nonexistent.crt', 'Cannot read sslcert "/nonexistent.crt" (ENOENT); give a readable PEM file (PGSSLCERT or sslcert= in the connection string).'],
+    [
+      'postgres://db/app?sslmode=Require',
+      'Expected sslmode to be one of disable, allow, prefer, require, verify-ca, verify-full, got "Require".',
+    ],
+    [
+      'postgres://db/app?sslmode=verify-ca',
+      "sslmode=verify-ca needs sslrootcert (the CA that signed the server's certificate); use verify-full to verify the host name against the system's CAs.",
+    ],
+    [
+      'postgres://db/app?sslmode=require&sslcert=/nonexistent.crt',
+      'Cannot read sslcert "/nonexistent.crt" (ENOENT); give a readable PEM file (PGSSLCERT or sslcert= in the connection string).',
+    ],
   ])('%s is a usage error', (url, message) => {
     expect(() => driverTls(url, {})).toThrow(UsageError);
     expect(() => driverTls(url, {})).toThrow(message);

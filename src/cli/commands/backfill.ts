@@ -6,16 +6,25 @@ import { parseIsoOffset } from '../../schedule/duration.js';
 import { passwordFileWarnings } from '../../store/postgres/connection.js';
 import { DatabaseError, LeasejobError, UsageError } from '../../errors.js';
 import { createLogger, type Logger } from '../../log.js';
-import { normalizeRunOptions, parseCount, type RawRunFlags, type RunConfig } from '../options.js';
+import { normalizeRunOptions, parseCount, runSecrets, type RawRunFlags, type RunConfig } from '../options.js';
 import { chooseStore, openStore, type StoreChoice } from '../../store/choice.js';
-import { runWithLease } from '../../lease/runner.js';
+import { runWithLease, type RunResult } from '../../lease/runner.js';
+import type { ChildResult } from '../../lease/child.js';
 import type { SequenceWindow, WindowEvent } from '../../lease/sequence.js';
-import type { LeaseStore, WindowStates } from '../../store/contract.js';
+import type { JobRow, LeaseStore, WindowStates } from '../../store/contract.js';
 import { humanMs, renderTable } from '../../monitor/table.js';
 import { typicalInterval } from '../../schedule/cron.js';
 import { TooManyWindows, windowsBetween, type RangeWindow } from '../../schedule/window-range.js';
 import { storeError } from './admin.js';
-import { exitCodeFor, superviseChild } from './run.js';
+import {
+  exitCodeFor,
+  loadHooks,
+  reportUnfinished,
+  sequenceReports,
+  settleRun,
+  superviseChild,
+  type Supervised,
+} from './run.js';
 
 export interface RawBackfillFlags extends RawRunFlags {
   from?: string;
@@ -40,12 +49,17 @@ const MAX_TICKS = 100_000;
 const FORWARDED = ['SIGTERM', 'SIGINT', 'SIGHUP'] as const;
 
 function parseInstant(text: string | undefined, flag: '--from' | '--to', now: Date): Date {
-  if (text === undefined) throw new UsageError(`\`backfill\` needs \`--from\` and \`--to\`: the first and last occurrence times of the range, ISO-8601 with an offset.`);
+  if (text === undefined)
+    throw new UsageError(
+      `\`backfill\` needs \`--from\` and \`--to\`: the first and last occurrence times of the range, ISO-8601 with an offset.`,
+    );
   if (flag === '--to' && text.trim() === 'now') return now;
   const trimmed = text.trim();
   const parsed = DateTime.fromISO(trimmed, { setZone: true });
   if (!/T.*(?:Z|[+-]\d{2}(?::?\d{2})?)$/i.test(trimmed) || !parsed.isValid) {
-    throw new UsageError(`Expected \`${flag}\` to be an ISO-8601 time with an offset like 2026-11-01T00:00:00Z or 2026-11-01T00:00:00-03:00${flag === '--to' ? ', or now' : ''}, got \`${text}\`.`);
+    throw new UsageError(
+      `Expected \`${flag}\` to be an ISO-8601 time with an offset like 2026-11-01T00:00:00Z or 2026-11-01T00:00:00-03:00${flag === '--to' ? ', or now' : ''}, got \`${text}\`.`,
+    );
   }
   return parsed.toJSDate();
 }
@@ -58,19 +72,41 @@ interface BackfillConfig {
   keepGoing: boolean;
 }
 
-export function normalizeBackfillOptions(flags: RawBackfillFlags, command: string[], env: NodeJS.ProcessEnv = process.env, now = new Date()): BackfillConfig {
-  if (flags.schedule === undefined) throw new UsageError('`backfill` needs `--schedule` (and the same --tz, --window-format and --window-offset as the job\'s `run`): the occurrences come from it.');
-  for (const [flag, value] of [['--window', flags.window], ['--scheduled-time', flags.scheduledTime], ['--max-delay', flags.maxDelay], ['--catch-up', flags.catchUp]] as const) {
-    if (value !== undefined) throw new UsageError(`\`${flag}\` does not apply to \`backfill\`: the windows come from --schedule between --from and --to.`);
+export function normalizeBackfillOptions(
+  flags: RawBackfillFlags,
+  command: string[],
+  env: NodeJS.ProcessEnv = process.env,
+  now = new Date(),
+): BackfillConfig {
+  if (flags.schedule === undefined)
+    throw new UsageError(
+      "`backfill` needs `--schedule` (and the same --tz, --window-format and --window-offset as the job's `run`): the occurrences come from it.",
+    );
+  for (const [flag, value] of [
+    ['--window', flags.window],
+    ['--scheduled-time', flags.scheduledTime],
+    ['--max-delay', flags.maxDelay],
+    ['--catch-up', flags.catchUp],
+  ] as const) {
+    if (value !== undefined)
+      throw new UsageError(
+        `\`${flag}\` does not apply to \`backfill\`: the windows come from --schedule between --from and --to.`,
+      );
   }
   // The run flags validated as `run` validates them (the dry run needs no command). JOB_NAME is
   // left out: a Kubernetes Job running a backfill is not an occurrence.
-  const run = normalizeRunOptions({ ...flags, windowFromSchedule: true, onBusy: flags.onBusy ?? 'wait' },
-    command.length === 0 && flags.dryRun ? ['true'] : command, { ...env, JOB_NAME: undefined }, now);
+  const run = normalizeRunOptions(
+    { ...flags, windowFromSchedule: true, onBusy: flags.onBusy ?? 'wait' },
+    command.length === 0 && flags.dryRun ? ['true'] : command,
+    { ...env, JOB_NAME: undefined },
+    now,
+  );
   const from = parseInstant(flags.from, '--from', now);
   const to = parseInstant(flags.to, '--to', now);
   if (from.getTime() > to.getTime()) {
-    throw new UsageError(`Expected \`--from\` (${from.toISOString()}) to be at or before \`--to\` (${to.toISOString()}): the range is backwards.`);
+    throw new UsageError(
+      `Expected \`--from\` (${from.toISOString()}) to be at or before \`--to\` (${to.toISOString()}): the range is backwards.`,
+    );
   }
   if (to.getTime() > now.getTime()) {
     throw new UsageError(
@@ -78,7 +114,10 @@ export function normalizeBackfillOptions(flags: RawBackfillFlags, command: strin
         'and its own run would then skip it. Use `--to now`, and let the schedule run the rest.',
     );
   }
-  const max = flags.maxWindows !== undefined ? parseCount(flags.maxWindows, '--max-windows', MAX_WINDOWS_LIMIT) : DEFAULT_MAX_WINDOWS;
+  const max =
+    flags.maxWindows !== undefined
+      ? parseCount(flags.maxWindows, '--max-windows', MAX_WINDOWS_LIMIT)
+      : DEFAULT_MAX_WINDOWS;
   // Refused before walking when plainly too long: the walk itself takes a while (see MAX_TICKS).
   const estimate = (to.getTime() - from.getTime()) / typicalInterval(run.schedule!, from);
   if (estimate > 2 * MAX_TICKS || (flags.windowFormat === undefined && estimate > 2 * max)) {
@@ -90,9 +129,16 @@ export function normalizeBackfillOptions(flags: RawBackfillFlags, command: strin
   let windows: RangeWindow[];
   try {
     const offset = flags.windowOffset !== undefined ? parseIsoOffset(flags.windowOffset, '--window-offset') : undefined;
-    windows = windowsBetween({ schedule: run.schedule!, format: flags.windowFormat, offset }, {
-      fromMs: from.getTime(), toMs: to.getTime(), includeFrom: true, includeTo: true,
-    }, { max, maxTicks: MAX_TICKS });
+    windows = windowsBetween(
+      { schedule: run.schedule!, format: flags.windowFormat, offset },
+      {
+        fromMs: from.getTime(),
+        toMs: to.getTime(),
+        includeFrom: true,
+        includeTo: true,
+      },
+      { max, maxTicks: MAX_TICKS },
+    );
   } catch (err) {
     if (!(err instanceof TooManyWindows)) throw err;
     throw new UsageError(
@@ -101,15 +147,22 @@ export function normalizeBackfillOptions(flags: RawBackfillFlags, command: strin
     );
   }
   if (windows.length === 0) {
-    throw new UsageError(`no occurrence of \`--schedule\` ${JSON.stringify(run.schedule!.expression)} in ${run.tz} lies between --from ${from.toISOString()} and --to ${to.toISOString()}.`);
+    throw new UsageError(
+      `no occurrence of \`--schedule\` ${JSON.stringify(run.schedule!.expression)} in ${run.tz} lies between --from ${from.toISOString()} and --to ${to.toISOString()}.`,
+    );
   }
   return { run, windows, dryRun: !!flags.dryRun, rerun: !!flags.rerun, keepGoing: !!flags.keepGoing };
 }
 
 export async function backfillCommand(flags: RawBackfillFlags, command: string[]): Promise<number> {
   const c = normalizeBackfillOptions(flags, command);
-  const choice = chooseStore({ databaseUrl: c.run.databaseUrl, schema: flags.schema, stateFile: flags.stateFile, requireShared: flags.requireShared });
-  const log = createLogger(c.run.logLevel, choice.secrets);
+  const choice = chooseStore({
+    databaseUrl: c.run.databaseUrl,
+    schema: flags.schema,
+    stateFile: flags.stateFile,
+    requireShared: flags.requireShared,
+  });
+  const log = createLogger(c.run.logLevel, runSecrets(c.run, choice.secrets));
   passwordFileWarnings.sendTo((message) => log.warn(message));
   return c.dryRun ? dryRun(c, choice) : runBackfill(c, choice, log);
 }
@@ -119,20 +172,35 @@ const keysOf = (c: BackfillConfig): string[] => c.windows.map((w) => w.key);
 /** A window's state, in words. */
 function stateOf(s: WindowStates['windows'] extends Map<string, infer V> ? V | undefined : never): string {
   if (s === undefined) return 'new';
-  return s.completedAt !== null ? `completed (attempt ${s.attempts})` : s.outcome === 'running' ? 'running or abandoned' : `${s.outcome} (attempt ${s.attempts})`;
+  if (s.outcome === 'running' && s.completedAt === null) return 'running or abandoned';
+  // attempts 0: final without a run (marked by hand, skipped while paused).
+  return s.attempts > 0
+    ? `${s.outcome} (attempt ${s.attempts})`
+    : s.completedAt !== null
+      ? `${s.outcome} (marked or paused)`
+      : s.outcome;
 }
 
 async function dryRun(c: BackfillConfig, choice: StoreChoice): Promise<number> {
   let store: LeaseStore | undefined;
   try {
     let states: WindowStates['windows'] = new Map();
+    let paused: JobRow['pause'] | undefined;
     try {
       store = await openStore(choice, { existingOnly: true });
       if (!store.readWindows) throw new UsageError(`\`backfill\` is not supported by this store (${store.kind})`);
       states = (await store.readWindows(c.run.name, keysOf(c))).windows;
+      const job = (await store.readJobRows(c.run.name)).rows[0];
+      if (job?.paused) paused = job.pause;
     } catch (err) {
       // No state file yet: nothing has run, every window is new.
-      if (!(choice.kind === 'sqlite' && err instanceof DatabaseError && err.code === 'E_STATE_FILE' && /no embedded store/.test(err.message))) throw err;
+      if (!(
+        choice.kind === 'sqlite' &&
+        err instanceof DatabaseError &&
+        err.code === 'E_STATE_FILE' &&
+        /no embedded store/.test(err.message)
+      ))
+        throw err;
     }
     let toRun = 0;
     const rows = c.windows.map((w) => {
@@ -142,7 +210,16 @@ async function dryRun(c: BackfillConfig, choice: StoreChoice): Promise<number> {
       return [w.key, w.scheduledAt.toISOString(), stateOf(s), run ? 'run' : 'skip'];
     });
     process.stdout.write(renderTable(['WINDOW', 'SCHEDULED AT', 'STATE', 'ACTION'], rows));
-    process.stdout.write(`${c.windows.length} window(s) of ${c.run.name}: ${toRun} to run, ${c.windows.length - toRun} completed (skipped)${c.rerun || toRun === c.windows.length ? '' : '; --rerun runs them too'}. Dry run: nothing was run or written.\n`);
+    process.stdout.write(
+      `${c.windows.length} window(s) of ${c.run.name}: ${toRun} to run, ${c.windows.length - toRun} completed (skipped)${c.rerun || toRun === c.windows.length ? '' : '; --rerun runs them too'}. Dry run: nothing was run or written.\n`,
+    );
+    if (paused !== undefined) {
+      const p = paused;
+      process.stdout.write(
+        `The job is paused${p ? ` since ${p.since.toISOString()}${p.by ? ` by ${p.by}` : ''}${p.until ? ` until ${p.until.toISOString()}` : ''}${p.reason ? ` (${p.reason})` : ''}` : ''}: ` +
+          'a backfill now runs nothing (`leasejob resume` first).\n',
+      );
+    }
     return 0;
   } catch (err) {
     if (err instanceof LeasejobError) throw err;
@@ -155,14 +232,16 @@ async function dryRun(c: BackfillConfig, choice: StoreChoice): Promise<number> {
 /** Progress: a line rewritten in place on a terminal, else one log line per occurrence. */
 function progress(log: Logger, tty: boolean) {
   const started = monoNow();
-  const counts = { completed: 0, failed: 0, done: 0, missed: 0, 'not-due': 0 };
+  const counts = { completed: 0, failed: 0, done: 0, missed: 0, 'not-due': 0, lost: 0 };
   let total = 0;
   let finished = 0;
   let drawn = false;
   const line = (window: string, state: string): void => {
     const elapsed = monoNow() - started;
     const eta = finished > 0 ? (elapsed / finished) * (total - finished) : undefined;
-    process.stderr.write(`\r\x1b[Kbackfill ${finished}/${total}  ${state} ${window}  elapsed ${humanMs(elapsed)}${eta !== undefined ? `  about ${humanMs(eta)} left` : ''}`);
+    process.stderr.write(
+      `\r\x1b[Kbackfill ${finished}/${total}  ${state} ${window}  elapsed ${humanMs(elapsed)}${eta !== undefined ? `  about ${humanMs(eta)} left` : ''}`,
+    );
     drawn = true;
   };
   return {
@@ -182,10 +261,17 @@ function progress(log: Logger, tty: boolean) {
       const elapsedMs = Math.round(monoNow() - started);
       if (tty) line(e.window.key, e.outcome);
       else {
-        log.info({
-          done: finished, total, window: e.window.key, outcome: e.outcome, elapsedMs,
-          etaMs: Math.round((elapsedMs / finished) * (total - finished)),
-        }, 'backfill progress');
+        log.info(
+          {
+            done: finished,
+            total,
+            window: e.window.key,
+            outcome: e.outcome,
+            elapsedMs,
+            etaMs: Math.round((elapsedMs / finished) * (total - finished)),
+          },
+          'backfill progress',
+        );
       }
     },
     end(): void {
@@ -198,7 +284,12 @@ async function runBackfill(c: BackfillConfig, choice: StoreChoice, log: Logger):
   const config = c.run;
   const databaseUrl = choice.kind === 'postgresql' ? choice.source.connectionString : undefined;
   const cancel = new AbortController();
-  const supervised = { childRunning: false, childStarted: false, sharedStore: choice.kind === 'postgresql' };
+  const supervised: Supervised = {
+    childRunning: false,
+    childStarted: false,
+    sharedStore: choice.kind === 'postgresql',
+  };
+  const pendingReports: Array<Promise<unknown>> = [];
   const onSignal = (sig: NodeJS.Signals): void => {
     log.warn({ signal: sig }, supervised.childRunning ? 'signal received, stopping child' : 'signal received');
     cancel.abort(sig);
@@ -212,30 +303,88 @@ async function runBackfill(c: BackfillConfig, choice: StoreChoice, log: Logger):
     const s = store;
     const toRun = async (): Promise<SequenceWindow[]> => {
       const states = (await s.readWindows!(config.name, keysOf(c))).windows;
-      return c.windows.filter((w) => c.rerun || states.get(w.key)?.completedAt == null)
+      return c.windows
+        .filter((w) => c.rerun || states.get(w.key)?.completedAt == null)
         .map((w) => ({ key: w.key, scheduledAt: w.scheduledAt, rerun: c.rerun, role: 'backfill' as const }));
     };
+    const pending = (await toRun()).length;
     // Nothing left to run: no lease taken.
-    if ((await toRun()).length === 0) {
-      process.stdout.write(`backfill ${config.name}: all ${c.windows.length} window(s) completed already; nothing to run (--rerun runs them again).\n`);
+    if (pending === 0) {
+      process.stdout.write(
+        `backfill ${config.name}: all ${c.windows.length} window(s) completed already; nothing to run (--rerun runs them again).\n`,
+      );
       return 0;
     }
-    log.info({ windows: c.windows.length, from: c.windows[0]!.key, to: c.windows.at(-1)!.key, rerun: c.rerun, keepGoing: c.keepGoing }, 'backfill planned');
-    const result = await runWithLease(store, {
-      name: config.name, ttlMs: config.ttlMs, renewIntervalMs: config.renewIntervalMs, killGraceMs: config.killGraceMs,
-      onBusy: config.onBusy, waitTimeoutMs: config.waitTimeoutMs, maxRuntimeMs: config.maxRuntimeMs, signal: cancel.signal,
-      // The registry is left as the job's own runs record it.
-      spec: undefined,
-      sequence: { plan: async () => ({ run: await toRun() }), keepGoing: c.keepGoing, detail: { backfill: true }, onWindow: (e) => report.onWindow(e) },
-    }, (ctx) => superviseChild(config, ctx, databaseUrl, log, supervised), log);
+    log.info(
+      {
+        windows: c.windows.length,
+        from: c.windows[0]!.key,
+        to: c.windows.at(-1)!.key,
+        rerun: c.rerun,
+        keepGoing: c.keepGoing,
+      },
+      'backfill planned',
+    );
+    // --ping-url, --notify-url: each window reported as it ends, as `run --catch-up` does.
+    if (config.pingUrl !== undefined || config.notifyUrl !== undefined)
+      supervised.hooks = await loadHooks(config, store, log, pendingReports, supervised);
+    const tell = supervised.hooks
+      ? sequenceReports(supervised.hooks, config.name, supervised, cancel.signal)
+      : undefined;
+    let result: RunResult<ChildResult>;
+    try {
+      result = await runWithLease(
+        store,
+        {
+          name: config.name,
+          ttlMs: config.ttlMs,
+          renewIntervalMs: config.renewIntervalMs,
+          killGraceMs: config.killGraceMs,
+          onBusy: config.onBusy,
+          waitTimeoutMs: config.waitTimeoutMs,
+          maxRuntimeMs: config.maxRuntimeMs,
+          signal: cancel.signal,
+          // The registry is left as the job's own runs record it.
+          spec: undefined,
+          output: () => supervised.tail?.read(),
+          sequence: {
+            plan: async () => ({ run: await toRun() }),
+            keepGoing: c.keepGoing,
+            detail: { backfill: true },
+            onWindow: async (e) => {
+              report.onWindow(e);
+              await tell?.(e);
+            },
+          },
+        },
+        (ctx) => superviseChild(config, ctx, databaseUrl, log, supervised),
+        log,
+      );
+    } catch (err) {
+      await reportUnfinished(supervised, config.name, err, cancel.signal);
+      throw err;
+    }
     report.end();
     const n = report.counts;
-    const left = Math.max(0, report.total() - n.completed - n.done - n.missed);
+    // Paused (or busy): no lease was taken, nothing planned; what was to run is still open.
+    const notStarted = result.status === 'skipped' && (result.reason === 'paused' || result.reason === 'busy');
+    const left = notStarted ? pending : Math.max(0, report.total() - n.completed - n.done - n.missed);
     const code = exitCodeFor(result, cancel.signal);
-    log.info({ completed: n.completed, failed: n.failed, alreadyCompleted: n.done, leftOpen: left, exitCode: code }, 'backfill finished');
-    const why = result.status === 'skipped' && result.reason === 'busy' ? ` (the lease is busy: ${result.holder} holds it)`
-      : cancel.signal.aborted ? ` (stopped by ${String(cancel.signal.reason)})` : '';
-    process.stdout.write(`backfill ${config.name}: ${n.completed} completed, ${n.failed} failed, ${left} left open${why}${left > 0 ? '; run the same command again to resume' : ''}.\n`);
+    log.info(
+      { completed: n.completed, failed: n.failed, alreadyCompleted: n.done, leftOpen: left, exitCode: code },
+      'backfill finished',
+    );
+    const why =
+      result.status === 'skipped' && result.reason === 'busy'
+        ? ` (the lease is busy: ${result.holder} holds it)`
+        : result.status === 'skipped' && result.reason === 'paused'
+          ? ' (the job is paused: nothing was run; `leasejob status` says why and until when, `leasejob resume` ends it)'
+          : cancel.signal.aborted
+            ? ` (stopped by ${String(cancel.signal.reason)})`
+            : '';
+    process.stdout.write(
+      `backfill ${config.name}: ${n.completed} completed, ${n.failed} failed${n.lost > 0 ? `, ${n.lost} lost with the lease` : ''}, ${left} left open${why}${left > 0 ? '; run the same command again to resume' : ''}.\n`,
+    );
     return code;
   } catch (err) {
     report.end();
@@ -243,6 +392,7 @@ async function runBackfill(c: BackfillConfig, choice: StoreChoice, log: Logger):
     throw storeError(err, choice) ?? err;
   } finally {
     for (const s of FORWARDED) process.off(s, onSignal);
+    await settleRun(supervised, pendingReports);
     await store?.close(cancel.signal.aborted ? 250 : undefined);
   }
 }

@@ -2,22 +2,29 @@
 import { constants } from 'node:os';
 import { monoNow } from '../../clock.js';
 import { passwordFileWarnings } from '../../store/postgres/connection.js';
-import { startChild, parentDeathSignalSupport, SpawnError, type ChildHandle, type ChildResult } from '../../lease/child.js';
+import {
+  startChild,
+  parentDeathSignalSupport,
+  SpawnError,
+  type ChildHandle,
+  type ChildResult,
+} from '../../lease/child.js';
 import { MAX_TIMER_MS } from '../../schedule/duration.js';
 import { ExitCode, LeasejobError, UsageError } from '../../errors.js';
 import { createLogger } from '../../log.js';
 import { safetyMarginMs } from '../../lease/keeper.js';
-import { hookSecrets, normalizeRunOptions, type RawRunFlags, type RunConfig } from '../options.js';
+import { normalizeRunOptions, runSecrets, type RawRunFlags, type RunConfig } from '../options.js';
 import { TailBuffer } from '../../lease/output-tail.js';
 import type { RunHooks, WindowEnd } from '../../lease/run-hooks.js';
 import { EVENT_TIMEOUT_MS } from '../../store/contract.js';
-import { runWithLease, stoppedExitCode, type AbortReason, type RunResult, type TaskContext } from '../../lease/runner.js';
+import { stoppedExitCode } from '../../lease/finish.js';
+import { runWithLease, type AbortReason, type RunResult, type TaskContext } from '../../lease/runner.js';
 import { typicalInterval } from '../../schedule/cron.js';
 import { chooseStore, openStore, type StoreChoice } from '../../store/choice.js';
 import type { LeaseStore } from '../../store/contract.js';
 import { Reach, noteReach } from '../../startup/start-reach.js';
 import { catchUpPlan, earlierWindows, findCatchUp, isEmpty } from '../../lease/catch-up.js';
-import type { SequenceOptions } from '../../lease/sequence.js';
+import type { MissedGroup, SequenceOptions, WindowEvent } from '../../lease/sequence.js';
 import { storeError } from './admin.js';
 
 /** How long closing the connection may take once a signal told leasejob to stop. */
@@ -50,20 +57,33 @@ export async function runCommand(
   try {
     config = normalizeRunOptions(flags, command);
     checkWorkingDirectory();
-    choice = early?.choice ?? chooseStore({ databaseUrl: config.databaseUrl, schema: flags.schema, stateFile: flags.stateFile, requireShared: flags.requireShared });
+    choice =
+      early?.choice ??
+      chooseStore({
+        databaseUrl: config.databaseUrl,
+        schema: flags.schema,
+        stateFile: flags.stateFile,
+        requireShared: flags.requireShared,
+      });
   } catch (err) {
     // Not awaited: a connection still being opened (a black-holed database) must not delay
     // the usage error; the process exits right after and the server sees the socket close.
-    void early?.store.then((s) => s.close(), () => {});
+    void early?.store.then(
+      (s) => s.close(),
+      () => {},
+    );
     throw err;
   }
-  const hookUrls = [config.pingUrl, config.notifyUrl];
-  const log = createLogger(config.logLevel, hookUrls.some((u) => u !== undefined) ? [...choice.secrets, ...hookSecrets(hookUrls)] : choice.secrets);
+  const log = createLogger(config.logLevel, runSecrets(config, choice.secrets));
   passwordFileWarnings.sendTo((message) => log.warn(message));
   const databaseUrl = choice.kind === 'postgresql' ? choice.source.connectionString : undefined;
 
   const cancel = new AbortController();
-  const supervised: Supervised = { childRunning: false, childStarted: false, sharedStore: choice.kind === 'postgresql' };
+  const supervised: Supervised = {
+    childRunning: false,
+    childStarted: false,
+    sharedStore: choice.kind === 'postgresql',
+  };
   const onSignal = (sig: NodeJS.Signals): void => {
     if (supervised.childRunning) log.warn({ signal: sig }, 'signal received, stopping child');
     else log.warn({ signal: sig }, 'signal received');
@@ -75,23 +95,47 @@ export async function runCommand(
   const pendingReports: Array<Promise<unknown>> = [];
   try {
     store = await (early?.store ?? openStore(choice));
-    if (parentDeathSignalSupport() === 'none') log.warn('no parent-death signal on this platform: if leasejob is SIGKILLed its child runs on until the lease would have expired');
+    if (parentDeathSignalSupport() === 'none')
+      log.warn(
+        'no parent-death signal on this platform: if leasejob is SIGKILLed its child runs on until the lease would have expired',
+      );
     log.info({ store: store.kind, location: store.location, occurrence: config.window?.source }, 'using store');
     warnIfLateWallClock(config, log);
     const sequence = await catchUpSequence(store, config, log);
-    if (config.pingUrl !== undefined || config.notifyUrl !== undefined) supervised.hooks = await loadHooks(config, store, log, pendingReports, () => supervised.ctx?.owner);
+    if (config.pingUrl !== undefined || config.notifyUrl !== undefined) {
+      supervised.hooks = await loadHooks(config, store, log, pendingReports, supervised);
+      // Each window of a catch-up is reported as it ends, as a run reports its one.
+      if (sequence) sequence.onWindow = sequenceReports(supervised.hooks, config.name, supervised, cancel.signal);
+    }
+    const runOnce = (seq: SequenceOptions | undefined) =>
+      runWithLease(
+        store!,
+        {
+          name: config.name,
+          ttlMs: config.ttlMs,
+          renewIntervalMs: config.renewIntervalMs,
+          killGraceMs: config.killGraceMs,
+          window: config.window,
+          onBusy: config.onBusy,
+          waitTimeoutMs: config.waitTimeoutMs,
+          maxRuntimeMs: config.maxRuntimeMs,
+          signal: cancel.signal,
+          spec: config.spec,
+          sequence: seq,
+          output: () => supervised.tail?.read(),
+        },
+        (ctx) => superviseChild(config, ctx, databaseUrl, log, supervised),
+        log,
+      );
     let result: RunResult<ChildResult>;
     try {
-      result = await runWithLease(store, {
-        name: config.name, ttlMs: config.ttlMs, renewIntervalMs: config.renewIntervalMs, killGraceMs: config.killGraceMs,
-        window: config.window, onBusy: config.onBusy, waitTimeoutMs: config.waitTimeoutMs, maxRuntimeMs: config.maxRuntimeMs,
-        signal: cancel.signal, spec: config.spec, sequence, output: () => supervised.tail?.read(),
-      }, (ctx) => superviseChild(config, ctx, databaseUrl, log, supervised), log);
+      result = await runOnce(sequence);
+      // A sequence's acquire names no window, so a pause written since the read above did not
+      // record this run's own occurrence: acquiring it alone does (skipped, paused).
+      if (sequence && result.status === 'skipped' && result.reason === 'paused' && !cancel.signal.aborted)
+        result = await runOnce(undefined);
     } catch (err) {
-      // A start was pinged: its end is too (healthchecks.io would otherwise wait for its timeout).
-      if (supervised.hooks && supervised.childStarted) {
-        await supervised.hooks.finished(windowEnd(windowOf(config), supervised, 'failed', err instanceof LeasejobError ? err.exitCode : ExitCode.internal), cancel.signal);
-      }
+      await reportUnfinished(supervised, config.name, err, cancel.signal);
       throw err;
     }
     noteReach(supervised.childStarted ? Reach.whole : result.status === 'skipped' ? Reach.answered : Reach.none);
@@ -102,9 +146,17 @@ export async function runCommand(
     } catch (err) {
       failure = err;
     }
-    if (supervised.hooks) {
+    // A sequence reported each window as it ended (sequenceReports).
+    if (supervised.hooks && (sequence === undefined || supervised.endPending)) {
       const t = monoNow();
-      await report(supervised.hooks, windowOf(config), supervised, result, code, cancel.signal);
+      await report(
+        supervised.hooks,
+        sequence ? windowOfRun(supervised, config.name) : windowOf(config),
+        supervised,
+        result,
+        code,
+        cancel.signal,
+      );
       log.debug({ durationMs: Math.round(monoNow() - t) }, 'reports sent');
     }
     if (failure !== undefined) throw failure;
@@ -114,11 +166,7 @@ export async function runCommand(
     throw storeError(err, choice) ?? err;
   } finally {
     for (const s of FORWARDED) process.off(s, onSignal);
-    // The failed pings' events, before the store closes (each bounded by its own timeout).
-    await Promise.all(pendingReports);
-    // What the child wrote, on its way to our stdout and stderr (--record-output): a reader
-    // that never reads cannot hold the exit for long.
-    await supervised.child?.outputFlushed(OUTPUT_FLUSH_LIMIT_MS);
+    await settleRun(supervised, pendingReports);
     // Told to stop: a statement still waiting on a silent connection is not waited for long.
     await store?.close(cancel.signal.aborted ? CLOSE_AFTER_SIGNAL_MS : undefined);
   }
@@ -129,7 +177,11 @@ export async function runCommand(
  * when there are none (the run is then as without --catch-up). Looked at once before the lease
  * (a read), and again once it is held, when no other runner can change them.
  */
-async function catchUpSequence(store: LeaseStore, config: RunConfig, log: ReturnType<typeof createLogger>): Promise<SequenceOptions | undefined> {
+async function catchUpSequence(
+  store: LeaseStore,
+  config: RunConfig,
+  log: ReturnType<typeof createLogger>,
+): Promise<SequenceOptions | undefined> {
   const settings = config.catchUp;
   const current = config.window;
   if (settings === undefined || current === undefined || current.scheduledAt === undefined) return undefined;
@@ -142,14 +194,29 @@ async function catchUpSequence(store: LeaseStore, config: RunConfig, log: Return
     log.debug({ catchUpMs: settings.windowMs }, 'catch-up: no earlier window open');
     return undefined;
   }
-  log.info({ toRun: first.run.length, beyondLimit: first.beyondLimit.length, tooOld: first.tooOld.length, catchUpLimit: settings.limit }, 'catch-up: earlier windows open');
+  // Paused: this run acquires its own window alone, so that its skip records it (see runCommand).
+  if ((await store.readJobRows(config.name)).rows[0]?.paused) return undefined;
+  log.info(
+    {
+      toRun: first.run.length,
+      beyondLimit: first.beyondLimit.length,
+      tooOld: first.tooOld.length,
+      catchUpLimit: settings.limit,
+    },
+    'catch-up: earlier windows open',
+  );
   return {
     plan: async (dbNow) => catchUpPlan(await find(dbNow), current, settings, current.maxDelayMs),
     detail: { catch_up: true },
   };
 }
 
-export function childEnv(config: RunConfig, ctx: TaskContext, databaseUrl: string | undefined, sharedStore: boolean): Record<string, string> {
+export function childEnv(
+  config: RunConfig,
+  ctx: TaskContext,
+  databaseUrl: string | undefined,
+  sharedStore: boolean,
+): Record<string, string> {
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v;
   // A leasejob inside the child, left without our database URL, must not fall back to a
@@ -192,6 +259,28 @@ export interface Supervised {
   startedAt?: Date | undefined;
   ctx?: TaskContext | undefined;
   result?: ChildResult | undefined;
+  /** The current window's start was pinged and its end not yet reported. */
+  endPending?: boolean | undefined;
+}
+
+/**
+ * Before the store closes: the failed pings' events (each bounded by its own timeout), and what
+ * the child wrote, on its way to our stdout and stderr (--record-output: a reader that never
+ * reads cannot hold the exit for long).
+ */
+export async function settleRun(s: Supervised, pendingReports: Array<Promise<unknown>>): Promise<void> {
+  await Promise.all(pendingReports);
+  await s.child?.outputFlushed(OUTPUT_FLUSH_LIMIT_MS);
+}
+
+/** runWithLease threw while a window's start was pinged: its end is reported too (healthchecks.io would otherwise wait for its timeout). */
+export async function reportUnfinished(s: Supervised, job: string, err: unknown, signal: AbortSignal): Promise<void> {
+  if (!s.hooks || !s.endPending) return;
+  s.endPending = false;
+  await s.hooks.finished(
+    windowEnd(windowOfRun(s, job), s, 'failed', err instanceof LeasejobError ? err.exitCode : ExitCode.internal),
+    signal,
+  );
 }
 
 /** How long the child's output may still take to reach our stdout and stderr once it has exited. */
@@ -200,16 +289,37 @@ const OUTPUT_FLUSH_LIMIT_MS = 10_000;
 const OUTPUT_CLOSE_LIMIT_MS = 1_000;
 
 /** The ping and webhook module, only when a URL is given: a failed request is a warning and a counted event. */
-async function loadHooks(config: RunConfig, store: LeaseStore, log: ReturnType<typeof createLogger>, pending: Array<Promise<unknown>>, owner: () => string | undefined): Promise<RunHooks> {
+export async function loadHooks(
+  config: RunConfig,
+  store: LeaseStore,
+  log: ReturnType<typeof createLogger>,
+  pending: Array<Promise<unknown>>,
+  s: Supervised,
+): Promise<RunHooks> {
   const { RunHooks } = await import('../../lease/run-hooks.js');
   const { packageVersion } = await import('../../package-root.js');
-  return new RunHooks({ pingUrl: config.pingUrl, notifyUrl: config.notifyUrl, userAgent: `leasejob/${packageVersion()}` }, (f) => {
-    log.warn({ target: f.target, stage: f.stage, err: f.error }, f.target === 'ping' ? 'ping failed' : 'notification failed');
-    pending.push(store.recordEvent({
-      job: config.name, kind: 'notify-failed', window: config.window?.key, owner: owner(), hostTime: new Date(),
-      detail: { target: f.target, stage: f.stage, error: f.error }, answerTimeoutMs: EVENT_TIMEOUT_MS,
-    }).catch(() => {}));
-  });
+  return new RunHooks(
+    { pingUrl: config.pingUrl, notifyUrl: config.notifyUrl, userAgent: `leasejob/${packageVersion()}` },
+    (f) => {
+      log.warn(
+        { target: f.target, stage: f.stage, err: f.error },
+        f.target === 'ping' ? 'ping failed' : 'notification failed',
+      );
+      pending.push(
+        store
+          .recordEvent({
+            job: config.name,
+            kind: 'notify-failed',
+            window: s.ctx?.window ?? config.window?.key,
+            owner: s.ctx?.owner,
+            hostTime: new Date(),
+            detail: { target: f.target, stage: f.stage, error: f.error },
+            answerTimeoutMs: EVENT_TIMEOUT_MS,
+          })
+          .catch(() => {}),
+      );
+    },
+  );
 }
 
 /** The window a report is about: the run's own, or (backfill, --catch-up) each window in turn. */
@@ -219,14 +329,38 @@ export interface ReportedWindow {
   scheduledAt?: Date | undefined;
 }
 
-const windowOf = (config: RunConfig): ReportedWindow => ({ job: config.name, window: config.window?.key, scheduledAt: config.window?.scheduledAt });
+const windowOf = (config: RunConfig): ReportedWindow => ({
+  job: config.name,
+  window: config.window?.key,
+  scheduledAt: config.window?.scheduledAt,
+});
+/** The window the child was last started for (a sequence's). */
+const windowOfRun = (s: Supervised, job: string): ReportedWindow => ({
+  job,
+  window: s.ctx?.window,
+  scheduledAt: s.ctx?.scheduledAt,
+});
 
-function windowEnd(w: ReportedWindow, s: Supervised, outcome: WindowEnd['outcome'], exitCode: number | undefined): WindowEnd {
+function windowEnd(
+  w: ReportedWindow,
+  s: Supervised,
+  outcome: WindowEnd['outcome'],
+  exitCode: number | undefined,
+): WindowEnd {
   return {
-    job: w.job, window: w.window, scheduledAt: w.scheduledAt,
-    attempt: s.ctx?.attempt, generation: s.ctx?.fenceToken, owner: s.ctx?.owner,
-    outcome, exitCode, childExitCode: s.result?.exitCode, signal: s.result?.signal,
-    output: s.tail?.read(), startedAt: s.startedAt, finishedAt: new Date(),
+    job: w.job,
+    window: w.window,
+    scheduledAt: w.scheduledAt,
+    attempt: s.ctx?.attempt,
+    generation: s.ctx?.fenceToken,
+    owner: s.ctx?.owner,
+    outcome,
+    exitCode,
+    childExitCode: s.result?.exitCode,
+    signal: s.result?.signal,
+    output: s.tail?.read(),
+    startedAt: s.startedAt,
+    finishedAt: new Date(),
   };
 }
 
@@ -235,7 +369,15 @@ function windowEnd(w: ReportedWindow, s: Supervised, outcome: WindowEnd['outcome
  * says nothing. `code`: what leasejob exits with for it (undefined: unknown, pinged as /fail).
  * Called once per window that runWithLease handled (superviseChild has sent its start).
  */
-export async function report(hooks: RunHooks, w: ReportedWindow, s: Supervised, result: RunResult<ChildResult>, code: number | undefined, signal: AbortSignal): Promise<void> {
+export async function report(
+  hooks: RunHooks,
+  w: ReportedWindow,
+  s: Supervised,
+  result: RunResult<ChildResult>,
+  code: number | undefined,
+  signal: AbortSignal,
+): Promise<void> {
+  s.endPending = false;
   let outcome: WindowEnd['outcome'];
   if (result.status === 'completed') outcome = 'completed';
   else if (result.status === 'skipped') {
@@ -246,22 +388,91 @@ export async function report(hooks: RunHooks, w: ReportedWindow, s: Supervised, 
     outcome = kind === 'lease-lost' || kind === 'deadline' ? 'lost' : 'failed';
   }
   // A missed window never reached superviseChild: nothing of the supervision is its.
-  await hooks.finished(windowEnd(w, outcome === 'missed' ? { childRunning: false, childStarted: false, sharedStore: s.sharedStore } : s, outcome, code), signal);
+  await hooks.finished(windowEnd(w, outcome === 'missed' ? unsupervised(s) : s, outcome, code), signal);
+}
+
+const unsupervised = (s: Supervised): Supervised => ({
+  childRunning: false,
+  childStarted: false,
+  sharedStore: s.sharedStore,
+});
+
+/**
+ * The reports of a sequence (run --catch-up, backfill), given to it as onWindow: each window's
+ * end as `run` reports its one window, awaited before the next window starts (a check sees
+ * start, end, start, end, each pair with its own run id); the occurrences recorded missed before
+ * the first window, one webhook POST per reason (at most two per run, whatever their number).
+ */
+export function sequenceReports(
+  hooks: RunHooks,
+  job: string,
+  s: Supervised,
+  signal: AbortSignal,
+): (e: WindowEvent) => Promise<void> {
+  return async (e) => {
+    if (e.phase === 'planned') {
+      await Promise.all(e.missedGroups.map((g) => hooks.finished(missedBatch(job, g), signal)));
+      return;
+    }
+    if (e.phase !== 'end') return;
+    const result = e.result as RunResult<ChildResult>;
+    let code: number | undefined;
+    try {
+      code = exitCodeFor(result, signal);
+    } catch {
+      code = undefined;
+    }
+    // A window that never reached superviseChild (not due, the lease gone at its claim) has
+    // nothing of the previous window's supervision.
+    const ran = s.ctx?.window === e.window.key;
+    await report(
+      hooks,
+      { job, window: e.window.key, scheduledAt: e.window.scheduledAt },
+      ran ? s : unsupervised(s),
+      result,
+      code,
+      signal,
+    );
+    s.endPending = false;
+  };
+}
+
+/** The webhook's report of occurrences recorded missed together: named by the newest, with the range and the count. */
+function missedBatch(job: string, g: MissedGroup & { count: number }): WindowEnd {
+  const oldest = g.windows[0]!;
+  const newest = g.windows.at(-1)!;
+  return {
+    job,
+    window: newest.key,
+    scheduledAt: newest.scheduledAt,
+    outcome: 'missed',
+    finishedAt: new Date(),
+    missed: { reason: g.reason, count: g.count, oldest, newest },
+  };
 }
 
 export async function superviseChild(
-  config: RunConfig, ctx: TaskContext, databaseUrl: string | undefined, log: ReturnType<typeof createLogger>, supervised: Supervised,
+  config: RunConfig,
+  ctx: TaskContext,
+  databaseUrl: string | undefined,
+  log: ReturnType<typeof createLogger>,
+  supervised: Supervised,
 ): Promise<ChildResult> {
-  // The lease may have been lost (or its stop point passed) while we got here: never start then.
-  ctx.signal.throwIfAborted();
-  let child: ChildHandle;
-  // This window's, from here: nothing of an earlier window's (backfill, --catch-up) is reported with it.
+  // This window's, from here: nothing of an earlier window's (backfill, --catch-up) is reported
+  // or recorded with it, even when it never starts.
   supervised.ctx = ctx;
   supervised.startedAt = undefined;
   supervised.result = undefined;
+  supervised.tail = undefined;
+  // The lease may have been lost (or its stop point passed) while we got here: never start then.
+  ctx.signal.throwIfAborted();
   supervised.tail = config.recordOutputBytes !== undefined ? new TailBuffer(config.recordOutputBytes) : undefined;
+  let child: ChildHandle;
   try {
-    child = await startChild(config.command, config.args, { env: childEnv(config, ctx, databaseUrl, supervised.sharedStore), capture: supervised.tail });
+    child = await startChild(config.command, config.args, {
+      env: childEnv(config, ctx, databaseUrl, supervised.sharedStore),
+      capture: supervised.tail,
+    });
   } catch (err) {
     // Said here, or a crontab sees only exit 127 or 126.
     if (err instanceof SpawnError) log.error({ command: config.command, exitCode: err.exitCode }, err.message);
@@ -272,14 +483,29 @@ export async function superviseChild(
   supervised.childStarted = true;
   supervised.child = child;
   supervised.startedAt = new Date();
-  supervised.hooks?.started({ job: config.name, window: ctx.window, scheduledAt: ctx.scheduledAt, attempt: ctx.attempt, generation: ctx.fenceToken, owner: ctx.owner });
+  supervised.endPending = supervised.hooks !== undefined;
+  supervised.hooks?.started({
+    job: config.name,
+    window: ctx.window,
+    scheduledAt: ctx.scheduledAt,
+    attempt: ctx.attempt,
+    generation: ctx.fenceToken,
+    owner: ctx.owner,
+  });
   // After SIGKILL, the group's last members are waited for within the margin kept before expiry.
   const settleMs = safetyMarginMs(config.ttlMs);
-  log.info({ childPid: child.pid, command: config.command, generation: ctx.fenceToken, attempt: ctx.attempt }, 'child started');
+  log.info(
+    { childPid: child.pid, command: config.command, generation: ctx.fenceToken, attempt: ctx.attempt },
+    'child started',
+  );
   const onAbort = (): void => {
     const reason = ctx.signal.reason as AbortReason;
-    const first = reason.kind === 'cancelled' && typeof reason.reason === 'string' ? (reason.reason as NodeJS.Signals) : 'SIGTERM';
-    log.info({ childPid: child.pid, reason: reason.kind, signal: first, graceMs: Math.round(reason.graceMs) }, 'stopping child');
+    const first =
+      reason.kind === 'cancelled' && typeof reason.reason === 'string' ? (reason.reason as NodeJS.Signals) : 'SIGTERM';
+    log.info(
+      { childPid: child.pid, reason: reason.kind, signal: first, graceMs: Math.round(reason.graceMs) },
+      'stopping child',
+    );
     void child.stop({ graceMs: reason.graceMs, first, settleMs });
   };
   ctx.signal.addEventListener('abort', onAbort, { once: true });
@@ -287,21 +513,39 @@ export async function superviseChild(
   // Past half the schedule interval, the next occurrence may find this one still running.
   const halfInterval = config.schedule ? typicalInterval(config.schedule, new Date()) / 2 : undefined;
   // (Past Node's timer limit a timer fires at once: schedules over ~50 days get no warning.)
-  const overlapTimer = halfInterval !== undefined && halfInterval <= MAX_TIMER_MS
-    ? setTimeout(() => log.warn({ childPid: child.pid, halfIntervalMs: halfInterval }, 'run passed half the schedule interval'), halfInterval)
-    : undefined;
+  const overlapTimer =
+    halfInterval !== undefined && halfInterval <= MAX_TIMER_MS
+      ? setTimeout(
+          () =>
+            log.warn({ childPid: child.pid, halfIntervalMs: halfInterval }, 'run passed half the schedule interval'),
+          halfInterval,
+        )
+      : undefined;
   const result = await child.exited;
   clearTimeout(overlapTimer);
   // A failed child at warn: `--log-level warn` (a crontab's) then prints failures, and only them.
-  log[result.code === 0 ? 'info' : 'warn']({ childPid: child.pid, exitCode: result.exitCode, signal: result.signal, durationMs: Math.round(monoNow() - started) }, 'child exited');
+  log[result.code === 0 ? 'info' : 'warn'](
+    {
+      childPid: child.pid,
+      exitCode: result.exitCode,
+      signal: result.signal,
+      durationMs: Math.round(monoNow() - started),
+    },
+    'child exited',
+  );
   // What the child started in its group is part of the run: nothing of it may work on past the
   // lease. Left behind after a normal exit, it is stopped like the child (SIGTERM, the grace,
   // SIGKILL); after a stop, stop() resolves only once the whole group is gone. The abort listener
   // stays on meanwhile, so a lease lost during this wait still shortens the grace.
   if (child.groupAlive()) {
-    if (!ctx.signal.aborted) log.warn({ childPid: child.pid, graceMs: config.killGraceMs }, 'child exited but left processes in its group; stopping them');
+    if (!ctx.signal.aborted)
+      log.warn(
+        { childPid: child.pid, graceMs: config.killGraceMs },
+        'child exited but left processes in its group; stopping them',
+      );
     await child.stop({ graceMs: config.killGraceMs, settleMs });
-    if (child.groupAlive()) log.warn({ childPid: child.pid }, 'processes in the child group outlived SIGKILL (uninterruptible I/O?)');
+    if (child.groupAlive())
+      log.warn({ childPid: child.pid }, 'processes in the child group outlived SIGKILL (uninterruptible I/O?)');
     else log.info({ childPid: child.pid }, 'child process group gone');
   }
   ctx.signal.removeEventListener('abort', onAbort);
@@ -359,6 +603,8 @@ function checkWorkingDirectory(): void {
   try {
     process.cwd();
   } catch (err) {
-    throw new UsageError(`the current directory no longer exists (${(err as NodeJS.ErrnoException).code ?? 'error'}); cd to one that does and run again`);
+    throw new UsageError(
+      `the current directory no longer exists (${(err as NodeJS.ErrnoException).code ?? 'error'}); cd to one that does and run again`,
+    );
   }
 }

@@ -10,6 +10,7 @@ import { replicationProblems, type ReplicationReport } from '../../replication.j
 import type { HistoryEvent, LeaseStore, WindowOutput } from '../../store/contract.js';
 import { unknownJob, withStore, type DbFlags } from './admin.js';
 import { Reach, noteReach } from '../../startup/start-reach.js';
+import { visibleControls } from '../terminal-text.js';
 
 /** readJobStates() reads the job rows and the due-window judgement side by side. */
 const JOB_STATES_POOL = 2;
@@ -20,7 +21,9 @@ const out = (text: string): void => {
 
 function statusRow(j: JobState): string[] {
   const more = j.openCount - j.openWindows.length;
-  const open = j.openWindows.map((w) => `${w.window}(${w.outcome}, attempt ${w.attempts})`).join(' ') + (more > 0 ? ` (+${more} more)` : '');
+  const open =
+    j.openWindows.map((w) => `${w.window}(${w.outcome}, attempt ${w.attempts})`).join(' ') +
+    (more > 0 ? ` (+${more} more)` : '');
   return [
     j.name,
     j.holder ?? '-',
@@ -29,7 +32,13 @@ function statusRow(j: JobState): string[] {
     j.lastWindow ?? '-',
     j.lastCompletedAt ? j.lastCompletedAt.toISOString() : '-',
     open || '-',
-    j.paused ? `paused${j.pause?.until ? ` until ${j.pause.until.toISOString()}` : ''}` : j.overdue ? `OVERDUE ${j.due?.window}` : j.due ? 'ok' : '-',
+    j.paused
+      ? `paused${j.pause?.until ? ` until ${j.pause.until.toISOString()}` : ''}`
+      : j.overdue
+        ? `OVERDUE ${j.due?.window}`
+        : j.due
+          ? 'ok'
+          : '-',
     // Due occurrences within the lookback that are not final, the latest included.
     j.notCompletedCount > 0 ? `${j.notCompletedCount} (oldest ${j.notCompleted[0]!.window})` : j.due ? '0' : '-',
   ];
@@ -41,14 +50,19 @@ function statusRow(j: JobState): string[] {
  * but without what the newer migrations bring.
  * `run` does not check: it would cost a statement on every run.
  */
-async function checkSchemaVersion(store: LeaseStore, log: Logger): Promise<{ version: number; known: number } | undefined> {
+async function checkSchemaVersion(
+  store: LeaseStore,
+  log: Logger,
+): Promise<{ version: number; known: number } | undefined> {
   const schemaVersion = await store.readSchemaVersion?.();
   if (schemaVersion === undefined) return undefined;
   const { latestMigrationVersion } = await import('../../store/postgres/migrate.js');
   const known = await latestMigrationVersion();
-  if (schemaVersion < known) log.warn({ schemaVersion, knownVersion: known }, 'schema is behind this leasejob; run `leasejob migrate`');
+  if (schemaVersion < known)
+    log.warn({ schemaVersion, knownVersion: known }, 'schema is behind this leasejob; run `leasejob migrate`');
   // Newer: another host's leasejob migrated it; this one may lack what it relies on.
-  if (schemaVersion > known) log.warn({ schemaVersion, knownVersion: known }, 'schema is newer than this leasejob; upgrade leasejob');
+  if (schemaVersion > known)
+    log.warn({ schemaVersion, knownVersion: known }, 'schema is newer than this leasejob; upgrade leasejob');
   return { version: schemaVersion, known };
 }
 
@@ -62,39 +76,85 @@ export async function statusCommand(flags: DbFlags & { name?: string; json?: boo
       out(statesToJson({ store: store.kind, location: store.location, dbNow, jobs }) + '\n');
     } else {
       out(`store: ${store.kind}, ${store.location}, time ${dbNow.toISOString()}\n`);
-      out(renderTable(['JOB', 'HOLDER', 'GEN', 'EXPIRES IN', 'LAST COMPLETED WINDOW', 'COMPLETED AT', 'OPEN WINDOWS', 'DUE', 'NOT COMPLETED'], jobs.map(statusRow)));
+      out(
+        renderTable(
+          [
+            'JOB',
+            'HOLDER',
+            'GEN',
+            'EXPIRES IN',
+            'LAST COMPLETED WINDOW',
+            'COMPLETED AT',
+            'OPEN WINDOWS',
+            'DUE',
+            'NOT COMPLETED',
+          ],
+          jobs.map(statusRow),
+        ),
+      );
     }
     return 0;
   });
 }
 
-export async function historyCommand(flags: DbFlags & { name?: string; limit?: string; json?: boolean }): Promise<number> {
+export async function historyCommand(
+  flags: DbFlags & { name?: string; limit?: string; json?: boolean },
+): Promise<number> {
   const name = validateName(flags.name);
   const limit = flags.limit === undefined ? 50 : Number(flags.limit);
-  if (!Number.isInteger(limit) || limit < 1 || limit > 100_000) throw new UsageError(`Expected \`--limit\` to be a whole number from 1 to 100000, got \`${flags.limit}\`.`);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 100_000)
+    throw new UsageError(`Expected \`--limit\` to be a whole number from 1 to 100000, got \`${flags.limit}\`.`);
   return withStore(flags, async (store) => {
     const events = await store.readHistory(name, limit);
-    if (events.length === 0 && (await store.readJobRows(name)).rows.length === 0) throw unknownJob(name, store.location);
+    if (events.length === 0 && (await store.readJobRows(name)).rows.length === 0)
+      throw unknownJob(name, store.location);
     const outputs = await outputsOf(store, name, events);
     if (flags.json) {
-      out(JSON.stringify(events.map((e) => {
-        const o = outputs.get(e);
-        return o ? { ...e, output: { tail: o.tail.toString('utf8'), bytes: o.bytes, kept: o.tail.length, attempt: o.attempt } } : e;
-      }), null, 2) + '\n');
+      out(
+        JSON.stringify(
+          events.map((e) => {
+            const o = outputs.get(e);
+            return o
+              ? {
+                  ...e,
+                  output: { tail: o.tail.toString('utf8'), bytes: o.bytes, kept: o.tail.length, attempt: o.attempt },
+                }
+              : e;
+          }),
+          null,
+          2,
+        ) + '\n',
+      );
     } else {
       // The gap before the first kept event is said, not silent (`leasejob prune`).
       const pruned = (await store.retention?.read(name))?.jobs[0];
       if (pruned && pruned.prunedThroughSeq > 0) {
-        out(`events 1-${pruned.prunedThroughSeq} pruned (leasejob prune, horizon ${pruned.retainedFrom?.toISOString() ?? '-'}); kept from seq ${pruned.prunedThroughSeq + 1}\n`);
+        out(
+          `events 1-${pruned.prunedThroughSeq} pruned (leasejob prune, horizon ${pruned.retainedFrom?.toISOString() ?? '-'}); kept from seq ${pruned.prunedThroughSeq + 1}\n`,
+        );
       }
-      out(renderTable(
-        ['SEQ', 'DB TIME', 'KIND', 'WINDOW', 'GEN', 'OWNER', 'DETAIL'],
-        events.map((e) => [e.seq, e.dbTime.toISOString(), e.kind, e.window ?? '-', e.generation ?? '-', e.owner ?? '-', Object.keys(e.detail).length ? JSON.stringify(e.detail) : '']),
-      ));
+      out(
+        renderTable(
+          ['SEQ', 'DB TIME', 'KIND', 'WINDOW', 'GEN', 'OWNER', 'DETAIL'],
+          // JSON escapes C0 controls, not C1 ones or bidirectional overrides (a --reason, a host name).
+          events.map((e) => [
+            e.seq,
+            e.dbTime.toISOString(),
+            e.kind,
+            e.window ?? '-',
+            e.generation ?? '-',
+            visibleControls(e.owner ?? '-'),
+            Object.keys(e.detail).length ? visibleControls(JSON.stringify(e.detail)) : '',
+          ]),
+        ),
+      );
       for (const [e, o] of outputs) {
         const kept = o.tail.length < o.bytes ? `the last ${o.tail.length} of ${o.bytes} bytes` : `${o.bytes} bytes`;
-        out(`\noutput of window ${e.window}, generation ${o.generation} (seq ${e.seq}, attempt ${o.attempt}, ${e.kind}), ${kept}:\n`);
-        const text = o.tail.toString('utf8');
+        out(
+          `\noutput of window ${e.window}, generation ${o.generation} (seq ${e.seq}, attempt ${o.attempt}, ${e.kind}), ${kept}:\n`,
+        );
+        // What the child printed, escape sequences included, must not act on this terminal.
+        const text = visibleControls(o.tail.toString('utf8'));
         out(text.endsWith('\n') || text === '' ? text : `${text}\n`);
       }
     }
@@ -111,7 +171,11 @@ const HISTORY_OUTPUTS = 50;
  * Each recorded output (--record-output) beside the event its attempt ended with, when that
  * event is among those shown: the latest such event of its window and generation.
  */
-async function outputsOf(store: LeaseStore, job: string, events: HistoryEvent[]): Promise<Map<HistoryEvent, WindowOutput>> {
+async function outputsOf(
+  store: LeaseStore,
+  job: string,
+  events: HistoryEvent[],
+): Promise<Map<HistoryEvent, WindowOutput>> {
   const found = new Map<HistoryEvent, WindowOutput>();
   if (!store.readOutputs) return found;
   const outputs = await store.readOutputs(job, HISTORY_OUTPUTS);
@@ -130,37 +194,73 @@ async function outputsOf(store: LeaseStore, job: string, events: HistoryEvent[])
 }
 
 /** Nagios-style: 0 healthy, 1 warning only, 2 at least one critical problem; errors exit 3 (cli.ts). */
-export async function checkCommand(flags: DbFlags & { name?: string; all?: boolean; maxHold?: string; maxAttempts?: string; json?: boolean }): Promise<number> {
+export async function checkCommand(
+  flags: DbFlags & { name?: string; all?: boolean; maxHold?: string; maxAttempts?: string; json?: boolean },
+): Promise<number> {
   try {
     return await check(flags);
   } catch (err) {
     // A program reading `check --json` gets JSON whatever happened, saying why it has no
     // answer (the one-line message on stderr and the exit code stay as for every command).
-    if (flags.json && err instanceof LeasejobError) out(JSON.stringify({ error: { code: err.code, exitCode: 3, message: maskPasswords(err.message) } }, null, 2) + '\n');
+    if (flags.json && err instanceof LeasejobError)
+      out(
+        JSON.stringify({ error: { code: err.code, exitCode: 3, message: maskPasswords(err.message) } }, null, 2) + '\n',
+      );
     throw err;
   }
 }
 
-async function check(flags: DbFlags & { name?: string; all?: boolean; maxHold?: string; maxAttempts?: string; json?: boolean }): Promise<number> {
+async function check(
+  flags: DbFlags & { name?: string; all?: boolean; maxHold?: string; maxAttempts?: string; json?: boolean },
+): Promise<number> {
   if (flags.name !== undefined && flags.all) throw new UsageError('Use either `--name` or `--all`, not both.');
   const name = flags.name !== undefined ? validateName(flags.name) : undefined;
   const maxHoldMs = flags.maxHold !== undefined ? parseDuration(flags.maxHold, '--max-hold') : undefined;
   // 1: a crontab job gets one attempt per occurrence, so its first failure is the one to see.
   const maxAttempts = flags.maxAttempts === undefined ? 1 : Number(flags.maxAttempts);
-  if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new UsageError(`Expected \`--max-attempts\` to be a whole number of at least 1, got \`${flags.maxAttempts}\`.`);
+  if (!Number.isInteger(maxAttempts) || maxAttempts < 1)
+    throw new UsageError(
+      `Expected \`--max-attempts\` to be a whole number of at least 1, got \`${flags.maxAttempts}\`.`,
+    );
   return withStore({ ...flags, poolSize: JOB_STATES_POOL }, async (store, log) => {
     const { dbNow, jobs } = await readJobStates(store, name);
     const schema = await checkSchemaVersion(store, log);
     if (name !== undefined && jobs.length === 0) throw unknownJob(name, store.location);
     const problems = findProblems(jobs, dbNow, { maxHoldMs, maxAttempts });
     // Paused jobs are not problems (an operator said so), but a monitor should show them.
-    const paused = jobs.filter((j) => j.paused && j.pause).map((j) => ({ job: j.name, reason: j.pause!.reason, since: j.pause!.since, until: j.pause!.until, by: j.pause!.by, version: j.version }));
+    const paused = jobs
+      .filter((j) => j.paused && j.pause)
+      .map((j) => ({
+        job: j.name,
+        reason: j.pause!.reason,
+        since: j.pause!.since,
+        until: j.pause!.until,
+        by: j.pause!.by,
+        version: j.version,
+      }));
     // What a failover can lose (issue 22): a problem of the database, not of one job.
     const replication = await readReplicationSafely(store, log);
-    if (replication) for (const p of replicationProblems(replication)) problems.push({ job: DATABASE, severity: p.severity, kind: 'replication', message: p.message });
-    if (flags.json) out(JSON.stringify({ dbNow, jobs: jobs.length, problems, paused, ...(schema ? { schemaVersion: schema.version, knownSchemaVersion: schema.known } : {}), ...(replication ? { replication } : {}) }, null, 2) + '\n');
+    if (replication)
+      for (const p of replicationProblems(replication))
+        problems.push({ job: DATABASE, severity: p.severity, kind: 'replication', message: p.message });
+    if (flags.json)
+      out(
+        JSON.stringify(
+          {
+            dbNow,
+            jobs: jobs.length,
+            problems,
+            paused,
+            ...(schema ? { schemaVersion: schema.version, knownSchemaVersion: schema.known } : {}),
+            ...(replication ? { replication } : {}),
+          },
+          null,
+          2,
+        ) + '\n',
+      );
     else {
-      if (problems.length === 0) out(`OK: ${jobs.length} job(s) healthy${paused.length ? `, ${paused.length} paused` : ''}\n`);
+      if (problems.length === 0)
+        out(`OK: ${jobs.length} job(s) healthy${paused.length ? `, ${paused.length} paused` : ''}\n`);
       else for (const p of problems) out(`${p.severity.toUpperCase()} ${p.job}: ${p.kind}: ${p.message}\n`);
       // Said, never counted as a problem: the server hides it from this role.
       for (const u of replication?.unchecked ?? []) out(`UNCHECKED ${DATABASE}: replication: ${u}\n`);
@@ -193,9 +293,12 @@ const LISTEN_ERRORS: Record<string, string> = {
 
 const EXPORTER_READ_TIMEOUT_MS = 4_000;
 
-export async function exporterCommand(flags: DbFlags & { port?: string; host?: string; statusPage?: boolean }): Promise<number> {
+export async function exporterCommand(
+  flags: DbFlags & { port?: string; host?: string; statusPage?: boolean },
+): Promise<number> {
   const port = flags.port === undefined ? 9464 : Number(flags.port);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`Expected \`--port\` to be a TCP port from 0 to 65535, got \`${flags.port}\`.`);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new UsageError(`Expected \`--port\` to be a TCP port from 0 to 65535, got \`${flags.port}\`.`);
   const host = flags.host ?? '0.0.0.0';
   // Reads bounded well inside Prometheus's default 10 s scrape timeout: a silent connection
   // then shows as leasejob_up 0, not as a failed scrape.
@@ -203,17 +306,36 @@ export async function exporterCommand(flags: DbFlags & { port?: string; host?: s
     const { Exporter } = await import('../../monitor/exporter.js');
     const exporter = new Exporter(store, log);
     const server = exporter.createServer({ statusPage: flags.statusPage !== false });
-    await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, host, () => resolve())).catch((err: unknown) => {
+    await new Promise<void>((resolve, reject) =>
+      server.once('error', reject).listen(port, host, () => resolve()),
+    ).catch((err: unknown) => {
       // The address asked for cannot be had here: the operator's --port/--host, so exit 64.
       const code = String((err as { code?: unknown }).code ?? '');
       const why = LISTEN_ERRORS[code];
-      if (why) throw new UsageError(`cannot listen on ${host} port ${port}: ${why} (${code}); choose another with --port or --host.`, { cause: err });
+      if (why)
+        throw new UsageError(
+          `cannot listen on ${host} port ${port}: ${why} (${code}); choose another with --port or --host.`,
+          { cause: err },
+        );
       // Anything else (a name server that did not answer, EAI_AGAIN) is about the listening
       // address too, never the database: said as such, exit 69 (try again later).
-      throw new LeasejobError(`cannot listen on ${host} port ${port}: ${code || (err as Error).message}`, 'E_LISTEN', ExitCode.unavailable, { cause: err });
+      throw new LeasejobError(
+        `cannot listen on ${host} port ${port}: ${code || (err as Error).message}`,
+        'E_LISTEN',
+        ExitCode.unavailable,
+        { cause: err },
+      );
     });
     const address = server.address();
-    log.info({ host, port: typeof address === 'object' && address ? address.port : port, store: store.kind, location: store.location }, 'exporter listening');
+    log.info(
+      {
+        host,
+        port: typeof address === 'object' && address ? address.port : port,
+        store: store.kind,
+        location: store.location,
+      },
+      'exporter listening',
+    );
     // Serve until SIGTERM/SIGINT, then finish in-flight scrapes and close.
     await new Promise<void>((resolve) => {
       const stop = (): void => {

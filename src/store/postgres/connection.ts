@@ -14,10 +14,13 @@ export interface ConnectionSource {
 
 export function resolveConnection(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): ConnectionSource {
   const source: ConnectionSource =
-    flag !== undefined ? checked({ connectionString: flag, from: '--database-url' }, env)
-    : env.LEASEJOB_DATABASE_URL ? checked({ connectionString: env.LEASEJOB_DATABASE_URL, from: 'LEASEJOB_DATABASE_URL' }, env)
-    : env.DATABASE_URL ? checked({ connectionString: env.DATABASE_URL, from: 'DATABASE_URL' }, env)
-    : checkedEnvironment(env);
+    flag !== undefined
+      ? checked({ connectionString: flag, from: '--database-url' }, env)
+      : env.LEASEJOB_DATABASE_URL
+        ? checked({ connectionString: env.LEASEJOB_DATABASE_URL, from: 'LEASEJOB_DATABASE_URL' }, env)
+        : env.DATABASE_URL
+          ? checked({ connectionString: env.DATABASE_URL, from: 'DATABASE_URL' }, env)
+          : checkedEnvironment(env);
   return { ...source, driver: driverTls(source.connectionString, env) };
 }
 
@@ -30,7 +33,9 @@ function checked(source: ConnectionSource, env: NodeJS.ProcessEnv): ConnectionSo
     try {
       url = new URL(value);
     } catch {
-      throw new UsageError(`Expected ${name} to be a valid postgres:// URL, got one that does not parse (special characters in the password must be percent-encoded).`);
+      throw new UsageError(
+        `Expected ${name} to be a valid postgres:// URL, got one that does not parse (special characters in the password must be percent-encoded).`,
+      );
     }
     checkOptionNames(url.searchParams.entries(), name);
     checkEnvOptions(new Set(url.searchParams.keys()), env);
@@ -42,45 +47,107 @@ function checked(source: ConnectionSource, env: NodeJS.ProcessEnv): ConnectionSo
     checkEnvOptions(new Set(keywords.keys()), env);
     return { ...source, connectionString: keywordsToUrl(keywords) };
   }
-  throw new UsageError(`Expected ${name} to be a URL like postgres://user@host:5432/db (the password in it or in PGPASSWORD), got ${value.trim() === '' ? 'an empty string' : /^[a-z][a-z0-9+.-]*:\/\//i.test(value) ? `a ${value.slice(0, value.indexOf(':'))}:// URL` : 'something else'}.`);
+  throw new UsageError(
+    `Expected ${name} to be a URL like postgres://user@host:5432/db (the password in it or in PGPASSWORD), got ${value.trim() === '' ? 'an empty string' : /^[a-z][a-z0-9+.-]*:\/\//i.test(value) ? `a ${value.slice(0, value.indexOf(':'))}:// URL` : 'something else'}.`,
+  );
 }
 
 /** libpq's connection keywords (PostgreSQL 18), and node-postgres's own `ssl` and `uselibpqcompat`. */
 const KNOWN_OPTIONS = new Set([
-  'host', 'hostaddr', 'port', 'dbname', 'user', 'password', 'passfile', 'require_auth', 'channel_binding', 'connect_timeout',
-  'client_encoding', 'options', 'application_name', 'fallback_application_name', 'keepalives', 'keepalives_idle',
-  'keepalives_interval', 'keepalives_count', 'tcp_user_timeout', 'replication', 'gssencmode', 'sslmode', 'requiressl',
-  'sslnegotiation', 'sslcompression', 'sslcert', 'sslkey', 'sslkeylogfile', 'sslpassword', 'sslcertmode', 'sslrootcert', 'sslcrl',
-  'sslcrldir', 'sslsni', 'requirepeer', 'ssl_min_protocol_version', 'ssl_max_protocol_version', 'min_protocol_version',
-  'max_protocol_version', 'krbsrvname', 'gsslib', 'gssdelegation', 'service', 'target_session_attrs', 'load_balance_hosts',
-  'scram_client_key', 'scram_server_key', 'oauth_issuer', 'oauth_client_id', 'oauth_client_secret', 'oauth_scope',
-  'ssl', 'uselibpqcompat',
+  'host',
+  'hostaddr',
+  'port',
+  'dbname',
+  'user',
+  'password',
+  'passfile',
+  'require_auth',
+  'channel_binding',
+  'connect_timeout',
+  'client_encoding',
+  'options',
+  'application_name',
+  'fallback_application_name',
+  'keepalives',
+  'keepalives_idle',
+  'keepalives_interval',
+  'keepalives_count',
+  'tcp_user_timeout',
+  'replication',
+  'gssencmode',
+  'sslmode',
+  'requiressl',
+  'sslnegotiation',
+  'sslcompression',
+  'sslcert',
+  'sslkey',
+  'sslkeylogfile',
+  'sslpassword',
+  'sslcertmode',
+  'sslrootcert',
+  'sslcrl',
+  'sslcrldir',
+  'sslsni',
+  'requirepeer',
+  'ssl_min_protocol_version',
+  'ssl_max_protocol_version',
+  'min_protocol_version',
+  'max_protocol_version',
+  'krbsrvname',
+  'gsslib',
+  'gssdelegation',
+  'service',
+  'target_session_attrs',
+  'load_balance_hosts',
+  'scram_client_key',
+  'scram_server_key',
+  'oauth_issuer',
+  'oauth_client_id',
+  'oauth_client_secret',
+  'oauth_scope',
+  'ssl',
+  'uselibpqcompat',
 ]);
 
 /**
  * libpq keywords node-postgres does not act on, where ignoring them would connect elsewhere or
  * less safely than psql does with the same string: refused (exit 64), saying why.
  */
-const NO_REVOCATION = 'node-postgres does not check certificate revocation lists, so a revoked server certificate would be accepted; leave it out only knowing that.';
+const NO_REVOCATION =
+  'node-postgres does not check certificate revocation lists, so a revoked server certificate would be accepted; leave it out only knowing that.';
 const UNSUPPORTED_OPTIONS: Record<string, string> = {
-  service: 'leasejob (node-postgres) does not read pg_service.conf, so it would connect elsewhere than psql does; give host, port, dbname and user instead.',
+  service:
+    'leasejob (node-postgres) does not read pg_service.conf, so it would connect elsewhere than psql does; give host, port, dbname and user instead.',
   sslcrl: NO_REVOCATION,
   sslcrldir: NO_REVOCATION,
-  require_auth: 'node-postgres answers whichever authentication the server asks for, so a server asking for a plain password would get it; leave it out, with sslmode=verify-full so that only the real server can ask.',
-  requirepeer: 'node-postgres does not check which user runs the server on a Unix socket; leave it out only knowing that.',
+  require_auth:
+    'node-postgres answers whichever authentication the server asks for, so a server asking for a plain password would get it; leave it out, with sslmode=verify-full so that only the real server can ask.',
+  requirepeer:
+    'node-postgres does not check which user runs the server on a Unix socket; leave it out only knowing that.',
 };
 
 /** Values of libpq keywords node-postgres cannot honour, refused as above; other values pass. */
 const UNSUPPORTED_VALUES: Record<string, { value: string; why: string }> = {
-  channel_binding: { value: 'require', why: 'node-postgres falls back to SCRAM without channel binding when the server does not offer it, so it cannot require it; use sslmode=verify-full.' },
-  gssencmode: { value: 'require', why: 'node-postgres has no GSSAPI encryption and would connect unencrypted; use sslmode=verify-full.' },
+  channel_binding: {
+    value: 'require',
+    why: 'node-postgres falls back to SCRAM without channel binding when the server does not offer it, so it cannot require it; use sslmode=verify-full.',
+  },
+  gssencmode: {
+    value: 'require',
+    why: 'node-postgres has no GSSAPI encryption and would connect unencrypted; use sslmode=verify-full.',
+  },
 };
 
 /** Keywords whose empty value asks libpq for nothing: not refused then. */
 const EMPTY_ASKS_NOTHING = new Set(['require_auth', 'requirepeer']);
 
 /** The environment variables libpq reads for those keywords when the connection string leaves them out. */
-const UNSUPPORTED_ENV: Record<string, string> = { require_auth: 'PGREQUIREAUTH', requirepeer: 'PGREQUIREPEER', channel_binding: 'PGCHANNELBINDING', gssencmode: 'PGGSSENCMODE' };
+const UNSUPPORTED_ENV: Record<string, string> = {
+  require_auth: 'PGREQUIREAUTH',
+  requirepeer: 'PGREQUIREPEER',
+  channel_binding: 'PGCHANNELBINDING',
+  gssencmode: 'PGGSSENCMODE',
+};
 
 /**
  * A misspelt option is refused (exit 64), as psql refuses it: pg ignores what it does not know,
@@ -90,12 +157,21 @@ const UNSUPPORTED_ENV: Record<string, string> = { require_auth: 'PGREQUIREAUTH',
  * `connection_limit`, `pgbouncer`), which pg ignores.
  */
 function checkOptionNames(options: Iterable<[string, string]>, source: string): void {
-  const shared = source === 'DATABASE_URL' ? ' (DATABASE_URL may be shared with a program that needs it: give leasejob its own LEASEJOB_DATABASE_URL.)' : '';
+  const shared =
+    source === 'DATABASE_URL'
+      ? ' (DATABASE_URL may be shared with a program that needs it: give leasejob its own LEASEJOB_DATABASE_URL.)'
+      : '';
   for (const [name, value] of options) {
     const unsupported = UNSUPPORTED_OPTIONS[name];
-    if (unsupported !== undefined && !(value === '' && EMPTY_ASKS_NOTHING.has(name))) throw new UsageError(`connection option "${name}" in ${source} is not supported: ${unsupported} Nothing was connected.${shared}`);
+    if (unsupported !== undefined && !(value === '' && EMPTY_ASKS_NOTHING.has(name)))
+      throw new UsageError(
+        `connection option "${name}" in ${source} is not supported: ${unsupported} Nothing was connected.${shared}`,
+      );
     const refused = UNSUPPORTED_VALUES[name];
-    if (refused !== undefined && value.toLowerCase() === refused.value) throw new UsageError(`connection option ${name}=${value} in ${source} is not supported: ${refused.why} Nothing was connected.${shared}`);
+    if (refused !== undefined && value.toLowerCase() === refused.value)
+      throw new UsageError(
+        `connection option ${name}=${value} in ${source} is not supported: ${refused.why} Nothing was connected.${shared}`,
+      );
     if (KNOWN_OPTIONS.has(name)) continue;
     const lower = name.toLowerCase();
     let near: string | undefined;
@@ -105,7 +181,10 @@ function checkOptionNames(options: Iterable<[string, string]>, source: string): 
       if (d <= (k.length >= 6 ? 2 : 1) && d < nearest) [near, nearest] = [k, d];
     }
     if (near === undefined && !lower.startsWith('ssl')) continue;
-    const hint = near !== undefined ? `did you mean "${near}"?` : 'it is not one of libpq\'s TLS keywords (sslmode, sslrootcert, sslcert, sslkey, ...).';
+    const hint =
+      near !== undefined
+        ? `did you mean "${near}"?`
+        : "it is not one of libpq's TLS keywords (sslmode, sslrootcert, sslcert, sslkey, ...).";
     throw new UsageError(`invalid connection option "${name}" in ${source}: ${hint} Nothing was connected.${shared}`);
   }
 }
@@ -125,8 +204,13 @@ function checkEnvOptions(given: ReadonlySet<string>, env: NodeJS.ProcessEnv): vo
   for (const [name, variable] of Object.entries(UNSUPPORTED_ENV)) {
     const value = env[variable];
     if (!value || given.has(name)) continue;
-    const why = UNSUPPORTED_OPTIONS[name] ?? (UNSUPPORTED_VALUES[name]?.value === value.toLowerCase() ? UNSUPPORTED_VALUES[name]!.why : undefined);
-    if (why !== undefined) throw new UsageError(`${variable}=${value} is set, and is not supported: ${why} Unset it to connect. Nothing was connected.`);
+    const why =
+      UNSUPPORTED_OPTIONS[name] ??
+      (UNSUPPORTED_VALUES[name]?.value === value.toLowerCase() ? UNSUPPORTED_VALUES[name]!.why : undefined);
+    if (why !== undefined)
+      throw new UsageError(
+        `${variable}=${value} is set, and is not supported: ${why} Unset it to connect. Nothing was connected.`,
+      );
   }
 }
 
@@ -135,7 +219,8 @@ function editDistance(a: string, b: string): number {
   let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
   for (let i = 1; i <= a.length; i++) {
     const cur = [i];
-    for (let j = 1; j <= b.length; j++) cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    for (let j = 1; j <= b.length; j++)
+      cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
     prev = cur;
   }
   return prev[b.length]!;
@@ -173,7 +258,8 @@ export function parseKeywords(text: string, name = 'the connection string'): Map
       }
       i++;
     } else {
-      for (; i < text.length && !/\s/.test(text[i]!); i++) v += text[i] === '\\' && i + 1 < text.length ? text[++i] : text[i];
+      for (; i < text.length && !/\s/.test(text[i]!); i++)
+        v += text[i] === '\\' && i + 1 < text.length ? text[++i] : text[i];
     }
     out.set(key, v); // case-sensitive, as libpq's keywords are
   }
@@ -190,7 +276,8 @@ function keywordsToUrl(k: Map<string, string>): string {
   const auth = user !== undefined ? `${enc(user)}${password !== undefined ? `:${enc(password)}` : ''}@` : '';
   const port = k.get('port') ? `:${k.get('port')}` : '';
   const params = new URLSearchParams();
-  for (const [key, v] of k) if (!['host', 'hostaddr', 'user', 'password', 'port', 'dbname'].includes(key)) params.set(key, v);
+  for (const [key, v] of k)
+    if (!['host', 'hostaddr', 'user', 'password', 'port', 'dbname'].includes(key)) params.set(key, v);
   const query = params.size ? `?${params}` : '';
   return `postgres://${auth}${hostPart}${port}/${enc(k.get('dbname') ?? user ?? '')}${query}`;
 }

@@ -23,8 +23,10 @@ function serverRefusal(code: string): string | undefined {
   if (code === '40001') {
     return 'a serialization failure on every try: leasejob needs no more than read committed (is default_transaction_isolation set higher for this role or database?), and on a standby a recovery conflict cancels reads';
   }
-  if (code === '40P01') return 'a deadlock on every try, with another session holding locks leasejob needs (a child\'s transaction on leasejob\'s rows?)';
-  if (code === '25P03' || code === '25P04') return 'the server ended the session (idle_in_transaction_session_timeout or transaction_timeout)';
+  if (code === '40P01')
+    return "a deadlock on every try, with another session holding locks leasejob needs (a child's transaction on leasejob's rows?)";
+  if (code === '25P03' || code === '25P04')
+    return 'the server ended the session (idle_in_transaction_session_timeout or transaction_timeout)';
   if (code.startsWith('53')) return 'the server is out of a resource (disk, memory, connections)';
   if (code.startsWith('57') || code.startsWith('58')) return 'the server stopped the statement';
   return undefined;
@@ -43,13 +45,27 @@ const NOT_MIGRATED_CODES = new Set([
   '42P01', // undefined_table
   '42883', // undefined_function
 ]);
-const NETWORK_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE']);
+const NETWORK_ERRNOS = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EPIPE',
+]);
 
 /** The server restarting or unreachable, the connection dropped, a query timed out: worth a retry. */
 export function isTransientDbError(err: unknown): boolean {
   const code = codeOf(err);
   const raw = err instanceof Error ? err.message : String(err);
-  return UNAVAILABLE_CODES.has(code) || code.startsWith('08') || NETWORK_ERRNOS.has(code) || (code === '' && /timeout|terminated/i.test(raw));
+  return (
+    UNAVAILABLE_CODES.has(code) ||
+    code.startsWith('08') ||
+    NETWORK_ERRNOS.has(code) ||
+    (code === '' && /timeout|terminated/i.test(raw))
+  );
 }
 
 /**
@@ -65,7 +81,11 @@ export function wasRolledBack(err: unknown): boolean {
 
 /** leasejob's own bound on a connection or an answer ran out (src/store/postgres/store.ts). */
 export function noAnswerWithin(timeoutMs: number, cause?: unknown): Error {
-  return Object.assign(new Error(`the database did not answer within ${Math.ceil(timeoutMs)} ms`), { code: 'ETIMEDOUT', noAnswer: true, cause });
+  return Object.assign(new Error(`the database did not answer within ${Math.ceil(timeoutMs)} ms`), {
+    code: 'ETIMEDOUT',
+    noAnswer: true,
+    cause,
+  });
 }
 
 function codeOf(err: unknown): string {
@@ -94,7 +114,9 @@ export function classifyDbError(
     );
   }
   if (code === '42704' && /role/.test(raw)) {
-    return new DatabaseError(`${raw}: create the role first, then \`leasejob migrate --grant-to\` it`, 'E_DB_ROLE', { cause: err });
+    return new DatabaseError(`${raw}: create the role first, then \`leasejob migrate --grant-to\` it`, 'E_DB_ROLE', {
+      cause: err,
+    });
   }
   // The server asked for a password and none was found. Said by the server under `password`
   // authentication; under scram-sha-256 (the default since PostgreSQL 14) pg says it itself,
@@ -110,7 +132,11 @@ export function classifyDbError(
     return new DatabaseError(`database refused the connection to ${ctx.target}: ${raw}`, 'E_DB_AUTH', { cause: err });
   }
   if (isTlsFailure(err, raw)) {
-    return new DatabaseError(`TLS to ${ctx.target} failed: ${raw || code}; check sslmode and sslrootcert in the connection settings`, 'E_DB_TLS', { cause: err });
+    return new DatabaseError(
+      `TLS to ${ctx.target} failed: ${raw || code}; check sslmode and sslrootcert in the connection settings`,
+      'E_DB_TLS',
+      { cause: err },
+    );
   }
   if (isTransientDbError(err)) {
     // Our own bound: no answer in time is not always no database.
@@ -121,11 +147,17 @@ export function classifyDbError(
         { cause: err },
       );
     }
-    return new DatabaseError(`database unreachable at ${ctx.target}: ${raw || code}`, 'E_DB_UNREACHABLE', { cause: err });
+    return new DatabaseError(`database unreachable at ${ctx.target}: ${raw || code}`, 'E_DB_UNREACHABLE', {
+      cause: err,
+    });
   }
   const refusal = serverRefusal(code);
   if (refusal !== undefined) {
-    return new DatabaseError(`database at ${ctx.target} refused: ${raw} (SQLSTATE ${code}); ${refusal}`, 'E_DB_REFUSED', { cause: err });
+    return new DatabaseError(
+      `database at ${ctx.target} refused: ${raw} (SQLSTATE ${code}); ${refusal}`,
+      'E_DB_REFUSED',
+      { cause: err },
+    );
   }
   return undefined;
 }
@@ -136,5 +168,9 @@ export function classifyDbError(
  */
 function isTlsFailure(err: unknown, message: string): boolean {
   const code = String((err as { code?: unknown } | undefined)?.code ?? '');
-  return /does not support SSL connections/.test(message) || /^(ERR_TLS_|ERR_SSL_)/.test(code) || /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)/.test(code);
+  return (
+    /does not support SSL connections/.test(message) ||
+    /^(ERR_TLS_|ERR_SSL_)/.test(code) ||
+    /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)/.test(code)
+  );
 }

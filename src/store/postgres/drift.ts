@@ -60,7 +60,11 @@ function unqualify(text: string, schema: string): string {
  * and mend `schema`'s functions. Throws E_SCHEMA_DRIFT (exit 69) for a table or column the
  * schema lacks; the caller's transaction then rolls back whole.
  */
-export async function reconcileSchema(client: pg.PoolClient, schema: string, migrationTexts: readonly string[]): Promise<DriftReport> {
+export async function reconcileSchema(
+  client: pg.PoolClient,
+  schema: string,
+  migrationTexts: readonly string[],
+): Promise<DriftReport> {
   const reference = `leasejob_reference_${randomBytes(6).toString('hex')}`;
   await client.query('SAVEPOINT leasejob_reference');
   let want: { functions: FunctionRow[]; columns: Set<string>; definitions: Map<string, string> };
@@ -75,16 +79,24 @@ export async function reconcileSchema(client: pg.PoolClient, schema: string, mig
     );
     // The qualifier quoted (a schema may be named like a keyword); the pinned search_path
     // taken FROM CURRENT, as the migrations do, so it is stored exactly as theirs is.
-    const definitions = new Map(rows.map((r) => [r.oid, r.def
-      .replace(`SET search_path TO '${reference}', 'pg_catalog', 'pg_temp'`, 'SET search_path FROM CURRENT')
-      .split(`${reference}.`).join(`"${schema}".`)
-      .split(reference).join(schema)]));
+    const definitions = new Map(
+      rows.map((r) => [
+        r.oid,
+        r.def
+          .replace(`SET search_path TO '${reference}', 'pg_catalog', 'pg_temp'`, 'SET search_path FROM CURRENT')
+          .split(`${reference}.`)
+          .join(`"${schema}".`)
+          .split(reference)
+          .join(schema),
+      ]),
+    );
     want = { functions, columns: await columnsOf(client, reference), definitions };
   } catch (err) {
     await client.query('ROLLBACK TO SAVEPOINT leasejob_reference');
     await client.query(`SELECT set_config('search_path', $1, true)`, [`"${schema}", pg_catalog, pg_temp`]);
     // Only the schema's owner may have been given this database: nothing to compare with.
-    if ((err as { code?: string }).code === '42501') return { repaired: [], extra: [], skipped: (err as Error).message };
+    if ((err as { code?: string }).code === '42501')
+      return { repaired: [], extra: [], skipped: (err as Error).message };
     throw err;
   }
   await client.query('ROLLBACK TO SAVEPOINT leasejob_reference');
@@ -107,12 +119,15 @@ export async function reconcileSchema(client: pg.PoolClient, schema: string, mig
   // Roles given the existing functions (runner roles, by --grant-to) get a created one too;
   // read once, when a function is missing.
   let grantees: string[] | undefined;
-  const granteesOf = async (): Promise<string[]> => (grantees ??= (await client.query<{ role: string }>(
-    `SELECT DISTINCT a.grantee::regrole::text AS role
+  const granteesOf = async (): Promise<string[]> =>
+    (grantees ??= (
+      await client.query<{ role: string }>(
+        `SELECT DISTINCT a.grantee::regrole::text AS role
        FROM pg_proc p, aclexplode(p.proacl) a
       WHERE p.pronamespace = $1::regnamespace AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0 AND a.grantee <> p.proowner`,
-    [schema],
-  )).rows.map((r) => r.role));
+        [schema],
+      )
+    ).rows.map((r) => r.role));
   const repaired: string[] = [];
   for (const f of want.functions) {
     const current = haveByKey.get(key(f));
@@ -143,6 +158,9 @@ export async function reconcileSchema(client: pg.PoolClient, schema: string, mig
     repaired.push(key(f));
   }
   const wanted = new Set(want.functions.map(key));
-  const extra = have.map(key).filter((k) => !wanted.has(k)).sort();
+  const extra = have
+    .map(key)
+    .filter((k) => !wanted.has(k))
+    .sort();
   return { repaired, extra };
 }

@@ -8,7 +8,10 @@ type Query = (text: string, values: unknown[]) => Promise<pg.QueryResult>;
 
 export class PgRetention implements RetentionStore {
   /** `s`: the quoted schema name. */
-  constructor(private readonly query: Query, private readonly s: string) {}
+  constructor(
+    private readonly query: Query,
+    private readonly s: string,
+  ) {}
 
   async read(name?: string): Promise<{ dbNow: Date; jobs: RetentionRow[] }> {
     const s = this.s;
@@ -24,14 +27,16 @@ export class PgRetention implements RetentionStore {
     );
     return {
       dbNow: rows[0].db_now,
-      jobs: rows.filter((r) => r.name !== null).map((r) => ({
-        name: r.name,
-        maxDelayMs: r.max_delay_ms === null ? null : Number(r.max_delay_ms),
-        retainedFrom: r.retained_from,
-        prunedThroughSeq: Number(r.pruned_through_seq),
-        prunedWindows: Number(r.pruned_windows),
-        leaseAcquiredAt: r.acquired_at,
-      })),
+      jobs: rows
+        .filter((r) => r.name !== null)
+        .map((r) => ({
+          name: r.name,
+          maxDelayMs: r.max_delay_ms === null ? null : Number(r.max_delay_ms),
+          retainedFrom: r.retained_from,
+          prunedThroughSeq: Number(r.pruned_through_seq),
+          prunedWindows: Number(r.pruned_windows),
+          leaseAcquiredAt: r.acquired_at,
+        })),
     };
   }
 
@@ -71,7 +76,11 @@ export class PgRetention implements RetentionStore {
     return { deleted: Number(rows[0].n), more: Number(rows[0].candidates) >= limit };
   }
 
-  async pruneEvents(job: string, before: Date, limit: number): Promise<{ deleted: number; throughSeq: number; more: boolean }> {
+  async pruneEvents(
+    job: string,
+    before: Date,
+    limit: number,
+  ): Promise<{ deleted: number; throughSeq: number; more: boolean }> {
     const s = this.s;
     // A prefix of the job's sequence: from the first event not yet pruned up to the first one
     // written at or after `before` (seq order, not db_time order: db_time is each transaction's
@@ -96,7 +105,11 @@ export class PgRetention implements RetentionStore {
       [job, before, limit],
     );
     const r = rows[0];
-    return { deleted: Number(r.n), throughSeq: Number(r.through), more: r.stop_seq === null && Number(r.scanned) >= limit };
+    return {
+      deleted: Number(r.n),
+      throughSeq: Number(r.through),
+      more: r.stop_seq === null && Number(r.scanned) >= limit,
+    };
   }
 
   async countPrunable(job: string, horizon: Date, eventsBefore: Date): Promise<{ events: number; windows: number }> {

@@ -12,9 +12,33 @@ import { PgRetention } from './retention.js';
 import type { ReplicationReadings, ReplicationReport } from '../../replication.js';
 import { driverTls } from './tls.js';
 import type {
-  AcquireInput, AcquireRow, AdoptInput, ClaimWindowInput, ClaimWindowRow, DueGroup, DueNotCompleted, EventCount, FinishInput, HistoryEvent, HostClock, JobChange,
-  JobRow, LeaseStore, MarkInput, OperatorResult, OperatorWrite, PauseInput, RecordEventInput, RecordMissedInput, RecordOutputInput, ReleaseInput, RenewRow,
-  ScheduleKey, WindowOutput, WindowRow, WindowStates,
+  AcquireInput,
+  AcquireRow,
+  AdoptInput,
+  ClaimWindowInput,
+  ClaimWindowRow,
+  DueGroup,
+  DueNotCompleted,
+  EventCount,
+  FinishInput,
+  HistoryEvent,
+  HostClock,
+  JobChange,
+  JobRow,
+  LeaseStore,
+  MarkInput,
+  OperatorResult,
+  OperatorWrite,
+  PauseInput,
+  RecordEventInput,
+  RecordMissedInput,
+  RecordOutputInput,
+  ReleaseInput,
+  RenewRow,
+  ScheduleKey,
+  WindowOutput,
+  WindowRow,
+  WindowStates,
 } from '../contract.js';
 import { ACQUIRE_LOCK_TIMEOUT_MS, EVENT_TIMEOUT_MS, JOB_CHANGES_WINDOW_MS, NOT_COMPLETED_LISTED } from '../contract.js';
 
@@ -92,12 +116,17 @@ function passwordFromFile(params: pgpass.ConnectionInfo): Promise<string | undef
 
 /** Made on first use. pgpass writes each warning as one unterminated `WARNING: ...` string. */
 let warningSink: Writable | undefined;
-const passwordWarningSink = (): Writable => (warningSink ??= new Writable({
-  write(chunk: Buffer | string, _encoding, done): void {
-    passwordFileWarnings.warn(String(chunk).trim().replace(/^WARNING: /, ''));
-    done();
-  },
-}));
+const passwordWarningSink = (): Writable =>
+  (warningSink ??= new Writable({
+    write(chunk: Buffer | string, _encoding, done): void {
+      passwordFileWarnings.warn(
+        String(chunk)
+          .trim()
+          .replace(/^WARNING: /, ''),
+      );
+      done();
+    },
+  }));
 
 /**
  * An instant as float8 milliseconds since the epoch, truncated to the millisecond as a
@@ -114,7 +143,6 @@ function notSent(err: unknown): unknown {
   return err;
 }
 
-
 /** A server notice (pg's NoticeMessage, of which only these fields are read). */
 interface Notice {
   message?: string | undefined;
@@ -124,8 +152,10 @@ interface Notice {
 /** The fields every operator function answers. */
 function operatorRow(r: Record<string, unknown>): OperatorResult {
   return {
-    status: r.status as OperatorResult['status'], version: r.version === null ? null : Number(r.version),
-    seq: r.seq === null ? null : String(r.seq), dbNow: r.db_now as Date,
+    status: r.status as OperatorResult['status'],
+    version: r.version === null ? null : Number(r.version),
+    seq: r.seq === null ? null : String(r.seq),
+    dbNow: r.db_now as Date,
   };
 }
 
@@ -136,10 +166,8 @@ const ROLLBACK_PAUSE_MAX_MS = 250;
 /** Sent again only with at least this much of its time limit left after the pause. */
 const ROLLBACK_MIN_LEFT_MS = 250;
 
-
 /** How long closing the pool may take before the process exits regardless. */
 const CLOSE_LIMIT_MS = 2_000;
-
 
 export class PgStore implements LeaseStore {
   readonly kind = 'postgresql' as const;
@@ -167,13 +195,24 @@ export class PgStore implements LeaseStore {
    * connection came too late is never sent (that connection goes back to the pool). The error
    * says what did not answer. 0: no bound (migrations).
    */
-  private async query(text: string, values: unknown[] | ((leftMs: number) => unknown[]), timeoutMs = this.readTimeoutMs, notices?: Notice[]): Promise<pg.QueryResult> {
+  private async query(
+    text: string,
+    values: unknown[] | ((leftMs: number) => unknown[]),
+    timeoutMs = this.readTimeoutMs,
+    notices?: Notice[],
+  ): Promise<pg.QueryResult> {
     if (!(timeoutMs > 0)) return this.pool.query(text, typeof values === 'function' ? values(Infinity) : values);
     const started = monoNow();
     for (let tries = 1; ; tries++) {
       try {
         const left = timeoutMs - (monoNow() - started);
-        return await this.queryOnce(text, typeof values === 'function' ? values(left) : values, timeoutMs, started, notices);
+        return await this.queryOnce(
+          text,
+          typeof values === 'function' ? values(left) : values,
+          timeoutMs,
+          started,
+          notices,
+        );
       } catch (err) {
         // Rolled back whole (every statement here is its own transaction): nothing of it
         // happened, so it is sent again, after a random pause that lets contenders spread out.
@@ -183,7 +222,8 @@ export class PgStore implements LeaseStore {
         // time left for an answer.
         const pauseMs = Math.random() * Math.min(ROLLBACK_PAUSE_MAX_MS, 10 * 2 ** tries);
         const leftAfterPause = timeoutMs - (monoNow() - started) - pauseMs;
-        if (!wasRolledBack(err) || tries >= ROLLBACK_TRIES || leftAfterPause < ROLLBACK_MIN_LEFT_MS || this.closing) throw err;
+        if (!wasRolledBack(err) || tries >= ROLLBACK_TRIES || leftAfterPause < ROLLBACK_MIN_LEFT_MS || this.closing)
+          throw err;
         await sleep(pauseMs);
         if (this.closing) throw err;
       }
@@ -191,7 +231,13 @@ export class PgStore implements LeaseStore {
   }
 
   /** One try of query(), within what is left of `timeoutMs` since `started`. */
-  private async queryOnce(text: string, values: unknown[], timeoutMs: number, started: number, notices?: Notice[]): Promise<pg.QueryResult> {
+  private async queryOnce(
+    text: string,
+    values: unknown[],
+    timeoutMs: number,
+    started: number,
+    notices?: Notice[],
+  ): Promise<pg.QueryResult> {
     const client = await this.connectWithin(timeoutMs - (monoNow() - started), timeoutMs).catch((err: unknown) => {
       throw notSent(err);
     });
@@ -220,25 +266,28 @@ export class PgStore implements LeaseStore {
         reject(err.message === 'Query read timeout' ? noAnswerWithin(timeoutMs, err) : err);
       };
       client.once('error', fail);
-      client.query({ text, values, query_timeout: left } as pg.QueryConfig).then((result) => {
-        client.removeListener('error', fail);
-        if (done) return;
-        done = true;
-        unlisten();
-        client.release();
-        resolve(result);
-      }, (err: Error) => {
-        client.removeListener('error', fail);
-        if (err instanceof pg.DatabaseError && err.severity === 'ERROR') {
+      client.query({ text, values, query_timeout: left } as pg.QueryConfig).then(
+        (result) => {
+          client.removeListener('error', fail);
           if (done) return;
           done = true;
           unlisten();
           client.release();
-          reject(err);
-          return;
-        }
-        fail(err);
-      });
+          resolve(result);
+        },
+        (err: Error) => {
+          client.removeListener('error', fail);
+          if (err instanceof pg.DatabaseError && err.severity === 'ERROR') {
+            if (done) return;
+            done = true;
+            unlisten();
+            client.release();
+            reject(err);
+            return;
+          }
+          fail(err);
+        },
+      );
     });
   }
 
@@ -252,7 +301,10 @@ export class PgStore implements LeaseStore {
     try {
       return await Promise.race([pending, late]);
     } catch (err) {
-      pending.then((c) => c.release(), () => {});
+      pending.then(
+        (c) => c.release(),
+        () => {},
+      );
       throw err;
     } finally {
       clearTimeout(timer);
@@ -269,10 +321,13 @@ export class PgStore implements LeaseStore {
    * database costs one connect timeout, not two.
    */
   connectEarly(): void {
-    this.early ??= this.pool.connect().then((c) => {
-      c.release();
-      return undefined;
-    }, (err: unknown) => err ?? new Error('connection failed'));
+    this.early ??= this.pool.connect().then(
+      (c) => {
+        c.release();
+        return undefined;
+      },
+      (err: unknown) => err ?? new Error('connection failed'),
+    );
   }
 
   async acquire(i: AcquireInput): Promise<AcquireRow> {
@@ -286,8 +341,19 @@ export class PgStore implements LeaseStore {
       `SELECT * FROM ${this.s}.acquire($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
       // The owner rides along in the spec (register_job records who changed the settings; it
       // is not one of them), so acquire's signature stays as it is.
-      [i.job, i.owner, i.ttlMs, i.renewIntervalMs, i.window ?? null, i.scheduledAt ?? null, i.rerun,
-        i.maxDelayMs ?? null, i.hostTime, i.spec ? JSON.stringify({ ...i.spec, owner: i.owner }) : null, ACQUIRE_LOCK_TIMEOUT_MS],
+      [
+        i.job,
+        i.owner,
+        i.ttlMs,
+        i.renewIntervalMs,
+        i.window ?? null,
+        i.scheduledAt ?? null,
+        i.rerun,
+        i.maxDelayMs ?? null,
+        i.hostTime,
+        i.spec ? JSON.stringify({ ...i.spec, owner: i.owner }) : null,
+        ACQUIRE_LOCK_TIMEOUT_MS,
+      ],
       i.answerTimeoutMs ?? this.readTimeoutMs,
       notices,
     );
@@ -308,11 +374,21 @@ export class PgStore implements LeaseStore {
   }
 
   /** Undefined when the lease is no longer ours (taken, expired or released). */
-  async renew(job: string, owner: string, generation: string, ttlMs: number, lockTimeoutMs: number, answerTimeoutMs: number): Promise<RenewRow | undefined> {
+  async renew(
+    job: string,
+    owner: string,
+    generation: string,
+    ttlMs: number,
+    lockTimeoutMs: number,
+    answerTimeoutMs: number,
+  ): Promise<RenewRow | undefined> {
     // Client-side bound: a black-holed connection is dropped and the next renewal reconnects.
     // Sent again (rolled back): its lock wait still ends 500 ms before the answer is given up on.
-    const { rows } = await this.query(`SELECT * FROM ${this.s}.renew($1, $2, $3, $4, $5)`,
-      (leftMs) => [job, owner, generation, ttlMs, Math.floor(Math.max(50, Math.min(lockTimeoutMs, leftMs - 500)))], answerTimeoutMs);
+    const { rows } = await this.query(
+      `SELECT * FROM ${this.s}.renew($1, $2, $3, $4, $5)`,
+      (leftMs) => [job, owner, generation, ttlMs, Math.floor(Math.max(50, Math.min(lockTimeoutMs, leftMs - 500)))],
+      answerTimeoutMs,
+    );
     const r = rows[0];
     return r ? { dbNow: r.db_now, expiresAt: r.expires_at } : undefined;
   }
@@ -347,7 +423,16 @@ export class PgStore implements LeaseStore {
   async finish(i: FinishInput): Promise<{ held: boolean; dbNow: Date }> {
     const { rows } = await this.query(
       `SELECT * FROM ${this.s}.finish($1, $2, $3, $4, $5, $6, $7, $8)`,
-      [i.job, i.owner, i.generation, i.window ?? null, i.outcome, i.exitCode ?? null, i.hostTime, JSON.stringify(i.detail ?? {})],
+      [
+        i.job,
+        i.owner,
+        i.generation,
+        i.window ?? null,
+        i.outcome,
+        i.exitCode ?? null,
+        i.hostTime,
+        JSON.stringify(i.detail ?? {}),
+      ],
       i.answerTimeoutMs ?? this.readTimeoutMs,
     );
     return { held: rows[0].held, dbNow: rows[0].db_now };
@@ -357,7 +442,17 @@ export class PgStore implements LeaseStore {
   async claimWindow(i: ClaimWindowInput): Promise<ClaimWindowRow> {
     const { rows } = await this.query(
       `SELECT * FROM ${this.s}.claim_window($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-      [i.job, i.owner, i.generation, i.window, i.scheduledAt ?? null, i.rerun, i.maxDelayMs ?? null, i.hostTime, JSON.stringify(i.detail ?? {})],
+      [
+        i.job,
+        i.owner,
+        i.generation,
+        i.window,
+        i.scheduledAt ?? null,
+        i.rerun,
+        i.maxDelayMs ?? null,
+        i.hostTime,
+        JSON.stringify(i.detail ?? {}),
+      ],
       i.answerTimeoutMs ?? this.readTimeoutMs,
     );
     const r = rows[0];
@@ -368,7 +463,16 @@ export class PgStore implements LeaseStore {
   async finishWindow(i: FinishInput): Promise<{ held: boolean; dbNow: Date }> {
     const { rows } = await this.query(
       `SELECT * FROM ${this.s}.finish_window($1, $2, $3, $4, $5, $6, $7, $8)`,
-      [i.job, i.owner, i.generation, i.window ?? null, i.outcome, i.exitCode ?? null, i.hostTime, JSON.stringify(i.detail ?? {})],
+      [
+        i.job,
+        i.owner,
+        i.generation,
+        i.window ?? null,
+        i.outcome,
+        i.exitCode ?? null,
+        i.hostTime,
+        JSON.stringify(i.detail ?? {}),
+      ],
       i.answerTimeoutMs ?? this.readTimeoutMs,
     );
     return { held: rows[0].held, dbNow: rows[0].db_now };
@@ -378,7 +482,15 @@ export class PgStore implements LeaseStore {
   async recordMissed(i: RecordMissedInput): Promise<number | undefined> {
     const { rows } = await this.query(
       `SELECT ${this.s}.record_missed($1, $2, $3, $4::text[], $5::timestamptz[], $6, $7) AS n`,
-      [i.job, i.owner, i.generation, i.windows.map((w) => w.key), i.windows.map((w) => w.scheduledAt ?? null), i.reason, i.hostTime],
+      [
+        i.job,
+        i.owner,
+        i.generation,
+        i.windows.map((w) => w.key),
+        i.windows.map((w) => w.scheduledAt ?? null),
+        i.reason,
+        i.hostTime,
+      ],
       i.answerTimeoutMs ?? this.readTimeoutMs,
     );
     return rows[0].n === null ? undefined : Number(rows[0].n);
@@ -398,13 +510,25 @@ export class PgStore implements LeaseStore {
     for (const w of r.windows as Array<{ k: string; o: string; a: number; c: number | null }>) {
       windows.set(w.k, { outcome: w.o, attempts: w.a, completedAt: w.c === null ? null : new Date(w.c) });
     }
-    return { dbNow: new Date(r.db_now_ms), registeredAt: r.registered_ms === null ? undefined : new Date(r.registered_ms), windows };
+    return {
+      dbNow: new Date(r.db_now_ms),
+      registeredAt: r.registered_ms === null ? undefined : new Date(r.registered_ms),
+      windows,
+    };
   }
 
   async recordEvent(e: RecordEventInput): Promise<string> {
     const { rows } = await this.query(
       `SELECT ${this.s}.record_event($1, $2, $3, $4, $5, $6, $7) AS seq`,
-      [e.job, e.kind, e.window ?? null, e.owner ?? null, e.generation ?? null, e.hostTime, JSON.stringify(e.detail ?? {})],
+      [
+        e.job,
+        e.kind,
+        e.window ?? null,
+        e.owner ?? null,
+        e.generation ?? null,
+        e.hostTime,
+        JSON.stringify(e.detail ?? {}),
+      ],
       e.answerTimeoutMs ?? EVENT_TIMEOUT_MS,
     );
     return rows[0].seq;
@@ -433,8 +557,14 @@ export class PgStore implements LeaseStore {
       throw err;
     }
     return rows.map((r) => ({
-      window: r.window_key, generation: String(r.output_generation), attempt: r.output_attempt, outcome: r.outcome, exitCode: r.exit_code,
-      recordedAt: r.output_at, bytes: Number(r.output_bytes), tail: r.output_tail,
+      window: r.window_key,
+      generation: String(r.output_generation),
+      attempt: r.output_attempt,
+      outcome: r.outcome,
+      exitCode: r.exit_code,
+      recordedAt: r.output_at,
+      bytes: Number(r.output_bytes),
+      tail: r.output_tail,
     }));
   }
 
@@ -454,26 +584,62 @@ export class PgStore implements LeaseStore {
   }
 
   async pause(i: PauseInput): Promise<OperatorResult> {
-    const { rows } = await this.query(`SELECT * FROM ${this.s}.pause_job($1, $2, $3, $4, $5, $6, $7)`,
-      [i.job, i.expectVersion ?? null, i.reason ?? null, i.until ?? null, i.untilMs ?? null, i.by, i.hostTime]);
+    const { rows } = await this.query(`SELECT * FROM ${this.s}.pause_job($1, $2, $3, $4, $5, $6, $7)`, [
+      i.job,
+      i.expectVersion ?? null,
+      i.reason ?? null,
+      i.until ?? null,
+      i.untilMs ?? null,
+      i.by,
+      i.hostTime,
+    ]);
     return { ...operatorRow(rows[0]), pausedUntil: rows[0].paused_until };
   }
 
   async resume(i: OperatorWrite): Promise<OperatorResult> {
-    const { rows } = await this.query(`SELECT * FROM ${this.s}.resume_job($1, $2, $3, $4)`, [i.job, i.expectVersion ?? null, i.by, i.hostTime]);
+    const { rows } = await this.query(`SELECT * FROM ${this.s}.resume_job($1, $2, $3, $4)`, [
+      i.job,
+      i.expectVersion ?? null,
+      i.by,
+      i.hostTime,
+    ]);
     return operatorRow(rows[0]);
   }
 
   async mark(i: MarkInput): Promise<OperatorResult> {
-    const { rows } = await this.query(`SELECT * FROM ${this.s}.mark_window($1, $2, $3, $4, $5, $6, $7)`,
-      [i.job, i.window, i.outcome, i.reason ?? null, i.expectVersion ?? null, i.by, i.hostTime]);
-    return { ...operatorRow(rows[0]), holder: rows[0].holder, holderGeneration: rows[0].holder_generation, previousOutcome: rows[0].previous_outcome };
+    const { rows } = await this.query(`SELECT * FROM ${this.s}.mark_window($1, $2, $3, $4, $5, $6, $7)`, [
+      i.job,
+      i.window,
+      i.outcome,
+      i.reason ?? null,
+      i.expectVersion ?? null,
+      i.by,
+      i.hostTime,
+    ]);
+    return {
+      ...operatorRow(rows[0]),
+      holder: rows[0].holder,
+      holderGeneration: rows[0].holder_generation,
+      previousOutcome: rows[0].previous_outcome,
+    };
   }
 
   async releaseLease(i: ReleaseInput): Promise<OperatorResult> {
-    const { rows } = await this.query(`SELECT * FROM ${this.s}.release_lease($1, $2, $3, $4, $5)`, [i.job, i.expectVersion ?? null, i.force, i.by, i.hostTime]);
+    const { rows } = await this.query(`SELECT * FROM ${this.s}.release_lease($1, $2, $3, $4, $5)`, [
+      i.job,
+      i.expectVersion ?? null,
+      i.force,
+      i.by,
+      i.hostTime,
+    ]);
     const r = rows[0];
-    return { ...operatorRow(r), holder: r.holder, holderGeneration: r.holder_generation, holderWindow: r.holder_window, live: r.live === true };
+    return {
+      ...operatorRow(r),
+      holder: r.holder,
+      holderGeneration: r.holder_generation,
+      holderWindow: r.holder_window,
+      live: r.live === true,
+    };
   }
 
   async readJobRows(name?: string): Promise<{ dbNow: Date; rows: JobRow[] }> {
@@ -540,9 +706,15 @@ export class PgStore implements LeaseStore {
         openCount: r.open_count,
         version: Number(r.version),
         paused: r.paused === true,
-        pause: r.paused_at_ms === null ? null : {
-          since: new Date(r.paused_at_ms), until: r.paused_until_ms === null ? null : new Date(r.paused_until_ms), reason: r.pause_reason, by: r.paused_by,
-        },
+        pause:
+          r.paused_at_ms === null
+            ? null
+            : {
+                since: new Date(r.paused_at_ms),
+                until: r.paused_until_ms === null ? null : new Date(r.paused_until_ms),
+                reason: r.pause_reason,
+                by: r.paused_by,
+              },
         recentJobChanges: r.recent_job_changes,
       })),
     };
@@ -559,11 +731,16 @@ export class PgStore implements LeaseStore {
     );
     return {
       dbNow: new Date(rows[0].db_now_ms),
-      keys: rows.filter((r) => r.schedule !== null).map((r) => ({
-        schedule: r.schedule, tz: r.tz, windowFormat: r.window_format, windowOffset: r.window_offset,
-        alertAfterMs: r.alert_after_ms === null ? null : Number(r.alert_after_ms),
-        alertLookbackMs: r.alert_lookback_ms === null ? null : Number(r.alert_lookback_ms),
-      })),
+      keys: rows
+        .filter((r) => r.schedule !== null)
+        .map((r) => ({
+          schedule: r.schedule,
+          tz: r.tz,
+          windowFormat: r.window_format,
+          windowOffset: r.window_offset,
+          alertAfterMs: r.alert_after_ms === null ? null : Number(r.alert_after_ms),
+          alertLookbackMs: r.alert_lookback_ms === null ? null : Number(r.alert_lookback_ms),
+        })),
     };
   }
 
@@ -601,9 +778,18 @@ export class PgStore implements LeaseStore {
                   array_agg(w.generation::text) FILTER (WHERE w.completed_at IS NULL AND w.window_key = ANY(k.due)) AS open_generations
              FROM ${this.s}.windows w WHERE w.job = jg.name AND w.window_key = ANY(k.probe)) f
         WHERE f.due_final < cardinality(k.due)`,
-      [d.map((x) => x.grp), d.map((x) => x.window),
-        groups.map((g) => g.schedule), groups.map((g) => g.tz), groups.map((g) => g.windowFormat), groups.map((g) => g.windowOffset),
-        groups.map((g) => g.alertAfterMs), groups.map((g) => g.alertLookbackMs), d.map((x) => x.legacy ?? null), name ?? null],
+      [
+        d.map((x) => x.grp),
+        d.map((x) => x.window),
+        groups.map((g) => g.schedule),
+        groups.map((g) => g.tz),
+        groups.map((g) => g.windowFormat),
+        groups.map((g) => g.windowOffset),
+        groups.map((g) => g.alertAfterMs),
+        groups.map((g) => g.alertLookbackMs),
+        d.map((x) => x.legacy ?? null),
+        name ?? null,
+      ],
     );
     const out: DueNotCompleted[] = [];
     for (const r of rows) {
@@ -611,7 +797,8 @@ export class PgStore implements LeaseStore {
       const final = new Set<string>(r.final ?? []);
       const open = new Map<string, { outcome: string; generation: string }>();
       const keys = (r.open_keys ?? []) as string[];
-      for (let i = 0; i < keys.length; i++) open.set(keys[i]!, { outcome: r.open_outcomes[i], generation: r.open_generations[i] });
+      for (let i = 0; i < keys.length; i++)
+        open.set(keys[i]!, { outcome: r.open_outcomes[i], generation: r.open_generations[i] });
       const mine: DueNotCompleted[] = [];
       let count = 0;
       // As before in SQL, and as the embedded store: a due window is not final when it has no
@@ -622,7 +809,14 @@ export class PgStore implements LeaseStore {
         const row = open.get(w.window);
         if (row === undefined && w.scheduledAt.getTime() < r.created_ms) return;
         count++;
-        if (count <= NOT_COMPLETED_LISTED || i === g.windows.length - 1) mine.push({ job: r.job, count: 0, window: w.window, outcome: row?.outcome ?? null, generation: row?.generation ?? null });
+        if (count <= NOT_COMPLETED_LISTED || i === g.windows.length - 1)
+          mine.push({
+            job: r.job,
+            count: 0,
+            window: w.window,
+            outcome: row?.outcome ?? null,
+            generation: row?.generation ?? null,
+          });
       });
       for (const m of mine) m.count = count;
       for (const m of mine) out.push(m);
@@ -639,13 +833,21 @@ export class PgStore implements LeaseStore {
       [job, limit],
     );
     return rows.map((r) => ({
-      seq: r.seq, kind: r.kind, window: r.window_key, owner: r.owner, host: r.host, generation: r.generation,
-      dbTime: r.db_time, hostTime: r.host_time, detail: r.detail,
+      seq: r.seq,
+      kind: r.kind,
+      window: r.window_key,
+      owner: r.owner,
+      host: r.host,
+      generation: r.generation,
+      dbTime: r.db_time,
+      hostTime: r.host_time,
+      detail: r.detail,
     }));
   }
 
   async readJobWindows(job: string, limit: number): Promise<WindowRow[]> {
-    const cols = 'window_key, scheduled_at, outcome, attempts, generation, owner, first_started_at, started_at, finished_at, completed_at, exit_code';
+    const cols =
+      'window_key, scheduled_at, outcome, attempts, generation, owner, first_started_at, started_at, finished_at, completed_at, exit_code';
     const { rows } = await this.query(
       `(SELECT ${cols} FROM ${this.s}.windows WHERE job = $1 AND completed_at IS NULL ORDER BY started_at DESC LIMIT $2)
        UNION ALL
@@ -653,8 +855,17 @@ export class PgStore implements LeaseStore {
       [job, limit],
     );
     return rows.map((r) => ({
-      window: r.window_key, scheduledAt: r.scheduled_at, outcome: r.outcome, attempts: r.attempts, generation: String(r.generation), owner: r.owner,
-      firstStartedAt: r.first_started_at, startedAt: r.started_at, finishedAt: r.finished_at, completedAt: r.completed_at, exitCode: r.exit_code,
+      window: r.window_key,
+      scheduledAt: r.scheduled_at,
+      outcome: r.outcome,
+      attempts: r.attempts,
+      generation: String(r.generation),
+      owner: r.owner,
+      firstStartedAt: r.first_started_at,
+      startedAt: r.started_at,
+      finishedAt: r.finished_at,
+      completedAt: r.completed_at,
+      exitCode: r.exit_code,
     }));
   }
 
@@ -688,11 +899,14 @@ export class PgStore implements LeaseStore {
   /** See LeaseStore.readReplication: each part read on its own, so what is refused leaves the rest. */
   async readReplication(): Promise<ReplicationReport> {
     const x: ReplicationReadings = { errors: {} };
-    const why = (err: unknown): string => `${(err as Error).message}${(err as { code?: string }).code ? ` (SQLSTATE ${(err as { code?: string }).code})` : ''}`;
+    const why = (err: unknown): string =>
+      `${(err as Error).message}${(err as { code?: string }).code ? ` (SQLSTATE ${(err as { code?: string }).code})` : ''}`;
     try {
       const { rows } = await this.query(
         `SELECT current_user AS role, pg_is_in_recovery() AS recovery,
-                current_setting('synchronous_standby_names') AS names, current_setting('synchronous_commit') AS commit`, []);
+                current_setting('synchronous_standby_names') AS names, current_setting('synchronous_commit') AS commit`,
+        [],
+      );
       x.role = rows[0].role;
       x.inRecovery = rows[0].recovery;
       x.synchronousStandbyNames = rows[0].names;
@@ -705,19 +919,26 @@ export class PgStore implements LeaseStore {
       const { rows } = await this.query(
         `SELECT count(*)::int AS n, count(*) FILTER (WHERE sync_state IN ('sync', 'quorum'))::int AS sync,
                 count(*) FILTER (WHERE state IS NULL)::int AS hidden
-           FROM pg_stat_replication`, []);
+           FROM pg_stat_replication`,
+        [],
+      );
       x.senders = { n: rows[0].n, sync: rows[0].sync, hidden: rows[0].hidden };
     } catch (err) {
       x.errors.senders = why(err);
     }
     try {
       const { rows } = await this.query(`SELECT epoch, server_timeline FROM ${this.s}.fence_status()`, []);
-      if (rows[0]) x.fence = { epoch: Number(rows[0].epoch), timeline: rows[0].server_timeline === null ? null : Number(rows[0].server_timeline) };
+      if (rows[0])
+        x.fence = {
+          epoch: Number(rows[0].epoch),
+          timeline: rows[0].server_timeline === null ? null : Number(rows[0].server_timeline),
+        };
     } catch (err) {
       // 42883: the schema predates migration 011.
-      x.errors.fence = (err as { code?: string }).code === '42883'
-        ? 'the schema predates migration 011 (tokens do not yet follow a failover): run `leasejob migrate`'
-        : why(err);
+      x.errors.fence =
+        (err as { code?: string }).code === '42883'
+          ? 'the schema predates migration 011 (tokens do not yet follow a failover): run `leasejob migrate`'
+          : why(err);
     }
     // Loaded here: `run` never asks.
     const { judgeReplication } = await import('../../replication.js');

@@ -25,7 +25,12 @@ export interface DriverTls {
 
 const MODES = ['disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full', 'no-verify'] as const;
 type SslMode = (typeof MODES)[number];
-const KEYWORDS = { sslmode: 'PGSSLMODE', sslrootcert: 'PGSSLROOTCERT', sslcert: 'PGSSLCERT', sslkey: 'PGSSLKEY' } as const;
+const KEYWORDS = {
+  sslmode: 'PGSSLMODE',
+  sslrootcert: 'PGSSLROOTCERT',
+  sslcert: 'PGSSLCERT',
+  sslkey: 'PGSSLKEY',
+} as const;
 type Keyword = keyof typeof KEYWORDS;
 
 /**
@@ -57,14 +62,20 @@ export function driverTls(connectionString: string | undefined, env: NodeJS.Proc
   url?.searchParams.delete('ssl');
   const mode = given.get('sslmode')!; // present: checked above
   if (!(MODES as readonly string[]).includes(mode)) {
-    throw new UsageError(`Expected sslmode to be one of disable, allow, prefer, require, verify-ca, verify-full, got ${JSON.stringify(mode)}.`);
+    throw new UsageError(
+      `Expected sslmode to be one of disable, allow, prefer, require, verify-ca, verify-full, got ${JSON.stringify(mode)}.`,
+    );
   }
   const sslnegotiation = url?.searchParams.get('sslnegotiation') ?? undefined;
   url?.searchParams.delete('sslnegotiation');
   if (sslnegotiation !== undefined && sslnegotiation !== 'postgres' && sslnegotiation !== 'direct') {
     throw new UsageError(`Expected sslnegotiation to be postgres or direct, got ${JSON.stringify(sslnegotiation)}.`);
   }
-  return { connectionString: url?.toString(), ssl: sslFor(mode as SslMode, (k) => given.get(k)), ...(sslnegotiation !== undefined ? { sslnegotiation } : {}) };
+  return {
+    connectionString: url?.toString(),
+    ssl: sslFor(mode as SslMode, (k) => given.get(k)),
+    ...(sslnegotiation !== undefined ? { sslnegotiation } : {}),
+  };
 }
 
 function sslFor(mode: SslMode, get: (k: Keyword) => string | undefined): false | SslOptions {
@@ -73,7 +84,9 @@ function sslFor(mode: SslMode, get: (k: Keyword) => string | undefined): false |
   // (Mozilla's) plus NODE_EXTRA_CA_CERTS, not the OS trust store; with the host name checked. A
   // weaker mode would quietly verify nothing, so libpq refuses it.
   if (ca === 'system' && mode !== 'verify-full') {
-    throw new UsageError(`sslmode=${mode} cannot be used with sslrootcert=system; use sslmode=verify-full (the default with sslrootcert=system).`);
+    throw new UsageError(
+      `sslmode=${mode} cannot be used with sslrootcert=system; use sslmode=verify-full (the default with sslrootcert=system).`,
+    );
   }
   // allow: libpq tries without TLS first, which every server that takes plain connections accepts.
   if (mode === 'disable' || mode === 'allow') return false;
@@ -88,12 +101,16 @@ function sslFor(mode: SslMode, get: (k: Keyword) => string | undefined): false |
       return files;
     case 'verify-ca':
       if (files.ca === undefined) {
-        throw new UsageError('sslmode=verify-ca needs sslrootcert (the CA that signed the server\'s certificate); use verify-full to verify the host name against the system\'s CAs.');
+        throw new UsageError(
+          "sslmode=verify-ca needs sslrootcert (the CA that signed the server's certificate); use verify-full to verify the host name against the system's CAs.",
+        );
       }
       return { ...files, checkServerIdentity: () => undefined };
     case 'require':
       // libpq: with a root certificate, require verifies the chain as verify-ca does.
-      return files.ca !== undefined ? { ...files, checkServerIdentity: () => undefined } : { ...files, rejectUnauthorized: false };
+      return files.ca !== undefined
+        ? { ...files, checkServerIdentity: () => undefined }
+        : { ...files, rejectUnauthorized: false };
     case 'prefer':
     case 'no-verify':
       return { ...files, rejectUnauthorized: false };
@@ -105,6 +122,8 @@ function readCertFile(keyword: Keyword, file: string): string {
     return readFileSync(file, 'utf8');
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code ?? 'unreadable';
-    throw new UsageError(`Cannot read ${keyword} ${JSON.stringify(file)} (${code}); give a readable PEM file (${KEYWORDS[keyword]} or ${keyword}= in the connection string).`);
+    throw new UsageError(
+      `Cannot read ${keyword} ${JSON.stringify(file)} (${code}); give a readable PEM file (${KEYWORDS[keyword]} or ${keyword}= in the connection string).`,
+    );
   }
 }

@@ -18,12 +18,14 @@ export class SqliteRetention implements RetentionStore {
   constructor(private readonly db: BetterSqlite3.Database) {}
 
   async read(name?: string): Promise<{ dbNow: Date; jobs: RetentionRow[] }> {
-    const rows = this.db.prepare(
-      `SELECT j.name, j.max_delay_ms, t.retained_from, coalesce(t.pruned_through_seq, 0) AS pruned_through_seq,
+    const rows = this.db
+      .prepare(
+        `SELECT j.name, j.max_delay_ms, t.retained_from, coalesce(t.pruned_through_seq, 0) AS pruned_through_seq,
               coalesce(t.pruned_windows, 0) AS pruned_windows, l.acquired_at
          FROM jobs j LEFT JOIN retention t ON t.job = j.name LEFT JOIN leases l ON l.name = j.name
         WHERE ? IS NULL OR j.name = ? ORDER BY j.name`,
-    ).all(name ?? null, name ?? null) as Array<Record<string, number | string | null>>;
+      )
+      .all(name ?? null, name ?? null) as Array<Record<string, number | string | null>>;
     return {
       dbNow: new Date(),
       jobs: rows.map((r) => ({
@@ -43,44 +45,71 @@ export class SqliteRetention implements RetentionStore {
        ON CONFLICT (job) DO UPDATE SET retained_from = max(coalesce(retained_from, excluded.retained_from), excluded.retained_from), pruned_at = excluded.pruned_at`,
     );
     const now = Date.now();
-    this.db.transaction(() => {
-      for (const job of jobs) raise.run(job, horizon.getTime(), now);
-    }).immediate();
+    this.db
+      .transaction(() => {
+        for (const job of jobs) raise.run(job, horizon.getTime(), now);
+      })
+      .immediate();
   }
 
   async pruneWindows(job: string, horizon: Date, limit: number): Promise<{ deleted: number; more: boolean }> {
-    return this.db.transaction(() => {
-      const keys = this.db.prepare(`SELECT w.window_key ${PRUNABLE_WINDOWS} ORDER BY w.scheduled_at LIMIT ?`).pluck()
-        .all(job, horizon.getTime(), job, limit) as string[];
-      const del = this.db.prepare('DELETE FROM windows WHERE job = ? AND window_key = ?');
-      for (const k of keys) del.run(job, k);
-      if (keys.length) this.db.prepare('UPDATE retention SET pruned_windows = pruned_windows + ? WHERE job = ?').run(keys.length, job);
-      return { deleted: keys.length, more: keys.length >= limit };
-    }).immediate();
+    return this.db
+      .transaction(() => {
+        const keys = this.db
+          .prepare(`SELECT w.window_key ${PRUNABLE_WINDOWS} ORDER BY w.scheduled_at LIMIT ?`)
+          .pluck()
+          .all(job, horizon.getTime(), job, limit) as string[];
+        const del = this.db.prepare('DELETE FROM windows WHERE job = ? AND window_key = ?');
+        for (const k of keys) del.run(job, k);
+        if (keys.length)
+          this.db
+            .prepare('UPDATE retention SET pruned_windows = pruned_windows + ? WHERE job = ?')
+            .run(keys.length, job);
+        return { deleted: keys.length, more: keys.length >= limit };
+      })
+      .immediate();
   }
 
-  async pruneEvents(job: string, before: Date, limit: number): Promise<{ deleted: number; throughSeq: number; more: boolean }> {
-    return this.db.transaction(() => {
-      const from = this.prunedThrough(job);
-      const r = this.db.prepare('SELECT seq, db_time FROM events WHERE job = ? AND seq > ? ORDER BY seq LIMIT ?')
-        .all(job, from, limit) as Array<{ seq: number; db_time: number }>;
-      const stop = r.find((e) => e.db_time >= before.getTime());
-      const gone = stop ? r.filter((e) => e.seq < stop.seq) : r;
-      if (gone.length === 0) return { deleted: 0, throughSeq: from, more: false };
-      const through = gone[gone.length - 1]!.seq;
-      const n = this.db.prepare('DELETE FROM events WHERE job = ? AND seq > ? AND seq <= ?').run(job, from, through).changes;
-      this.db.prepare('UPDATE retention SET pruned_through_seq = ? WHERE job = ? AND pruned_through_seq < ?').run(through, job, through);
-      return { deleted: n, throughSeq: through, more: !stop && r.length >= limit };
-    }).immediate();
+  async pruneEvents(
+    job: string,
+    before: Date,
+    limit: number,
+  ): Promise<{ deleted: number; throughSeq: number; more: boolean }> {
+    return this.db
+      .transaction(() => {
+        const from = this.prunedThrough(job);
+        const r = this.db
+          .prepare('SELECT seq, db_time FROM events WHERE job = ? AND seq > ? ORDER BY seq LIMIT ?')
+          .all(job, from, limit) as Array<{ seq: number; db_time: number }>;
+        const stop = r.find((e) => e.db_time >= before.getTime());
+        const gone = stop ? r.filter((e) => e.seq < stop.seq) : r;
+        if (gone.length === 0) return { deleted: 0, throughSeq: from, more: false };
+        const through = gone[gone.length - 1]!.seq;
+        const n = this.db
+          .prepare('DELETE FROM events WHERE job = ? AND seq > ? AND seq <= ?')
+          .run(job, from, through).changes;
+        this.db
+          .prepare('UPDATE retention SET pruned_through_seq = ? WHERE job = ? AND pruned_through_seq < ?')
+          .run(through, job, through);
+        return { deleted: n, throughSeq: through, more: !stop && r.length >= limit };
+      })
+      .immediate();
   }
 
   async countPrunable(job: string, horizon: Date, eventsBefore: Date): Promise<{ events: number; windows: number }> {
     const from = this.prunedThrough(job);
-    const stop = this.db.prepare('SELECT min(seq) FROM events WHERE job = ? AND seq > ? AND db_time >= ?').pluck()
+    const stop = this.db
+      .prepare('SELECT min(seq) FROM events WHERE job = ? AND seq > ? AND db_time >= ?')
+      .pluck()
       .get(job, from, eventsBefore.getTime()) as number | null;
-    const events = this.db.prepare('SELECT count(*) FROM events WHERE job = ? AND seq > ? AND (? IS NULL OR seq < ?)').pluck()
+    const events = this.db
+      .prepare('SELECT count(*) FROM events WHERE job = ? AND seq > ? AND (? IS NULL OR seq < ?)')
+      .pluck()
       .get(job, from, stop, stop) as number;
-    const windows = this.db.prepare(`SELECT count(*) ${PRUNABLE_WINDOWS}`).pluck().get(job, horizon.getTime(), job) as number;
+    const windows = this.db
+      .prepare(`SELECT count(*) ${PRUNABLE_WINDOWS}`)
+      .pluck()
+      .get(job, horizon.getTime(), job) as number;
     return { events, windows };
   }
 
@@ -114,6 +143,9 @@ export class SqliteRetention implements RetentionStore {
   }
 
   private prunedThrough(job: string): number {
-    return (this.db.prepare('SELECT pruned_through_seq FROM retention WHERE job = ?').pluck().get(job) as number | undefined) ?? 0;
+    return (
+      (this.db.prepare('SELECT pruned_through_seq FROM retention WHERE job = ?').pluck().get(job) as
+        number | undefined) ?? 0
+    );
   }
 }

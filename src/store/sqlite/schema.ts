@@ -21,9 +21,15 @@ export function listSqliteSchema(dir = sqliteSchemaDir()): SqliteSchemaStep[] {
   try {
     files = readdirSync(dir);
   } catch (err) {
-    throw new Error(`leasejob: the embedded store's schema files are missing (${dir}: ${(err as NodeJS.ErrnoException).code ?? err}); reinstall leasejob`, { cause: err });
+    throw new Error(
+      `leasejob: the embedded store's schema files are missing (${dir}: ${(err as NodeJS.ErrnoException).code ?? err}); reinstall leasejob`,
+      { cause: err },
+    );
   }
-  return files.filter((f) => /^\d{3,}_[a-z0-9_]+\.sql$/.test(f)).sort().map((file) => ({ version: Number.parseInt(file, 10), file }));
+  return files
+    .filter((f) => /^\d{3,}_[a-z0-9_]+\.sql$/.test(f))
+    .sort()
+    .map((file) => ({ version: Number.parseInt(file, 10), file }));
 }
 
 /**
@@ -37,7 +43,13 @@ export function migrateSqlite(db: BetterSqlite3.Database, dir = sqliteSchemaDir(
   const latest = steps.at(-1)?.version ?? 0;
   db.transaction(() => {
     const version = db.pragma('user_version', { simple: true }) as number;
-    if (version > latest) throw Object.assign(new Error(`state file schema is at version ${version}, newer than this leasejob knows (${latest}); upgrade leasejob`), { code: 'SQLITE_SCHEMA_TOO_NEW' });
+    if (version > latest)
+      throw Object.assign(
+        new Error(
+          `state file schema is at version ${version}, newer than this leasejob knows (${latest}); upgrade leasejob`,
+        ),
+        { code: 'SQLITE_SCHEMA_TOO_NEW' },
+      );
     for (const step of steps) {
       if (step.version <= version) continue;
       db.exec(readFileSync(path.join(dir, step.file), 'utf8'));

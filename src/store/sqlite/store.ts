@@ -13,9 +13,34 @@ import type { ReplicationReport } from '../../replication.js';
 import { migrateSqlite } from './schema.js';
 import { SqliteRetention } from './retention.js';
 import type {
-  AcquireInput, AcquireRow, AdoptInput, ClaimWindowInput, ClaimWindowRow, DueGroup, DueNotCompleted, EventCount, FinishInput, HistoryEvent, HostClock, JobChange,
-  JobRow, JobSettings, LeaseStore, MarkInput, OperatorResult, OperatorWrite, PauseInput, RecordEventInput, RecordMissedInput, RecordOutputInput, ReleaseInput,
-  RenewRow, ScheduleKey, WindowOutput, WindowRow, WindowStates,
+  AcquireInput,
+  AcquireRow,
+  AdoptInput,
+  ClaimWindowInput,
+  ClaimWindowRow,
+  DueGroup,
+  DueNotCompleted,
+  EventCount,
+  FinishInput,
+  HistoryEvent,
+  HostClock,
+  JobChange,
+  JobRow,
+  JobSettings,
+  LeaseStore,
+  MarkInput,
+  OperatorResult,
+  OperatorWrite,
+  PauseInput,
+  RecordEventInput,
+  RecordMissedInput,
+  RecordOutputInput,
+  ReleaseInput,
+  RenewRow,
+  ScheduleKey,
+  WindowOutput,
+  WindowRow,
+  WindowStates,
 } from '../contract.js';
 import { JOB_CHANGES_WINDOW_MS, NOT_COMPLETED_LISTED } from '../contract.js';
 
@@ -54,7 +79,17 @@ export function bootId(): string {
 // few statements, so anything longer means a stuck process, reported as a store error.
 const BUSY_TIMEOUT_MS = 5_000;
 /** The registry settings a run sends, in the order register_job compares them. */
-const SETTINGS = ['schedule', 'tz', 'window_mode', 'window_format', 'window_offset', 'ttl_ms', 'max_delay_ms', 'alert_after_ms', 'alert_lookback_ms'] as const;
+const SETTINGS = [
+  'schedule',
+  'tz',
+  'window_mode',
+  'window_format',
+  'window_offset',
+  'ttl_ms',
+  'max_delay_ms',
+  'alert_after_ms',
+  'alert_lookback_ms',
+] as const;
 
 interface JobRecord {
   name: string;
@@ -146,10 +181,14 @@ export class SqliteStore implements LeaseStore {
     const dir = path.dirname(file);
     const kind = fileKind(file);
     if (kind === 'directory') {
-      throw new UsageError(`the state file ${file} is a directory; give a file path (--state-file or LEASEJOB_STATE_FILE), e.g. ${path.join(file, 'leasejob.db')}.`);
+      throw new UsageError(
+        `the state file ${file} is a directory; give a file path (--state-file or LEASEJOB_STATE_FILE), e.g. ${path.join(file, 'leasejob.db')}.`,
+      );
     }
     if (kind === 'other') {
-      throw new UsageError(`the state file ${file} is not a regular file (a device, a FIFO or a socket); give the path of a file (--state-file or LEASEJOB_STATE_FILE).`);
+      throw new UsageError(
+        `the state file ${file} is not a regular file (a device, a FIFO or a socket); give the path of a file (--state-file or LEASEJOB_STATE_FILE).`,
+      );
     }
     if (kind === 'hidden') {
       throw new DatabaseError(
@@ -200,123 +239,267 @@ export class SqliteStore implements LeaseStore {
 
   /** One event; as the PostgreSQL store's record_event (sql/007_lost_once.sql), one `lease-lost` per generation (0: not recorded). */
   private recordEventSync(e: RecordEventInput, now: number): number {
-    if (e.kind === 'lease-lost' && this.db.prepare("SELECT 1 FROM events WHERE job = ? AND kind = 'lease-lost' AND generation = ?").get(e.job, Number(e.generation))) return 0;
-    const job = this.db.prepare(
-      `INSERT INTO jobs (name, last_seq, created_at, updated_at) VALUES (?, 1, ?, ?)
+    if (
+      e.kind === 'lease-lost' &&
+      this.db
+        .prepare("SELECT 1 FROM events WHERE job = ? AND kind = 'lease-lost' AND generation = ?")
+        .get(e.job, Number(e.generation))
+    )
+      return 0;
+    const job = this.db
+      .prepare(
+        `INSERT INTO jobs (name, last_seq, created_at, updated_at) VALUES (?, 1, ?, ?)
        ON CONFLICT (name) DO UPDATE SET last_seq = last_seq + 1 RETURNING last_seq`,
-    ).get(e.job, now, now) as { last_seq: number };
+      )
+      .get(e.job, now, now) as { last_seq: number };
     const host = hostOf(e.owner);
-    this.db.prepare(
-      `INSERT INTO events (job, seq, kind, window_key, owner, host, generation, db_time, host_time, detail)
+    this.db
+      .prepare(
+        `INSERT INTO events (job, seq, kind, window_key, owner, host, generation, db_time, host_time, detail)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    ).run(e.job, job.last_seq, e.kind, e.window ?? null, e.owner ?? null, host, e.generation === undefined ? null : Number(e.generation),
-      now, e.hostTime.getTime(), JSON.stringify(stripNulls(e.detail ?? {})));
-    this.db.prepare(
-      `INSERT INTO event_counts (job, kind, host, n, last_at) VALUES (?, ?, ?, 1, ?)
+      )
+      .run(
+        e.job,
+        job.last_seq,
+        e.kind,
+        e.window ?? null,
+        e.owner ?? null,
+        host,
+        e.generation === undefined ? null : Number(e.generation),
+        now,
+        e.hostTime.getTime(),
+        JSON.stringify(stripNulls(e.detail ?? {})),
+      );
+    this.db
+      .prepare(
+        `INSERT INTO event_counts (job, kind, host, n, last_at) VALUES (?, ?, ?, 1, ?)
        ON CONFLICT (job, kind, host) DO UPDATE SET n = n + 1, last_at = excluded.last_at`,
-    ).run(e.job, e.kind, host, now);
+      )
+      .run(e.job, e.kind, host, now);
     return job.last_seq;
   }
 
   async acquire(i: AcquireInput): Promise<AcquireRow> {
-    return this.db.transaction((): AcquireRow => {
-      const now = Date.now();
-      const nowMono = hostMonotonicMs();
-      const jobChanged = i.spec ? this.registerJob(i, now) : undefined;
-      const none = { generation: null, attempt: null, dbNow: new Date(now), holder: null, holderGeneration: null, holderWindow: null, expiresAt: null, completedAt: null,
-        ...(jobChanged ? { jobChanged } : {}) };
+    return this.db
+      .transaction((): AcquireRow => {
+        const now = Date.now();
+        const nowMono = hostMonotonicMs();
+        const jobChanged = i.spec ? this.registerJob(i, now) : undefined;
+        const none = {
+          generation: null,
+          attempt: null,
+          dbNow: new Date(now),
+          holder: null,
+          holderGeneration: null,
+          holderWindow: null,
+          expiresAt: null,
+          completedAt: null,
+          ...(jobChanged ? { jobChanged } : {}),
+        };
 
-      if (i.window !== undefined && !i.rerun) {
-        const w = this.db.prepare('SELECT completed_at FROM windows WHERE job = ? AND window_key = ?').get(i.job, i.window) as { completed_at: number | null } | undefined;
-        if (w?.completed_at != null) return { ...none, outcome: 'done', completedAt: new Date(w.completed_at) };
-      }
-      // As sql/014_retention.sql: before the job's horizon the window may have been pruned; missed, never run.
-      if (i.window !== undefined && !i.rerun && i.scheduledAt) {
-        const horizon = this.db.prepare('SELECT retained_from FROM retention WHERE job = ?').pluck().get(i.job) as number | null | undefined;
-        if (horizon != null && i.scheduledAt.getTime() < horizon) {
-          this.db.prepare(
-            `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, outcome)
+        if (i.window !== undefined && !i.rerun) {
+          const w = this.db
+            .prepare('SELECT completed_at FROM windows WHERE job = ? AND window_key = ?')
+            .get(i.job, i.window) as { completed_at: number | null } | undefined;
+          if (w?.completed_at != null) return { ...none, outcome: 'done', completedAt: new Date(w.completed_at) };
+        }
+        // As sql/014_retention.sql: before the job's horizon the window may have been pruned; missed, never run.
+        if (i.window !== undefined && !i.rerun && i.scheduledAt) {
+          const horizon = this.db.prepare('SELECT retained_from FROM retention WHERE job = ?').pluck().get(i.job) as
+            number | null | undefined;
+          if (horizon != null && i.scheduledAt.getTime() < horizon) {
+            this.db
+              .prepare(
+                `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, outcome)
              VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?, 'missed') ON CONFLICT (job, window_key) DO NOTHING`,
-          ).run(i.job, i.window, i.scheduledAt.getTime(), i.owner, now, now, now);
-          this.recordEventSync({ job: i.job, kind: 'window-missed', window: i.window, owner: i.owner, hostTime: i.hostTime, detail: { scheduled_at: i.scheduledAt.toISOString(), retained_from: new Date(horizon).toISOString() } }, now);
+              )
+              .run(i.job, i.window, i.scheduledAt.getTime(), i.owner, now, now, now);
+            this.recordEventSync(
+              {
+                job: i.job,
+                kind: 'window-missed',
+                window: i.window,
+                owner: i.owner,
+                hostTime: i.hostTime,
+                detail: { scheduled_at: i.scheduledAt.toISOString(), retained_from: new Date(horizon).toISOString() },
+              },
+              now,
+            );
+            return { ...none, outcome: 'missed' };
+          }
+        }
+        // As sql/012 (acquire, skip_paused): a paused job takes no lease and runs nothing; its
+        // occurrence is recorded as skipped when it has no window yet.
+        const job = this.db.prepare('SELECT * FROM jobs WHERE name = ?').get(i.job) as JobRecord | undefined;
+        if (job && isPaused(job, now)) {
+          this.recordEventSync(
+            {
+              job: i.job,
+              kind: 'paused-skip',
+              window: i.window,
+              owner: i.owner,
+              hostTime: i.hostTime,
+              detail: {
+                reason: job.pause_reason,
+                paused_by: job.paused_by,
+                paused_at: iso(job.paused_at),
+                paused_until: iso(job.paused_until),
+                scheduled_at: i.scheduledAt?.toISOString(),
+              },
+            },
+            now,
+          );
+          if (i.window !== undefined) {
+            this.db
+              .prepare(
+                `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, completed_at, outcome)
+             VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?, ?, 'skipped') ON CONFLICT (job, window_key) DO NOTHING`,
+              )
+              .run(i.job, i.window, i.scheduledAt?.getTime() ?? null, i.owner, now, now, now, now);
+          }
+          return { ...none, outcome: 'paused' };
+        }
+        if (
+          i.window !== undefined &&
+          i.maxDelayMs !== undefined &&
+          i.scheduledAt &&
+          now - i.scheduledAt.getTime() > i.maxDelayMs
+        ) {
+          this.db
+            .prepare(
+              `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, outcome)
+           VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?, 'missed') ON CONFLICT (job, window_key) DO NOTHING`,
+            )
+            .run(i.job, i.window, i.scheduledAt.getTime(), i.owner, now, now, now);
+          this.recordEventSync(
+            {
+              job: i.job,
+              kind: 'window-missed',
+              window: i.window,
+              owner: i.owner,
+              hostTime: i.hostTime,
+              detail: { scheduled_at: i.scheduledAt.toISOString(), max_delay_ms: i.maxDelayMs },
+            },
+            now,
+          );
           return { ...none, outcome: 'missed' };
         }
-      }
-      // As sql/012 (acquire, skip_paused): a paused job takes no lease and runs nothing; its
-      // occurrence is recorded as skipped when it has no window yet.
-      const job = this.db.prepare('SELECT * FROM jobs WHERE name = ?').get(i.job) as JobRecord | undefined;
-      if (job && isPaused(job, now)) {
-        this.recordEventSync({ job: i.job, kind: 'paused-skip', window: i.window, owner: i.owner, hostTime: i.hostTime,
-          detail: { reason: job.pause_reason, paused_by: job.paused_by, paused_at: iso(job.paused_at), paused_until: iso(job.paused_until), scheduled_at: i.scheduledAt?.toISOString() } }, now);
-        if (i.window !== undefined) {
-          this.db.prepare(
-            `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, completed_at, outcome)
-             VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?, ?, 'skipped') ON CONFLICT (job, window_key) DO NOTHING`,
-          ).run(i.job, i.window, i.scheduledAt?.getTime() ?? null, i.owner, now, now, now, now);
+
+        const prev = this.db.prepare('SELECT * FROM leases WHERE name = ?').get(i.job) as LeaseRecord | undefined;
+        if (prev && !this.expired(prev, nowMono)) {
+          // Slack of half an interval absorbs a slow renewal; a holder on this host whose process
+          // is gone crashed, whatever its last renewal says.
+          const overdue = nowMono > prev.renewed_mono + prev.renew_interval_ms * 1.5;
+          const dead = prev.holder_pid !== null && hostOf(prev.owner) === this.host && !pidAlive(prev.holder_pid);
+          return {
+            ...none,
+            outcome: overdue || dead ? 'stale' : 'busy',
+            holder: prev.owner,
+            holderGeneration: String(prev.generation),
+            holderWindow: prev.window_key,
+            expiresAt: this.wallOf(prev.expires_mono, nowMono, now),
+          };
         }
-        return { ...none, outcome: 'paused' };
-      }
-      if (i.window !== undefined && i.maxDelayMs !== undefined && i.scheduledAt && now - i.scheduledAt.getTime() > i.maxDelayMs) {
-        this.db.prepare(
-          `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, outcome)
-           VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?, 'missed') ON CONFLICT (job, window_key) DO NOTHING`,
-        ).run(i.job, i.window, i.scheduledAt.getTime(), i.owner, now, now, now);
-        this.recordEventSync({ job: i.job, kind: 'window-missed', window: i.window, owner: i.owner, hostTime: i.hostTime, detail: { scheduled_at: i.scheduledAt.toISOString(), max_delay_ms: i.maxDelayMs } }, now);
-        return { ...none, outcome: 'missed' };
-      }
 
-      const prev = this.db.prepare('SELECT * FROM leases WHERE name = ?').get(i.job) as LeaseRecord | undefined;
-      if (prev && !this.expired(prev, nowMono)) {
-        // Slack of half an interval absorbs a slow renewal; a holder on this host whose process
-        // is gone crashed, whatever its last renewal says.
-        const overdue = nowMono > prev.renewed_mono + prev.renew_interval_ms * 1.5;
-        const dead = prev.holder_pid !== null && hostOf(prev.owner) === this.host && !pidAlive(prev.holder_pid);
-        return {
-          ...none, outcome: overdue || dead ? 'stale' : 'busy', holder: prev.owner, holderGeneration: String(prev.generation),
-          holderWindow: prev.window_key, expiresAt: this.wallOf(prev.expires_mono, nowMono, now),
-        };
-      }
-
-      const generation = (prev?.generation ?? 0) + 1;
-      this.db.prepare(
-        `INSERT INTO leases (name, owner, generation, acquired_at, renewed_at, released_at, renewed_mono, expires_mono, boot_id, ttl_ms, renew_interval_ms, window_key, holder_pid)
+        const generation = (prev?.generation ?? 0) + 1;
+        this.db
+          .prepare(
+            `INSERT INTO leases (name, owner, generation, acquired_at, renewed_at, released_at, renewed_mono, expires_mono, boot_id, ttl_ms, renew_interval_ms, window_key, holder_pid)
          VALUES (@name, @owner, @generation, @now, @now, NULL, @mono, @expires, @boot, @ttl, @renew, @window, @pid)
          ON CONFLICT (name) DO UPDATE SET owner = @owner, generation = @generation, acquired_at = @now, renewed_at = @now,
            released_at = NULL, renewed_mono = @mono, expires_mono = @expires, boot_id = @boot, ttl_ms = @ttl,
            renew_interval_ms = @renew, window_key = @window, holder_pid = @pid`,
-      ).run({ name: i.job, owner: i.owner, generation, now, mono: nowMono, expires: nowMono + i.ttlMs, boot: this.boot, ttl: i.ttlMs, renew: i.renewIntervalMs, window: i.window ?? null, pid: pidOf(i.owner) });
-      const takeover = prev !== undefined && prev.released_at === null;
-      this.recordEventSync({
-        job: i.job, kind: takeover ? 'stale-takeover' : 'acquired', window: i.window, owner: i.owner, generation: String(generation), hostTime: i.hostTime,
-        detail: takeover ? { previous_owner: prev.owner, previous_generation: prev.generation } : {},
-      }, now);
-      // As sql/007_lost_once.sql: the generation taken over lost its lease, said once, and its
-      // unfinished window is lost (not when it was this very runner's unanswered acquisition).
-      if (takeover && prev.owner !== i.owner) {
-        this.db.prepare(`UPDATE windows SET outcome = 'lost', finished_at = ? WHERE job = ? AND generation = ? AND completed_at IS NULL AND outcome = 'running'`)
-          .run(now, i.job, prev.generation);
-        this.recordEventSync({ job: i.job, kind: 'lease-lost', window: prev.window_key ?? undefined, owner: prev.owner, generation: String(prev.generation), hostTime: i.hostTime,
-          detail: { recorded_by: 'takeover', taken_by: i.owner, taken_generation: generation } }, now);
-      }
+          )
+          .run({
+            name: i.job,
+            owner: i.owner,
+            generation,
+            now,
+            mono: nowMono,
+            expires: nowMono + i.ttlMs,
+            boot: this.boot,
+            ttl: i.ttlMs,
+            renew: i.renewIntervalMs,
+            window: i.window ?? null,
+            pid: pidOf(i.owner),
+          });
+        const takeover = prev !== undefined && prev.released_at === null;
+        this.recordEventSync(
+          {
+            job: i.job,
+            kind: takeover ? 'stale-takeover' : 'acquired',
+            window: i.window,
+            owner: i.owner,
+            generation: String(generation),
+            hostTime: i.hostTime,
+            detail: takeover ? { previous_owner: prev.owner, previous_generation: prev.generation } : {},
+          },
+          now,
+        );
+        // As sql/007_lost_once.sql: the generation taken over lost its lease, said once, and its
+        // unfinished window is lost (not when it was this very runner's unanswered acquisition).
+        if (takeover && prev.owner !== i.owner) {
+          this.db
+            .prepare(
+              `UPDATE windows SET outcome = 'lost', finished_at = ? WHERE job = ? AND generation = ? AND completed_at IS NULL AND outcome = 'running'`,
+            )
+            .run(now, i.job, prev.generation);
+          this.recordEventSync(
+            {
+              job: i.job,
+              kind: 'lease-lost',
+              window: prev.window_key ?? undefined,
+              owner: prev.owner,
+              generation: String(prev.generation),
+              hostTime: i.hostTime,
+              detail: { recorded_by: 'takeover', taken_by: i.owner, taken_generation: generation },
+            },
+            now,
+          );
+        }
 
-      let attempt = 1;
-      if (i.window !== undefined) {
-        const claimed = this.db.prepare(
-          `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, first_started_at, started_at)
+        let attempt = 1;
+        if (i.window !== undefined) {
+          const claimed = this.db
+            .prepare(
+              `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, first_started_at, started_at)
            VALUES (@job, @window, @scheduled, @owner, @generation, @now, @now)
            ON CONFLICT (job, window_key) DO UPDATE SET owner = @owner, generation = @generation, attempts = attempts + 1,
              started_at = @now, finished_at = NULL, completed_at = NULL, outcome = 'running', exit_code = NULL,
              scheduled_at = coalesce(scheduled_at, @scheduled)
            WHERE completed_at IS NULL OR @rerun
            RETURNING attempts`,
-        ).get({ job: i.job, window: i.window, scheduled: i.scheduledAt?.getTime() ?? null, owner: i.owner, generation, now, rerun: i.rerun ? 1 : 0 }) as { attempts: number } | undefined;
-        if (!claimed) throw new Error('window completed while its lease was free (cannot happen inside one immediate transaction)');
-        attempt = claimed.attempts;
-        this.recordEventSync({ job: i.job, kind: 'window-claimed', window: i.window, owner: i.owner, generation: String(generation), hostTime: i.hostTime,
-          detail: { attempt, scheduled_at: i.scheduledAt?.toISOString(), rerun: i.rerun } }, now);
-      }
-      return { ...none, outcome: 'acquired', generation: String(generation), attempt };
-    }).immediate();
+            )
+            .get({
+              job: i.job,
+              window: i.window,
+              scheduled: i.scheduledAt?.getTime() ?? null,
+              owner: i.owner,
+              generation,
+              now,
+              rerun: i.rerun ? 1 : 0,
+            }) as { attempts: number } | undefined;
+          if (!claimed)
+            throw new Error(
+              'window completed while its lease was free (cannot happen inside one immediate transaction)',
+            );
+          attempt = claimed.attempts;
+          this.recordEventSync(
+            {
+              job: i.job,
+              kind: 'window-claimed',
+              window: i.window,
+              owner: i.owner,
+              generation: String(generation),
+              hostTime: i.hostTime,
+              detail: { attempt, scheduled_at: i.scheduledAt?.toISOString(), rerun: i.rerun },
+            },
+            now,
+          );
+        }
+        return { ...none, outcome: 'acquired', generation: String(generation), attempt };
+      })
+      .immediate();
   }
 
   /**
@@ -327,30 +510,49 @@ export class SqliteStore implements LeaseStore {
   private registerJob(i: AcquireInput, now: number): JobChange | undefined {
     const spec = i.spec ?? {};
     const next: JobSettings = {
-      schedule: spec.schedule ?? null, tz: spec.tz ?? null, window_mode: spec.window_mode ?? null, window_format: spec.window_format ?? null,
-      window_offset: spec.window_offset ?? null, ttl_ms: i.ttlMs, max_delay_ms: spec.max_delay_ms ?? null, alert_after_ms: spec.alert_after_ms ?? null,
+      schedule: spec.schedule ?? null,
+      tz: spec.tz ?? null,
+      window_mode: spec.window_mode ?? null,
+      window_format: spec.window_format ?? null,
+      window_offset: spec.window_offset ?? null,
+      ttl_ms: i.ttlMs,
+      max_delay_ms: spec.max_delay_ms ?? null,
+      alert_after_ms: spec.alert_after_ms ?? null,
       alert_lookback_ms: spec.alert_lookback_ms ?? null,
     };
     const old = this.db.prepare('SELECT * FROM jobs WHERE name = ?').get(i.job) as JobRecord | undefined;
     if (!old) {
-      this.db.prepare(
-        `INSERT INTO jobs (name, schedule, tz, window_mode, window_format, window_offset, ttl_ms, max_delay_ms, alert_after_ms, alert_lookback_ms, created_at, updated_at, version)
+      this.db
+        .prepare(
+          `INSERT INTO jobs (name, schedule, tz, window_mode, window_format, window_offset, ttl_ms, max_delay_ms, alert_after_ms, alert_lookback_ms, created_at, updated_at, version)
          VALUES (@name, @schedule, @tz, @window_mode, @window_format, @window_offset, @ttl_ms, @max_delay_ms, @alert_after_ms, @alert_lookback_ms, @now, @now, 1)`,
-      ).run({ name: i.job, ...next, now });
+        )
+        .run({ name: i.job, ...next, now });
       return undefined;
     }
     const before: JobSettings = Object.fromEntries(SETTINGS.map((k) => [k, old[k]]));
     if (SETTINGS.every((k) => before[k] === next[k])) return undefined;
     // A run with no schedule settings says nothing about the schedule: never erases it.
     if (old.schedule !== null && next.schedule === null && next.window_mode !== 'schedule') return undefined;
-    const { version } = this.db.prepare(
-      `UPDATE jobs SET schedule = @schedule, tz = @tz, window_mode = @window_mode, window_format = @window_format, window_offset = @window_offset,
+    const { version } = this.db
+      .prepare(
+        `UPDATE jobs SET schedule = @schedule, tz = @tz, window_mode = @window_mode, window_format = @window_format, window_offset = @window_offset,
          ttl_ms = @ttl_ms, max_delay_ms = @max_delay_ms, alert_after_ms = @alert_after_ms, alert_lookback_ms = @alert_lookback_ms,
          updated_at = @now, version = version + 1
        WHERE name = @name RETURNING version`,
-    ).get({ name: i.job, ...next, now }) as { version: number };
+      )
+      .get({ name: i.job, ...next, now }) as { version: number };
     if (old.window_mode === null || (old.schedule === null && next.schedule === null)) return undefined;
-    this.recordEventSync({ job: i.job, kind: 'job-changed', owner: i.owner, hostTime: i.hostTime, detail: { old: before, new: next, version, adopted: true } }, now);
+    this.recordEventSync(
+      {
+        job: i.job,
+        kind: 'job-changed',
+        owner: i.owner,
+        hostTime: i.hostTime,
+        detail: { old: before, new: next, version, adopted: true },
+      },
+      now,
+    );
     return { old: before, new: next, version };
   }
 
@@ -359,91 +561,192 @@ export class SqliteStore implements LeaseStore {
     const job = this.db.prepare('SELECT * FROM jobs WHERE name = ?').get(i.job) as JobRecord | undefined;
     const dbNow = new Date(now);
     if (!job) return { refused: { status: 'unknown', version: null, seq: null, dbNow } };
-    if (i.expectVersion !== undefined && job.version !== i.expectVersion) return { refused: { status: 'conflict', version: job.version, seq: null, dbNow } };
+    if (i.expectVersion !== undefined && job.version !== i.expectVersion)
+      return { refused: { status: 'conflict', version: job.version, seq: null, dbNow } };
     return { job };
   }
 
   private bumpVersion(job: string, now: number): number {
-    return (this.db.prepare('UPDATE jobs SET version = version + 1, updated_at = ? WHERE name = ? RETURNING version').get(now, job) as { version: number }).version;
+    return (
+      this.db
+        .prepare('UPDATE jobs SET version = version + 1, updated_at = ? WHERE name = ? RETURNING version')
+        .get(now, job) as { version: number }
+    ).version;
   }
 
   async pause(i: PauseInput): Promise<OperatorResult> {
-    return this.db.transaction((): OperatorResult => {
-      const now = Date.now();
-      const got = this.operatorJob(i, now);
-      if ('refused' in got) return got.refused;
-      const { job } = got;
-      const until = i.until !== undefined ? i.until.getTime() : i.untilMs !== undefined ? now + i.untilMs : null;
-      if (until !== null && until <= now) return { status: 'bad-until', version: job.version, seq: null, dbNow: new Date(now) };
-      const wasPaused = isPaused(job, now);
-      this.db.prepare('UPDATE jobs SET paused_at = ?, paused_until = ?, pause_reason = ?, paused_by = ? WHERE name = ?')
-        .run(wasPaused ? job.paused_at : now, until, i.reason ?? null, i.by, i.job);
-      const version = this.bumpVersion(i.job, now);
-      const seq = this.recordEventSync({ job: i.job, kind: 'paused', owner: i.by, hostTime: i.hostTime,
-        detail: { reason: i.reason, until: iso(until), by: i.by, version, previous_version: job.version, was_paused: wasPaused } }, now);
-      return { status: 'done', version, seq: String(seq), dbNow: new Date(now), pausedUntil: until === null ? null : new Date(until) };
-    }).immediate();
+    return this.db
+      .transaction((): OperatorResult => {
+        const now = Date.now();
+        const got = this.operatorJob(i, now);
+        if ('refused' in got) return got.refused;
+        const { job } = got;
+        const until = i.until !== undefined ? i.until.getTime() : i.untilMs !== undefined ? now + i.untilMs : null;
+        if (until !== null && until <= now)
+          return { status: 'bad-until', version: job.version, seq: null, dbNow: new Date(now) };
+        const wasPaused = isPaused(job, now);
+        this.db
+          .prepare('UPDATE jobs SET paused_at = ?, paused_until = ?, pause_reason = ?, paused_by = ? WHERE name = ?')
+          .run(wasPaused ? job.paused_at : now, until, i.reason ?? null, i.by, i.job);
+        const version = this.bumpVersion(i.job, now);
+        const seq = this.recordEventSync(
+          {
+            job: i.job,
+            kind: 'paused',
+            owner: i.by,
+            hostTime: i.hostTime,
+            detail: {
+              reason: i.reason,
+              until: iso(until),
+              by: i.by,
+              version,
+              previous_version: job.version,
+              was_paused: wasPaused,
+            },
+          },
+          now,
+        );
+        return {
+          status: 'done',
+          version,
+          seq: String(seq),
+          dbNow: new Date(now),
+          pausedUntil: until === null ? null : new Date(until),
+        };
+      })
+      .immediate();
   }
 
   async resume(i: OperatorWrite): Promise<OperatorResult> {
-    return this.db.transaction((): OperatorResult => {
-      const now = Date.now();
-      const got = this.operatorJob(i, now);
-      if ('refused' in got) return got.refused;
-      const { job } = got;
-      if (!isPaused(job, now)) return { status: 'noop', version: job.version, seq: null, dbNow: new Date(now) };
-      this.db.prepare('UPDATE jobs SET paused_until = ? WHERE name = ?').run(now, i.job);
-      const version = this.bumpVersion(i.job, now);
-      const seq = this.recordEventSync({ job: i.job, kind: 'resumed', owner: i.by, hostTime: i.hostTime,
-        detail: { by: i.by, version, previous_version: job.version, paused_at: iso(job.paused_at), paused_by: job.paused_by, reason: job.pause_reason } }, now);
-      return { status: 'done', version, seq: String(seq), dbNow: new Date(now) };
-    }).immediate();
+    return this.db
+      .transaction((): OperatorResult => {
+        const now = Date.now();
+        const got = this.operatorJob(i, now);
+        if ('refused' in got) return got.refused;
+        const { job } = got;
+        if (!isPaused(job, now)) return { status: 'noop', version: job.version, seq: null, dbNow: new Date(now) };
+        this.db.prepare('UPDATE jobs SET paused_until = ? WHERE name = ?').run(now, i.job);
+        const version = this.bumpVersion(i.job, now);
+        const seq = this.recordEventSync(
+          {
+            job: i.job,
+            kind: 'resumed',
+            owner: i.by,
+            hostTime: i.hostTime,
+            detail: {
+              by: i.by,
+              version,
+              previous_version: job.version,
+              paused_at: iso(job.paused_at),
+              paused_by: job.paused_by,
+              reason: job.pause_reason,
+            },
+          },
+          now,
+        );
+        return { status: 'done', version, seq: String(seq), dbNow: new Date(now) };
+      })
+      .immediate();
   }
 
   async mark(i: MarkInput): Promise<OperatorResult> {
-    return this.db.transaction((): OperatorResult => {
-      const now = Date.now();
-      const got = this.operatorJob(i, now);
-      if ('refused' in got) return got.refused;
-      const { job } = got;
-      const lease = this.db.prepare('SELECT * FROM leases WHERE name = ?').get(i.job) as LeaseRecord | undefined;
-      if (lease && !this.expired(lease, hostMonotonicMs()) && lease.window_key === i.window) {
-        return { status: 'busy', version: job.version, seq: null, dbNow: new Date(now), holder: lease.owner, holderGeneration: String(lease.generation) };
-      }
-      const prev = this.db.prepare('SELECT outcome FROM windows WHERE job = ? AND window_key = ?').get(i.job, i.window) as { outcome: string } | undefined;
-      const version = this.bumpVersion(i.job, now);
-      const seq = this.recordEventSync({ job: i.job, kind: 'window-marked', window: i.window, owner: i.by, hostTime: i.hostTime,
-        detail: { outcome: i.outcome, reason: i.reason, by: i.by, version, previous_version: job.version, previous_outcome: prev?.outcome } }, now);
-      this.db.prepare(
-        `INSERT INTO windows (job, window_key, owner, generation, attempts, first_started_at, started_at, finished_at, completed_at, outcome)
+    return this.db
+      .transaction((): OperatorResult => {
+        const now = Date.now();
+        const got = this.operatorJob(i, now);
+        if ('refused' in got) return got.refused;
+        const { job } = got;
+        const lease = this.db.prepare('SELECT * FROM leases WHERE name = ?').get(i.job) as LeaseRecord | undefined;
+        if (lease && !this.expired(lease, hostMonotonicMs()) && lease.window_key === i.window) {
+          return {
+            status: 'busy',
+            version: job.version,
+            seq: null,
+            dbNow: new Date(now),
+            holder: lease.owner,
+            holderGeneration: String(lease.generation),
+          };
+        }
+        const prev = this.db
+          .prepare('SELECT outcome FROM windows WHERE job = ? AND window_key = ?')
+          .get(i.job, i.window) as { outcome: string } | undefined;
+        const version = this.bumpVersion(i.job, now);
+        const seq = this.recordEventSync(
+          {
+            job: i.job,
+            kind: 'window-marked',
+            window: i.window,
+            owner: i.by,
+            hostTime: i.hostTime,
+            detail: {
+              outcome: i.outcome,
+              reason: i.reason,
+              by: i.by,
+              version,
+              previous_version: job.version,
+              previous_outcome: prev?.outcome,
+            },
+          },
+          now,
+        );
+        this.db
+          .prepare(
+            `INSERT INTO windows (job, window_key, owner, generation, attempts, first_started_at, started_at, finished_at, completed_at, outcome)
          VALUES (@job, @window, @by, 0, 0, @now, @now, @now, @now, @outcome)
          ON CONFLICT (job, window_key) DO UPDATE SET outcome = @outcome, finished_at = @now, completed_at = @now, exit_code = NULL`,
-      ).run({ job: i.job, window: i.window, by: i.by, now, outcome: i.outcome });
-      return { status: 'done', version, seq: String(seq), dbNow: new Date(now), previousOutcome: prev?.outcome ?? null };
-    }).immediate();
+          )
+          .run({ job: i.job, window: i.window, by: i.by, now, outcome: i.outcome });
+        return {
+          status: 'done',
+          version,
+          seq: String(seq),
+          dbNow: new Date(now),
+          previousOutcome: prev?.outcome ?? null,
+        };
+      })
+      .immediate();
   }
 
   async releaseLease(i: ReleaseInput): Promise<OperatorResult> {
-    return this.db.transaction((): OperatorResult => {
-      const now = Date.now();
-      const nowMono = hostMonotonicMs();
-      const got = this.operatorJob(i, now);
-      if ('refused' in got) return got.refused;
-      const { job } = got;
-      const lease = this.db.prepare('SELECT * FROM leases WHERE name = ?').get(i.job) as LeaseRecord | undefined;
-      if (!lease || this.expired(lease, nowMono)) return { status: 'noop', version: job.version, seq: null, dbNow: new Date(now) };
-      const holder = { holder: lease.owner, holderGeneration: String(lease.generation), holderWindow: lease.window_key };
-      // As acquire judges a stale holder: renewal overdue by half an interval, or its process gone.
-      const live = !(nowMono > lease.renewed_mono + lease.renew_interval_ms * 1.5)
-        && !(lease.holder_pid !== null && hostOf(lease.owner) === this.host && !pidAlive(lease.holder_pid));
-      if (live && !i.force) return { status: 'busy', version: job.version, seq: null, dbNow: new Date(now), ...holder, live };
-      this.db.prepare('UPDATE leases SET expires_mono = ?, released_at = ? WHERE name = ?').run(nowMono, now, i.job);
-      const version = this.bumpVersion(i.job, now);
-      // detail.by stays 'admin': finish tells an owner's own release from this one by it.
-      const seq = this.recordEventSync({ job: i.job, kind: 'released', window: lease.window_key ?? undefined, owner: lease.owner, generation: String(lease.generation), hostTime: i.hostTime,
-        detail: { by: 'admin', operator: i.by, forced: i.force && live, live, version } }, now);
-      return { status: 'done', version, seq: String(seq), dbNow: new Date(now), ...holder, live };
-    }).immediate();
+    return this.db
+      .transaction((): OperatorResult => {
+        const now = Date.now();
+        const nowMono = hostMonotonicMs();
+        const got = this.operatorJob(i, now);
+        if ('refused' in got) return got.refused;
+        const { job } = got;
+        const lease = this.db.prepare('SELECT * FROM leases WHERE name = ?').get(i.job) as LeaseRecord | undefined;
+        if (!lease || this.expired(lease, nowMono))
+          return { status: 'noop', version: job.version, seq: null, dbNow: new Date(now) };
+        const holder = {
+          holder: lease.owner,
+          holderGeneration: String(lease.generation),
+          holderWindow: lease.window_key,
+        };
+        // As acquire judges a stale holder: renewal overdue by half an interval, or its process gone.
+        const live =
+          !(nowMono > lease.renewed_mono + lease.renew_interval_ms * 1.5) &&
+          !(lease.holder_pid !== null && hostOf(lease.owner) === this.host && !pidAlive(lease.holder_pid));
+        if (live && !i.force)
+          return { status: 'busy', version: job.version, seq: null, dbNow: new Date(now), ...holder, live };
+        this.db.prepare('UPDATE leases SET expires_mono = ?, released_at = ? WHERE name = ?').run(nowMono, now, i.job);
+        const version = this.bumpVersion(i.job, now);
+        // detail.by stays 'admin': finish tells an owner's own release from this one by it.
+        const seq = this.recordEventSync(
+          {
+            job: i.job,
+            kind: 'released',
+            window: lease.window_key ?? undefined,
+            owner: lease.owner,
+            generation: String(lease.generation),
+            hostTime: i.hostTime,
+            detail: { by: 'admin', operator: i.by, forced: i.force && live, live, version },
+          },
+          now,
+        );
+        return { status: 'done', version, seq: String(seq), dbNow: new Date(now), ...holder, live };
+      })
+      .immediate();
   }
 
   async renew(job: string, owner: string, generation: string, ttlMs: number): Promise<RenewRow | undefined> {
@@ -453,173 +756,388 @@ export class SqliteStore implements LeaseStore {
   private renewSync(job: string, owner: string, generation: string, ttlMs: number): RenewRow | undefined {
     const now = Date.now();
     const nowMono = hostMonotonicMs();
-    const r = this.db.prepare(
-      `UPDATE leases SET renewed_mono = @mono, expires_mono = @expires, renewed_at = @now
+    const r = this.db
+      .prepare(
+        `UPDATE leases SET renewed_mono = @mono, expires_mono = @expires, renewed_at = @now
         WHERE name = @job AND owner = @owner AND generation = @generation AND boot_id = @boot AND expires_mono > @mono AND released_at IS NULL`,
-    ).run({ job, owner, generation: Number(generation), mono: nowMono, expires: nowMono + ttlMs, now, boot: this.boot });
+      )
+      .run({
+        job,
+        owner,
+        generation: Number(generation),
+        mono: nowMono,
+        expires: nowMono + ttlMs,
+        now,
+        boot: this.boot,
+      });
     return r.changes === 1 ? { dbNow: new Date(now), expiresAt: new Date(now + ttlMs) } : undefined;
   }
 
   /** See LeaseStore.adopt (a local acquire always answers; kept for the contract). */
   async adopt(i: AdoptInput): Promise<{ attempt: number; dbNow: Date; expiresAt: Date } | undefined> {
-    return this.db.transaction(() => {
-      const renewed = this.renewSync(i.job, i.owner, i.generation, i.ttlMs);
-      if (!renewed) return undefined;
-      const w = i.window === undefined ? undefined
-        : this.db.prepare('SELECT attempts FROM windows WHERE job = ? AND window_key = ? AND generation = ?').get(i.job, i.window, Number(i.generation)) as { attempts: number } | undefined;
-      return { attempt: w?.attempts ?? 1, ...renewed };
-    }).immediate();
+    return this.db
+      .transaction(() => {
+        const renewed = this.renewSync(i.job, i.owner, i.generation, i.ttlMs);
+        if (!renewed) return undefined;
+        const w =
+          i.window === undefined
+            ? undefined
+            : (this.db
+                .prepare('SELECT attempts FROM windows WHERE job = ? AND window_key = ? AND generation = ?')
+                .get(i.job, i.window, Number(i.generation)) as { attempts: number } | undefined);
+        return { attempt: w?.attempts ?? 1, ...renewed };
+      })
+      .immediate();
   }
 
   /** See LeaseStore.abandon. */
   async abandon(job: string, owner: string, hostTime: Date): Promise<string | undefined> {
-    const lease = this.db.prepare('SELECT * FROM leases WHERE name = ? AND owner = ? AND released_at IS NULL').get(job, owner) as LeaseRecord | undefined;
+    const lease = this.db
+      .prepare('SELECT * FROM leases WHERE name = ? AND owner = ? AND released_at IS NULL')
+      .get(job, owner) as LeaseRecord | undefined;
     if (!lease || this.expired(lease, hostMonotonicMs())) return undefined;
-    const { held } = await this.finish({ job, owner, generation: String(lease.generation), window: lease.window_key ?? undefined, outcome: 'none', hostTime });
+    const { held } = await this.finish({
+      job,
+      owner,
+      generation: String(lease.generation),
+      window: lease.window_key ?? undefined,
+      outcome: 'none',
+      hostTime,
+    });
     return held ? String(lease.generation) : undefined;
   }
 
   async finish(i: FinishInput): Promise<{ held: boolean; dbNow: Date }> {
-    return this.db.transaction(() => {
-      const now = Date.now();
-      const nowMono = hostMonotonicMs();
-      const lease = this.db.prepare('SELECT * FROM leases WHERE name = ? AND owner = ? AND generation = ?').get(i.job, i.owner, Number(i.generation)) as LeaseRecord | undefined;
-      const held = lease !== undefined && !this.expired(lease, nowMono);
-      // A retry of a finish that committed: this generation released the lease itself, whoever
-      // has taken it since (as sql/008_finish_after_takeover.sql).
-      if (!held && this.db.prepare(
-        `SELECT 1 FROM events WHERE job = ? AND generation = ? AND owner = ? AND kind = 'released' AND json_extract(detail, '$.by') IS NULL`,
-      ).get(i.job, Number(i.generation), i.owner) !== undefined) return { held: true, dbNow: new Date(now) };
-      const detail = i.detail ?? {};
-      if (held && i.window !== undefined && (i.outcome === 'completed' || i.outcome === 'failed')) {
-        this.db.prepare(
-          `UPDATE windows SET outcome = @outcome, exit_code = @exit, finished_at = @now, completed_at = CASE WHEN @outcome = 'completed' THEN @now END
+    return this.db
+      .transaction(() => {
+        const now = Date.now();
+        const nowMono = hostMonotonicMs();
+        const lease = this.db
+          .prepare('SELECT * FROM leases WHERE name = ? AND owner = ? AND generation = ?')
+          .get(i.job, i.owner, Number(i.generation)) as LeaseRecord | undefined;
+        const held = lease !== undefined && !this.expired(lease, nowMono);
+        // A retry of a finish that committed: this generation released the lease itself, whoever
+        // has taken it since (as sql/008_finish_after_takeover.sql).
+        if (
+          !held &&
+          this.db
+            .prepare(
+              `SELECT 1 FROM events WHERE job = ? AND generation = ? AND owner = ? AND kind = 'released' AND json_extract(detail, '$.by') IS NULL`,
+            )
+            .get(i.job, Number(i.generation), i.owner) !== undefined
+        )
+          return { held: true, dbNow: new Date(now) };
+        const detail = i.detail ?? {};
+        if (held && i.window !== undefined && (i.outcome === 'completed' || i.outcome === 'failed')) {
+          this.db
+            .prepare(
+              `UPDATE windows SET outcome = @outcome, exit_code = @exit, finished_at = @now, completed_at = CASE WHEN @outcome = 'completed' THEN @now END
             WHERE job = @job AND window_key = @window AND generation = @generation`,
-        ).run({ outcome: i.outcome, exit: i.exitCode ?? null, now, job: i.job, window: i.window, generation: Number(i.generation) });
-        this.recordEventSync({ job: i.job, kind: `window-${i.outcome}`, window: i.window, owner: i.owner, generation: i.generation, hostTime: i.hostTime,
-          detail: { exit_code: i.exitCode, attempt: detail.attempt, duration_ms: detail.duration_ms, aborted: detail.aborted } }, now);
-      }
-      if (typeof detail.offset_ms === 'number') {
-        this.db.prepare(
-          `INSERT INTO hosts (host, offset_ms, uncertainty_ms, measured_at) VALUES (?, ?, ?, ?)
+            )
+            .run({
+              outcome: i.outcome,
+              exit: i.exitCode ?? null,
+              now,
+              job: i.job,
+              window: i.window,
+              generation: Number(i.generation),
+            });
+          this.recordEventSync(
+            {
+              job: i.job,
+              kind: `window-${i.outcome}`,
+              window: i.window,
+              owner: i.owner,
+              generation: i.generation,
+              hostTime: i.hostTime,
+              detail: {
+                exit_code: i.exitCode,
+                attempt: detail.attempt,
+                duration_ms: detail.duration_ms,
+                aborted: detail.aborted,
+              },
+            },
+            now,
+          );
+        }
+        if (typeof detail.offset_ms === 'number') {
+          this.db
+            .prepare(
+              `INSERT INTO hosts (host, offset_ms, uncertainty_ms, measured_at) VALUES (?, ?, ?, ?)
            ON CONFLICT (host) DO UPDATE SET offset_ms = excluded.offset_ms, uncertainty_ms = excluded.uncertainty_ms, measured_at = excluded.measured_at`,
-        ).run(hostOf(i.owner), detail.offset_ms, Number(detail.uncertainty_ms ?? 0), now);
-      }
-      if (held) {
-        this.db.prepare('UPDATE leases SET expires_mono = ?, released_at = ? WHERE name = ? AND generation = ?').run(nowMono, now, i.job, Number(i.generation));
-        this.recordEventSync({ job: i.job, kind: 'released', window: i.window, owner: i.owner, generation: i.generation, hostTime: i.hostTime }, now);
-      } else {
-        this.db.prepare(
-          `UPDATE windows SET outcome = 'lost', finished_at = ? WHERE job = ? AND window_key = ? AND generation = ? AND completed_at IS NULL`,
-        ).run(now, i.job, i.window ?? null, Number(i.generation));
-        this.recordEventSync({ job: i.job, kind: 'lease-lost', window: i.window, owner: i.owner, generation: i.generation, hostTime: i.hostTime,
-          detail: { outcome: i.outcome, aborted: detail.aborted } }, now);
-      }
-      return { held, dbNow: new Date(now) };
-    }).immediate();
+            )
+            .run(hostOf(i.owner), detail.offset_ms, Number(detail.uncertainty_ms ?? 0), now);
+        }
+        if (held) {
+          this.db
+            .prepare('UPDATE leases SET expires_mono = ?, released_at = ? WHERE name = ? AND generation = ?')
+            .run(nowMono, now, i.job, Number(i.generation));
+          this.recordEventSync(
+            {
+              job: i.job,
+              kind: 'released',
+              window: i.window,
+              owner: i.owner,
+              generation: i.generation,
+              hostTime: i.hostTime,
+            },
+            now,
+          );
+        } else {
+          this.db
+            .prepare(
+              `UPDATE windows SET outcome = 'lost', finished_at = ? WHERE job = ? AND window_key = ? AND generation = ? AND completed_at IS NULL`,
+            )
+            .run(now, i.job, i.window ?? null, Number(i.generation));
+          this.recordEventSync(
+            {
+              job: i.job,
+              kind: 'lease-lost',
+              window: i.window,
+              owner: i.owner,
+              generation: i.generation,
+              hostTime: i.hostTime,
+              detail: { outcome: i.outcome, aborted: detail.aborted },
+            },
+            now,
+          );
+        }
+        return { held, dbNow: new Date(now) };
+      })
+      .immediate();
   }
 
   /** The lease as `owner` holds it as `generation`, live and not released; else undefined. */
   private heldLease(job: string, owner: string, generation: string, nowMono: number): LeaseRecord | undefined {
-    const lease = this.db.prepare('SELECT * FROM leases WHERE name = ? AND owner = ? AND generation = ?').get(job, owner, Number(generation)) as LeaseRecord | undefined;
+    const lease = this.db
+      .prepare('SELECT * FROM leases WHERE name = ? AND owner = ? AND generation = ?')
+      .get(job, owner, Number(generation)) as LeaseRecord | undefined;
     return lease !== undefined && !this.expired(lease, nowMono) && lease.released_at === null ? lease : undefined;
   }
 
   /** See LeaseStore.claimWindow; as sql/013_catch_up.sql's claim_window. */
   async claimWindow(i: ClaimWindowInput): Promise<ClaimWindowRow> {
-    return this.db.transaction((): ClaimWindowRow => {
-      const now = Date.now();
-      const none = { attempt: null, completedAt: null, dbNow: new Date(now) };
-      if (!this.heldLease(i.job, i.owner, i.generation, hostMonotonicMs())) return { ...none, outcome: 'not-held' };
-      if (!i.rerun) {
-        const w = this.db.prepare('SELECT completed_at FROM windows WHERE job = ? AND window_key = ?').get(i.job, i.window) as { completed_at: number | null } | undefined;
-        if (w?.completed_at != null) return { ...none, outcome: 'done', completedAt: new Date(w.completed_at) };
-      }
-      if (i.maxDelayMs !== undefined && i.scheduledAt && now - i.scheduledAt.getTime() > i.maxDelayMs) {
-        this.markMissed(i.job, i.owner, i.generation, i.window, i.scheduledAt, now, true);
-        this.recordEventSync({ job: i.job, kind: 'window-missed', window: i.window, owner: i.owner, generation: i.generation, hostTime: i.hostTime,
-          detail: { scheduled_at: i.scheduledAt.toISOString(), max_delay_ms: i.maxDelayMs, reason: 'max-delay' } }, now);
-        return { ...none, outcome: 'missed' };
-      }
-      const claimed = this.db.prepare(
-        `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, first_started_at, started_at)
+    return this.db
+      .transaction((): ClaimWindowRow => {
+        const now = Date.now();
+        const none = { attempt: null, completedAt: null, dbNow: new Date(now) };
+        if (!this.heldLease(i.job, i.owner, i.generation, hostMonotonicMs())) return { ...none, outcome: 'not-held' };
+        if (!i.rerun) {
+          const w = this.db
+            .prepare('SELECT completed_at FROM windows WHERE job = ? AND window_key = ?')
+            .get(i.job, i.window) as { completed_at: number | null } | undefined;
+          if (w?.completed_at != null) return { ...none, outcome: 'done', completedAt: new Date(w.completed_at) };
+        }
+        if (i.maxDelayMs !== undefined && i.scheduledAt && now - i.scheduledAt.getTime() > i.maxDelayMs) {
+          this.markMissed(i.job, i.owner, i.generation, i.window, i.scheduledAt, now, true);
+          this.recordEventSync(
+            {
+              job: i.job,
+              kind: 'window-missed',
+              window: i.window,
+              owner: i.owner,
+              generation: i.generation,
+              hostTime: i.hostTime,
+              detail: { scheduled_at: i.scheduledAt.toISOString(), max_delay_ms: i.maxDelayMs, reason: 'max-delay' },
+            },
+            now,
+          );
+          return { ...none, outcome: 'missed' };
+        }
+        const claimed = this.db
+          .prepare(
+            `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, first_started_at, started_at)
          VALUES (@job, @window, @scheduled, @owner, @generation, @now, @now)
          ON CONFLICT (job, window_key) DO UPDATE SET owner = @owner, generation = @generation, attempts = attempts + 1,
            started_at = @now, finished_at = NULL, completed_at = NULL, outcome = 'running', exit_code = NULL,
            scheduled_at = coalesce(scheduled_at, @scheduled)
          WHERE completed_at IS NULL OR @rerun
          RETURNING attempts`,
-      ).get({ job: i.job, window: i.window, scheduled: i.scheduledAt?.getTime() ?? null, owner: i.owner, generation: Number(i.generation), now, rerun: i.rerun ? 1 : 0 }) as { attempts: number };
-      this.db.prepare('UPDATE leases SET window_key = ? WHERE name = ?').run(i.window, i.job);
-      this.recordEventSync({ job: i.job, kind: 'window-claimed', window: i.window, owner: i.owner, generation: i.generation, hostTime: i.hostTime,
-        detail: { ...(i.detail ?? {}), attempt: claimed.attempts, scheduled_at: i.scheduledAt?.toISOString(), rerun: i.rerun } }, now);
-      return { ...none, outcome: 'claimed', attempt: claimed.attempts };
-    }).immediate();
+          )
+          .get({
+            job: i.job,
+            window: i.window,
+            scheduled: i.scheduledAt?.getTime() ?? null,
+            owner: i.owner,
+            generation: Number(i.generation),
+            now,
+            rerun: i.rerun ? 1 : 0,
+          }) as { attempts: number };
+        this.db.prepare('UPDATE leases SET window_key = ? WHERE name = ?').run(i.window, i.job);
+        this.recordEventSync(
+          {
+            job: i.job,
+            kind: 'window-claimed',
+            window: i.window,
+            owner: i.owner,
+            generation: i.generation,
+            hostTime: i.hostTime,
+            detail: {
+              ...(i.detail ?? {}),
+              attempt: claimed.attempts,
+              scheduled_at: i.scheduledAt?.toISOString(),
+              rerun: i.rerun,
+            },
+          },
+          now,
+        );
+        return { ...none, outcome: 'claimed', attempt: claimed.attempts };
+      })
+      .immediate();
   }
 
   /** A window recorded missed unless final (and, with `again`, even when missed already); whether it was. */
-  private markMissed(job: string, owner: string, generation: string, key: string, scheduledAt: Date | undefined, now: number, again: boolean): boolean {
-    const r = this.db.prepare(
-      `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, outcome)
+  private markMissed(
+    job: string,
+    owner: string,
+    generation: string,
+    key: string,
+    scheduledAt: Date | undefined,
+    now: number,
+    again: boolean,
+  ): boolean {
+    const r = this.db
+      .prepare(
+        `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, outcome)
        VALUES (@job, @key, @at, @owner, @generation, 0, @now, @now, @now, 'missed')
        ON CONFLICT (job, window_key) DO UPDATE SET outcome = 'missed', finished_at = @now
        WHERE completed_at IS NULL AND (@again OR outcome <> 'missed')`,
-    ).run({ job, key, at: scheduledAt?.getTime() ?? null, owner, generation: Number(generation), now, again: again ? 1 : 0 });
+      )
+      .run({
+        job,
+        key,
+        at: scheduledAt?.getTime() ?? null,
+        owner,
+        generation: Number(generation),
+        now,
+        again: again ? 1 : 0,
+      });
     return r.changes === 1;
   }
 
   /** See LeaseStore.finishWindow; as sql/013_catch_up.sql's finish_window. */
   async finishWindow(i: FinishInput): Promise<{ held: boolean; dbNow: Date }> {
-    return this.db.transaction(() => {
-      const now = Date.now();
-      const held = this.heldLease(i.job, i.owner, i.generation, hostMonotonicMs()) !== undefined;
-      const w = this.db.prepare('SELECT outcome, finished_at FROM windows WHERE job = ? AND window_key = ? AND generation = ?')
-        .get(i.job, i.window ?? null, Number(i.generation)) as { outcome: string; finished_at: number | null } | undefined;
-      if (w?.finished_at != null && w.outcome === i.outcome) return { held: true, dbNow: new Date(now) };
-      const detail = i.detail ?? {};
-      if (held && (i.outcome === 'completed' || i.outcome === 'failed')) {
-        this.db.prepare(
-          `UPDATE windows SET outcome = @outcome, exit_code = @exit, finished_at = @now, completed_at = CASE WHEN @outcome = 'completed' THEN @now END
+    return this.db
+      .transaction(() => {
+        const now = Date.now();
+        const held = this.heldLease(i.job, i.owner, i.generation, hostMonotonicMs()) !== undefined;
+        const w = this.db
+          .prepare('SELECT outcome, finished_at FROM windows WHERE job = ? AND window_key = ? AND generation = ?')
+          .get(i.job, i.window ?? null, Number(i.generation)) as
+          { outcome: string; finished_at: number | null } | undefined;
+        if (w?.finished_at != null && w.outcome === i.outcome) return { held: true, dbNow: new Date(now) };
+        const detail = i.detail ?? {};
+        if (held && (i.outcome === 'completed' || i.outcome === 'failed')) {
+          this.db
+            .prepare(
+              `UPDATE windows SET outcome = @outcome, exit_code = @exit, finished_at = @now, completed_at = CASE WHEN @outcome = 'completed' THEN @now END
             WHERE job = @job AND window_key = @window AND generation = @generation`,
-        ).run({ outcome: i.outcome, exit: i.exitCode ?? null, now, job: i.job, window: i.window ?? null, generation: Number(i.generation) });
-        this.recordEventSync({ job: i.job, kind: `window-${i.outcome}`, window: i.window, owner: i.owner, generation: i.generation, hostTime: i.hostTime,
-          detail: { exit_code: i.exitCode, attempt: detail.attempt, duration_ms: detail.duration_ms, aborted: detail.aborted } }, now);
-      } else if (!held) {
-        this.db.prepare(`UPDATE windows SET outcome = 'lost', finished_at = ? WHERE job = ? AND window_key = ? AND generation = ? AND completed_at IS NULL`)
-          .run(now, i.job, i.window ?? null, Number(i.generation));
-        this.recordEventSync({ job: i.job, kind: 'lease-lost', window: i.window, owner: i.owner, generation: i.generation, hostTime: i.hostTime,
-          detail: { outcome: i.outcome, aborted: detail.aborted } }, now);
-      }
-      return { held, dbNow: new Date(now) };
-    }).immediate();
+            )
+            .run({
+              outcome: i.outcome,
+              exit: i.exitCode ?? null,
+              now,
+              job: i.job,
+              window: i.window ?? null,
+              generation: Number(i.generation),
+            });
+          this.recordEventSync(
+            {
+              job: i.job,
+              kind: `window-${i.outcome}`,
+              window: i.window,
+              owner: i.owner,
+              generation: i.generation,
+              hostTime: i.hostTime,
+              detail: {
+                exit_code: i.exitCode,
+                attempt: detail.attempt,
+                duration_ms: detail.duration_ms,
+                aborted: detail.aborted,
+              },
+            },
+            now,
+          );
+        } else if (!held) {
+          this.db
+            .prepare(
+              `UPDATE windows SET outcome = 'lost', finished_at = ? WHERE job = ? AND window_key = ? AND generation = ? AND completed_at IS NULL`,
+            )
+            .run(now, i.job, i.window ?? null, Number(i.generation));
+          this.recordEventSync(
+            {
+              job: i.job,
+              kind: 'lease-lost',
+              window: i.window,
+              owner: i.owner,
+              generation: i.generation,
+              hostTime: i.hostTime,
+              detail: { outcome: i.outcome, aborted: detail.aborted },
+            },
+            now,
+          );
+        }
+        return { held, dbNow: new Date(now) };
+      })
+      .immediate();
   }
 
   /** See LeaseStore.recordMissed. */
   async recordMissed(i: RecordMissedInput): Promise<number | undefined> {
-    return this.db.transaction((): number | undefined => {
-      const now = Date.now();
-      if (!this.heldLease(i.job, i.owner, i.generation, hostMonotonicMs())) return undefined;
-      let n = 0;
-      for (const w of i.windows) {
-        if (!this.markMissed(i.job, i.owner, i.generation, w.key, w.scheduledAt, now, false)) continue;
-        n += 1;
-        this.recordEventSync({ job: i.job, kind: 'window-missed', window: w.key, owner: i.owner, generation: i.generation, hostTime: i.hostTime,
-          detail: { scheduled_at: w.scheduledAt?.toISOString(), reason: i.reason } }, now);
-      }
-      return n;
-    }).immediate();
+    return this.db
+      .transaction((): number | undefined => {
+        const now = Date.now();
+        if (!this.heldLease(i.job, i.owner, i.generation, hostMonotonicMs())) return undefined;
+        let n = 0;
+        for (const w of i.windows) {
+          if (!this.markMissed(i.job, i.owner, i.generation, w.key, w.scheduledAt, now, false)) continue;
+          n += 1;
+          this.recordEventSync(
+            {
+              job: i.job,
+              kind: 'window-missed',
+              window: w.key,
+              owner: i.owner,
+              generation: i.generation,
+              hostTime: i.hostTime,
+              detail: { scheduled_at: w.scheduledAt?.toISOString(), reason: i.reason },
+            },
+            now,
+          );
+        }
+        return n;
+      })
+      .immediate();
   }
 
   /** See LeaseStore.readWindows. */
   async readWindows(job: string, keys: readonly string[]): Promise<WindowStates> {
     const now = Date.now();
-    const registered = this.db.prepare('SELECT created_at FROM jobs WHERE name = ?').get(job) as { created_at: number } | undefined;
-    const rows = this.db.prepare('SELECT window_key, outcome, attempts, completed_at FROM windows WHERE job = ? AND window_key IN (SELECT value FROM json_each(?))')
-      .all(job, JSON.stringify(keys)) as Array<{ window_key: string; outcome: string; attempts: number; completed_at: number | null }>;
+    const registered = this.db.prepare('SELECT created_at FROM jobs WHERE name = ?').get(job) as
+      { created_at: number } | undefined;
+    const rows = this.db
+      .prepare(
+        'SELECT window_key, outcome, attempts, completed_at FROM windows WHERE job = ? AND window_key IN (SELECT value FROM json_each(?))',
+      )
+      .all(job, JSON.stringify(keys)) as Array<{
+      window_key: string;
+      outcome: string;
+      attempts: number;
+      completed_at: number | null;
+    }>;
     return {
       dbNow: new Date(now),
       registeredAt: registered ? new Date(registered.created_at) : undefined,
-      windows: new Map(rows.map((r) => [r.window_key, { outcome: r.outcome, attempts: r.attempts, completedAt: r.completed_at === null ? null : new Date(r.completed_at) }])),
+      windows: new Map(
+        rows.map((r) => [
+          r.window_key,
+          {
+            outcome: r.outcome,
+            attempts: r.attempts,
+            completedAt: r.completed_at === null ? null : new Date(r.completed_at),
+          },
+        ]),
+      ),
     };
   }
 
@@ -628,44 +1146,76 @@ export class SqliteStore implements LeaseStore {
   }
 
   async recordOutput(i: RecordOutputInput): Promise<boolean> {
-    return this.db.transaction(() => this.db.prepare(
-      `UPDATE windows SET output_tail = ?, output_bytes = ?, output_generation = generation, output_attempt = attempts, output_at = ?
+    return this.db
+      .transaction(
+        () =>
+          this.db
+            .prepare(
+              `UPDATE windows SET output_tail = ?, output_bytes = ?, output_generation = generation, output_attempt = attempts, output_at = ?
         WHERE job = ? AND window_key = ? AND generation = ?`,
-    ).run(i.tail, i.bytes, Date.now(), i.job, i.window, Number(i.generation)).changes === 1).immediate();
+            )
+            .run(i.tail, i.bytes, Date.now(), i.job, i.window, Number(i.generation)).changes === 1,
+      )
+      .immediate();
   }
 
   async readOutputs(job: string, limit: number): Promise<WindowOutput[]> {
-    const rows = this.db.prepare(
-      `SELECT window_key, output_generation, output_attempt, outcome, exit_code, output_at, output_bytes, output_tail
+    const rows = this.db
+      .prepare(
+        `SELECT window_key, output_generation, output_attempt, outcome, exit_code, output_at, output_bytes, output_tail
          FROM windows WHERE job = ? AND output_at IS NOT NULL ORDER BY output_at DESC, window_key LIMIT ?`,
-    ).all(job, limit) as Array<Record<string, unknown>>;
+      )
+      .all(job, limit) as Array<Record<string, unknown>>;
     return rows.map((r) => ({
-      window: r.window_key as string, generation: String(r.output_generation), attempt: r.output_attempt as number, outcome: r.outcome as string,
-      exitCode: (r.exit_code as number | null) ?? null, recordedAt: new Date(r.output_at as number), bytes: r.output_bytes as number, tail: r.output_tail as Buffer,
+      window: r.window_key as string,
+      generation: String(r.output_generation),
+      attempt: r.output_attempt as number,
+      outcome: r.outcome as string,
+      exitCode: (r.exit_code as number | null) ?? null,
+      recordedAt: new Date(r.output_at as number),
+      bytes: r.output_bytes as number,
+      tail: r.output_tail as Buffer,
     }));
   }
 
   async release(job: string, hostTime: Date): Promise<{ owner: string; generation: string } | undefined> {
-    return this.db.transaction(() => {
-      const now = Date.now();
-      const nowMono = hostMonotonicMs();
-      const lease = this.db.prepare('SELECT * FROM leases WHERE name = ?').get(job) as LeaseRecord | undefined;
-      if (!lease || this.expired(lease, nowMono)) return undefined;
-      this.db.prepare('UPDATE leases SET expires_mono = ?, released_at = ? WHERE name = ?').run(nowMono, now, job);
-      this.recordEventSync({ job, kind: 'released', window: lease.window_key ?? undefined, owner: lease.owner, generation: String(lease.generation), hostTime, detail: { by: 'admin' } }, now);
-      return { owner: lease.owner, generation: String(lease.generation) };
-    }).immediate();
+    return this.db
+      .transaction(() => {
+        const now = Date.now();
+        const nowMono = hostMonotonicMs();
+        const lease = this.db.prepare('SELECT * FROM leases WHERE name = ?').get(job) as LeaseRecord | undefined;
+        if (!lease || this.expired(lease, nowMono)) return undefined;
+        this.db.prepare('UPDATE leases SET expires_mono = ?, released_at = ? WHERE name = ?').run(nowMono, now, job);
+        this.recordEventSync(
+          {
+            job,
+            kind: 'released',
+            window: lease.window_key ?? undefined,
+            owner: lease.owner,
+            generation: String(lease.generation),
+            hostTime,
+            detail: { by: 'admin' },
+          },
+          now,
+        );
+        return { owner: lease.owner, generation: String(lease.generation) };
+      })
+      .immediate();
   }
 
   async readJobRows(name?: string): Promise<{ dbNow: Date; rows: JobRow[] }> {
     const now = Date.now();
     const nowMono = hostMonotonicMs();
-    const jobs = this.db.prepare(JOB_ROWS_SQL).all({ name: name ?? null, since: now - JOB_CHANGES_WINDOW_MS }) as Array<Record<string, unknown>>;
+    const jobs = this.db.prepare(JOB_ROWS_SQL).all({ name: name ?? null, since: now - JOB_CHANGES_WINDOW_MS }) as Array<
+      Record<string, unknown>
+    >;
     return {
       dbNow: new Date(now),
       rows: jobs.map((r) => {
         const held = r.owner != null && r.boot_id === this.boot && (r.expires_mono as number) > nowMono;
-        const last = r.last ? (JSON.parse(r.last as string) as { window: string; completed_at: number; started_at: number }) : undefined;
+        const last = r.last
+          ? (JSON.parse(r.last as string) as { window: string; completed_at: number; started_at: number })
+          : undefined;
         return {
           name: r.name as string,
           schedule: (r.schedule as string | null) ?? null,
@@ -685,14 +1235,22 @@ export class SqliteStore implements LeaseStore {
           lastCompletedAt: last ? new Date(last.completed_at) : null,
           lastDurationMs: last ? last.completed_at - last.started_at : null,
           // Oldest first, as PostgreSQL's jsonb_agg(... ORDER BY started_at).
-          openWindows: withWorst((JSON.parse((r.open as string | null) ?? '[]') as JobRow['openWindows']).reverse(), r.worst as string | null),
+          openWindows: withWorst(
+            (JSON.parse((r.open as string | null) ?? '[]') as JobRow['openWindows']).reverse(),
+            r.worst as string | null,
+          ),
           openCount: Number(r.open_count ?? 0),
           version: Number(r.version ?? 0),
           paused: isPaused(r as unknown as JobRecord, now),
-          pause: r.paused_at == null ? null : {
-            since: new Date(r.paused_at as number), until: r.paused_until == null ? null : new Date(r.paused_until as number),
-            reason: (r.pause_reason as string | null) ?? null, by: (r.paused_by as string | null) ?? null,
-          },
+          pause:
+            r.paused_at == null
+              ? null
+              : {
+                  since: new Date(r.paused_at as number),
+                  until: r.paused_until == null ? null : new Date(r.paused_until as number),
+                  reason: (r.pause_reason as string | null) ?? null,
+                  by: (r.paused_by as string | null) ?? null,
+                },
           recentJobChanges: Number(r.recent_job_changes ?? 0),
         };
       }),
@@ -700,15 +1258,20 @@ export class SqliteStore implements LeaseStore {
   }
 
   async readScheduleKeys(name?: string): Promise<{ dbNow: Date; keys: ScheduleKey[] }> {
-    const rows = this.db.prepare(
-      `SELECT DISTINCT schedule, tz, window_format, window_offset, alert_after_ms, alert_lookback_ms FROM jobs
+    const rows = this.db
+      .prepare(
+        `SELECT DISTINCT schedule, tz, window_format, window_offset, alert_after_ms, alert_lookback_ms FROM jobs
         WHERE window_mode = 'schedule' AND schedule IS NOT NULL AND (? IS NULL OR name = ?)`,
-    ).all(name ?? null, name ?? null) as Array<Record<string, string | number | null>>;
+      )
+      .all(name ?? null, name ?? null) as Array<Record<string, string | number | null>>;
     return {
       dbNow: new Date(Date.now()),
       keys: rows.map((r) => ({
-        schedule: r.schedule as string, tz: (r.tz as string | null) ?? null, windowFormat: (r.window_format as string | null) ?? null,
-        windowOffset: (r.window_offset as string | null) ?? null, alertAfterMs: (r.alert_after_ms as number | null) ?? null,
+        schedule: r.schedule as string,
+        tz: (r.tz as string | null) ?? null,
+        windowFormat: (r.window_format as string | null) ?? null,
+        windowOffset: (r.window_offset as string | null) ?? null,
+        alertAfterMs: (r.alert_after_ms as number | null) ?? null,
         alertLookbackMs: (r.alert_lookback_ms as number | null) ?? null,
       })),
     };
@@ -722,21 +1285,44 @@ export class SqliteStore implements LeaseStore {
         WHERE window_mode = 'schedule' AND schedule = ? AND tz IS ? AND window_format IS ? AND window_offset IS ?
           AND alert_after_ms IS ? AND alert_lookback_ms IS ? AND (? IS NULL OR name = ?)`,
     );
-    const row = this.db.prepare('SELECT outcome, generation, completed_at FROM windows WHERE job = ? AND window_key = ?');
+    const row = this.db.prepare(
+      'SELECT outcome, generation, completed_at FROM windows WHERE job = ? AND window_key = ?',
+    );
     const out: DueNotCompleted[] = [];
     for (const g of groups) {
-      const members = jobs.all(g.schedule, g.tz, g.windowFormat, g.windowOffset, g.alertAfterMs, g.alertLookbackMs, name ?? null, name ?? null) as Array<{ name: string; created_at: number }>;
+      const members = jobs.all(
+        g.schedule,
+        g.tz,
+        g.windowFormat,
+        g.windowOffset,
+        g.alertAfterMs,
+        g.alertLookbackMs,
+        name ?? null,
+        name ?? null,
+      ) as Array<{ name: string; created_at: number }>;
       for (const j of members) {
         const mine: DueNotCompleted[] = [];
         let count = 0;
         g.windows.forEach((w, k) => {
-          const r = row.get(j.name, w.window) as { outcome: string; generation: number; completed_at: number | null } | undefined;
+          const r = row.get(j.name, w.window) as
+            { outcome: string; generation: number; completed_at: number | null } | undefined;
           if (r?.completed_at != null) return;
           if (r === undefined && w.scheduledAt.getTime() < j.created_at) return;
-          if (w.legacy !== undefined && (row.get(j.name, w.legacy) as { completed_at: number | null } | undefined)?.completed_at != null) return;
+          if (
+            w.legacy !== undefined &&
+            (row.get(j.name, w.legacy) as { completed_at: number | null } | undefined)?.completed_at != null
+          )
+            return;
           count++;
           // As the PostgreSQL store: the oldest few, and the group's latest window.
-          if (count <= NOT_COMPLETED_LISTED || k === g.windows.length - 1) mine.push({ job: j.name, count: 0, window: w.window, outcome: r?.outcome ?? null, generation: r ? String(r.generation) : null });
+          if (count <= NOT_COMPLETED_LISTED || k === g.windows.length - 1)
+            mine.push({
+              job: j.name,
+              count: 0,
+              window: w.window,
+              outcome: r?.outcome ?? null,
+              generation: r ? String(r.generation) : null,
+            });
         });
         for (const m of mine) m.count = count;
         out.push(...mine);
@@ -746,46 +1332,74 @@ export class SqliteStore implements LeaseStore {
   }
 
   async readHistory(job: string, limit: number): Promise<HistoryEvent[]> {
-    const rows = this.db.prepare(
-      'SELECT * FROM (SELECT * FROM events WHERE job = ? ORDER BY seq DESC LIMIT ?) ORDER BY seq',
-    ).all(job, limit) as Array<Record<string, unknown>>;
+    const rows = this.db
+      .prepare('SELECT * FROM (SELECT * FROM events WHERE job = ? ORDER BY seq DESC LIMIT ?) ORDER BY seq')
+      .all(job, limit) as Array<Record<string, unknown>>;
     return rows.map((r) => ({
-      seq: String(r.seq), kind: r.kind as string, window: (r.window_key as string | null) ?? null, owner: (r.owner as string | null) ?? null,
-      host: (r.host as string | null) ?? null, generation: r.generation == null ? null : String(r.generation),
-      dbTime: new Date(r.db_time as number), hostTime: r.host_time == null ? null : new Date(r.host_time as number),
+      seq: String(r.seq),
+      kind: r.kind as string,
+      window: (r.window_key as string | null) ?? null,
+      owner: (r.owner as string | null) ?? null,
+      host: (r.host as string | null) ?? null,
+      generation: r.generation == null ? null : String(r.generation),
+      dbTime: new Date(r.db_time as number),
+      hostTime: r.host_time == null ? null : new Date(r.host_time as number),
       detail: JSON.parse(r.detail as string) as Record<string, unknown>,
     }));
   }
 
   async readJobWindows(job: string, limit: number): Promise<WindowRow[]> {
-    const rows = this.db.prepare(
-      `SELECT * FROM (SELECT * FROM windows WHERE job = ? AND completed_at IS NULL ORDER BY started_at DESC LIMIT ?)
+    const rows = this.db
+      .prepare(
+        `SELECT * FROM (SELECT * FROM windows WHERE job = ? AND completed_at IS NULL ORDER BY started_at DESC LIMIT ?)
        UNION ALL
        SELECT * FROM (SELECT * FROM windows WHERE job = ? AND completed_at IS NOT NULL ORDER BY completed_at DESC, generation DESC LIMIT ?)`,
-    ).all(job, limit, job, limit) as Array<Record<string, unknown>>;
+      )
+      .all(job, limit, job, limit) as Array<Record<string, unknown>>;
     const at = (v: unknown): Date | null => (v == null ? null : new Date(v as number));
     return rows.map((r) => ({
-      window: r.window_key as string, scheduledAt: at(r.scheduled_at), outcome: r.outcome as string, attempts: r.attempts as number,
-      generation: String(r.generation), owner: r.owner as string, firstStartedAt: at(r.first_started_at)!, startedAt: at(r.started_at)!,
-      finishedAt: at(r.finished_at), completedAt: at(r.completed_at), exitCode: (r.exit_code as number | null) ?? null,
+      window: r.window_key as string,
+      scheduledAt: at(r.scheduled_at),
+      outcome: r.outcome as string,
+      attempts: r.attempts as number,
+      generation: String(r.generation),
+      owner: r.owner as string,
+      firstStartedAt: at(r.first_started_at)!,
+      startedAt: at(r.started_at)!,
+      finishedAt: at(r.finished_at),
+      completedAt: at(r.completed_at),
+      exitCode: (r.exit_code as number | null) ?? null,
     }));
   }
 
   async readEventCounts(kinds: readonly string[]): Promise<EventCount[]> {
-    return this.db.prepare('SELECT job, kind, host, n FROM event_counts WHERE kind IN (SELECT value FROM json_each(?))').all(JSON.stringify(kinds)) as EventCount[];
+    return this.db
+      .prepare('SELECT job, kind, host, n FROM event_counts WHERE kind IN (SELECT value FROM json_each(?))')
+      .all(JSON.stringify(kinds)) as EventCount[];
   }
 
   /** One file on one host: no replication, no failover (the tokens' epoch is always 0). */
   async readReplication(): Promise<ReplicationReport> {
     return {
-      mode: 'embedded', standbys: null, synchronousStandbys: null, synchronousStandbyNames: null,
-      synchronousCommit: null, timeline: null, fenceEpoch: 0, unchecked: [],
+      mode: 'embedded',
+      standbys: null,
+      synchronousStandbys: null,
+      synchronousStandbyNames: null,
+      synchronousCommit: null,
+      timeline: null,
+      fenceEpoch: 0,
+      unchecked: [],
     };
   }
 
   async readHostClocks(): Promise<HostClock[]> {
-    return (this.db.prepare('SELECT host, offset_ms, uncertainty_ms FROM hosts').all() as Array<{ host: string; offset_ms: number; uncertainty_ms: number }>)
-      .map((h) => ({ host: h.host, offsetMs: h.offset_ms, uncertaintyMs: h.uncertainty_ms }));
+    return (
+      this.db.prepare('SELECT host, offset_ms, uncertainty_ms FROM hosts').all() as Array<{
+        host: string;
+        offset_ms: number;
+        uncertainty_ms: number;
+      }>
+    ).map((h) => ({ host: h.host, offsetMs: h.offset_ms, uncertaintyMs: h.uncertainty_ms }));
   }
 
   async ping(): Promise<void> {

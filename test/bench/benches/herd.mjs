@@ -22,12 +22,27 @@
 // cores a herd of N takes at least N times that over 2.
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { BIN, FLOOR, NODE, cpuTimed, fileLines, interleave, logLines, parseStamp, sleep, stampCmd, start, stopProcess, waitFor } from '../lib/proc.mjs';
+import {
+  BIN,
+  FLOOR,
+  NODE,
+  cpuTimed,
+  fileLines,
+  interleave,
+  logLines,
+  parseStamp,
+  sleep,
+  stampCmd,
+  start,
+  stopProcess,
+  waitFor,
+} from '../lib/proc.mjs';
 import { rotate, summarize } from '../lib/stats.mjs';
 
 /** The issue's herd target, for a row's samples. */
 const within1500 = (xs) => ({ text: '<= 1500 ms', ok: xs.every((x) => x <= 1500) });
-const spawnNote = (acc) => `last exit from spawn ${acc.fromSpawn.map((x) => Math.round(x)).join(', ')} ms` +
+const spawnNote = (acc) =>
+  `last exit from spawn ${acc.fromSpawn.map((x) => Math.round(x)).join(', ')} ms` +
   (acc.bad.length ? `; problems: ${acc.bad.slice(0, 2).join(' | ')}` : '');
 
 export async function run(ctx) {
@@ -45,10 +60,12 @@ export async function run(ctx) {
       () => herdTrial(ctx, size, herd, leasejobCmd),
       () => herdTrial(ctx, size, floor, floorCmd, { leasejobFigures: false }),
       async () => base.fromSpawn.push(await baselineTrial(ctx, size)),
-      ...(pooledEnv ? [
-        () => herdTrial(ctx, size, herdPooled, leasejobCmd, { env: pooledEnv }),
-        () => herdTrial(ctx, size, floorPooled, floorCmd, { leasejobFigures: false, env: pooledEnv }),
-      ] : []),
+      ...(pooledEnv
+        ? [
+            () => herdTrial(ctx, size, herdPooled, leasejobCmd, { env: pooledEnv }),
+            () => herdTrial(ctx, size, floorPooled, floorCmd, { leasejobFigures: false, env: pooledEnv }),
+          ]
+        : []),
     ];
     for (let t = 0; t < trials; t++) {
       // Rotate which goes first, so none always runs right after another's tail.
@@ -58,47 +75,82 @@ export async function run(ctx) {
       }
     }
     if (pooledEnv) {
-      for (const [name, acc] of [[`N=${size} through pgbouncer: last non-winner exit after 1st acquisition`, herdPooled], [`N=${size} through pgbouncer: floor.cjs herd, same measure`, floorPooled]]) {
+      for (const [name, acc] of [
+        [`N=${size} through pgbouncer: last non-winner exit after 1st acquisition`, herdPooled],
+        [`N=${size} through pgbouncer: floor.cjs herd, same measure`, floorPooled],
+      ]) {
         ctx.report.add({
-          bench: 'herd', name, unit: 'ms', samples: acc.fromAcquire, target: within1500(acc.fromAcquire),
+          bench: 'herd',
+          name,
+          unit: 'ms',
+          samples: acc.fromAcquire,
+          target: within1500(acc.fromAcquire),
           note: `children per trial: ${acc.children.join(', ')}; ${spawnNote(acc)}`,
         });
       }
     }
     const okOne = herd.children.every((c) => c === 1);
     ctx.report.add({
-      bench: 'herd', name: `N=${size}: last exit from spawn`, unit: 'ms', samples: herd.fromSpawn,
+      bench: 'herd',
+      name: `N=${size}: last exit from spawn`,
+      unit: 'ms',
+      samples: herd.fromSpawn,
       baseline: { name: `${size}x node -e 0`, samples: base.fromSpawn },
     });
     ctx.report.add({
-      bench: 'herd', name: `N=${size}: last non-winner exit after 1st acquisition`, unit: 'ms', samples: herd.fromAcquire,
+      bench: 'herd',
+      name: `N=${size}: last non-winner exit after 1st acquisition`,
+      unit: 'ms',
+      samples: herd.fromAcquire,
       baseline: { name: `${size}x floor.cjs, same measure`, samples: floor.fromAcquire },
       ...(size >= 100 ? { target: within1500(herd.fromAcquire) } : {}),
       note: `floor herd: ${floor.children.join(', ')} children per trial; ${spawnNote(floor)}`,
     });
     // The floor held to the same target: whether any Node runner could meet it here.
     ctx.report.add({
-      bench: 'herd', name: `N=${size}: floor.cjs herd, same measure`, unit: 'ms', samples: floor.fromAcquire,
+      bench: 'herd',
+      name: `N=${size}: floor.cjs herd, same measure`,
+      unit: 'ms',
+      samples: floor.fromAcquire,
       ...(size >= 100 ? { target: within1500(floor.fromAcquire) } : {}),
     });
     ctx.report.add({
-      bench: 'herd', name: `N=${size}: slowest non-winner, 1st log line -> exit`, unit: 'ms', samples: herd.decideMax,
+      bench: 'herd',
+      name: `N=${size}: slowest non-winner, 1st log line -> exit`,
+      unit: 'ms',
+      samples: herd.decideMax,
       note: `the lease work alone (connect, acquire, busy-skip event, exit) once the process has loaded; median contender per trial: ${herd.decideMedian.map((x) => Math.round(x)).join(', ')} ms`,
     });
     ctx.report.add({
-      bench: 'herd', name: `N=${size}: children started per trial`, unit: 'count', samples: herd.children,
+      bench: 'herd',
+      name: `N=${size}: children started per trial`,
+      unit: 'count',
+      samples: herd.children,
       target: { text: 'exactly 1', ok: okOne && herd.children.length === trials },
-      note: `busy-skip events per trial: ${herd.skips.join(', ')} (expected ${size - 1}); median exit from spawn per trial: ${herd.medianFromSpawn.map((x) => Math.round(x)).join(', ')} ms` +
+      note:
+        `busy-skip events per trial: ${herd.skips.join(', ')} (expected ${size - 1}); median exit from spawn per trial: ${herd.medianFromSpawn.map((x) => Math.round(x)).join(', ')} ms` +
         (herd.bad.length ? `; problems: ${herd.bad.slice(0, 3).join(' | ')}` : ''),
     });
   }
 }
 
 function newAcc() {
-  return { fromSpawn: [], fromAcquire: [], medianFromSpawn: [], decideMax: [], decideMedian: [], children: [], skips: [], bad: [] };
+  return {
+    fromSpawn: [],
+    fromAcquire: [],
+    medianFromSpawn: [],
+    decideMax: [],
+    decideMedian: [],
+    children: [],
+    skips: [],
+    bad: [],
+  };
 }
 
-const leasejobCmd = (ctx, job, child) => [NODE, [BIN, 'run', '--name', job, '--schema', ctx.schema, '--window', 'w1', '--', ...child]];
+const leasejobCmd = (ctx, job, child) => [
+  NODE,
+  [BIN, 'run', '--name', job, '--schema', ctx.schema, '--window', 'w1', '--', ...child],
+];
 const floorCmd = (ctx, job, child) => [NODE, [FLOOR, ctx.schema, job, 'w1', '--', ...child]];
 
 /**
@@ -136,9 +188,15 @@ async function herdTrial(ctx, size, acc, command, { leasejobFigures = true, env 
   const results = await Promise.all(procs.map((p) => p.done));
   const stamps = fileLines(stampFile).map(parseStamp);
   acc.children.push(stamps.length);
-  const nonWinners = procs.filter((p) => p.pid !== winnerPid).map((p) => exits.get(p.pid)).filter(Boolean);
+  const nonWinners = procs
+    .filter((p) => p.pid !== winnerPid)
+    .map((p) => exits.get(p.pid))
+    .filter(Boolean);
   const bad = results.filter((r) => r.code !== 0);
-  if (bad.length) acc.bad.push(`${bad.length} exited non-zero, e.g. ${bad[0].code}: ${bad[0].stderr.split('\n').filter(Boolean).slice(-1)[0]?.slice(0, 200)}`);
+  if (bad.length)
+    acc.bad.push(
+      `${bad.length} exited non-zero, e.g. ${bad[0].code}: ${bad[0].stderr.split('\n').filter(Boolean).slice(-1)[0]?.slice(0, 200)}`,
+    );
   const lastExit = Math.max(...nonWinners.map((r) => r.wallEnd));
   acc.fromSpawn.push(lastExit - spawnWall);
   const lease = await ctx.admin.query(`SELECT acquired_at FROM "${ctx.schema}".leases WHERE name = $1`, [job]);
@@ -154,7 +212,10 @@ async function herdTrial(ctx, size, acc, command, { leasejobFigures = true, env 
   const ds = summarize(decide);
   acc.decideMax.push(ds.max);
   acc.decideMedian.push(ds.median);
-  const skips = await ctx.admin.query(`SELECT count(*)::int AS n FROM "${ctx.schema}".events WHERE job = $1 AND kind = 'busy-skip'`, [job]);
+  const skips = await ctx.admin.query(
+    `SELECT count(*)::int AS n FROM "${ctx.schema}".events WHERE job = $1 AND kind = 'busy-skip'`,
+    [job],
+  );
   acc.skips.push(skips.rows[0].n);
 }
 
@@ -172,11 +233,18 @@ async function cpuPerContender(ctx) {
   const floorJob = ctx.uid('cpufloor');
   // The owners: each holds its job's window with a child that lives as long as its runner.
   const untilParentGone = ['sh', '-c', 'while kill -0 "$PPID" 2>/dev/null; do sleep 0.1; done'];
-  const holders = [start(...leasejobCmd(ctx, job, untilParentGone), { env: ctx.env }), start(...floorCmd(ctx, floorJob, untilParentGone), { env: ctx.env })];
+  const holders = [
+    start(...leasejobCmd(ctx, job, untilParentGone), { env: ctx.env }),
+    start(...floorCmd(ctx, floorJob, untilParentGone), { env: ctx.env }),
+  ];
   try {
     for (const name of [job, floorJob]) {
-      await waitFor(async () => (await ctx.admin.query(`SELECT 1 FROM "${ctx.schema}".leases WHERE name = $1 AND expires_at > now()`, [name])).rows.length > 0,
-        { timeoutMs: 30_000, what: `${name} held` });
+      await waitFor(
+        async () =>
+          (await ctx.admin.query(`SELECT 1 FROM "${ctx.schema}".leases WHERE name = $1 AND expires_at > now()`, [name]))
+            .rows.length > 0,
+        { timeoutMs: 30_000, what: `${name} held` },
+      );
     }
     const contenders = [
       { name: 'leasejob run, busy', cmd: leasejobCmd(ctx, job, ['true']) },
@@ -185,12 +253,20 @@ async function cpuPerContender(ctx) {
     ];
     const { samples, failed } = await interleave(contenders, n, (c) => cpuTimed(...c.cmd, { env: ctx.env }));
     ctx.report.add({
-      bench: 'herd', name: 'CPU per busy contender (user+sys)', unit: 'ms', samples: samples['leasejob run, busy'],
+      bench: 'herd',
+      name: 'CPU per busy contender (user+sys)',
+      unit: 'ms',
+      samples: samples['leasejob run, busy'],
       baseline: { name: 'floor.cjs, busy', samples: samples['floor.cjs, busy'] },
-      note: `one at a time, facing a live owner; node -e 0: ${Math.round(summarize(samples['node -e 0']).median)} ms` + (failed.length ? `; ${failed.length} non-zero exits` : ''),
+      note:
+        `one at a time, facing a live owner; node -e 0: ${Math.round(summarize(samples['node -e 0']).median)} ms` +
+        (failed.length ? `; ${failed.length} non-zero exits` : ''),
     });
     ctx.report.add({
-      bench: 'herd', name: 'CPU per busy floor.cjs contender (user+sys)', unit: 'ms', samples: samples['floor.cjs, busy'],
+      bench: 'herd',
+      name: 'CPU per busy floor.cjs contender (user+sys)',
+      unit: 'ms',
+      samples: samples['floor.cjs, busy'],
       baseline: { name: 'node -e 0', samples: samples['node -e 0'] },
     });
   } finally {

@@ -39,7 +39,17 @@ export async function run(ctx) {
   const busyJob = ctx.uid('insbusy');
   const floorBusyJob = ctx.uid('insbusyfloor');
   let w = 0;
-  const runArgs = (name, window) => [BIN, 'run', '--name', name, '--schema', ctx.schema, ...(window ? ['--window', window] : []), '--', 'true'];
+  const runArgs = (name, window) => [
+    BIN,
+    'run',
+    '--name',
+    name,
+    '--schema',
+    ctx.schema,
+    ...(window ? ['--window', window] : []),
+    '--',
+    'true',
+  ];
   const floorArgs = (name, window) => [FLOOR, ctx.schema, name, window, '--', 'true'];
   // Warm the code cache with ordinary runs (a busy contender takes another path through it).
   for (const args of [runArgs(job, 'warm1'), runArgs(job, 'warm2')]) await timed(NODE, args, { env: ctx.env });
@@ -47,13 +57,19 @@ export async function run(ctx) {
   // The owners the busy contenders face: each holds its job with a child that lives as long as its runner.
   const untilParentGone = ['sh', '-c', 'while kill -0 "$PPID" 2>/dev/null; do sleep 0.1; done'];
   const holders = [
-    start(NODE, [BIN, 'run', '--name', busyJob, '--schema', ctx.schema, '--ttl', '10m', '--', ...untilParentGone], { env: ctx.env }),
+    start(NODE, [BIN, 'run', '--name', busyJob, '--schema', ctx.schema, '--ttl', '10m', '--', ...untilParentGone], {
+      env: ctx.env,
+    }),
     start(NODE, [FLOOR, ctx.schema, floorBusyJob, '', '--', ...untilParentGone], { env: ctx.env }),
   ];
   try {
     for (const name of [busyJob, floorBusyJob]) {
-      await waitFor(async () => (await ctx.admin.query(`SELECT 1 FROM "${ctx.schema}".leases WHERE name = $1 AND expires_at > now()`, [name])).rows.length > 0,
-        { timeoutMs: 30_000, what: `${name} held` });
+      await waitFor(
+        async () =>
+          (await ctx.admin.query(`SELECT 1 FROM "${ctx.schema}".leases WHERE name = $1 AND expires_at > now()`, [name]))
+            .rows.length > 0,
+        { timeoutMs: 30_000, what: `${name} held` },
+      );
     }
     for (let i = 0; i < 2; i++) await timed(NODE, runArgs(busyJob), { env: ctx.env });
 
@@ -76,7 +92,10 @@ export async function run(ctx) {
     ];
     for (const [name, s, base] of rows) {
       ctx.report.add({
-        bench: 'instructions', name, unit: 'Minstr', samples: samples[s],
+        bench: 'instructions',
+        name,
+        unit: 'Minstr',
+        samples: samples[s],
         baseline: { name: base, samples: samples[base] },
         note: spreadNote,
       });

@@ -34,7 +34,17 @@ export async function run(ctx) {
   const api = await monitorApi(ctx, schema);
   const exporter = await startExporter(ctx, schema);
   const n = ctx.n(15, 3);
-  const s = { statusCli: [], statusJson: [], statusEmpty: [], read: [], readServer: [], scrape: [], http: [], page: [], search: [] };
+  const s = {
+    statusCli: [],
+    statusJson: [],
+    statusEmpty: [],
+    read: [],
+    readServer: [],
+    scrape: [],
+    http: [],
+    page: [],
+    search: [],
+  };
   const info = { statusBytes: 0, statusJsonBytes: 0, metricsBytes: 0, series: 0, cold: {} };
   const errors = [];
   // stdout to a regular file: a pipe would time how fast we drain it (and see the output cut
@@ -102,58 +112,119 @@ export async function run(ctx) {
       const res = await fetch(exporter.url);
       const body = await res.text();
       s.http.push(performance.now() - tt);
-      if (res.status !== 200 || !body.includes('leasejob_up 1')) errors.push(`GET /metrics: ${res.status}, up=${/leasejob_up (\d)/.exec(body)?.[1]}`);
+      if (res.status !== 200 || !body.includes('leasejob_up 1'))
+        errors.push(`GET /metrics: ${res.status}, up=${/leasejob_up (\d)/.exec(body)?.[1]}`);
     },
     async () => {
       if (!exporter.url) return;
-      for (const [samples, query, expect] of [[s.page, '', `of ${jobs}<`], [s.search, '?q=job-77', 'matching']]) {
+      for (const [samples, query, expect] of [
+        [s.page, '', `of ${jobs}<`],
+        [s.search, '?q=job-77', 'matching'],
+      ]) {
         const tt = performance.now();
         const res = await fetch(new URL(`/${query}`, exporter.url));
         const body = await res.text();
         samples.push(performance.now() - tt);
         info.pageBytes = query ? info.pageBytes : body.length;
-        if (res.status !== 200 || !body.includes(expect)) errors.push(`GET /${query}: ${res.status}, ${body.length} bytes`);
+        if (res.status !== 200 || !body.includes(expect))
+          errors.push(`GET /${query}: ${res.status}, ${body.length} bytes`);
       }
     },
   ];
   for (let i = 0; i < n; i++) for (const step of rotate(steps, i)) await step();
   // Into a pipe, as in `leasejob status | grep x` or `status --json | jq`: is it all there?
   const piped = [];
-  for (const [args, fileBytes] of [[['--schema', schema], info.statusBytes], [['--schema', schema, '--json'], info.statusJsonBytes]]) {
+  for (const [args, fileBytes] of [
+    [['--schema', schema], info.statusBytes],
+    [['--schema', schema, '--json'], info.statusJsonBytes],
+  ]) {
     const r = await timed(NODE, [BIN, 'status', ...args], { env: ctx.env, stdout: true });
     piped.push({ args: args.slice(2).join(' ') || '(table)', pipeBytes: r.stdout.length, fileBytes });
   }
   const cut = piped.filter((p) => p.pipeBytes < p.fileBytes);
   if (cut.length) {
-    ctx.report.note(`monitor: status output into a pipe is cut short: ${cut.map((p) => `${p.args} ${p.pipeBytes} of ${p.fileBytes} bytes`).join(', ')} (the process exits before stdout drains)`);
+    ctx.report.note(
+      `monitor: status output into a pipe is cut short: ${cut.map((p) => `${p.args} ${p.pipeBytes} of ${p.fileBytes} bytes`).join(', ')} (the process exits before stdout drains)`,
+    );
   }
   await exporter.stop();
   await api.close();
 
   const lt300 = (xs) => ({ text: '< 300 ms', ok: xs.length > 0 && summarize(xs).median < 300 });
   const rep = ctx.report;
-  rep.add({ bench: 'monitor', name: `status CLI, ${label} (table)`, unit: 'ms', samples: s.statusCli, baseline: { name: 'status CLI, empty schema', samples: s.statusEmpty }, target: lt300(s.statusCli), note: `${Math.round(info.statusBytes / 1024)} KiB of output; seeded in ${(seedMs / 1000).toFixed(1)} s` });
-  rep.add({ bench: 'monitor', name: `status --json CLI, ${label}`, unit: 'ms', samples: s.statusJson, baseline: { name: 'status CLI, empty schema', samples: s.statusEmpty }, target: lt300(s.statusJson), note: `${Math.round(info.statusJsonBytes / 1024)} KiB of output` });
   rep.add({
-    bench: 'monitor', name: `readJobStates in-process, ${label}`, unit: 'ms', samples: s.read,
-    ...(s.readServer.length ? { baseline: { name: 'its SQL, server exec time', samples: s.readServer } } : {}),
-    target: lt300(s.read), note: `cold first call ${Math.round(info.cold.readJobStatesMs)} ms (store API)`,
+    bench: 'monitor',
+    name: `status CLI, ${label} (table)`,
+    unit: 'ms',
+    samples: s.statusCli,
+    baseline: { name: 'status CLI, empty schema', samples: s.statusEmpty },
+    target: lt300(s.statusCli),
+    note: `${Math.round(info.statusBytes / 1024)} KiB of output; seeded in ${(seedMs / 1000).toFixed(1)} s`,
   });
   rep.add({
-    bench: 'monitor', name: `Exporter.scrape() in-process, ${label}`, unit: 'ms', samples: s.scrape,
-    baseline: { name: 'readJobStates', samples: s.read }, target: lt300(s.scrape),
+    bench: 'monitor',
+    name: `status --json CLI, ${label}`,
+    unit: 'ms',
+    samples: s.statusJson,
+    baseline: { name: 'status CLI, empty schema', samples: s.statusEmpty },
+    target: lt300(s.statusJson),
+    note: `${Math.round(info.statusJsonBytes / 1024)} KiB of output`,
+  });
+  rep.add({
+    bench: 'monitor',
+    name: `readJobStates in-process, ${label}`,
+    unit: 'ms',
+    samples: s.read,
+    ...(s.readServer.length ? { baseline: { name: 'its SQL, server exec time', samples: s.readServer } } : {}),
+    target: lt300(s.read),
+    note: `cold first call ${Math.round(info.cold.readJobStatesMs)} ms (store API)`,
+  });
+  rep.add({
+    bench: 'monitor',
+    name: `Exporter.scrape() in-process, ${label}`,
+    unit: 'ms',
+    samples: s.scrape,
+    baseline: { name: 'readJobStates', samples: s.read },
+    target: lt300(s.scrape),
     note: `cold first scrape ${Math.round(info.cold.scrapeMs)} ms; ${info.series} series, ${(info.metricsBytes / 2 ** 20).toFixed(1)} MiB of text`,
   });
   if (s.http.length) {
-    rep.add({ bench: 'monitor', name: `GET /metrics (leasejob exporter), ${label}`, unit: 'ms', samples: s.http, baseline: { name: 'Exporter.scrape() in-process', samples: s.scrape }, target: lt300(s.http) });
-    rep.add({ bench: 'monitor', name: `GET / status page (100 of ${label})`, unit: 'ms', samples: s.page, baseline: { name: 'GET /metrics', samples: s.http }, target: lt300(s.page), note: `${Math.round((info.pageBytes ?? 0) / 1024)} KiB of HTML` });
-    rep.add({ bench: 'monitor', name: `GET /?q= status page search, ${label}`, unit: 'ms', samples: s.search, baseline: { name: 'GET /metrics', samples: s.http }, target: lt300(s.search) });
+    rep.add({
+      bench: 'monitor',
+      name: `GET /metrics (leasejob exporter), ${label}`,
+      unit: 'ms',
+      samples: s.http,
+      baseline: { name: 'Exporter.scrape() in-process', samples: s.scrape },
+      target: lt300(s.http),
+    });
+    rep.add({
+      bench: 'monitor',
+      name: `GET / status page (100 of ${label})`,
+      unit: 'ms',
+      samples: s.page,
+      baseline: { name: 'GET /metrics', samples: s.http },
+      target: lt300(s.page),
+      note: `${Math.round((info.pageBytes ?? 0) / 1024)} KiB of HTML`,
+    });
+    rep.add({
+      bench: 'monitor',
+      name: `GET /?q= status page search, ${label}`,
+      unit: 'ms',
+      samples: s.search,
+      baseline: { name: 'GET /metrics', samples: s.http },
+      target: lt300(s.search),
+    });
   } else {
     rep.note(`monitor: GET /metrics not measured: ${exporter.note}`);
   }
   if (errors.length) {
     const kinds = [...new Set(errors.map((e) => e.replace(/\d+/g, 'N')))];
-    rep.note(`monitor: ${errors.length} problems (${kinds.length} kinds), e.g. ${kinds.map((k) => errors.find((e) => e.replace(/\d+/g, 'N') === k)).slice(0, 4).join(' | ')}`);
+    rep.note(
+      `monitor: ${errors.length} problems (${kinds.length} kinds), e.g. ${kinds
+        .map((k) => errors.find((e) => e.replace(/\d+/g, 'N') === k))
+        .slice(0, 4)
+        .join(' | ')}`,
+    );
   }
 }
 
@@ -187,7 +258,10 @@ async function startExporter(ctx, schema) {
   const p = start(NODE, [BIN, 'exporter', '--schema', schema, '--port', '0', '--host', '127.0.0.1'], { env: ctx.env });
   const stop = () => stopProcess(p.child, 5_000);
   try {
-    const line = await waitFor(() => logLines(p.stderr()).find((l) => l.msg === 'exporter listening' && l.port), { timeoutMs: 15_000, what: 'exporter to listen' });
+    const line = await waitFor(() => logLines(p.stderr()).find((l) => l.msg === 'exporter listening' && l.port), {
+      timeoutMs: 15_000,
+      what: 'exporter to listen',
+    });
     return { url: `http://127.0.0.1:${line.port}/metrics`, stop };
   } catch (err) {
     await stop();

@@ -16,14 +16,45 @@ export async function run(ctx) {
   const childMs = 3500;
   const runner = () => {
     const stamp = path.join(ctx.tmp, `${job}-${++w}.stamp`);
-    const p = start(NODE, [BIN, 'run', '--name', job, '--schema', ctx.schema, '--ttl', '3s', '--kill-grace', '500ms', '--window', `r${w}`, '--',
-      'sh', '-c', `${stampCmd(stamp)}; sleep ${childMs / 1000}`], { env: ctx.env });
+    const p = start(
+      NODE,
+      [
+        BIN,
+        'run',
+        '--name',
+        job,
+        '--schema',
+        ctx.schema,
+        '--ttl',
+        '3s',
+        '--kill-grace',
+        '500ms',
+        '--window',
+        `r${w}`,
+        '--',
+        'sh',
+        '-c',
+        `${stampCmd(stamp)}; sleep ${childMs / 1000}`,
+      ],
+      { env: ctx.env },
+    );
     return { p, childPid: () => readStamp(stamp)?.pid };
   };
   const contenders = [
     { name: 'runner', start: runner },
-    { name: 'node idle', start: () => ({ p: start(NODE, ['-e', `setTimeout(() => {}, ${childMs})`], { env: ctx.env }) }) },
-    { name: 'node + run path loaded, idle', start: () => ({ p: start(NODE, [IMPORT_TIME, 'dist/cli/main.js', 'dist/cli/commands/run.js'], { env: { ...ctx.env, BENCH_HOLD_MS: String(childMs) }, stdout: true }) }) },
+    {
+      name: 'node idle',
+      start: () => ({ p: start(NODE, ['-e', `setTimeout(() => {}, ${childMs})`], { env: ctx.env }) }),
+    },
+    {
+      name: 'node + run path loaded, idle',
+      start: () => ({
+        p: start(NODE, [IMPORT_TIME, 'dist/cli/main.js', 'dist/cli/commands/run.js'], {
+          env: { ...ctx.env, BENCH_HOLD_MS: String(childMs) },
+          stdout: true,
+        }),
+      }),
+    },
   ];
   const peak = Object.fromEntries(contenders.map((c) => [c.name, []]));
   const runnerMaxRss = [];
@@ -54,13 +85,19 @@ export async function run(ctx) {
   }
   const runnerPeak = peak.runner;
   ctx.report.add({
-    bench: 'rss', name: 'runner VmHWM while child runs', unit: 'MB', samples: runnerPeak,
+    bench: 'rss',
+    name: 'runner VmHWM while child runs',
+    unit: 'MB',
+    samples: runnerPeak,
     baseline: { name: 'node idle', samples: peak['node idle'] },
     target: { text: '<= 70 MB', ok: runnerPeak.length > 0 && runnerPeak.every((x) => x <= 70) },
     note: `max VmRSS seen over the whole runner process (incl. finish): ${runnerMaxRss.map((x) => x.toFixed(1)).join(', ')} MB`,
   });
   ctx.report.add({
-    bench: 'rss', name: 'runner VmHWM while child runs', unit: 'MB', samples: runnerPeak,
+    bench: 'rss',
+    name: 'runner VmHWM while child runs',
+    unit: 'MB',
+    samples: runnerPeak,
     baseline: { name: 'run path loaded, idle', samples: peak['node + run path loaded, idle'] },
   });
   if (failures.length) ctx.report.note(`rss: ${failures.slice(0, 3).join(' | ')}`);

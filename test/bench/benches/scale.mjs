@@ -27,15 +27,30 @@ export async function run(ctx) {
   await ctx.migrate(big);
   await ctx.migrate(empty);
   let t = performance.now();
-  const seeded = await seedHistory(ctx.admin, big, { jobs, events: Math.round(10_000_000 * factor), windows: Math.round(2_000_000 * factor) });
+  const seeded = await seedHistory(ctx.admin, big, {
+    jobs,
+    events: Math.round(10_000_000 * factor),
+    windows: Math.round(2_000_000 * factor),
+  });
   const seedMs = performance.now() - t;
-  ctx.log(`seeded ${seeded.jobs} jobs, ${seeded.events} events, ${seeded.windows} windows in ${(seedMs / 1000).toFixed(1)} s`);
+  ctx.log(
+    `seeded ${seeded.jobs} jobs, ${seeded.events} events, ${seeded.windows} windows in ${(seedMs / 1000).toFixed(1)} s`,
+  );
   await seedHistory(ctx.admin, empty, { jobs, events: 5 * jobs, windows: jobs });
   const label = `${seeded.events / 1e6}M events, ${seeded.windows / 1e6}M windows`;
 
   const api = await storeApi(ctx);
   const n = ctx.n(10, 3);
-  const s = { runBig: [], runEmpty: [], statusBig: [], statusEmpty: [], checkBig: [], checkEmpty: [], scrapeBig: [], scrapeEmpty: [] };
+  const s = {
+    runBig: [],
+    runEmpty: [],
+    statusBig: [],
+    statusEmpty: [],
+    checkBig: [],
+    checkEmpty: [],
+    scrapeBig: [],
+    scrapeEmpty: [],
+  };
   const errors = [];
   const outFile = path.join(ctx.tmp, 'scale.out');
   const cli = async (args, into, okCodes = [0]) => {
@@ -45,8 +60,13 @@ export async function run(ctx) {
   };
   let w = 0;
   const steps = [];
-  for (const [schema, key] of [[big, 'Big'], [empty, 'Empty']]) {
-    steps.push(async () => cli(['run', '--schema', schema, '--name', 'job-17', '--window', `bench-${++w}`, '--', 'true'], s[`run${key}`]));
+  for (const [schema, key] of [
+    [big, 'Big'],
+    [empty, 'Empty'],
+  ]) {
+    steps.push(async () =>
+      cli(['run', '--schema', schema, '--name', 'job-17', '--window', `bench-${++w}`, '--', 'true'], s[`run${key}`]),
+    );
     steps.push(async () => cli(['status', '--schema', schema], s[`status${key}`]));
     // check judges due windows; the seeded ones are a minute old: 0 or 2 both answer.
     steps.push(async () => cli(['check', '--all', '--schema', schema], s[`check${key}`], [0, 1, 2]));
@@ -58,20 +78,55 @@ export async function run(ctx) {
   }
   for (let i = 0; i < n; i++) for (const step of rotate(steps, i)) await step();
 
-  const within = (a, b) => ({ text: '≤ 1.2 × no history', ok: a.length > 0 && b.length > 0 && summarize(a).median <= 1.2 * summarize(b).median });
+  const within = (a, b) => ({
+    text: '≤ 1.2 × no history',
+    ok: a.length > 0 && b.length > 0 && summarize(a).median <= 1.2 * summarize(b).median,
+  });
   const rep = ctx.report;
   const noHist = '10k jobs, no history';
-  rep.add({ bench: 'scale', name: `run -- true, 10k jobs, ${label}`, unit: 'ms', samples: s.runBig, baseline: { name: noHist, samples: s.runEmpty }, target: within(s.runBig, s.runEmpty), note: `seeded in ${(seedMs / 1000).toFixed(0)} s` });
-  rep.add({ bench: 'scale', name: `status CLI, 10k jobs, ${label}`, unit: 'ms', samples: s.statusBig, baseline: { name: noHist, samples: s.statusEmpty }, target: within(s.statusBig, s.statusEmpty) });
-  rep.add({ bench: 'scale', name: `check --all CLI, 10k jobs, ${label}`, unit: 'ms', samples: s.checkBig, baseline: { name: noHist, samples: s.checkEmpty }, target: within(s.checkBig, s.checkEmpty) });
-  rep.add({ bench: 'scale', name: `Exporter.scrape() in-process, 10k jobs, ${label}`, unit: 'ms', samples: s.scrapeBig, baseline: { name: noHist, samples: s.scrapeEmpty }, target: within(s.scrapeBig, s.scrapeEmpty) });
+  rep.add({
+    bench: 'scale',
+    name: `run -- true, 10k jobs, ${label}`,
+    unit: 'ms',
+    samples: s.runBig,
+    baseline: { name: noHist, samples: s.runEmpty },
+    target: within(s.runBig, s.runEmpty),
+    note: `seeded in ${(seedMs / 1000).toFixed(0)} s`,
+  });
+  rep.add({
+    bench: 'scale',
+    name: `status CLI, 10k jobs, ${label}`,
+    unit: 'ms',
+    samples: s.statusBig,
+    baseline: { name: noHist, samples: s.statusEmpty },
+    target: within(s.statusBig, s.statusEmpty),
+  });
+  rep.add({
+    bench: 'scale',
+    name: `check --all CLI, 10k jobs, ${label}`,
+    unit: 'ms',
+    samples: s.checkBig,
+    baseline: { name: noHist, samples: s.checkEmpty },
+    target: within(s.checkBig, s.checkEmpty),
+  });
+  rep.add({
+    bench: 'scale',
+    name: `Exporter.scrape() in-process, 10k jobs, ${label}`,
+    unit: 'ms',
+    samples: s.scrapeBig,
+    baseline: { name: noHist, samples: s.scrapeEmpty },
+    target: within(s.scrapeBig, s.scrapeEmpty),
+  });
 
   // 2. Prune to 30 days with cycles running on jobs it prunes.
   const before = await cycleLoop(ctx, big, 'job-', 4, () => false, 3_000);
   let pruning = true;
   const during = cycleLoop(ctx, big, 'job-', 4, () => !pruning);
   t = performance.now();
-  const pr = await timed(NODE, [BIN, 'prune', '--schema', big, '--older-than', '30d'], { env: ctx.env, stdoutFile: outFile });
+  const pr = await timed(NODE, [BIN, 'prune', '--schema', big, '--older-than', '30d'], {
+    env: ctx.env,
+    stdoutFile: outFile,
+  });
   const pruneMs = performance.now() - t;
   pruning = false;
   const cycles = await during;
@@ -81,13 +136,24 @@ export async function run(ctx) {
   const evs = Number(/^events: +(\d+)/m.exec(summary)?.[1] ?? NaN);
   const wins = Number(/^windows: +(\d+)/m.exec(summary)?.[1] ?? NaN);
   rep.add({
-    bench: 'scale', name: 'prune --older-than 30d, rows/s', unit: 'rows/s', samples: [Math.round((rows * 1000) / pruneMs)],
+    bench: 'scale',
+    name: 'prune --older-than 30d, rows/s',
+    unit: 'rows/s',
+    samples: [Math.round((rows * 1000) / pruneMs)],
     note: `${evs} events + ${wins} windows in ${(pruneMs / 1000).toFixed(1)} s (CLI, end to end)`,
   });
   rep.add({
-    bench: 'scale', name: 'acquire+finish cycle while prune runs (slowest = longest wait)', unit: 'ms', samples: cycles.ms,
+    bench: 'scale',
+    name: 'acquire+finish cycle while prune runs (slowest = longest wait)',
+    unit: 'ms',
+    samples: cycles.ms,
     baseline: { name: 'the same cycles before prune', samples: before.ms },
-    note: `slowest ${Math.round(Math.max(...cycles.ms))} ms (before: ${Math.round(Math.max(...before.ms))} ms), p99 ${Math.round(quantile([...cycles.ms].sort((a, b) => a - b), 0.99))} ms, ${cycles.ms.length} cycles, ${cycles.errors} errors`,
+    note: `slowest ${Math.round(Math.max(...cycles.ms))} ms (before: ${Math.round(Math.max(...before.ms))} ms), p99 ${Math.round(
+      quantile(
+        [...cycles.ms].sort((a, b) => a - b),
+        0.99,
+      ),
+    )} ms, ${cycles.ms.length} cycles, ${cycles.errors} errors`,
   });
 
   // 3. Capacity.
@@ -96,7 +162,10 @@ export async function run(ctx) {
     const perSec = (r.ms.length * 1000) / r.elapsedMs;
     const sorted = [...r.ms].sort((a, b) => a - b);
     rep.add({
-      bench: 'scale', name: `capacity: acquire+finish, ${clients} client(s)`, unit: 'ms', samples: r.ms,
+      bench: 'scale',
+      name: `capacity: acquire+finish, ${clients} client(s)`,
+      unit: 'ms',
+      samples: r.ms,
       note: `${Math.round(perSec)} cycles/s (${Math.round(perSec * 60).toLocaleString('en-US')} one-minute jobs), p50 ${quantile(sorted, 0.5).toFixed(1)} ms, p99 ${quantile(sorted, 0.99).toFixed(1)} ms, ${r.errors} errors`,
     });
   }
@@ -114,29 +183,41 @@ async function cycleLoop(ctx, schema, prefix, clients, stop, durationMs = Infini
   const ms = [];
   let errors = 0;
   const started = performance.now();
-  await Promise.all(Array.from({ length: clients }, async (_, c) => {
-    const client = new pg.Client({ connectionString: ctx.url });
-    await client.connect();
-    const job = `${prefix}${c + 1}`;
-    const owner = `bench:${process.pid}:${c}`;
-    try {
-      for (let k = 0; !stop() && performance.now() - started < durationMs; k++) {
-        const window = `cycle-${process.pid}-${c}-${k}-${Math.random().toString(16).slice(2, 8)}`;
-        const t = performance.now();
-        try {
-          const a = (await client.query(`SELECT * FROM ${s}.acquire($1, $2, 90000, 30000, $3, now(), false, NULL, now(), NULL, 500)`, [job, owner, window])).rows[0];
-          if (a.outcome === 'acquired') {
-            await client.query(`SELECT * FROM ${s}.finish($1, $2, $3, $4, 'completed', 0, now(), '{}')`, [job, owner, a.generation, window]);
-          } else errors++;
-          ms.push(performance.now() - t);
-        } catch {
-          errors++;
+  await Promise.all(
+    Array.from({ length: clients }, async (_, c) => {
+      const client = new pg.Client({ connectionString: ctx.url });
+      await client.connect();
+      const job = `${prefix}${c + 1}`;
+      const owner = `bench:${process.pid}:${c}`;
+      try {
+        for (let k = 0; !stop() && performance.now() - started < durationMs; k++) {
+          const window = `cycle-${process.pid}-${c}-${k}-${Math.random().toString(16).slice(2, 8)}`;
+          const t = performance.now();
+          try {
+            const a = (
+              await client.query(
+                `SELECT * FROM ${s}.acquire($1, $2, 90000, 30000, $3, now(), false, NULL, now(), NULL, 500)`,
+                [job, owner, window],
+              )
+            ).rows[0];
+            if (a.outcome === 'acquired') {
+              await client.query(`SELECT * FROM ${s}.finish($1, $2, $3, $4, 'completed', 0, now(), '{}')`, [
+                job,
+                owner,
+                a.generation,
+                window,
+              ]);
+            } else errors++;
+            ms.push(performance.now() - t);
+          } catch {
+            errors++;
+          }
         }
+      } finally {
+        await client.end();
       }
-    } finally {
-      await client.end();
-    }
-  }));
+    }),
+  );
   return { ms, errors, elapsedMs: performance.now() - started };
 }
 

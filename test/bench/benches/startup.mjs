@@ -16,13 +16,37 @@ import { rotate, summarize, fmt } from '../lib/stats.mjs';
 const IMPORT_TIME = path.join(BENCH_DIR, 'fixtures', 'import-time.mjs');
 // What `leasejob run` loads, in the order it loads it (bin -> cli -> commands/run).
 const RUN_PATH = ['commander', 'dist/cli/main.js', 'pg', 'pino', 'luxon', 'cron-parser', 'dist/cli/commands/run.js'];
-const ISOLATED = ['commander', 'pg', 'pino', 'luxon', 'cron-parser', 'execa', 'prom-client', 'dist/errors.js', 'dist/cli/main.js', 'dist/cli/commands/run.js'];
+const ISOLATED = [
+  'commander',
+  'pg',
+  'pino',
+  'luxon',
+  'cron-parser',
+  'execa',
+  'prom-client',
+  'dist/errors.js',
+  'dist/cli/main.js',
+  'dist/cli/commands/run.js',
+];
 
 export async function run(ctx) {
   const n = ctx.n(20, 2);
   const job = ctx.uid('start');
   let w = 0;
-  const runArgs = (level = 'debug') => [BIN, 'run', '--name', job, '--schema', ctx.schema, '--log-level', level, '--window', `w${++w}`, '--', 'true'];
+  const runArgs = (level = 'debug') => [
+    BIN,
+    'run',
+    '--name',
+    job,
+    '--schema',
+    ctx.schema,
+    '--log-level',
+    level,
+    '--window',
+    `w${++w}`,
+    '--',
+    'true',
+  ];
 
   const contenders = [
     { name: 'node -e 0', args: () => ['-e', '0'] },
@@ -30,27 +54,53 @@ export async function run(ctx) {
     { name: 'leasejob run --help', args: () => [BIN, 'run', '--help'], stdout: true },
     { name: 'leasejob run -- true', args: () => runArgs() },
     { name: 'leasejob run -- true, no code cache', args: () => runArgs(), env: { LEASEJOB_COMPILE_CACHE: 'off' } },
-    { name: 'load run path only', args: () => [IMPORT_TIME, 'dist/cli/main.js', 'dist/cli/commands/run.js'], stdout: true },
+    {
+      name: 'load run path only',
+      args: () => [IMPORT_TIME, 'dist/cli/main.js', 'dist/cli/commands/run.js'],
+      stdout: true,
+    },
     // What a CA bundle in NODE_EXTRA_CA_CERTS adds to every start (see run.mjs), when one was set.
-    ...(ctx.extraCaCerts ? [
-      { name: 'node -e 0, NODE_EXTRA_CA_CERTS set', args: () => ['-e', '0'], env: { NODE_EXTRA_CA_CERTS: ctx.extraCaCerts } },
-      { name: 'leasejob run -- true, NODE_EXTRA_CA_CERTS set', args: () => runArgs(), env: { NODE_EXTRA_CA_CERTS: ctx.extraCaCerts } },
-    ] : []),
+    ...(ctx.extraCaCerts
+      ? [
+          {
+            name: 'node -e 0, NODE_EXTRA_CA_CERTS set',
+            args: () => ['-e', '0'],
+            env: { NODE_EXTRA_CA_CERTS: ctx.extraCaCerts },
+          },
+          {
+            name: 'leasejob run -- true, NODE_EXTRA_CA_CERTS set',
+            args: () => runArgs(),
+            env: { NODE_EXTRA_CA_CERTS: ctx.extraCaCerts },
+          },
+        ]
+      : []),
   ];
   const envOf = (c) => ({ ...ctx.env, ...c.env });
-  const { runs, samples, failed } = await interleave(contenders, n, (c) => timed(NODE, c.args(), { env: envOf(c), stdout: c.stdout }));
+  const { runs, samples, failed } = await interleave(contenders, n, (c) =>
+    timed(NODE, c.args(), { env: envOf(c), stdout: c.stdout }),
+  );
   const phases = runs['leasejob run -- true'].map(phasesOf);
   const failures = failed.map(({ c, r }) => `${c.name}: exit ${r.code ?? r.signal} ${r.stderr.slice(-200)}`);
   const base = samples['node -e 0'];
   for (const c of contenders.slice(1)) {
-    ctx.report.add({ bench: 'startup', name: c.name, unit: 'ms', samples: samples[c.name], baseline: { name: 'node -e 0', samples: base } });
+    ctx.report.add({
+      bench: 'startup',
+      name: c.name,
+      unit: 'ms',
+      samples: samples[c.name],
+      baseline: { name: 'node -e 0', samples: base },
+    });
   }
   ctx.report.add({
-    bench: 'startup', name: 'run -- true, code cache', unit: 'ms', samples: samples['leasejob run -- true'],
+    bench: 'startup',
+    name: 'run -- true, code cache',
+    unit: 'ms',
+    samples: samples['leasejob run -- true'],
     baseline: { name: 'no code cache', samples: samples['leasejob run -- true, no code cache'] },
     note: 'the shipped CLI with its V8 code cache warm, against a first start (LEASEJOB_COMPILE_CACHE=off)',
   });
-  if (failures.length) ctx.report.note(`startup: ${failures.length} failed processes: ${failures.slice(0, 3).join(' | ')}`);
+  if (failures.length)
+    ctx.report.note(`startup: ${failures.length} failed processes: ${failures.slice(0, 3).join(' | ')}`);
 
   // Module load, isolated (each alone in a fresh process) and along the run path.
   const m = ctx.n(10, 2);
@@ -88,7 +138,9 @@ export async function run(ctx) {
   // The breakdown, ranked.
   const med = (xs) => summarize(xs).median;
   const runMed = med(samples['leasejob run -- true']);
-  const ph = Object.fromEntries(Object.keys(phases[0] ?? {}).map((k) => [k, summarize(phases.map((p) => p[k]).filter((x) => x !== undefined))]));
+  const ph = Object.fromEntries(
+    Object.keys(phases[0] ?? {}).map((k) => [k, summarize(phases.map((p) => p[k]).filter((x) => x !== undefined))]),
+  );
   const startCost = {
     processes: Object.fromEntries(contenders.map((c) => [c.name, summarize(samples[c.name])])),
     runPhases: ph,
@@ -104,7 +156,9 @@ export async function run(ctx) {
 
   const lines = [];
   lines.push('Start cost of `leasejob run -- true` (medians, ms):');
-  lines.push(`  whole run ${fmt(runMed)} (no code cache: ${fmt(med(samples['leasejob run -- true, no code cache']))}); node -e 0 ${fmt(med(base))}; --version ${fmt(med(samples['leasejob --version']))}; run --help ${fmt(med(samples['leasejob run --help']))}; load run path only ${fmt(med(samples['load run path only']))}`);
+  lines.push(
+    `  whole run ${fmt(runMed)} (no code cache: ${fmt(med(samples['leasejob run -- true, no code cache']))}); node -e 0 ${fmt(med(base))}; --version ${fmt(med(samples['leasejob --version']))}; run --help ${fmt(med(samples['leasejob run --help']))}; load run path only ${fmt(med(samples['load run path only']))}`,
+  );
   if (ph.toStarting) {
     lines.push('  phases of a run (from its debug log, ms resolution):');
     const names = {
@@ -115,19 +169,37 @@ export async function run(ctx) {
       toReleased: '"child exited" -> "lease released" (finish round trip)',
       toExit: '"lease released" -> process exit (pool.end, exit)',
     };
-    for (const [k, label] of Object.entries(names)) if (ph[k]) lines.push(`    ${fmt(ph[k].median).padStart(7)}  ${label}`);
+    for (const [k, label] of Object.entries(names))
+      if (ph[k]) lines.push(`    ${fmt(ph[k].median).padStart(7)}  ${label}`);
   }
   lines.push('  module load on the run path (what each import adds, in load order; ranked):');
   const ranked = RUN_PATH.map((s) => [s, med(chain[s])]).sort((a, b) => b[1] - a[1]);
-  for (const [s, v] of ranked) lines.push(`    ${fmt(v).padStart(7)}  ${s}${isolated[s] ? ` (alone in a fresh process: ${fmt(med(isolated[s]))})` : ''}`);
-  lines.push(`    ${fmt(med(chainTotal)).padStart(7)}  total run-path import; node boot before the first line of a script: ${fmt(med(boot))}`);
-  lines.push(`  imported alone (fresh process each), ms and peak RSS added over an empty script (${fmt(med(emptyMB), 'MB')} MB):`);
+  for (const [s, v] of ranked)
+    lines.push(
+      `    ${fmt(v).padStart(7)}  ${s}${isolated[s] ? ` (alone in a fresh process: ${fmt(med(isolated[s]))})` : ''}`,
+    );
+  lines.push(
+    `    ${fmt(med(chainTotal)).padStart(7)}  total run-path import; node boot before the first line of a script: ${fmt(med(boot))}`,
+  );
+  lines.push(
+    `  imported alone (fresh process each), ms and peak RSS added over an empty script (${fmt(med(emptyMB), 'MB')} MB):`,
+  );
   for (const s of [...ISOLATED].sort((a, b) => med(isolated[b]) - med(isolated[a]))) {
-    lines.push(`    ${fmt(med(isolated[s])).padStart(7)} ms  +${fmt(med(isolatedMB[s]) - med(emptyMB), 'MB')} MB  ${s}`);
+    lines.push(
+      `    ${fmt(med(isolated[s])).padStart(7)} ms  +${fmt(med(isolatedMB[s]) - med(emptyMB), 'MB')} MB  ${s}`,
+    );
   }
   if (profile) {
-    lines.push(`  CPU profile of a run, self time by owner (mean of ${profile.runs} runs, ms; a sample goes to the innermost package frame on its stack):`);
-    lines.push('    ' + profile.ranked.slice(0, 12).map(([k, v]) => `${k} ${fmt(v)}`).join(', '));
+    lines.push(
+      `  CPU profile of a run, self time by owner (mean of ${profile.runs} runs, ms; a sample goes to the innermost package frame on its stack):`,
+    );
+    lines.push(
+      '    ' +
+        profile.ranked
+          .slice(0, 12)
+          .map(([k, v]) => `${k} ${fmt(v)}`)
+          .join(', '),
+    );
   }
   ctx.report.extra.startCostText = lines.join('\n');
 }
@@ -141,7 +213,13 @@ function phasesOf(r) {
   // The first line a run logs comes after module load and argv parsing, before any database
   // work ('starting' at debug in older builds, 'using store' in newer ones).
   const first = logs[0] ? Date.parse(logs[0].time) : undefined;
-  const t = { starting: first, acquired: at('lease acquired'), childStarted: at('child started'), childExited: at('child exited'), released: at('lease released') };
+  const t = {
+    starting: first,
+    acquired: at('lease acquired'),
+    childStarted: at('child started'),
+    childExited: at('child exited'),
+    released: at('lease released'),
+  };
   const d = (a, b) => (a !== undefined && b !== undefined ? b - a : undefined);
   return {
     toStarting: d(r.wallStart, t.starting),
@@ -179,7 +257,8 @@ async function cpuProfile(ctx, runArgs, runs) {
         const up = parent.get(id);
         const inherited = up === undefined ? self : ownerFor(up);
         if (inherited !== 'node internals' && inherited !== '(native)' && !inherited.startsWith('(')) o = inherited;
-        else if (/node:internal\/modules\//.test(byId.get(id).callFrame.url) || inherited === 'node module loader') o = 'node module loader';
+        else if (/node:internal\/modules\//.test(byId.get(id).callFrame.url) || inherited === 'node module loader')
+          o = 'node module loader';
         else if (inherited === 'node internals') o = 'node internals';
       }
       owner.set(id, o);

@@ -33,7 +33,18 @@ export async function run(ctx) {
   const job = ctx.uid('stmt');
   let w = 0;
   const leasejob = (args) => start(NODE, [BIN, ...args], { env: ctx.env });
-  const runArgs = (extra, cmd) => ['run', '--name', job, '--schema', ctx.schema, ...extra, '--window', `w${++w}`, '--', ...cmd];
+  const runArgs = (extra, cmd) => [
+    'run',
+    '--name',
+    job,
+    '--schema',
+    ctx.schema,
+    ...extra,
+    '--window',
+    `w${++w}`,
+    '--',
+    ...cmd,
+  ];
   const res = { plain: [], renew: [], skip: [], done: [] };
   const renewals = [];
   const renewFailures = [];
@@ -58,12 +69,15 @@ export async function run(ctx) {
     // renew: TTL 3 s (renew every 1 s), child 3.5 s -> about 3 renewals
     {
       const snap = await counter.snapshot();
-      const r = await leasejob(runArgs(['--ttl', '3s', '--kill-grace', '500ms', '--log-level', 'debug'], ['sleep', '3.5'])).done;
+      const r = await leasejob(
+        runArgs(['--ttl', '3s', '--kill-grace', '500ms', '--log-level', 'debug'], ['sleep', '3.5']),
+      ).done;
       if (r.code !== 0) errors.push(`renew exit ${r.code}: ${r.stderr.slice(-200)}`);
       const d = await counter.delta(snap);
       const lines = logLines(r.stderr);
       renewals.push(lines.filter((l) => l.msg === 'lease renewed').length);
-      for (const l of lines.filter((x) => typeof x.msg === 'string' && x.msg.startsWith('renewal failed'))) renewFailures.push(l.err?.message ?? l.msg);
+      for (const l of lines.filter((x) => typeof x.msg === 'string' && x.msg.startsWith('renewal failed')))
+        renewFailures.push(l.err?.message ?? l.msg);
       res.renew.push(d);
     }
     // skip: a holder with the default TTL (next renewal in 30 s) runs until told to stop
@@ -71,7 +85,19 @@ export async function run(ctx) {
       const hjob = ctx.uid('stmt-holder');
       const stamp = path.join(ctx.tmp, `${hjob}.stamp`);
       const stop = path.join(ctx.tmp, `${hjob}.stop`);
-      const holder = leasejob(['run', '--name', hjob, '--schema', ctx.schema, '--window', 'h', '--', 'sh', '-c', `${stampCmd(stamp)}; while [ ! -e '${stop}' ]; do sleep 0.02; done`]);
+      const holder = leasejob([
+        'run',
+        '--name',
+        hjob,
+        '--schema',
+        ctx.schema,
+        '--window',
+        'h',
+        '--',
+        'sh',
+        '-c',
+        `${stampCmd(stamp)}; while [ ! -e '${stop}' ]; do sleep 0.02; done`,
+      ]);
       await waitStamp(stamp, 'holder child');
       await sleep(100);
       const snap = await counter.snapshot();
@@ -87,26 +113,64 @@ export async function run(ctx) {
   const top = (d, kind) => d.top[kind] ?? 0;
   const total = (d) => Object.values(d.top).reduce((a, b) => a + b, 0);
   const method = ctx.pgss ? 'pg_stat_statements toplevel' : 'server log';
-  rep.add({ bench: 'statements', name: 'acquire + claim (run -- true)', unit: 'stmts', samples: res.plain.map((d) => top(d, 'acquire')), target: { text: '1', ok: res.plain.every((d) => top(d, 'acquire') === 1) } });
-  rep.add({ bench: 'statements', name: 'complete + release', unit: 'stmts', samples: res.plain.map((d) => top(d, 'finish')), target: { text: '1', ok: res.plain.every((d) => top(d, 'finish') === 1) } });
   rep.add({
-    bench: 'statements', name: 'total per run without renewals', unit: 'stmts', samples: res.plain.map(total),
+    bench: 'statements',
+    name: 'acquire + claim (run -- true)',
+    unit: 'stmts',
+    samples: res.plain.map((d) => top(d, 'acquire')),
+    target: { text: '1', ok: res.plain.every((d) => top(d, 'acquire') === 1) },
+  });
+  rep.add({
+    bench: 'statements',
+    name: 'complete + release',
+    unit: 'stmts',
+    samples: res.plain.map((d) => top(d, 'finish')),
+    target: { text: '1', ok: res.plain.every((d) => top(d, 'finish') === 1) },
+  });
+  rep.add({
+    bench: 'statements',
+    name: 'total per run without renewals',
+    unit: 'stmts',
+    samples: res.plain.map(total),
     target: { text: '<= 2', ok: res.plain.every((d) => total(d) <= 2) },
-    note: `counted with ${method}; statements seen: ${describe(res.plain)}` + (ctx.pgss ? `; run inside our functions (toplevel=false) per run: ${res.plain.map((d) => d.nested).join(', ')}` : ''),
+    note:
+      `counted with ${method}; statements seen: ${describe(res.plain)}` +
+      (ctx.pgss
+        ? `; run inside our functions (toplevel=false) per run: ${res.plain.map((d) => d.nested).join(', ')}`
+        : ''),
   });
   const perRenewal = res.renew.map((d, i) => (renewals[i] > 0 ? top(d, 'renew') / renewals[i] : NaN));
   rep.add({
-    bench: 'statements', name: 'per renewal (TTL 3s, child 3.5s)', unit: 'stmts', samples: perRenewal,
+    bench: 'statements',
+    name: 'per renewal (TTL 3s, child 3.5s)',
+    unit: 'stmts',
+    samples: perRenewal,
     target: { text: '1', ok: perRenewal.every((x) => x === 1) },
     note: `renewals per run (runner debug log): ${renewals.join(', ')}; renew statements: ${res.renew.map((d) => top(d, 'renew')).join(', ')}; all statements: ${describe(res.renew)}`,
   });
   rep.add({
-    bench: 'statements', name: 'renewing run besides renewals', unit: 'stmts', samples: res.renew.map((d) => total(d) - top(d, 'renew')),
+    bench: 'statements',
+    name: 'renewing run besides renewals',
+    unit: 'stmts',
+    samples: res.renew.map((d) => total(d) - top(d, 'renew')),
     target: { text: '<= 2', ok: res.renew.every((d) => total(d) - top(d, 'renew') <= 2) },
   });
-  rep.add({ bench: 'statements', name: 'contender facing a live owner (skip)', unit: 'stmts', samples: res.skip.map(total), note: `statements: ${describe(res.skip)}` });
-  rep.add({ bench: 'statements', name: 'late duplicate of a completed window', unit: 'stmts', samples: res.done.map(total), note: `statements: ${describe(res.done)}` });
-  if (renewFailures.length) rep.note(`statements: ${renewFailures.length} renewal(s) failed in the renewing runs, e.g. "${renewFailures[0]}"`);
+  rep.add({
+    bench: 'statements',
+    name: 'contender facing a live owner (skip)',
+    unit: 'stmts',
+    samples: res.skip.map(total),
+    note: `statements: ${describe(res.skip)}`,
+  });
+  rep.add({
+    bench: 'statements',
+    name: 'late duplicate of a completed window',
+    unit: 'stmts',
+    samples: res.done.map(total),
+    note: `statements: ${describe(res.done)}`,
+  });
+  if (renewFailures.length)
+    rep.note(`statements: ${renewFailures.length} renewal(s) failed in the renewing runs, e.g. "${renewFailures[0]}"`);
   if (errors.length) rep.note(`statements: ${errors.length} unexpected exits: ${errors.slice(0, 3).join(' | ')}`);
   await counter.close();
 }
@@ -115,7 +179,17 @@ function describe(deltas) {
   const agg = {};
   for (const d of deltas) for (const [k, v] of Object.entries(d.top)) agg[k] = (agg[k] ?? 0) + v;
   const others = new Set(deltas.flatMap((d) => d.otherQueries));
-  return Object.entries(agg).map(([k, v]) => `${k} x${v / deltas.length}`).join(', ') + (others.size ? ` (other: ${[...others].slice(0, 3).map((q) => q.slice(0, 80)).join(' | ')})` : '');
+  return (
+    Object.entries(agg)
+      .map(([k, v]) => `${k} x${v / deltas.length}`)
+      .join(', ') +
+    (others.size
+      ? ` (other: ${[...others]
+          .slice(0, 3)
+          .map((q) => q.slice(0, 80))
+          .join(' | ')})`
+      : '')
+  );
 }
 
 /** pg_stat_statements snapshots (by queryid) for the runners' role. */
@@ -160,7 +234,9 @@ async function logCounter(ctx) {
   await ctx.admin.query('SELECT pg_reload_conf()');
   await sleep(200);
   ctx.serverLog.enabled = true;
-  ctx.report.note('statements counted from the server log (log_statement=all): pg_stat_statements was not available or not chosen');
+  ctx.report.note(
+    'statements counted from the server log (log_statement=all): pg_stat_statements was not available or not chosen',
+  );
   return {
     async snapshot() {
       await sleep(50);

@@ -19,7 +19,12 @@ export function aptInstall(packages, log = console.error) {
   log(`bench: apt-get install -y ${list} ...`);
   // policy-rc.d is not ours to touch: invoke-rc.d/deb-systemd-invoke honour RUNLEVEL=1.
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive', RUNLEVEL: '1' };
-  const install = () => spawnSync('apt-get', ['install', '-y', '--no-install-recommends', ...packages], { env, encoding: 'utf8', timeout: 300_000 });
+  const install = () =>
+    spawnSync('apt-get', ['install', '-y', '--no-install-recommends', ...packages], {
+      env,
+      encoding: 'utf8',
+      timeout: 300_000,
+    });
   let r = install();
   if (r.status !== 0) {
     // A fresh machine may have no package lists yet.
@@ -27,5 +32,12 @@ export function aptInstall(packages, log = console.error) {
     r = install();
   }
   if (r.status === 0) return { ok: true };
-  return { ok: false, note: `apt-get install ${list} failed (exit ${r.status}): ${String(r.stderr ?? '').trim().split('\n').slice(-2).join(' ')}` };
+  return {
+    ok: false,
+    note: `apt-get install ${list} failed (exit ${r.status}): ${String(r.stderr ?? '')
+      .trim()
+      .split('\n')
+      .slice(-2)
+      .join(' ')}`,
+  };
 }

@@ -30,13 +30,33 @@ export async function startEtcd(log = console.error) {
   const client = await freePort();
   const peer = await freePort();
   const endpoint = `http://127.0.0.1:${client}`;
-  const proc = spawn(found.etcd, [
-    '--name', 'bench', '--data-dir', path.join(dir, 'data'),
-    '--listen-client-urls', endpoint, '--advertise-client-urls', endpoint,
-    '--listen-peer-urls', `http://127.0.0.1:${peer}`, '--initial-advertise-peer-urls', `http://127.0.0.1:${peer}`,
-    '--initial-cluster', `bench=http://127.0.0.1:${peer}`, '--initial-cluster-state', 'new',
-    '--log-level', 'error',
-  ], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ETCD_UNSUPPORTED_ARCH: process.arch === 'x64' ? '' : process.arch } });
+  const proc = spawn(
+    found.etcd,
+    [
+      '--name',
+      'bench',
+      '--data-dir',
+      path.join(dir, 'data'),
+      '--listen-client-urls',
+      endpoint,
+      '--advertise-client-urls',
+      endpoint,
+      '--listen-peer-urls',
+      `http://127.0.0.1:${peer}`,
+      '--initial-advertise-peer-urls',
+      `http://127.0.0.1:${peer}`,
+      '--initial-cluster',
+      `bench=http://127.0.0.1:${peer}`,
+      '--initial-cluster-state',
+      'new',
+      '--log-level',
+      'error',
+    ],
+    {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      env: { ...process.env, ETCD_UNSUPPORTED_ARCH: process.arch === 'x64' ? '' : process.arch },
+    },
+  );
   let errText = '';
   proc.stderr.on('data', (d) => (errText = (errText + d).slice(-4000)));
   const env = { ...process.env, ETCDCTL_API: '3' };
@@ -47,7 +67,11 @@ export async function startEtcd(log = console.error) {
   const end = performance.now() + 20_000;
   while (performance.now() < end) {
     if (proc.exitCode !== null) break;
-    const r = spawnSync(found.etcdctl, ['--endpoints', endpoint, 'endpoint', 'health'], { env, encoding: 'utf8', timeout: 5_000 });
+    const r = spawnSync(found.etcdctl, ['--endpoints', endpoint, 'endpoint', 'health'], {
+      env,
+      encoding: 'utf8',
+      timeout: 5_000,
+    });
     if (r.status === 0) {
       const v = spawnSync(found.etcd, ['--version'], { encoding: 'utf8' }).stdout.split('\n')[0];
       return { endpoint, etcdctl: found.etcdctl, env, stop, version: v, installed: found.installed ?? false };

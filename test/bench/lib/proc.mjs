@@ -10,7 +10,9 @@ export { isAlive, stopProcess } from '../../helpers/proc.mjs';
 
 // The checkout whose bin/ and dist/ are measured: this one, or LEASEJOB_BENCH_ROOT (another
 // checkout or a snapshot of this one, e.g. to bench a build while src/ is being edited).
-export const ROOT = path.resolve(process.env.LEASEJOB_BENCH_ROOT ?? path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..'));
+export const ROOT = path.resolve(
+  process.env.LEASEJOB_BENCH_ROOT ?? path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..'),
+);
 export const BIN = path.join(ROOT, 'bin', 'leasejob.js');
 /** test/bench/ of this checkout (fixtures live here whatever ROOT is). */
 export const BENCH_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -43,7 +45,17 @@ export function start(file, args, opts = {}) {
   child.stdout?.on('data', (d) => (stdout += d));
   child.stderr?.on('data', (d) => (stderr += d));
   const done = new Promise((resolve) => {
-    child.on('error', (err) => resolve({ ms: performance.now() - t0, code: -1, signal: null, stdout, stderr: String(err), wallStart: wall0, wallEnd: Date.now() }));
+    child.on('error', (err) =>
+      resolve({
+        ms: performance.now() - t0,
+        code: -1,
+        signal: null,
+        stdout,
+        stderr: String(err),
+        wallStart: wall0,
+        wallEnd: Date.now(),
+      }),
+    );
     // 'exit' (not 'close'): the moment the process is reaped, before its pipes drain.
     child.on('exit', (code, signal) => {
       const ms = performance.now() - t0;
@@ -97,7 +109,9 @@ export async function interleave(contenders, n, run) {
       runs[c.name].push(r);
     }
   }
-  const samples = Object.fromEntries(Object.entries(runs).map(([k, rs]) => [k, rs.map((r) => (r.code === 0 ? r.ms : NaN))]));
+  const samples = Object.fromEntries(
+    Object.entries(runs).map(([k, rs]) => [k, rs.map((r) => (r.code === 0 ? r.ms : NaN))]),
+  );
   return { runs, samples, failed };
 }
 

@@ -32,7 +32,11 @@ export class Report {
     }
     // A target is met only by what was measured: a row whose trials all failed (no finite
     // sample) reads NO, whatever the bench's own check said of an empty list.
-    if (r.target) row.target = summary.n > 0 ? r.target : { text: r.target.text, ok: r.target.ok === undefined ? undefined : false, unmeasured: true };
+    if (r.target)
+      row.target =
+        summary.n > 0
+          ? r.target
+          : { text: r.target.text, ok: r.target.ok === undefined ? undefined : false, unmeasured: true };
     if (r.note) row.note = r.note;
     if (r.raw !== undefined) row.raw = r.raw;
     this.rows.push(row);
@@ -44,7 +48,20 @@ export class Report {
   }
 
   table() {
-    const head = ['bench', 'measurement', 'n', 'median', 'spread', 'unit', 'baseline', 'base median', 'base spread', 'ratio', 'target', 'ok'];
+    const head = [
+      'bench',
+      'measurement',
+      'n',
+      'median',
+      'spread',
+      'unit',
+      'baseline',
+      'base median',
+      'base spread',
+      'ratio',
+      'target',
+      'ok',
+    ];
     const body = this.rows.map((r) => [
       r.bench,
       r.name,
@@ -60,9 +77,18 @@ export class Report {
       r.target?.ok === undefined ? '' : r.target.ok ? 'yes' : r.target.unmeasured ? 'NO (nothing measured)' : 'NO',
     ]);
     const widths = head.map((h, i) => Math.max(h.length, ...body.map((row) => row[i].length)));
-    const line = (cells) => cells.map((c, i) => (i >= 2 && i <= 4) || i === 7 || i === 8 || i === 9 ? c.padStart(widths[i]) : c.padEnd(widths[i])).join('  ').trimEnd();
+    const line = (cells) =>
+      cells
+        .map((c, i) =>
+          (i >= 2 && i <= 4) || i === 7 || i === 8 || i === 9 ? c.padStart(widths[i]) : c.padEnd(widths[i]),
+        )
+        .join('  ')
+        .trimEnd();
     const out = [line(head), widths.map((w) => '-'.repeat(w)).join('  '), ...body.map(line)];
-    out.push('', 'spread: p10-p90 when n >= 10, else min-max; ratio: median / baseline median (paired per-iteration ratios and differences are in the JSON).');
+    out.push(
+      '',
+      'spread: p10-p90 when n >= 10, else min-max; ratio: median / baseline median (paired per-iteration ratios and differences are in the JSON).',
+    );
     for (const r of this.rows) if (r.note) out.push(`- ${r.bench} / ${r.name}: ${r.note}`);
     for (const n of this.notes) out.push(`- ${n}`);
     return out.join('\n');

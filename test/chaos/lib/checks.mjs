@@ -31,18 +31,31 @@ const EPOCH = 1_000_000_000_000n;
 
 const k2 = (a, b) => `${a}\u0000${b}`;
 const iso = (t) => (t === undefined || t === null ? 'never' : new Date(t).toISOString());
-const ms = (t) => (t === undefined || t === null ? undefined : t instanceof Date ? t.getTime() : typeof t === 'string' ? Date.parse(t) : t);
+const ms = (t) =>
+  t === undefined || t === null
+    ? undefined
+    : t instanceof Date
+      ? t.getTime()
+      : typeof t === 'string'
+        ? Date.parse(t)
+        : t;
 
 export async function loadRound(pool, schema, jobs) {
   const s = `"${schema}"`;
   const q = async (text) => (await pool.query(text, [jobs])).rows;
   return {
-    events: await q(`SELECT job, seq::int AS seq, kind, window_key, owner, generation::text AS generation, db_time, detail,
+    events:
+      await q(`SELECT job, seq::int AS seq, kind, window_key, owner, generation::text AS generation, db_time, detail,
                             pg_xact_commit_timestamp(xmin) AS committed_at
                        FROM ${s}.events WHERE job = ANY($1) ORDER BY job, seq`),
-    leases: await q(`SELECT name, owner, generation::text AS generation, expires_at, released_at FROM ${s}.leases WHERE name = ANY($1)`),
-    windows: await q(`SELECT job, window_key, generation::text AS generation, attempts, outcome, completed_at FROM ${s}.windows WHERE job = ANY($1)`),
-    units: await q(`SELECT job, window_key, unit, generation::text AS generation, written_at, pg_xact_commit_timestamp(xmin) AS committed_at
+    leases: await q(
+      `SELECT name, owner, generation::text AS generation, expires_at, released_at FROM ${s}.leases WHERE name = ANY($1)`,
+    ),
+    windows: await q(
+      `SELECT job, window_key, generation::text AS generation, attempts, outcome, completed_at FROM ${s}.windows WHERE job = ANY($1)`,
+    ),
+    units:
+      await q(`SELECT job, window_key, unit, generation::text AS generation, written_at, pg_xact_commit_timestamp(xmin) AS committed_at
                       FROM ${s}.chaos_units WHERE job = ANY($1)`),
     childEnds: await q(`SELECT job, window_key, generation::text AS generation, pid, reason, exit_code, ended_at
                           FROM ${s}.chaos_child_ends WHERE job = ANY($1)`),
@@ -54,15 +67,31 @@ function indexEvents(events) {
   const byJob = new Map();
   for (const e of events) {
     let j = byJob.get(e.job);
-    if (!j) byJob.set(e.job, (j = { events: [], acq: new Map(), released: new Map(), successorOf: new Map(), claims: new Map(), completed: new Map() }));
+    if (!j)
+      byJob.set(
+        e.job,
+        (j = {
+          events: [],
+          acq: new Map(),
+          released: new Map(),
+          successorOf: new Map(),
+          claims: new Map(),
+          completed: new Map(),
+        }),
+      );
     j.events.push(e);
     if (e.kind === 'acquired' || e.kind === 'stale-takeover') j.acq.set(e.generation, e);
-    if (e.kind === 'stale-takeover' && e.detail?.previous_generation !== undefined) j.successorOf.set(String(e.detail.previous_generation), e);
+    if (e.kind === 'stale-takeover' && e.detail?.previous_generation !== undefined)
+      j.successorOf.set(String(e.detail.previous_generation), e);
     if (e.kind === 'released') j.released.set(e.generation, e);
     if (e.kind === 'window-claimed') j.claims.set(e.generation, e);
     if (e.kind === 'window-completed') j.completed.set(e.generation, e);
   }
-  for (const j of byJob.values()) j.gens = [...j.acq.keys()].map(BigInt).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)).map(String);
+  for (const j of byJob.values())
+    j.gens = [...j.acq.keys()]
+      .map(BigInt)
+      .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(String);
   return byJob;
 }
 
@@ -72,14 +101,43 @@ function nextAcquisition(j, g) {
   return i >= 0 && i + 1 < j.gens.length ? j.acq.get(j.gens[i + 1]) : undefined;
 }
 
-export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, stragglers, clockOffsetMs, effects, parentDeathSignal }) {
+export function checkRound({
+  data,
+  runs,
+  faults,
+  jobs,
+  unitsOf,
+  crowdWindows,
+  stragglers,
+  clockOffsetMs,
+  effects,
+  parentDeathSignal,
+}) {
   const inv = new Map();
   const violate = (name, msg) => inv.get(name).push(msg);
-  for (const name of ['fencing', 'exactly-once', 'completion', 'generations', 'child-lifetime', 'exit-codes', 'contenders']) inv.set(name, []);
+  for (const name of [
+    'fencing',
+    'exactly-once',
+    'completion',
+    'generations',
+    'child-lifetime',
+    'exit-codes',
+    'contenders',
+  ])
+    inv.set(name, []);
   const figures = { takeoverMs: [], lossToStopMs: [], pdeathMs: [], marginMs: [], effects: {} };
   const db = (t) => (t === undefined ? undefined : t + clockOffsetMs); // harness clock -> database clock
   const ev = indexEvents(data.events);
-  const J = (job) => ev.get(job) ?? { events: [], acq: new Map(), released: new Map(), successorOf: new Map(), claims: new Map(), completed: new Map(), gens: [] };
+  const J = (job) =>
+    ev.get(job) ?? {
+      events: [],
+      acq: new Map(),
+      released: new Map(),
+      successorOf: new Map(),
+      claims: new Map(),
+      completed: new Map(),
+      gens: [],
+    };
   // A failover to an asynchronous standby (--failover) loses what the standby had not received:
   // acquisitions (the generation is then unknown to the new primary), renewals (its lease ends
   // earlier there than its runner believes) and completions. A run alive across one is judged
@@ -87,7 +145,8 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
   // within a TTL of the promotion when its generation was lost, not by the rules that assume
   // the database kept every commit it acknowledged.
   const failovers = faults.filter((f) => f.kind === 'failover' && f.injected);
-  const acrossFailover = (r) => failovers.find((f) => r.startedAt <= (f.upAt ?? f.at) && (r.exitedAt ?? Infinity) >= f.at);
+  const acrossFailover = (r) =>
+    failovers.find((f) => r.startedAt <= (f.upAt ?? f.at) && (r.exitedAt ?? Infinity) >= f.at);
   const lostGeneration = (r) => failovers.length > 0 && r.generation !== undefined && !J(r.job).acq.has(r.generation);
 
   // --- fencing: no unit committed by a generation after the lease had moved on. -------------
@@ -109,15 +168,30 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
       violate('fencing', `${where}: written by generation ${u.generation}, which was never acquired`);
       continue;
     }
-    if (c < ms(acq.committed_at)) violate('fencing', `${where}: committed at ${iso(c)}, before its generation ${u.generation} was acquired (${iso(ms(acq.committed_at))})`);
+    if (c < ms(acq.committed_at))
+      violate(
+        'fencing',
+        `${where}: committed at ${iso(c)}, before its generation ${u.generation} was acquired (${iso(ms(acq.committed_at))})`,
+      );
     const next = nextAcquisition(j, u.generation);
     if (next && c > ms(next.committed_at)) {
-      violate('fencing', `${where}: committed at ${iso(c)} by generation ${u.generation}, ${c - ms(next.committed_at)} ms after generation ${next.generation} was acquired (${next.kind} committed ${iso(ms(next.committed_at))}, db_time ${iso(ms(next.db_time))})`);
+      violate(
+        'fencing',
+        `${where}: committed at ${iso(c)} by generation ${u.generation}, ${c - ms(next.committed_at)} ms after generation ${next.generation} was acquired (${next.kind} committed ${iso(ms(next.committed_at))}, db_time ${iso(ms(next.db_time))})`,
+      );
     }
     const rel = j.released.get(u.generation);
-    if (rel && c > ms(rel.committed_at)) violate('fencing', `${where}: committed at ${iso(c)} by generation ${u.generation}, ${c - ms(rel.committed_at)} ms after that generation released the lease`);
+    if (rel && c > ms(rel.committed_at))
+      violate(
+        'fencing',
+        `${where}: committed at ${iso(c)} by generation ${u.generation}, ${c - ms(rel.committed_at)} ms after that generation released the lease`,
+      );
     const claim = j.claims.get(u.generation);
-    if (claim && claim.window_key !== u.window_key) violate('fencing', `${where}: written by generation ${u.generation}, which had claimed window ${claim.window_key}`);
+    if (claim && claim.window_key !== u.window_key)
+      violate(
+        'fencing',
+        `${where}: written by generation ${u.generation}, which had claimed window ${claim.window_key}`,
+      );
   }
 
   // The ledger is written under the same rule: a window completed by g after g+1 existed.
@@ -126,7 +200,10 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
       if (e.kind !== 'window-completed') continue;
       const next = nextAcquisition(j, e.generation);
       if (next && ms(e.committed_at) > ms(next.committed_at)) {
-        violate('fencing', `${job} ${e.window_key}: completed by generation ${e.generation} at ${iso(ms(e.committed_at))}, after generation ${next.generation} was acquired (${iso(ms(next.committed_at))})`);
+        violate(
+          'fencing',
+          `${job} ${e.window_key}: completed by generation ${e.generation} at ${iso(ms(e.committed_at))}, after generation ${next.generation} was acquired (${iso(ms(next.committed_at))})`,
+        );
       }
     }
   }
@@ -157,7 +234,11 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
     if (w?.completed_at) {
       const missing = [];
       for (let i = 1; i <= n; i += 1) if (!units.includes(i)) missing.push(i);
-      if (missing.length > 0) violate('exactly-once', `${job} ${window}: completed (generation ${w.generation}) but units ${missing.join(',')} of ${n} are missing`);
+      if (missing.length > 0)
+        violate(
+          'exactly-once',
+          `${job} ${window}: completed (generation ${w.generation}) but units ${missing.join(',')} of ${n} are missing`,
+        );
     }
     const extra = units.filter((x) => x < 1 || x > n);
     if (extra.length > 0) violate('exactly-once', `${job} ${window}: units outside 1..${n}: ${extra.join(',')}`);
@@ -166,18 +247,29 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
     const completedAt = new Map();
     for (const e of j.events) {
       if (e.kind === 'window-completed') {
-        if (completedAt.has(e.window_key)) violate('exactly-once', `${job} ${e.window_key}: completed twice (seq ${completedAt.get(e.window_key)} and ${e.seq}, generation ${e.generation})`);
+        if (completedAt.has(e.window_key))
+          violate(
+            'exactly-once',
+            `${job} ${e.window_key}: completed twice (seq ${completedAt.get(e.window_key)} and ${e.seq}, generation ${e.generation})`,
+          );
         else completedAt.set(e.window_key, e.seq);
       }
       if (e.kind === 'window-claimed' && completedAt.has(e.window_key)) {
-        violate('exactly-once', `${job} ${e.window_key}: claimed again by generation ${e.generation} (seq ${e.seq}) after it was completed (seq ${completedAt.get(e.window_key)})`);
+        violate(
+          'exactly-once',
+          `${job} ${e.window_key}: claimed again by generation ${e.generation} (seq ${e.seq}) after it was completed (seq ${completedAt.get(e.window_key)})`,
+        );
       }
     }
   }
   const byKey = new Map();
   let attempts = 0;
   for (const e of effects) {
-    if (e.kind === 'conflict') violate('exactly-once', `${e.job} ${e.window} unit ${e.unit}: child with token ${e.token} found it written by generation ${e.existing_generation} after it had read the window`);
+    if (e.kind === 'conflict')
+      violate(
+        'exactly-once',
+        `${e.job} ${e.window} unit ${e.unit}: child with token ${e.token} found it written by generation ${e.existing_generation} after it had read the window`,
+      );
     if (e.kind !== 'effect') continue;
     attempts += 1;
     if (!byKey.has(e.key)) byKey.set(e.key, []);
@@ -190,7 +282,10 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
     for (const e of list) {
       const tok = BigInt(e.token);
       if (top && tok < BigInt(top.token)) {
-        violate('exactly-once', `${key}: effect ${e.item} attempted with token ${e.token} at ${e.db_time}, after token ${top.token} had attempted ${top.item} at ${top.db_time} (a fencing receiver refuses it)`);
+        violate(
+          'exactly-once',
+          `${key}: effect ${e.item} attempted with token ${e.token} at ${e.db_time}, after token ${top.token} had attempted ${top.item} at ${top.db_time} (a fencing receiver refuses it)`,
+        );
       }
       if (!top || tok > BigInt(top.token)) top = e;
       const it = items.get(e.item) ?? { tokens: new Set(), n: 0 };
@@ -201,7 +296,11 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
   }
   for (const u of data.units) {
     const it = items.get(`${u.job}:${u.window_key}:${u.unit}`);
-    if (!it || !it.tokens.has(u.generation)) violate('exactly-once', `${u.job} ${u.window_key} unit ${u.unit}: committed by generation ${u.generation} with no effect attempt logged under that token (effects log incomplete)`);
+    if (!it || !it.tokens.has(u.generation))
+      violate(
+        'exactly-once',
+        `${u.job} ${u.window_key} unit ${u.unit}: committed by generation ${u.generation} with no effect attempt logged under that token (effects log incomplete)`,
+      );
   }
   figures.effects = {
     attempts,
@@ -213,7 +312,11 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
   // --- completion: every window a runner was started for is completed after the settle phase.
   for (const { job, window } of targeted.values()) {
     const w = windowRows.get(k2(job, window));
-    if (!w?.completed_at) violate('completion', `${job} ${window}: not completed after the faults stopped and up to 3 clean reruns (${w ? `outcome ${w.outcome}, attempts ${w.attempts}, generation ${w.generation}` : 'never claimed'})`);
+    if (!w?.completed_at)
+      violate(
+        'completion',
+        `${job} ${window}: not completed after the faults stopped and up to 3 clean reruns (${w ? `outcome ${w.outcome}, attempts ${w.attempts}, generation ${w.generation}` : 'never claimed'})`,
+      );
   }
 
   // --- generations: strictly increasing (by one) in event order, events never ahead of them.
@@ -227,21 +330,41 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
       if (e.kind === 'acquired' || e.kind === 'stale-takeover') {
         const g = BigInt(e.generation);
         // The next n, in the same epoch or (after a failover) a later one.
-        if (prev !== undefined && g <= prev) violate('generations', `${job}: generation ${g} acquired at seq ${e.seq} after generation ${prev}`);
-        else if (prev !== undefined && g % EPOCH !== (prev % EPOCH) + 1n) violate('generations', `${job}: generation ${g} acquired at seq ${e.seq}, expected n ${(prev % EPOCH) + 1n} after ${prev}`);
-        const prevNamed = e.detail?.previous_generation === undefined ? undefined : BigInt(e.detail.previous_generation);
-        if (e.kind === 'stale-takeover' && (prevNamed === undefined || prevNamed % EPOCH !== (g % EPOCH) - 1n || prevNamed >= g)) {
-          violate('generations', `${job}: stale-takeover to ${g} at seq ${e.seq} names previous generation ${e.detail?.previous_generation}`);
+        if (prev !== undefined && g <= prev)
+          violate('generations', `${job}: generation ${g} acquired at seq ${e.seq} after generation ${prev}`);
+        else if (prev !== undefined && g % EPOCH !== (prev % EPOCH) + 1n)
+          violate(
+            'generations',
+            `${job}: generation ${g} acquired at seq ${e.seq}, expected n ${(prev % EPOCH) + 1n} after ${prev}`,
+          );
+        const prevNamed =
+          e.detail?.previous_generation === undefined ? undefined : BigInt(e.detail.previous_generation);
+        if (
+          e.kind === 'stale-takeover' &&
+          (prevNamed === undefined || prevNamed % EPOCH !== (g % EPOCH) - 1n || prevNamed >= g)
+        ) {
+          violate(
+            'generations',
+            `${job}: stale-takeover to ${g} at seq ${e.seq} names previous generation ${e.detail?.previous_generation}`,
+          );
         }
         prev = g;
-      } else if (e.generation !== null && e.kind !== 'fence-refused' && (prev === undefined || BigInt(e.generation) > prev)
+      } else if (
+        e.generation !== null &&
+        e.kind !== 'fence-refused' &&
+        (prev === undefined || BigInt(e.generation) > prev) &&
         // The owner of a generation a failover lost records its loss on the new primary.
-        && !(failovers.length > 0 && !j.acq.has(e.generation))) {
-        violate('generations', `${job}: ${e.kind} for generation ${e.generation} at seq ${e.seq}, before that generation was acquired`);
+        !(failovers.length > 0 && !j.acq.has(e.generation))
+      ) {
+        violate(
+          'generations',
+          `${job}: ${e.kind} for generation ${e.generation} at seq ${e.seq}, before that generation was acquired`,
+        );
       }
     }
     const lease = data.leases.find((l) => l.name === job);
-    if (lease && prev !== undefined && String(prev) !== lease.generation) violate('generations', `${job}: lease row at generation ${lease.generation}, last acquisition event ${prev}`);
+    if (lease && prev !== undefined && String(prev) !== lease.generation)
+      violate('generations', `${job}: lease row at generation ${lease.generation}, last acquisition event ${prev}`);
   }
 
   // --- child lifetime ------------------------------------------------------------------------
@@ -275,7 +398,10 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
     const j = J(r.job);
     const g = r.generation;
     const stamp = endsByRun.get(k2(r.job, `${g}:${r.child.pid}`));
-    const byDuration = r.child.durationMs !== undefined && r.child.startedAt !== undefined ? r.child.startedAt + r.child.durationMs : undefined;
+    const byDuration =
+      r.child.durationMs !== undefined && r.child.startedAt !== undefined
+        ? r.child.startedAt + r.child.durationMs
+        : undefined;
     const observed = [r.child.goneAt, r.child.exitedLineAt, byDuration].filter((t) => t !== undefined).map(db);
     if (stamp) observed.push(ms(stamp.ended_at));
     const E = observed.length ? Math.min(...observed) : undefined;
@@ -288,7 +414,13 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
     const rel = j.released.get(g);
     const succ = j.successorOf.get(g) ?? nextAcquisition(j, g);
     const lease = data.leases.find((l) => l.name === r.job);
-    const L = rel ? ms(rel.db_time) : succ?.detail?.previous_expired_at ? ms(succ.detail.previous_expired_at) : lease?.generation === g ? ms(lease.expires_at) : undefined;
+    const L = rel
+      ? ms(rel.db_time)
+      : succ?.detail?.previous_expired_at
+        ? ms(succ.detail.previous_expired_at)
+        : lease?.generation === g
+          ? ms(lease.expires_at)
+          : undefined;
     const moved = [rel && ms(rel.committed_at), succ && ms(succ.committed_at)].filter((t) => t !== undefined);
     const M = moved.length ? Math.min(...moved) : Infinity;
     const paused = r.faults.find((f) => f.kind === 'pause');
@@ -298,34 +430,71 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
     if (failover && !killed) {
       // Its renewal on the new primary finds the loss: the child is stopped within a TTL of the promotion.
       const limit = db(failover.upAt) + TTL_MS + RESUME_SLACK_MS;
-      if (lostGeneration(r) && !paused && E > limit) violate('child-lifetime', `${who}: its acquisition was lost in the failover (promoted ${iso(db(failover.upAt))}), yet its child ended ${E - db(failover.upAt)} ms later (limit TTL + ${RESUME_SLACK_MS} ms)`);
+      if (lostGeneration(r) && !paused && E > limit)
+        violate(
+          'child-lifetime',
+          `${who}: its acquisition was lost in the failover (promoted ${iso(db(failover.upAt))}), yet its child ended ${E - db(failover.upAt)} ms later (limit TTL + ${RESUME_SLACK_MS} ms)`,
+        );
     } else if (paused) {
       const limit = db(paused.resumedAt ?? paused.at) + RESUME_SLACK_MS;
-      if (E > Math.max(limit, M + END_SLACK_MS)) violate('child-lifetime', `${who}: paused until ${iso(db(paused.resumedAt))}, child ended ${E - db(paused.resumedAt)} ms after SIGCONT (limit ${RESUME_SLACK_MS} ms)`);
+      if (E > Math.max(limit, M + END_SLACK_MS))
+        violate(
+          'child-lifetime',
+          `${who}: paused until ${iso(db(paused.resumedAt))}, child ended ${E - db(paused.resumedAt)} ms after SIGCONT (limit ${RESUME_SLACK_MS} ms)`,
+        );
     } else if (killed) {
       figures.pdeathMs.push(E - db(killed.at));
       if (killed.kind === 'kill-runner' && parentDeathSignal) {
-        if (E > db(killed.at) + PDEATH_SLACK_MS) violate('child-lifetime', `${who}: runner SIGKILLed at ${iso(db(killed.at))}, child lived ${E - db(killed.at)} ms more (no parent-death signal?)`);
-        const after = effects.filter((e) => e.kind === 'effect' && e.pid === r.child.pid && Date.parse(e.db_time) > db(killed.at) + PDEATH_EFFECT_SLACK_MS);
-        if (after.length > 0) violate('child-lifetime', `${who}: runner SIGKILLed at ${iso(db(killed.at))}, child still attempted ${after.length} effect(s), the first at ${after[0].db_time}`);
+        if (E > db(killed.at) + PDEATH_SLACK_MS)
+          violate(
+            'child-lifetime',
+            `${who}: runner SIGKILLed at ${iso(db(killed.at))}, child lived ${E - db(killed.at)} ms more (no parent-death signal?)`,
+          );
+        const after = effects.filter(
+          (e) =>
+            e.kind === 'effect' &&
+            e.pid === r.child.pid &&
+            Date.parse(e.db_time) > db(killed.at) + PDEATH_EFFECT_SLACK_MS,
+        );
+        if (after.length > 0)
+          violate(
+            'child-lifetime',
+            `${who}: runner SIGKILLed at ${iso(db(killed.at))}, child still attempted ${after.length} effect(s), the first at ${after[0].db_time}`,
+          );
       }
     } else {
       if (L !== undefined && E > M + END_SLACK_MS && E > L + END_SLACK_MS) {
         const started = db(r.child.startedAt);
-        const late = started > L ? `; it was only started at ${iso(started)}, ${started - L} ms after that expiry (runner logged 'lease acquired' ${db(r.acquiredAt) !== undefined ? `${started - db(r.acquiredAt)} ms before 'child started'` : 'never'})` : '';
-        violate('child-lifetime', `${who}: child ended at ${iso(E)}, ${E - L} ms after its lease's last possible expiry ${iso(L)} and ${E - M} ms after the lease moved on (${iso(M)})${late}`);
+        const late =
+          started > L
+            ? `; it was only started at ${iso(started)}, ${started - L} ms after that expiry (runner logged 'lease acquired' ${db(r.acquiredAt) !== undefined ? `${started - db(r.acquiredAt)} ms before 'child started'` : 'never'})`
+            : '';
+        violate(
+          'child-lifetime',
+          `${who}: child ended at ${iso(E)}, ${E - L} ms after its lease's last possible expiry ${iso(L)} and ${E - M} ms after the lease moved on (${iso(M)})${late}`,
+        );
       }
-      const refused = stamp?.reason === 'fence-refused' || effects.some((e) => e.kind === 'refused' && e.pid === r.child.pid && e.token === g);
-      if (refused) violate('child-lifetime', `${who}: never paused, yet its child was refused by the fence: the runner did not stop it before the lease expired (lease lost: ${r.lossReason ?? 'not logged'})`);
+      const refused =
+        stamp?.reason === 'fence-refused' ||
+        effects.some((e) => e.kind === 'refused' && e.pid === r.child.pid && e.token === g);
+      if (refused)
+        violate(
+          'child-lifetime',
+          `${who}: never paused, yet its child was refused by the fence: the runner did not stop it before the lease expired (lease lost: ${r.lossReason ?? 'not logged'})`,
+        );
     }
     if (r.lostAt !== undefined && !paused) figures.lossToStopMs.push(Math.max(0, E - db(r.lostAt)));
-    if (r.exitedAt !== undefined && !killed && E > db(r.exitedAt) + END_SLACK_MS) violate('child-lifetime', `${who}: child ended ${E - db(r.exitedAt)} ms after its runner exited`);
+    if (r.exitedAt !== undefined && !killed && E > db(r.exitedAt) + END_SLACK_MS)
+      violate('child-lifetime', `${who}: child ended ${E - db(r.exitedAt)} ms after its runner exited`);
   }
 
   // --- exit codes ----------------------------------------------------------------------------
   const outages = (r) => {
-    const spans = faults.filter((f) => (f.kind === 'pg-restart' || f.kind === 'failover') && f.injected).map((f) => [f.at, f.readyAt ?? f.upAt]);
-    for (const f of faults) if (f.kind === 'partition' && f.injected && f.host === r.host) spans.push([f.at, f.healedAt]);
+    const spans = faults
+      .filter((f) => (f.kind === 'pg-restart' || f.kind === 'failover') && f.injected)
+      .map((f) => [f.at, f.readyAt ?? f.upAt]);
+    for (const f of faults)
+      if (f.kind === 'partition' && f.injected && f.host === r.host) spans.push([f.at, f.healedAt]);
     // A runner reaching the database just after it came back may still see the tail of it.
     return spans.some(([a, b]) => r.startedAt <= (b ?? a) + 2_000 && (r.exitedAt ?? Infinity) >= a);
   };
@@ -335,14 +504,24 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
   // connection not set up within pg's 5 s connect timeout (seen in CI: a run started 0.2 s into
   // the burst) as a connection timeout. Allowed only for those messages and only then; a
   // completed window still must exit 0 (below).
-  const overloaded = (r) => /did not answer within \d+ ms|Connection terminated due to connection timeout/.test(r.stderr) && faults.some((f) =>
-    f.kind === 'contenders-50' && f.injected && r.startedAt <= (f.overAt ?? f.at) + 2_000 && (r.exitedAt ?? Infinity) >= f.at);
+  const overloaded = (r) =>
+    /did not answer within \d+ ms|Connection terminated due to connection timeout/.test(r.stderr) &&
+    faults.some(
+      (f) =>
+        f.kind === 'contenders-50' &&
+        f.injected &&
+        r.startedAt <= (f.overAt ?? f.at) + 2_000 &&
+        (r.exitedAt ?? Infinity) >= f.at,
+    );
   for (const r of runs) {
     const who = `run ${r.id} (${r.job} ${r.window}, host ${r.host}, ${r.phase}, generation ${r.generation ?? '-'})`;
     const got = r.signal ? r.signal : String(r.code);
     if (stragglers.includes(r)) {
       const last = r.lines.at(-1);
-      violate('exit-codes', `${who}: still running ${r.silentS} s after its last log line ('${last?.msg ?? 'none'}'); killed by the harness (${r.diagnosis ?? 'no diagnosis'})`);
+      violate(
+        'exit-codes',
+        `${who}: still running ${r.silentS} s after its last log line ('${last?.msg ?? 'none'}'); killed by the harness (${r.diagnosis ?? 'no diagnosis'})`,
+      );
       continue;
     }
     const killed = r.faults.find((f) => f.kind === 'kill-runner' || f.kind === 'kill-group');
@@ -356,7 +535,8 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
     }
     const j = J(r.job);
     const completedByMe = r.generation !== undefined && j.completed.has(r.generation);
-    const skipped = r.generation === undefined && (r.lines.some((l) => l.msg === 'lease busy' || l.msg === 'window already completed'));
+    const skipped =
+      r.generation === undefined && r.lines.some((l) => l.msg === 'lease busy' || l.msg === 'window already completed');
     const takenOver = r.generation !== undefined && j.successorOf.has(r.generation);
     const lost = r.lostAt !== undefined || r.lines.some((l) => LOSS_MESSAGES.has(l.msg));
     const fenceRefused = r.child?.exitCode === 75;
@@ -376,7 +556,8 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
         break;
       case 69:
         ok = outages(r) || overloaded(r);
-        why = 'no database outage (restart, partition of its host) nor a 50-runner burst (with a statement or connection timed out) during its life';
+        why =
+          'no database outage (restart, partition of its host) nor a 50-runner burst (with a statement or connection timed out) during its life';
         break;
       default:
         ok = false;
@@ -384,9 +565,13 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
     }
     if (!ok) {
       const tail = r.stderr.trim().split('\n').slice(-3).join(' | ').slice(0, 600);
-      violate('exit-codes', `${who}: exited ${got}, but ${why}; child ${r.child ? `exited ${r.child.exitCode ?? r.child.signal ?? '?'}` : 'never started'}; last lines: ${tail}`);
+      violate(
+        'exit-codes',
+        `${who}: exited ${got}, but ${why}; child ${r.child ? `exited ${r.child.exitCode ?? r.child.signal ?? '?'}` : 'never started'}; last lines: ${tail}`,
+      );
     }
-    if (completedByMe && r.code !== 0) violate('exit-codes', `${who}: its generation completed the window, yet it exited ${got}`);
+    if (completedByMe && r.code !== 0)
+      violate('exit-codes', `${who}: its generation completed the window, yet it exited ${got}`);
   }
 
   const tooLate = (r) => r.lines.some((l) => l.msg === 'lease acquired too late to start safely');
@@ -396,7 +581,8 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
   // acquire took: two claims without a loss or a give-back between them are two winners.
   for (const cw of crowdWindows) {
     const claims = J(cw.job).events.filter((e) => e.kind === 'window-claimed' && e.window_key === cw.window);
-    if (claims.length === 0) violate('contenders', `${cw.job} ${cw.window}: never claimed by any of ${cw.runs.length} contenders`);
+    if (claims.length === 0)
+      violate('contenders', `${cw.job} ${cw.window}: never claimed by any of ${cw.runs.length} contenders`);
     for (const [i, c] of claims.entries()) {
       if (i === 0) continue;
       const before = claims[i - 1].generation;
@@ -407,19 +593,37 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
       if (gaveBack && !gaveBack.child && J(cw.job).released.has(before) && acq?.kind === 'acquired') continue;
       // Or after a claimant whose acquisition was answered too late to start its child safely
       // (a starved CPU): it released without starting anything, so nobody worked twice.
-      if (loser && !loser.child && tooLate(loser) && J(cw.job).released.has(before) && acq?.kind === 'acquired') continue;
+      if (loser && !loser.child && tooLate(loser) && J(cw.job).released.has(before) && acq?.kind === 'acquired')
+        continue;
       // Or after a claimant that logged the loss of its lease, stopped its child and then still
       // released it itself (its renewals starved, the database answering again): the next
       // claim then finds the lease released, not stale, and nobody worked at the same time.
       if (loser && loser.lostAt !== undefined && J(cw.job).released.has(before) && acq?.kind === 'acquired') continue;
       if (acq?.kind !== 'stale-takeover' || !loser || loser.lostAt === undefined) {
-        violate('contenders', `${cw.job} ${cw.window}: claimed by generation ${c.generation} (${acq?.kind}) after generation ${before} claimed it, whose runner ${loser ? 'logged no lease loss' : 'is unknown'}`);
+        violate(
+          'contenders',
+          `${cw.job} ${cw.window}: claimed by generation ${c.generation} (${acq?.kind}) after generation ${before} claimed it, whose runner ${loser ? 'logged no lease loss' : 'is unknown'}`,
+        );
       }
     }
     figures.crowdClaims = (figures.crowdClaims ?? 0) + claims.length;
     // As in the exit-code check: 69 only with a statement or a connection timed out in the burst's CPU starvation.
-    const bad = runs.filter((r) => cw.runs.includes(r.id) && (r.signal || (r.code !== 0 && !(r.code === 75 && (r.lostAt !== undefined || (tooLate(r) && !r.child))) && !(r.code === 69 && overloaded(r)))));
-    if (bad.length > 0) violate('contenders', `${cw.job} ${cw.window}: ${bad.length} contenders exited neither 0, 75 after a lease loss, nor 69 on a timed-out statement or connection (${bad.slice(0, 5).map((r) => `run ${r.id}: ${r.signal ?? r.code}`).join(', ')})`);
+    const bad = runs.filter(
+      (r) =>
+        cw.runs.includes(r.id) &&
+        (r.signal ||
+          (r.code !== 0 &&
+            !(r.code === 75 && (r.lostAt !== undefined || (tooLate(r) && !r.child))) &&
+            !(r.code === 69 && overloaded(r)))),
+    );
+    if (bad.length > 0)
+      violate(
+        'contenders',
+        `${cw.job} ${cw.window}: ${bad.length} contenders exited neither 0, 75 after a lease loss, nor 69 on a timed-out statement or connection (${bad
+          .slice(0, 5)
+          .map((r) => `run ${r.id}: ${r.signal ?? r.code}`)
+          .join(', ')})`,
+      );
   }
 
   // --- figures -------------------------------------------------------------------------------
@@ -433,4 +637,3 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
   figures.events = counts;
   return { invariants: inv, figures };
 }
-

@@ -64,13 +64,19 @@ async function prepare(server, schema, isolation = 'read committed') {
   const directUrl = url.toString();
   await cli(['migrate', '--database-url', directUrl, '--schema', schema, '--log-level', 'warn']);
 
-  const pool = new pg.Pool({ connectionString: directUrl, max: 4, connectionTimeoutMillis: 3_000, idleTimeoutMillis: 1_000 });
+  const pool = new pg.Pool({
+    connectionString: directUrl,
+    max: 4,
+    connectionTimeoutMillis: 3_000,
+    idleTimeoutMillis: 1_000,
+  });
   pool.on('error', () => {});
   const s = `"${schema}"`;
   const check = await pool.query(
     "SELECT current_setting('track_commit_timestamp') AS ts, current_setting('synchronous_commit') AS sc, current_setting('default_transaction_isolation') AS iso",
   );
-  if (check.rows[0].ts !== 'on' || check.rows[0].sc !== 'on' || check.rows[0].iso !== isolation) throw new Error(`chaos database settings not applied: ${JSON.stringify(check.rows[0])}`);
+  if (check.rows[0].ts !== 'on' || check.rows[0].sc !== 'on' || check.rows[0].iso !== isolation)
+    throw new Error(`chaos database settings not applied: ${JSON.stringify(check.rows[0])}`);
   // The protected table: one row per unit of a window, the generation that wrote it and when
   // (clock_timestamp() at insert; the exact commit time comes from pg_xact_commit_timestamp).
   await pool.query(`CREATE TABLE ${s}.chaos_units (
@@ -110,11 +116,17 @@ async function prepare(server, schema, isolation = 'read committed') {
 export async function startHosts({ cluster, workDir, notes }) {
   const hosts = [{ name: 'direct', url: cluster.directUrl, env: {} }];
   const ft = faketimeLibrary();
-  if (!ft) notes.push('faketime: libfaketime not found (Debian package `faketime`): clock-skew and clock-jump faults skipped');
+  if (!ft)
+    notes.push('faketime: libfaketime not found (Debian package `faketime`): clock-skew and clock-jump faults skipped');
   const proxied = [
     { name: 'net-1' },
     { name: 'net-2' },
-    ...(ft ? [{ name: 'clock-1', clock: true }, { name: 'clock-2', clock: true }] : []),
+    ...(ft
+      ? [
+          { name: 'clock-1', clock: true },
+          { name: 'clock-2', clock: true },
+        ]
+      : []),
   ];
   for (const h of proxied) {
     const proxy = await startProxy(cluster.directUrl);

@@ -11,9 +11,16 @@ export const FAULT_KINDS = [
   { kind: 'clock-skew-ahead', what: "a host's wall clock set minutes ahead", needs: 'clock' },
   { kind: 'clock-skew-behind', what: "a host's wall clock set minutes behind", needs: 'clock' },
   { kind: 'clock-jump-back', what: "a host's wall clock jumped back 5 minutes under a running holder", needs: 'clock' },
-  { kind: 'contenders-50', what: '50 runners started at once on one fresh window, racing for a lease freed under them' },
+  {
+    kind: 'contenders-50',
+    what: '50 runners started at once on one fresh window, racing for a lease freed under them',
+  },
   { kind: 'pgbouncer', what: 'a runner through PgBouncer in transaction mode', needs: 'bouncer' },
-  { kind: 'failover', what: 'WAL shipping to the asynchronous standby stalled, the primary killed, the standby promoted and the address moved to it (--failover)', needs: 'failover' },
+  {
+    kind: 'failover',
+    what: 'WAL shipping to the asynchronous standby stalled, the primary killed, the standby promoted and the address moved to it (--failover)',
+    needs: 'failover',
+  },
 ];
 
 const CROWD = 50;
@@ -39,9 +46,21 @@ export function planFaults({ rng, durationMs, available }) {
     kind,
     at: Math.round(start + i * slot + rng.float() * slot * 0.7),
     holdMs: kind === 'pause' ? TTL_MS + rng.int(700, 2_500) : kind === 'partition' ? rng.int(1_000, 6_000) : undefined,
-    mode: kind === 'partition' ? rng.pick(['reset', 'blackhole']) : kind === 'pause' ? rng.pick(['together', 'child-first']) : undefined,
+    mode:
+      kind === 'partition'
+        ? rng.pick(['reset', 'blackhole'])
+        : kind === 'pause'
+          ? rng.pick(['together', 'child-first'])
+          : undefined,
     stallMs: kind === 'failover' ? rng.int(500, 2_000) : undefined,
-    skewS: kind === 'clock-skew-ahead' ? rng.int(60, 600) : kind === 'clock-skew-behind' ? -rng.int(60, 600) : kind === 'clock-jump-back' ? -300 : undefined,
+    skewS:
+      kind === 'clock-skew-ahead'
+        ? rng.int(60, 600)
+        : kind === 'clock-skew-behind'
+          ? -rng.int(60, 600)
+          : kind === 'clock-jump-back'
+            ? -300
+            : undefined,
   }));
 }
 
@@ -85,7 +104,9 @@ export class Injector {
   async findVictim(filter = () => true, minEffects = 0) {
     const until = Date.now() + VICTIM_SEARCH_MS;
     for (;;) {
-      const candidates = this.fleet.holders((r) => filter(r) && Date.now() - r.child.startedAt > 300 && (r.child.effects ?? 0) >= minEffects).sort((a, b) => a.id - b.id);
+      const candidates = this.fleet
+        .holders((r) => filter(r) && Date.now() - r.child.startedAt > 300 && (r.child.effects ?? 0) >= minEffects)
+        .sort((a, b) => a.id - b.id);
       if (candidates.length > 0) return this.rng.pick(candidates);
       if (Date.now() > until) return undefined;
       await sleep(200);
@@ -103,9 +124,10 @@ export class Injector {
         const at = Date.now();
         const fault = { kind: plan.kind, at };
         v.faults.push(fault);
-        const ok = plan.kind === 'kill-runner'
-          ? signal(v.pid, 'SIGKILL')
-          : signal(-v.pid, 'SIGKILL') && (signal(-v.child.pid, 'SIGKILL') || true);
+        const ok =
+          plan.kind === 'kill-runner'
+            ? signal(v.pid, 'SIGKILL')
+            : signal(-v.pid, 'SIGKILL') && (signal(-v.child.pid, 'SIGKILL') || true);
         if (!ok) {
           v.faults.pop();
           return { ...rec, injected: false, note: 'victim exited first' };
@@ -139,7 +161,16 @@ export class Injector {
         }
         v.resumedAt = Date.now();
         fault.resumedAt = v.resumedAt;
-        return { ...rec, at, resumedAt: v.resumedAt, run: v.id, job: v.job, window: v.window, generation: v.generation, host: v.host };
+        return {
+          ...rec,
+          at,
+          resumedAt: v.resumedAt,
+          run: v.id,
+          job: v.job,
+          window: v.window,
+          generation: v.generation,
+          host: v.host,
+        };
       }
       case 'pg-restart': {
         const release = await this.lock();
@@ -188,7 +219,14 @@ export class Injector {
         const at = Date.now();
         const offsetS = host.clockOffsetS + plan.skewS;
         h.setClock(host, offsetS);
-        return { ...rec, at, host: host.name, offsetS, holder: v?.id, note: v ? undefined : 'no holder on a faketime host: jumped an idle host' };
+        return {
+          ...rec,
+          at,
+          host: host.name,
+          offsetS,
+          holder: v?.id,
+          note: v ? undefined : 'no holder on a faketime host: jumped an idle host',
+        };
       }
       case 'contenders-50': {
         const release = await this.lock();
@@ -197,7 +235,15 @@ export class Injector {
           const [blocker, ...runs] = await this.launchCrowd(CROWD);
           // Held until the burst is over so that no restart lands in it.
           await Promise.all([blocker, ...runs].map((r) => r.exited));
-          return { ...rec, at, job: runs[0].job, window: runs[0].window, blocker: blocker.id, runs: runs.map((r) => r.id), overAt: Date.now() };
+          return {
+            ...rec,
+            at,
+            job: runs[0].job,
+            window: runs[0].window,
+            blocker: blocker.id,
+            runs: runs.map((r) => r.id),
+            overAt: Date.now(),
+          };
         } finally {
           release();
         }

@@ -19,11 +19,20 @@ const SCRUBBED_ENV = /^(DATABASE_URL|LEASEJOB_|PG[A-Z]+$|LD_PRELOAD$|FAKETIME)/;
 
 /** The window a run targets: literal keys for some jobs, scheduled occurrences for the others. */
 export function windowOf(job, index) {
-  if (job.mode === 'literal') return { key: `w${String(index).padStart(3, '0')}`, args: ['--window', `w${String(index).padStart(3, '0')}`] };
+  if (job.mode === 'literal')
+    return { key: `w${String(index).padStart(3, '0')}`, args: ['--window', `w${String(index).padStart(3, '0')}`] };
   const at = new Date(Date.UTC(2021, 0, 1) + index * 3_600_000); // past occurrences: a future one is refused
   return {
     key: at.toISOString().slice(0, 13),
-    args: ['--schedule', '0 * * * *', '--window-from-schedule', '--scheduled-time', at.toISOString(), '--window-format', "yyyy-MM-dd'T'HH"],
+    args: [
+      '--schedule',
+      '0 * * * *',
+      '--window-from-schedule',
+      '--scheduled-time',
+      at.toISOString(),
+      '--window-format',
+      "yyyy-MM-dd'T'HH",
+    ],
   };
 }
 
@@ -45,10 +54,32 @@ export class Fleet {
     if (this.closed) throw new Error('the harness is stopping: no more runners');
     const win = windowOf(o.job, o.windowIndex);
     const args = [
-      BIN, 'run', '--name', o.job.name, ...win.args, '--ttl', TTL, '--kill-grace', KILL_GRACE,
-      '--database-url', o.host.url, '--schema', this.cluster.schema, '--pass-database-url',
-      '--on-busy', o.onBusy, ...(o.onBusy === 'wait' ? ['--wait-timeout', o.waitTimeout ?? WAIT_TIMEOUT] : []),
-      '--', process.execPath, WRITER, '--units', String(o.units), '--delay-ms', String(o.delayMs), '--effects', this.effectsFile,
+      BIN,
+      'run',
+      '--name',
+      o.job.name,
+      ...win.args,
+      '--ttl',
+      TTL,
+      '--kill-grace',
+      KILL_GRACE,
+      '--database-url',
+      o.host.url,
+      '--schema',
+      this.cluster.schema,
+      '--pass-database-url',
+      '--on-busy',
+      o.onBusy,
+      ...(o.onBusy === 'wait' ? ['--wait-timeout', o.waitTimeout ?? WAIT_TIMEOUT] : []),
+      '--',
+      process.execPath,
+      WRITER,
+      '--units',
+      String(o.units),
+      '--delay-ms',
+      String(o.delayMs),
+      '--effects',
+      this.effectsFile,
     ];
     const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !SCRUBBED_ENV.test(k)));
     Object.assign(env, o.host.env, { CHAOS_OBSERVER_URL: this.cluster.directUrl, LEASEJOB_LOG_LEVEL: 'info' });
@@ -58,11 +89,28 @@ export class Fleet {
     // detached: the runner leads its own process group, so a fault can SIGKILL the group.
     const proc = spawn(file, argv, { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     const run = {
-      id: ++this.seq, job: o.job.name, windowIndex: o.windowIndex, window: win.key, host: o.host.name, realClock: !o.host.clockFile,
-      onBusy: o.onBusy, phase: o.phase, units: o.units, pid: proc.pid, startedAt: Date.now(),
-      exitedAt: undefined, code: undefined, signal: undefined,
-      lines: [], stderr: '', generation: undefined, acquiredAt: undefined,
-      child: undefined, lostAt: undefined, lossReason: undefined, faults: [],
+      id: ++this.seq,
+      job: o.job.name,
+      windowIndex: o.windowIndex,
+      window: win.key,
+      host: o.host.name,
+      realClock: !o.host.clockFile,
+      onBusy: o.onBusy,
+      phase: o.phase,
+      units: o.units,
+      pid: proc.pid,
+      startedAt: Date.now(),
+      exitedAt: undefined,
+      code: undefined,
+      signal: undefined,
+      lines: [],
+      stderr: '',
+      generation: undefined,
+      acquiredAt: undefined,
+      child: undefined,
+      lostAt: undefined,
+      lossReason: undefined,
+      faults: [],
     };
     run.exited = new Promise((resolve) => {
       proc.once('exit', (code, signal) => {
@@ -156,7 +204,15 @@ export class Fleet {
 
   /** Runs holding a lease with their child at work, that no fault has touched yet. */
   holders(filter = () => true) {
-    return this.live((r) => r.child && r.child.goneAt === undefined && r.lostAt === undefined && r.faults.length === 0 && r.phase === 'chaos' && filter(r));
+    return this.live(
+      (r) =>
+        r.child &&
+        r.child.goneAt === undefined &&
+        r.lostAt === undefined &&
+        r.faults.length === 0 &&
+        r.phase === 'chaos' &&
+        filter(r),
+    );
   }
 
   async waitAll(timeoutMs) {

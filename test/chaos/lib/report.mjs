@@ -9,20 +9,46 @@ function percentile(values, p) {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
 }
 
-const fmtMs = (v) => (v === undefined ? '-' : Math.abs(v) >= 10_000 ? `${(v / 1000).toFixed(1)} s` : `${Math.round(v)} ms`);
-const stats = (values, ps) => (values.length === 0 ? 'n=0' : `n=${values.length} ${ps.map((p) => `${p === 'max' ? 'max' : p === 'min' ? 'min' : `p${p}`} ${fmtMs(p === 'max' ? Math.max(...values) : p === 'min' ? Math.min(...values) : percentile(values, p))}`).join(' ')}`);
+const fmtMs = (v) =>
+  v === undefined ? '-' : Math.abs(v) >= 10_000 ? `${(v / 1000).toFixed(1)} s` : `${Math.round(v)} ms`;
+const stats = (values, ps) =>
+  values.length === 0
+    ? 'n=0'
+    : `n=${values.length} ${ps.map((p) => `${p === 'max' ? 'max' : p === 'min' ? 'min' : `p${p}`} ${fmtMs(p === 'max' ? Math.max(...values) : p === 'min' ? Math.min(...values) : percentile(values, p))}`).join(' ')}`;
 
 const INVARIANTS = [
-  ['fencing', 'no unit committed by a generation after the next one was acquired or after its release (commit timestamps)'],
-  ['exactly-once', 'every unit of a completed window once; no window completed or claimed twice; effect tokens never go down per key'],
+  [
+    'fencing',
+    'no unit committed by a generation after the next one was acquired or after its release (commit timestamps)',
+  ],
+  [
+    'exactly-once',
+    'every unit of a completed window once; no window completed or claimed twice; effect tokens never go down per key',
+  ],
   ['completion', 'every window completed eventually (faults stopped, up to 3 clean reruns)'],
   ['generations', 'per job, generations +1 at each acquisition in event order; no event ahead of its generation'],
-  ['child-lifetime', 'no child outlives its lease (see checks.mjs for the exact rule); pauses and kills by their own rules'],
+  [
+    'child-lifetime',
+    'no child outlives its lease (see checks.mjs for the exact rule); pauses and kills by their own rules',
+  ],
   ['exit-codes', 'exit codes match what happened (0 done/skipped, 75 lost, 69 outage, SIGKILL when killed)'],
-  ['contenders', 'one winner per 50-contender window (another claim only after the winner logged a lease loss); contenders exit 0, or 75 after a loss'],
+  [
+    'contenders',
+    'one winner per 50-contender window (another claim only after the winner logged a lease loss); contenders exit 0, or 75 after a loss',
+  ],
 ];
 
-export function summarize({ seed, bounded, durationS, isolation, rounds, notes, skippedKinds, clockOffsetMs, elapsedMs }) {
+export function summarize({
+  seed,
+  bounded,
+  durationS,
+  isolation,
+  rounds,
+  notes,
+  skippedKinds,
+  clockOffsetMs,
+  elapsedMs,
+}) {
   const faults = {};
   const missed = {};
   for (const k of FAULT_KINDS) faults[k.kind] = 0;
@@ -63,32 +89,74 @@ export function summarize({ seed, bounded, durationS, isolation, rounds, notes, 
   }
   const violations = Object.values(invariants).reduce((n, i) => n + i.violations, 0);
   return {
-    seed, bounded, durationS, isolation, rounds: rounds.length, elapsedS: Math.round(elapsedMs / 1000),
+    seed,
+    bounded,
+    durationS,
+    isolation,
+    rounds: rounds.length,
+    elapsedS: Math.round(elapsedMs / 1000),
     roundTimes: rounds.map((r) => r.times),
-    notes, skippedKinds, clockOffsetMs, faults, missedFaults: missed, invariants, violations,
+    notes,
+    skippedKinds,
+    clockOffsetMs,
+    faults,
+    missedFaults: missed,
+    invariants,
+    violations,
     figures: {
-      takeoverAfterCrashMs: { n: fig.takeoverMs.length, p50: percentile(fig.takeoverMs, 50), p99: percentile(fig.takeoverMs, 99) },
-      leaseLossToChildStoppedMs: { n: fig.lossToStopMs.length, p50: percentile(fig.lossToStopMs, 50), max: fig.lossToStopMs.length ? Math.max(...fig.lossToStopMs) : undefined },
-      childGoneAfterRunnerKillMs: { n: fig.pdeathMs.length, p50: percentile(fig.pdeathMs, 50), max: fig.pdeathMs.length ? Math.max(...fig.pdeathMs) : undefined },
-      childEndBeforeLeaseExpiryMs: { n: fig.marginMs.length, min: fig.marginMs.length ? Math.min(...fig.marginMs) : undefined, p50: percentile(fig.marginMs, 50) },
+      takeoverAfterCrashMs: {
+        n: fig.takeoverMs.length,
+        p50: percentile(fig.takeoverMs, 50),
+        p99: percentile(fig.takeoverMs, 99),
+      },
+      leaseLossToChildStoppedMs: {
+        n: fig.lossToStopMs.length,
+        p50: percentile(fig.lossToStopMs, 50),
+        max: fig.lossToStopMs.length ? Math.max(...fig.lossToStopMs) : undefined,
+      },
+      childGoneAfterRunnerKillMs: {
+        n: fig.pdeathMs.length,
+        p50: percentile(fig.pdeathMs, 50),
+        max: fig.pdeathMs.length ? Math.max(...fig.pdeathMs) : undefined,
+      },
+      childEndBeforeLeaseExpiryMs: {
+        n: fig.marginMs.length,
+        min: fig.marginMs.length ? Math.min(...fig.marginMs) : undefined,
+        p50: percentile(fig.marginMs, 50),
+      },
     },
-    raw: fig, runs, windows, units, exits, hosts, events, effects, crowdClaims,
+    raw: fig,
+    runs,
+    windows,
+    units,
+    exits,
+    hosts,
+    events,
+    effects,
+    crowdClaims,
   };
 }
 
 export function printReport(s, out = process.stdout) {
   const w = (line = '') => out.write(`${line}\n`);
   w();
-  w(`=== leasejob chaos report: seed ${s.seed}, ${s.rounds} round(s) of ${s.durationS} s faults${s.bounded ? ' (bounded)' : ''}${s.isolation !== 'read committed' ? `, default isolation ${s.isolation}` : ''}, ${s.elapsedS} s in all ===`);
-  for (const [i, t] of s.roundTimes.entries()) w(`round ${i + 1}: faults ${t.faultsS} s, drain ${t.drainS} s, settle ${t.settleS} s, checks ${t.checkS} s`);
-  w(`runs ${s.runs}, windows ${s.windows}, units written ${s.units}; harness-vs-database clock offset ${Math.round(s.clockOffsetMs)} ms`);
+  w(
+    `=== leasejob chaos report: seed ${s.seed}, ${s.rounds} round(s) of ${s.durationS} s faults${s.bounded ? ' (bounded)' : ''}${s.isolation !== 'read committed' ? `, default isolation ${s.isolation}` : ''}, ${s.elapsedS} s in all ===`,
+  );
+  for (const [i, t] of s.roundTimes.entries())
+    w(`round ${i + 1}: faults ${t.faultsS} s, drain ${t.drainS} s, settle ${t.settleS} s, checks ${t.checkS} s`);
+  w(
+    `runs ${s.runs}, windows ${s.windows}, units written ${s.units}; harness-vs-database clock offset ${Math.round(s.clockOffsetMs)} ms`,
+  );
   for (const n of s.notes) w(`note: ${n}`);
   w();
   w('faults by kind:');
   for (const k of FAULT_KINDS) {
     const skipped = s.skippedKinds[k.kind];
     const missed = s.missedFaults[k.kind];
-    w(`  ${k.kind.padEnd(18)} ${String(s.faults[k.kind]).padStart(3)}  ${skipped ? `SKIPPED: ${skipped}` : k.what}${missed ? `  (not injected ${missed.length}x: ${[...new Set(missed)].join('; ')})` : ''}`);
+    w(
+      `  ${k.kind.padEnd(18)} ${String(s.faults[k.kind]).padStart(3)}  ${skipped ? `SKIPPED: ${skipped}` : k.what}${missed ? `  (not injected ${missed.length}x: ${[...new Set(missed)].join('; ')})` : ''}`,
+    );
   }
   w();
   w('invariants:');
@@ -105,10 +173,26 @@ export function printReport(s, out = process.stdout) {
   w(`  runner SIGKILL -> child gone: ${stats(s.raw.pdeathMs, [50, 'max'])}`);
   w(`  child end before its lease's last possible expiry (positive = before): ${stats(s.raw.marginMs, ['min', 50])}`);
   w(`  claims on 50-contender windows: ${s.crowdClaims} (1 per window unless a winner lost its lease)`);
-  w(`  runs by host (held a lease): ${Object.entries(s.hosts).map(([k, v]) => `${k} ${v.runs} (${v.held})`).join(', ')}`);
-  w(`  exit codes: ${Object.entries(s.exits).sort().map(([k, v]) => `${k}=${v}`).join(' ')}`);
-  w(`  events: ${Object.entries(s.events).sort().map(([k, v]) => `${k}=${v}`).join(' ')}`);
-  w(`  effects: ${s.effects.attempts} attempted for ${s.effects.items} items; ${s.effects.repeatedItems} items attempted more than once, ${s.effects.itemsUnderSeveralTokens} under several tokens (absorbed by the idempotency key)`);
+  w(
+    `  runs by host (held a lease): ${Object.entries(s.hosts)
+      .map(([k, v]) => `${k} ${v.runs} (${v.held})`)
+      .join(', ')}`,
+  );
+  w(
+    `  exit codes: ${Object.entries(s.exits)
+      .sort()
+      .map(([k, v]) => `${k}=${v}`)
+      .join(' ')}`,
+  );
+  w(
+    `  events: ${Object.entries(s.events)
+      .sort()
+      .map(([k, v]) => `${k}=${v}`)
+      .join(' ')}`,
+  );
+  w(
+    `  effects: ${s.effects.attempts} attempted for ${s.effects.items} items; ${s.effects.repeatedItems} items attempted more than once, ${s.effects.itemsUnderSeveralTokens} under several tokens (absorbed by the idempotency key)`,
+  );
   w();
   w(s.violations === 0 ? 'RESULT: every invariant held' : `RESULT: ${s.violations} invariant violation(s)`);
   const { raw, ...json } = s;
