@@ -58,13 +58,20 @@ describe('sql/sqlite: the embedded store schema as numbered files', () => {
     const steps = listSqliteSchema();
     expect(steps.map((s) => s.version)).toEqual(steps.map((_, i) => i + 1));
     expect(readdirSync(sqliteSchemaDir()).sort()).toEqual([...steps.map((s) => s.file), 'indexes.sql'].sort());
-    // Frozen, like the PostgreSQL migrations: a file on a host applied it as it was.
-    const sha = createHash('sha256')
-      .update(readFileSync(path.join(sqliteSchemaDir(), '001_init.sql'), 'utf8').replace(/\r\n/g, '\n'))
-      .digest('hex');
-    expect(sha, 'sql/sqlite/001_init.sql was edited; put the change in the next numbered file').toBe(
-      '6b399fccbe9f8e3bdb8b06c3f8d5c4692d633f71543c52dcb4c6677d8d055a6d',
-    );
+    // Frozen, like the PostgreSQL migrations: a file on a host applied each as it was.
+    const frozen: Array<[string, string]> = [
+      ['001_init.sql', '6b399fccbe9f8e3bdb8b06c3f8d5c4692d633f71543c52dcb4c6677d8d055a6d'],
+      ['002_versions_pause.sql', 'a6c7d3ba6e1cf8a1010b7b169e9bca38db1dacf1caa3267d53e9ee3a28d0b7f9'],
+      ['003_retention.sql', 'df1cf7b3de37b0af0ca18e815efecc5d5ab319b058e8a74fa582704e56c3a4b1'],
+      ['004_output_tail.sql', '733ea6f18fc7d200ca2a22a1bae0cb8638a14dc8cc9e249250b9e7460ff5f076'],
+      ['005_alert_lookback.sql', '53a7733fdb3a50402a7edd6fcf73f004f05d9b3c3c704d532a2df6fc76b55700'],
+    ];
+    for (const [file, hash] of frozen) {
+      const sha = createHash('sha256')
+        .update(readFileSync(path.join(sqliteSchemaDir(), file), 'utf8').replace(/\r\n/g, '\n'))
+        .digest('hex');
+      expect(sha, `sql/sqlite/${file} was edited; put the change in the next numbered file`).toBe(hash);
+    }
   });
 
   it('a new state file gets exactly the schema the built-in string made, upgraded by the numbered files after 001', () => {

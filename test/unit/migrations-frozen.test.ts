@@ -18,6 +18,14 @@ const FROZEN: Array<[string, string]> = [
   ['007_lost_once.sql', '8bd2cd5a32bfa2984762f11ab46b7327419f1a23c6c84e2919e5ac7888503bd0'],
   ['008_finish_after_takeover.sql', 'afafea9e00e063edb37fba6d3f6bcbf2c5993a1706c1755205abb2118727b873'],
   ['009_renew_after_release.sql', 'ebe84923b05ef41a331a15778b6128c18765a2c3fe79578e1371e82e99091708'],
+  ['010_alert_lookback.sql', '5c589f606dc8140bf8c13949e4582622884ffd399ed7a2b91c76c721bc9806cc'],
+  ['011_failover_fencing.sql', '053751204d6f93744989ab93e1c578a7209cd4044514a8edd2a473ef087de466'],
+  ['012_versions_pause_mark.sql', '5b3f804d076289793bcef83f33c6af8c327647e8d66e240808c90c05d8bf419d'],
+  ['013_catch_up.sql', '85df6d653dea7c980a7f0afe395985734f7553ad0040d5f5c6daf8d6c6ac6323'],
+  ['014_retention.sql', '45c68bf95e236f69bad2c02707b9c35862de1691d830b434a3a95e239e1852f1'],
+  ['015_output_tail.sql', 'b35ef0de5ec63af0cd1db88e60d73a8792c7f765c4803193a037b7595e6dee1d'],
+  ['017_failover_fencing_after_merge.sql', 'd01ce269d8ff4698159d52fb9e849269df1c1b3d0f93ec3c71e9162d0e40d90c'],
+  ['018_alert_lookback_registry.sql', '2b106950b9f9f87eb44612aab0d072c7a5d8c3e6307c1a9f69a7cc0143f40cad'],
 ];
 
 const sqlDir = path.join(ROOT, 'sql');
