@@ -210,3 +210,48 @@ export class LeaseKeeper {
     this.onLoss(reason);
   }
 }
+
+/**
+ * The keeper of a run's lease (one window, or a sequence of them): a loss is logged and stops
+ * the task with whatever is left before expiry, minus the margin for the kill itself; clock
+ * jumps and renewal failures (recorded once the database answers again: the evidence of a
+ * pause or a flaky network) become events, best effort, within `eventTimeoutMs`.
+ */
+export function keepRunLease(
+  store: Store,
+  lease: HeldLease,
+  timing: LeaseTiming,
+  sent: Stamp,
+  log: Logger,
+  eventTimeoutMs: number,
+  stop: (reason: LossReason & { graceMs: number }) => void,
+): LeaseKeeper {
+  const event = (kind: string, detail: Record<string, unknown>): void => {
+    void store
+      .recordEvent({ ...lease, kind, hostTime: new Date(), detail, answerTimeoutMs: eventTimeoutMs })
+      .catch(() => {});
+  };
+  const keeper: LeaseKeeper = new LeaseKeeper(
+    store,
+    lease,
+    timing,
+    sent,
+    log,
+    (loss) => {
+      log.warn(
+        {
+          generation: lease.generation,
+          reason: loss.kind,
+          detail: loss.detail,
+          remainingMs: Math.round(keeper.remainingMs()),
+        },
+        'lease lost',
+      );
+      const graceMs = Math.max(0, Math.min(timing.killGraceMs, keeper.remainingMs() - safetyMarginMs(timing.ttlMs)));
+      stop({ ...loss, graceMs });
+    },
+    (jumpMs) => event('clock-jump', { jump_ms: jumpMs }),
+    (failures, lastError) => event('renew-failed', { failures, last_error: lastError }),
+  );
+  return keeper;
+}

@@ -15,7 +15,7 @@ import { hostname } from 'node:os';
 import { MAX_AHEAD_MS, measureOffset, monoNow, offsetIsLarge, sleep, stamp, type OffsetMeasurement } from '../clock.js';
 import { isTransientDbError } from '../store/postgres/db-errors.js';
 import { LeaseUnavailableError, UsageError } from '../errors.js';
-import { LeaseKeeper, safetyMarginMs, stopAfterMs, type LossReason } from './keeper.js';
+import { keepRunLease, stopAfterMs, type LossReason } from './keeper.js';
 import type { Logger } from '../log.js';
 import type { OutputTail } from './output-tail.js';
 import { runSequenceHeld, type SequenceOptions } from './sequence.js';
@@ -407,50 +407,14 @@ async function runHeld<T>(
   // The runner keeps one connection (a second opens only while one is stuck): an event whose
   // connection went silent must free it well before the next renewal needs it.
   const eventTimeoutMs = Math.min(EVENT_TIMEOUT_MS, held.timing.renewIntervalMs / 2);
-  const keeper = new LeaseKeeper(
+  const keeper = keepRunLease(
     store,
     { job: opts.name, owner, generation, window: win?.key },
     held.timing,
     held.sent,
     log,
-    (loss) => {
-      log.warn(
-        { generation, reason: loss.kind, detail: loss.detail, remainingMs: Math.round(keeper.remainingMs()) },
-        'lease lost',
-      );
-      // Whatever is left before expiry, minus the margin for the kill itself.
-      const graceMs = Math.max(0, Math.min(opts.killGraceMs, keeper.remainingMs() - safetyMarginMs(opts.ttlMs)));
-      abort({ ...loss, graceMs });
-    },
-    (jumpMs) => {
-      void store
-        .recordEvent({
-          job: opts.name,
-          kind: 'clock-jump',
-          window: win?.key,
-          owner,
-          generation,
-          hostTime: new Date(),
-          detail: { jump_ms: jumpMs },
-          answerTimeoutMs: eventTimeoutMs,
-        })
-        .catch(() => {});
-    },
-    (failures, lastError) => {
-      // Recorded once the database answers again: the evidence of a pause or a flaky network.
-      void store
-        .recordEvent({
-          job: opts.name,
-          kind: 'renew-failed',
-          window: win?.key,
-          owner,
-          generation,
-          hostTime: new Date(),
-          detail: { failures, last_error: lastError },
-          answerTimeoutMs: eventTimeoutMs,
-        })
-        .catch(() => {});
-    },
+    eventTimeoutMs,
+    abort,
   );
   const startedMono = monoNow();
   keeper.noteOffset(held.offset);

@@ -4,7 +4,7 @@
 import { MAX_AHEAD_MS, monoNow, type OffsetMeasurement, type stamp } from '../clock.js';
 import { isTransientDbError } from '../store/postgres/db-errors.js';
 import { LeaseUnavailableError } from '../errors.js';
-import { LeaseKeeper, safetyMarginMs, stopAfterMs } from './keeper.js';
+import { keepRunLease, stopAfterMs } from './keeper.js';
 import type { Logger } from '../log.js';
 import { finishDetail, finishWithRetry, recordLoss, recordOutput, exitCodeOf, stoppedExitCode } from './finish.js';
 import type { AbortReason, RunOptions, RunResult, TaskContext, WindowClaim } from './runner.js';
@@ -119,46 +119,14 @@ export async function runSequenceHeld<T>(
     abortWindow(reason);
   };
 
-  const keeper = new LeaseKeeper(
+  const keeper = keepRunLease(
     store,
     { job: opts.name, owner, generation },
     held.timing,
     held.sent,
     log,
-    (loss) => {
-      log.warn(
-        { generation, reason: loss.kind, detail: loss.detail, remainingMs: Math.round(keeper.remainingMs()) },
-        'lease lost',
-      );
-      const graceMs = Math.max(0, Math.min(opts.killGraceMs, keeper.remainingMs() - safetyMarginMs(opts.ttlMs)));
-      stop({ ...loss, graceMs });
-    },
-    (jumpMs) => {
-      void store
-        .recordEvent({
-          job: opts.name,
-          kind: 'clock-jump',
-          owner,
-          generation,
-          hostTime: new Date(),
-          detail: { jump_ms: jumpMs },
-          answerTimeoutMs: eventTimeoutMs,
-        })
-        .catch(() => {});
-    },
-    (failures, lastError) => {
-      void store
-        .recordEvent({
-          job: opts.name,
-          kind: 'renew-failed',
-          owner,
-          generation,
-          hostTime: new Date(),
-          detail: { failures, last_error: lastError },
-          answerTimeoutMs: eventTimeoutMs,
-        })
-        .catch(() => {});
-    },
+    eventTimeoutMs,
+    stop,
   );
   keeper.noteOffset(held.offset);
   keeper.start();
