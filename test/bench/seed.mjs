@@ -17,7 +17,9 @@ export async function seedJobs(pool, schema, { jobs = 10_000, events = 1_000_000
        FROM generate_series(1, $1::int) i`,
     [jobs],
   );
-  // Ten windows per job, the last one open for every 7th job.
+  // Ten windows per job, the last one open for every 7th job. Loaded with the digest's triggers
+  // off and the digest then rebuilt from the ledger in one pass (as after a restore).
+  await pool.query(`ALTER TABLE ${s}.windows DISABLE TRIGGER USER`);
   await pool.query(
     `INSERT INTO ${s}.windows (job, window_key, scheduled_at, owner, generation, attempts, started_at, finished_at, completed_at, outcome)
      SELECT 'job-' || i, 'w' || k, now() - k * interval '1 hour', 'h:1:x', 1, 1 + (k % 2), now() - k * interval '1 hour',
@@ -27,6 +29,8 @@ export async function seedJobs(pool, schema, { jobs = 10_000, events = 1_000_000
        FROM generate_series(1, $1::int) i, generate_series(0, 9) k`,
     [jobs],
   );
+  await pool.query(`ALTER TABLE ${s}.windows ENABLE TRIGGER USER`);
+  await pool.query(`SELECT ${s}.rebuild_window_digest()`);
   const perJob = Math.max(1, Math.floor(events / jobs));
   await pool.query(
     `INSERT INTO ${s}.events (job, seq, kind, window_key, owner, host, generation, db_time, host_time, detail)
@@ -44,7 +48,7 @@ export async function seedJobs(pool, schema, { jobs = 10_000, events = 1_000_000
     `INSERT INTO ${s}.hosts (host, offset_ms, uncertainty_ms) SELECT 'host' || h, h, 1 FROM generate_series(0, 19) h`,
   );
   await pool.query(
-    `ANALYZE ${s}.jobs; ANALYZE ${s}.leases; ANALYZE ${s}.windows; ANALYZE ${s}.events; ANALYZE ${s}.event_counts`,
+    `ANALYZE ${s}.jobs; ANALYZE ${s}.leases; ANALYZE ${s}.windows; ANALYZE ${s}.events; ANALYZE ${s}.event_counts; ANALYZE ${s}.window_digest`,
   );
 }
 
@@ -74,7 +78,9 @@ export async function seedHistory(
        FROM generate_series(1, $1::int) i`,
     [jobs, perJobWindows],
   );
-  // Window k of a job: k steps of `days / perJob` back; the newest (k = 0) a minute ago.
+  // Window k of a job: k steps of `days / perJob` back; the newest (k = 0) a minute ago. Loaded
+  // with the digest's triggers off, then the digest rebuilt in one pass (window_digest, 019).
+  await pool.query(`ALTER TABLE ${s}.windows DISABLE TRIGGER USER`);
   await pool.query(
     `INSERT INTO ${s}.windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, completed_at, outcome)
      SELECT 'job-' || i, to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), t, 'host:1:x', $2 - k, 1, t, t, t + interval '1 second', t + interval '1 second', 'completed'
@@ -82,6 +88,8 @@ export async function seedHistory(
             LATERAL (SELECT date_trunc('minute', now()) - interval '1 minute' - k * ($3 * interval '1 day' / $2)) AS w(t)`,
     [jobs, perJobWindows, days],
   );
+  await pool.query(`ALTER TABLE ${s}.windows ENABLE TRIGGER USER`);
+  await pool.query(`SELECT ${s}.rebuild_window_digest()`);
   await pool.query(
     `INSERT INTO ${s}.events (job, seq, kind, window_key, owner, host, generation, db_time, host_time, detail)
      SELECT 'job-' || i, q, (ARRAY['acquired','window-claimed','window-completed','released','busy-skip'])[1 + q % 5], NULL,
@@ -95,6 +103,8 @@ export async function seedHistory(
      SELECT 'job-' || i, k, 'host' || (i % 20), $2 / 5 FROM generate_series(1, $1::int) i, unnest(ARRAY['acquired','window-claimed','window-completed','released','busy-skip']) k`,
     [jobs, perJobEvents],
   );
-  await pool.query(`VACUUM ANALYZE ${s}.jobs, ${s}.leases, ${s}.windows, ${s}.events, ${s}.event_counts`);
+  await pool.query(
+    `VACUUM ANALYZE ${s}.jobs, ${s}.leases, ${s}.windows, ${s}.events, ${s}.event_counts, ${s}.window_digest`,
+  );
   return { jobs, windows: perJobWindows * jobs, events: perJobEvents * jobs };
 }

@@ -645,7 +645,9 @@ export class PgStore implements LeaseStore {
   async readJobRows(name?: string): Promise<{ dbNow: Date; rows: JobRow[] }> {
     const s = this.s;
     // Instants and spans as float8 milliseconds (date_part, not numeric extract): parsing
-    // three timestamps per job was a real share of a large read. Open windows are few, so they
+    // three timestamps per job was a real share of a large read. The latest completion comes
+    // from the job's digest (migration 019), and from the ledger only for a job without one: a
+    // probe of windows_last_completed per job cost more as the history grew. Open windows are few, so they
     // are gathered in one pass rather than looked up job by job (measured by `npm run bench`):
     // the newest 10, and the one with the most failed attempts when it is older (for `check`).
     const { rows } = await this.query(
@@ -654,20 +656,26 @@ export class PgStore implements LeaseStore {
               l.owner, l.generation, l.expires_at > now() AS held,
               round(date_part('epoch', l.expires_at - now()) * 1000) AS expires_in_ms,
               round(date_part('epoch', now() - l.acquired_at) * 1000) AS held_for_ms,
-              lc.window_key AS last_window, ${epochMs('lc.completed_at')} AS last_completed_ms,
-              round(date_part('epoch', lc.completed_at - lc.started_at) * 1000) AS duration_ms,
+              coalesce(dg.last_window, lc.window_key) AS last_window,
+              ${epochMs('coalesce(dg.last_completed_at, lc.completed_at)')} AS last_completed_ms,
+              round(date_part('epoch', coalesce(dg.last_completed_at, lc.completed_at) - coalesce(dg.last_started_at, lc.started_at)) * 1000) AS duration_ms,
               ow.open AS open_windows, coalesce(ow.n, 0)::int AS open_count, ${epochMs('now()')} AS db_now_ms,
               j.version, ${epochMs('j.paused_at')} AS paused_at_ms, ${epochMs('j.paused_until')} AS paused_until_ms,
               j.pause_reason, j.paused_by,
               (j.paused_at IS NOT NULL AND (j.paused_until IS NULL OR j.paused_until > now())) AS paused,
-              (SELECT count(*)::int FROM ${s}.events e WHERE e.kind = 'job-changed' AND e.job = j.name
-                  AND e.db_time > now() - make_interval(secs => $2::float8 / 1000)) AS recent_job_changes
+              coalesce(jc.n, 0) AS recent_job_changes
          FROM ${s}.jobs j
          LEFT JOIN ${s}.leases l ON l.name = j.name
+         LEFT JOIN ${s}.window_digest dg ON dg.job = j.name
          LEFT JOIN LATERAL (
            SELECT w.window_key, w.completed_at, w.started_at
-             FROM ${s}.windows w WHERE w.job = j.name AND w.completed_at IS NOT NULL
+             FROM ${s}.windows w WHERE dg.job IS NULL AND w.job = j.name AND w.completed_at IS NOT NULL
             ORDER BY w.completed_at DESC, w.generation DESC LIMIT 1) lc ON true
+         LEFT JOIN (
+           SELECT e.job, count(*)::int AS n FROM ${s}.events e
+            WHERE e.kind = 'job-changed' AND e.db_time > now() - make_interval(secs => $2::float8 / 1000)
+              AND ($1::text IS NULL OR e.job = $1)
+            GROUP BY e.job) jc ON jc.job = j.name
          LEFT JOIN (
            SELECT o.job, jsonb_agg(jsonb_build_object('window', o.window_key, 'attempts', o.attempts, 'outcome', o.outcome, 'generation', o.generation) ORDER BY o.started_at) AS open,
                   max(o.n) AS n
@@ -746,12 +754,16 @@ export class PgStore implements LeaseStore {
 
   async readDueNotCompleted(groups: DueGroup[], name?: string): Promise<DueNotCompleted[]> {
     if (groups.length === 0) return [];
-    // One index scan per job (windows_pkey, `window_key = ANY(its key's due windows)`): one
-    // descent for the lot on PostgreSQL 17 and later, where a probe per (job, window) paid a
-    // descent each, and a join with the windows table itself would hash its whole history. The
-    // server answers one row per job with something not final (its final windows and its rows
-    // that are not), nothing for a job whose due windows are all final; which due windows are
-    // missing, and the oldest NOT_COMPLETED_LISTED, are worked out here from its key's list
+    // Each job's digest (window_digest, migration 019) answers first: a job whose due windows
+    // are all among its final ones sends no row and costs no probe of the ledger. Otherwise,
+    // when its due windows are all later than the digest's floor (every final window scheduled
+    // since is in it, and every marked one unless there were too many), the digest says which
+    // are final, and the rows that are not come from windows_open (open windows only, a small
+    // index). Only a job without a digest, with a due window at or before its floor, or with
+    // marks_full, is read from the ledger as before: one index scan per job
+    // (windows_pkey, `window_key = ANY(its key's due windows)`). The history kept then no
+    // longer enters a read of healthy jobs (issue 24; docs/performance.md). Which due windows
+    // are missing, and the oldest NOT_COMPLETED_LISTED, are worked out here from the key's list
     // (a row per job and due window through the executor cost more than the probes). The keys
     // are few and come from the jobs table, so NULL can stand as '' (never a valid value).
     const d = groups.flatMap((g, i) => g.windows.map((w) => ({ grp: i + 1, ...w })));
@@ -760,24 +772,38 @@ export class PgStore implements LeaseStore {
          SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[])
                 WITH ORDINALITY AS g(schedule, tz, fmt, off, alert, lookback, grp)),
        k AS (
-         SELECT d.grp, array_agg(d.window_key) AS due,
+         SELECT d.grp, array_agg(d.window_key) AS due, min(d.at_ms) AS oldest_ms,
                 array_agg(d.window_key) || coalesce(array_agg(d.legacy_key) FILTER (WHERE d.legacy_key IS NOT NULL), '{}') AS probe
-           FROM unnest($1::int[], $2::text[], $9::text[]) AS d(grp, window_key, legacy_key) GROUP BY d.grp),
+           FROM unnest($1::int[], $2::text[], $9::text[], $11::float8[]) AS d(grp, window_key, legacy_key, at_ms) GROUP BY d.grp),
        jg AS MATERIALIZED (
          SELECT j.name, ${epochMs('j.created_at')} AS created_ms, g.grp FROM ${this.s}.jobs j JOIN g ON j.schedule = g.schedule
             AND coalesce(j.tz, '') = coalesce(g.tz, '') AND coalesce(j.window_format, '') = coalesce(g.fmt, '')
             AND coalesce(j.window_offset, '') = coalesce(g.off, '') AND coalesce(j.alert_after_ms, -1) = coalesce(g.alert, -1)
             AND coalesce(j.alert_lookback_ms, -1) = coalesce(g.lookback, -1)
           WHERE j.window_mode = 'schedule' AND ($10::text IS NULL OR j.name = $10))
-       SELECT jg.name AS job, jg.grp, jg.created_ms, f.final, f.open_keys, f.open_outcomes, f.open_generations
-         FROM jg JOIN k ON k.grp = jg.grp CROSS JOIN LATERAL (
-           SELECT count(*) FILTER (WHERE w.completed_at IS NOT NULL AND w.window_key = ANY(k.due)) AS due_final,
+       SELECT jg.name AS job, jg.grp, jg.created_ms,
+              CASE WHEN f.probed THEN f.final ELSE ARRAY(SELECT x FROM unnest(k.probe) x WHERE dg.finals ? x OR dg.marks ? x) END AS final,
+              coalesce(f.open_keys, o.open_keys) AS open_keys, coalesce(f.open_outcomes, o.open_outcomes) AS open_outcomes,
+              coalesce(f.open_generations, o.open_generations) AS open_generations
+         FROM jg JOIN k ON k.grp = jg.grp
+         LEFT JOIN ${this.s}.window_digest dg ON dg.job = jg.name
+         CROSS JOIN LATERAL (
+           SELECT dg.job IS NULL OR dg.floor_ms >= k.oldest_ms OR dg.marks_full AS probed,
+                  count(*) FILTER (WHERE w.completed_at IS NOT NULL AND w.window_key = ANY(k.due)) AS due_final,
                   array_agg(w.window_key) FILTER (WHERE w.completed_at IS NOT NULL) AS final,
                   array_agg(w.window_key) FILTER (WHERE w.completed_at IS NULL AND w.window_key = ANY(k.due)) AS open_keys,
                   array_agg(w.outcome) FILTER (WHERE w.completed_at IS NULL AND w.window_key = ANY(k.due)) AS open_outcomes,
                   array_agg(w.generation::text) FILTER (WHERE w.completed_at IS NULL AND w.window_key = ANY(k.due)) AS open_generations
-             FROM ${this.s}.windows w WHERE w.job = jg.name AND w.window_key = ANY(k.probe)) f
-        WHERE f.due_final < cardinality(k.due)`,
+             FROM ${this.s}.windows w
+            WHERE (dg.job IS NULL OR dg.floor_ms >= k.oldest_ms OR dg.marks_full) AND w.job = jg.name AND w.window_key = ANY(k.probe)) f
+         CROSS JOIN LATERAL (
+           SELECT array_agg(w.window_key) AS open_keys, array_agg(w.outcome) AS open_outcomes,
+                  array_agg(w.generation::text) AS open_generations
+             FROM ${this.s}.windows w
+            WHERE dg.job IS NOT NULL AND dg.floor_ms < k.oldest_ms AND NOT dg.marks_full
+              AND w.job = jg.name AND w.completed_at IS NULL AND w.window_key = ANY(k.due)) o
+        WHERE NOT coalesce(dg.finals ?& k.due, false)
+          AND (NOT f.probed OR f.due_final < cardinality(k.due))`,
       [
         d.map((x) => x.grp),
         d.map((x) => x.window),
@@ -789,6 +815,7 @@ export class PgStore implements LeaseStore {
         groups.map((g) => g.alertLookbackMs),
         d.map((x) => x.legacy ?? null),
         name ?? null,
+        d.map((x) => x.scheduledAt.getTime()),
       ],
     );
     const out: DueNotCompleted[] = [];
