@@ -1,7 +1,7 @@
 // The package as `npm install` delivers it: `npm pack`, install the tarball with production
 // dependencies only into an empty directory, and run the installed `leasejob` end to end.
 // Needs the npm registry for the dependencies (the first run of a machine downloads them).
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { execa } from 'execa';

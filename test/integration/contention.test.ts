@@ -96,7 +96,7 @@ describe('contention and faults', () => {
     const { default: driver } = await import('pg');
     const writer = new driver.Client({ connectionString: db.url });
     await writer.connect();
-    let runs: Array<ReturnType<typeof startCli>> = [];
+    let runs: Array<ReturnType<typeof startCli>>;
     try {
       await writer.query('BEGIN');
       await writer.query(`UPDATE ${db.schema}.leases SET owner = owner WHERE name = 'serial'`);

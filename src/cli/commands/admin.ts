@@ -9,6 +9,7 @@ import { resolveLogLevel } from '../log-level.js';
 import { validateRole } from '../../names.js';
 import { chooseStore, openStore, type StoreChoice, type StoreFlags } from '../../store/choice.js';
 import type { LeaseStore } from '../../store/contract.js';
+import type { PgStore } from '../../store/postgres/store.js';
 
 export interface DbFlags extends StoreFlags {
   logLevel?: string;
@@ -83,8 +84,7 @@ export async function migrateCommand(flags: DbFlags & { grantTo?: string[]; lock
         return 0;
       }
       const { migrate } = await import('../../store/postgres/migrate.js');
-      const { PgStore } = await import('../../store/postgres/store.js');
-      const r = await migrate((store as InstanceType<typeof PgStore>).pool, choice.schema, { grantTo, lockTimeoutMs });
+      const r = await migrate((store as PgStore).pool, choice.schema, { grantTo, lockTimeoutMs });
       if (r.drift.skipped !== undefined)
         log.warn(
           { schema: choice.schema, reason: r.drift.skipped },

@@ -22,7 +22,7 @@ async function cli(args) {
   try {
     return await run(process.execPath, [BIN, ...args], { cwd: ROOT, timeout: 60_000 });
   } catch (err) {
-    throw new Error(`leasejob ${args[0]} failed (${err.code}): ${err.stderr || err.message}`);
+    throw new Error(`leasejob ${args[0]} failed (${err.code}): ${err.stderr || err.message}`, { cause: err });
   }
 }
 
