@@ -11,11 +11,10 @@ DECLARE
   v_jobs bigint;
 BEGIN
   DELETE FROM window_digest d WHERE p_job IS NULL OR d.job = p_job;
-  INSERT INTO window_digest (job, finals, n, floor_ms, marks, marks_full,
+  INSERT INTO window_digest (job, finals, floor_ms, marks, marks_full,
                              last_window, last_completed_at, last_started_at, last_generation)
   SELECT r.job,
          coalesce(jsonb_object_agg(r.window_key, r.at) FILTER (WHERE r.scheduled AND r.rank <= 32), '{}'::jsonb),
-         count(*) FILTER (WHERE r.scheduled AND r.rank <= 32),
          coalesce(max(r.at) FILTER (WHERE r.scheduled AND r.rank > 32), '-Infinity'::float8),
          coalesce(jsonb_object_agg(r.window_key, r.at) FILTER (WHERE NOT r.scheduled AND r.rank <= 64), '{}'::jsonb),
          count(*) FILTER (WHERE NOT r.scheduled AND r.rank > 64) > 0,

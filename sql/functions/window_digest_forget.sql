@@ -12,8 +12,7 @@ BEGIN
   FOR r IN SELECT o.job, array_agg(o.window_key) AS keys FROM gone o WHERE o.completed_at IS NOT NULL GROUP BY o.job LOOP
     UPDATE window_digest d SET
       finals = d.finals - r.keys,
-      marks = d.marks - r.keys,
-      n = d.n - (SELECT count(*) FROM unnest(r.keys) k WHERE d.finals ? k)
+      marks = d.marks - r.keys
      WHERE d.job = r.job AND (d.finals ?| r.keys OR d.marks ?| r.keys);
     UPDATE window_digest d SET (last_window, last_completed_at, last_started_at, last_generation) = (
         SELECT w.window_key, w.completed_at, w.started_at, w.generation FROM windows w

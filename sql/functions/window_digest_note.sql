@@ -18,14 +18,11 @@ BEGIN
   IF NEW.completed_at IS NOT NULL THEN
     v_entry := jsonb_build_object(NEW.window_key,
       round(date_part('epoch', coalesce(NEW.scheduled_at, NEW.completed_at)) * 1000));
-    INSERT INTO window_digest AS d (job, finals, n, marks, last_window, last_completed_at, last_started_at, last_generation)
-    VALUES (NEW.job, CASE WHEN v_scheduled THEN v_entry ELSE '{}'::jsonb END, CASE WHEN v_scheduled THEN 1 ELSE 0 END,
-            CASE WHEN v_scheduled THEN '{}'::jsonb ELSE v_entry END,
+    INSERT INTO window_digest AS d (job, finals, marks, last_window, last_completed_at, last_started_at, last_generation)
+    VALUES (NEW.job, CASE WHEN v_scheduled THEN v_entry ELSE '{}'::jsonb END, CASE WHEN v_scheduled THEN '{}'::jsonb ELSE v_entry END,
             NEW.window_key, NEW.completed_at, NEW.started_at, NEW.generation)
     ON CONFLICT (job) DO UPDATE SET
       finals = CASE WHEN v_scheduled THEN d.finals || v_entry ELSE d.finals - NEW.window_key END,
-      n = d.n + CASE WHEN v_scheduled AND NOT d.finals ? NEW.window_key THEN 1
-                     WHEN NOT v_scheduled AND d.finals ? NEW.window_key THEN -1 ELSE 0 END,
       marks = CASE WHEN v_scheduled THEN d.marks - NEW.window_key
                    WHEN d.marks ? NEW.window_key OR (SELECT count(*) FROM jsonb_object_keys(d.marks)) < 64
                    THEN d.marks || v_entry ELSE d.marks END,
@@ -42,7 +39,7 @@ BEGIN
                               OR (NEW.completed_at, NEW.generation) >= (d.last_completed_at, d.last_generation)
                          THEN NEW.generation ELSE d.last_generation END,
       last_completed_at = greatest(d.last_completed_at, NEW.completed_at)
-    RETURNING d.n INTO v_n;
+    RETURNING (SELECT count(*) FROM jsonb_object_keys(d.finals)) INTO v_n;
     IF v_n > 48 THEN
       -- Trimmed in a batch, not at every completion: one statement in sixteen.
       WITH gone AS (
@@ -52,13 +49,11 @@ BEGIN
          ORDER BY e.value::float8 DESC, e.key DESC OFFSET 32)
       UPDATE window_digest d SET
         finals = d.finals - ARRAY(SELECT g.key FROM gone g),
-        n = d.n - (SELECT count(*) FROM gone),
         floor_ms = greatest(d.floor_ms, (SELECT max(g.at) FROM gone g))
        WHERE d.job = NEW.job;
     END IF;
   ELSIF TG_OP = 'UPDATE' AND OLD.completed_at IS NOT NULL THEN
-    UPDATE window_digest d SET finals = d.finals - NEW.window_key, marks = d.marks - NEW.window_key,
-                               n = d.n - CASE WHEN d.finals ? NEW.window_key THEN 1 ELSE 0 END
+    UPDATE window_digest d SET finals = d.finals - NEW.window_key, marks = d.marks - NEW.window_key
      WHERE d.job = NEW.job AND (d.finals ? NEW.window_key OR d.marks ? NEW.window_key);
     UPDATE window_digest d SET (last_window, last_completed_at, last_started_at, last_generation) = (
         SELECT w.window_key, w.completed_at, w.started_at, w.generation FROM windows w

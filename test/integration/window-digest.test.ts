@@ -105,7 +105,7 @@ async function threeWays(): Promise<{ kept: string; ledger: string; rebuilt: str
 
 async function digest(name: string): Promise<{ n: number; floor_ms: number; marks_full: boolean } | undefined> {
   const rows = await db.rows<{ n: number; floor_ms: number; marks_full: boolean }>(
-    `SELECT n, floor_ms, marks_full FROM ${s()}.window_digest WHERE job = $1`,
+    `SELECT (SELECT count(*) FROM jsonb_object_keys(finals))::int AS n, floor_ms, marks_full FROM ${s()}.window_digest WHERE job = $1`,
     [name],
   );
   return rows[0];

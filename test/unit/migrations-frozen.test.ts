@@ -26,7 +26,7 @@ const FROZEN: Array<[string, string]> = [
   ['015_output_tail.sql', 'b35ef0de5ec63af0cd1db88e60d73a8792c7f765c4803193a037b7595e6dee1d'],
   ['017_failover_fencing_after_merge.sql', 'd01ce269d8ff4698159d52fb9e849269df1c1b3d0f93ec3c71e9162d0e40d90c'],
   ['018_alert_lookback_registry.sql', '2b106950b9f9f87eb44612aab0d072c7a5d8c3e6307c1a9f69a7cc0143f40cad'],
-  ['019_window_digest.sql', '97fa9da056187892edd4e001e5d3d3794cbce11748caab460a7dfd2d7e2eaec9'],
+  ['019_window_digest.sql', '185a308f1a61e737e286b306c699d3878d7972b6eec195bc87cbab40a9831da4'],
 ];
 
 const sqlDir = path.join(ROOT, 'sql');

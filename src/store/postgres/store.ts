@@ -169,6 +169,18 @@ const ROLLBACK_MIN_LEFT_MS = 250;
 /** How long closing the pool may take before the process exits regardless. */
 const CLOSE_LIMIT_MS = 2_000;
 
+/** finish() and finish_window() take the same arguments, in this order. */
+const finishParams = (i: FinishInput): unknown[] => [
+  i.job,
+  i.owner,
+  i.generation,
+  i.window ?? null,
+  i.outcome,
+  i.exitCode ?? null,
+  i.hostTime,
+  JSON.stringify(i.detail ?? {}),
+];
+
 export class PgStore implements LeaseStore {
   readonly kind = 'postgresql' as const;
   readonly location: string;
@@ -423,16 +435,7 @@ export class PgStore implements LeaseStore {
   async finish(i: FinishInput): Promise<{ held: boolean; dbNow: Date }> {
     const { rows } = await this.query(
       `SELECT * FROM ${this.s}.finish($1, $2, $3, $4, $5, $6, $7, $8)`,
-      [
-        i.job,
-        i.owner,
-        i.generation,
-        i.window ?? null,
-        i.outcome,
-        i.exitCode ?? null,
-        i.hostTime,
-        JSON.stringify(i.detail ?? {}),
-      ],
+      finishParams(i),
       i.answerTimeoutMs ?? this.readTimeoutMs,
     );
     return { held: rows[0].held, dbNow: rows[0].db_now };
@@ -463,16 +466,7 @@ export class PgStore implements LeaseStore {
   async finishWindow(i: FinishInput): Promise<{ held: boolean; dbNow: Date }> {
     const { rows } = await this.query(
       `SELECT * FROM ${this.s}.finish_window($1, $2, $3, $4, $5, $6, $7, $8)`,
-      [
-        i.job,
-        i.owner,
-        i.generation,
-        i.window ?? null,
-        i.outcome,
-        i.exitCode ?? null,
-        i.hostTime,
-        JSON.stringify(i.detail ?? {}),
-      ],
+      finishParams(i),
       i.answerTimeoutMs ?? this.readTimeoutMs,
     );
     return { held: rows[0].held, dbNow: rows[0].db_now };

@@ -884,27 +884,35 @@ export class SqliteStore implements LeaseStore {
             now,
           );
         } else {
-          this.db
-            .prepare(
-              `UPDATE windows SET outcome = 'lost', finished_at = ? WHERE job = ? AND window_key = ? AND generation = ? AND completed_at IS NULL`,
-            )
-            .run(now, i.job, i.window ?? null, Number(i.generation));
-          this.recordEventSync(
-            {
-              job: i.job,
-              kind: 'lease-lost',
-              window: i.window,
-              owner: i.owner,
-              generation: i.generation,
-              hostTime: i.hostTime,
-              detail: { outcome: i.outcome, aborted: detail.aborted },
-            },
-            now,
-          );
+          this.recordLostSync(i, detail.aborted, now);
         }
         return { held, dbNow: new Date(now) };
       })
       .immediate();
+  }
+
+  /**
+   * finish() and finishWindow() after the lease was lost: the window stays open for whoever
+   * holds the lease now, its outcome `lost`, and the loss recorded (once per generation).
+   */
+  private recordLostSync(i: FinishInput, aborted: unknown, now: number): void {
+    this.db
+      .prepare(
+        `UPDATE windows SET outcome = 'lost', finished_at = ? WHERE job = ? AND window_key = ? AND generation = ? AND completed_at IS NULL`,
+      )
+      .run(now, i.job, i.window ?? null, Number(i.generation));
+    this.recordEventSync(
+      {
+        job: i.job,
+        kind: 'lease-lost',
+        window: i.window,
+        owner: i.owner,
+        generation: i.generation,
+        hostTime: i.hostTime,
+        detail: { outcome: i.outcome, aborted },
+      },
+      now,
+    );
   }
 
   /** The lease as `owner` holds it as `generation`, live and not released; else undefined. */
@@ -1059,23 +1067,7 @@ export class SqliteStore implements LeaseStore {
             now,
           );
         } else if (!held) {
-          this.db
-            .prepare(
-              `UPDATE windows SET outcome = 'lost', finished_at = ? WHERE job = ? AND window_key = ? AND generation = ? AND completed_at IS NULL`,
-            )
-            .run(now, i.job, i.window ?? null, Number(i.generation));
-          this.recordEventSync(
-            {
-              job: i.job,
-              kind: 'lease-lost',
-              window: i.window,
-              owner: i.owner,
-              generation: i.generation,
-              hostTime: i.hostTime,
-              detail: { outcome: i.outcome, aborted: detail.aborted },
-            },
-            now,
-          );
+          this.recordLostSync(i, detail.aborted, now);
         }
         return { held, dbNow: new Date(now) };
       })
