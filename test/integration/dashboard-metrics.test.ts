@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chartTemplate } from '../deploy/deploy-files.js';
 import { DASHBOARD_FILE, dashboardQueries, type Dashboard } from '../deploy/dashboard-files.js';
 import { labelValuesMetric, metricNames } from '../deploy/promql-names.js';
-import { logLines, startCli, waitFor } from '../helpers/cli.js';
+import { scrapeOnce } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 
 let db: TestDb;
@@ -13,31 +13,9 @@ let exported: Set<string>;
 
 beforeAll(async () => {
   db = await testDb();
-  const p = startCli([
-    'exporter',
-    '--database-url',
-    db.url,
-    '--schema',
-    db.schema,
-    '--port',
-    '0',
-    '--host',
-    '127.0.0.1',
-  ]);
-  let err = '';
-  p.stderr?.on('data', (d: Buffer) => (err += d.toString()));
-  try {
-    const port = await waitFor('exporter to listen', () => {
-      const line = logLines(err).find((l) => l.msg === 'exporter listening');
-      return line ? Number(line.port) : undefined;
-    });
-    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-    // Every family says its TYPE, with or without series (an empty schema has few series).
-    exported = new Set([...text.matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]!));
-  } finally {
-    p.kill('SIGTERM');
-    await p;
-  }
+  const text = await scrapeOnce(['--database-url', db.url, '--schema', db.schema]);
+  // Every family says its TYPE, with or without series (an empty schema has few series).
+  exported = new Set([...text.matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]!));
 });
 afterAll(async () => {
   await db.close();

@@ -2,7 +2,7 @@
 // status and the exporter agree on what did not complete; failures log at warn; a done skip is
 // an event and a counter; check's plugin exit codes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
+import { fixture, logLines, runCli, scrapeOnce } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 
 let db: TestDb;
@@ -16,21 +16,7 @@ afterAll(async () => {
 const conn = (): string[] => ['--database-url', db.url, '--schema', db.schema];
 const exitWith = (code: number): string[] => ['--', process.execPath, fixture('exit-with.mjs'), String(code)];
 
-async function scrape(): Promise<string> {
-  const p = startCli(['exporter', ...conn(), '--port', '0', '--host', '127.0.0.1'], {}, { timeoutMs: 120_000 });
-  let err = '';
-  p.stderr?.on('data', (d: Buffer) => (err += d.toString()));
-  try {
-    const port = await waitFor('exporter to listen', () => {
-      const line = logLines(err).find((l) => l.msg === 'exporter listening');
-      return line ? Number(line.port) : undefined;
-    });
-    return await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  } finally {
-    p.kill('SIGTERM');
-    await p;
-  }
-}
+const scrape = (): Promise<string> => scrapeOnce(conn(), {}, { timeoutMs: 120_000 });
 
 function metric(text: string, name: string, labels: string): number | undefined {
   const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}}`));

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import path from 'node:path';
 import { execa } from 'execa';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { fixture, logLines, ROOT, runCli, startCli, waitFor } from '../helpers/cli.js';
+import { fixture, logLines, ROOT, runCli, scrapeOnce, startCli, waitFor } from '../helpers/cli.js';
 import { faketimeEnv, faketimeLibrary } from '../helpers/faketime.mjs';
 import { tempDirPerTest } from '../helpers/temp.js';
 
@@ -68,22 +68,10 @@ describe('embedded store (SQLite)', () => {
   it('the exporter on the embedded store: no schema version it cannot read, the shipped one still', async () => {
     const seeded = await runCli(['run', '--state-file', state, '--name', 'exp', '--window', 'w', '--', 'true'], env());
     expect(seeded.exitCode, seeded.all).toBe(0);
-    const p = startCli(['exporter', '--state-file', state, '--port', '0', '--host', '127.0.0.1'], env());
-    let err = '';
-    p.stderr?.on('data', (d: Buffer) => (err += d.toString()));
-    try {
-      const port = await waitFor('exporter to listen', () => {
-        const line = logLines(err).find((l) => l.msg === 'exporter listening');
-        return line ? Number(line.port) : undefined;
-      });
-      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-      expect(text).toMatch(/^leasejob_up 1$/m);
-      expect(text).not.toMatch(/^leasejob_schema_version /m);
-      expect(text).toMatch(/^leasejob_schema_version_expected \d+$/m);
-    } finally {
-      p.kill('SIGTERM');
-      await p;
-    }
+    const text = await scrapeOnce(['--state-file', state], env());
+    expect(text).toMatch(/^leasejob_up 1$/m);
+    expect(text).not.toMatch(/^leasejob_schema_version /m);
+    expect(text).toMatch(/^leasejob_schema_version_expected \d+$/m);
   });
 
   it('ten processes racing on one window: exactly one child runs', async () => {

@@ -2,7 +2,7 @@
 import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT, fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
+import { ROOT, fixture, logLines, runCli, startCli, startExporter, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 import { faketimeEnv, faketimeLibrary } from '../helpers/faketime.mjs';
 import { startProxy } from '../helpers/proxy.mjs';
@@ -20,28 +20,10 @@ afterAll(async () => {
 const conn = (): string[] => ['--database-url', db.url, '--schema', db.schema];
 const ok = ['--', process.execPath, fixture('exit-with.mjs'), '0'];
 
-async function startExporter(url?: string) {
-  const p = startCli(
-    ['exporter', '--database-url', url ?? db.url, '--schema', db.schema, '--port', '0', '--host', '127.0.0.1'],
-    {},
-    { timeoutMs: 120_000 },
-  );
-  let err = '';
-  p.stderr?.on('data', (d: Buffer) => (err += d.toString()));
-  const port = await waitFor('exporter to listen', () => {
-    const line = logLines(err).find((l) => l.msg === 'exporter listening');
-    return line ? Number(line.port) : undefined;
-  });
-  const scrape = async (): Promise<string> => (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  return {
-    p,
-    port,
-    scrape,
-    stop: async () => {
-      p.kill('SIGTERM');
-      return p;
-    },
-  };
+async function exporterOf(url?: string) {
+  const e = await startExporter(['--database-url', url ?? db.url, '--schema', db.schema], {}, { timeoutMs: 120_000 });
+  const scrape = async (): Promise<string> => (await fetch(`http://127.0.0.1:${e.port}/metrics`)).text();
+  return { ...e, scrape };
 }
 
 function metric(text: string, name: string, labels: string): number | undefined {
@@ -59,7 +41,7 @@ describe('monitoring by absence', () => {
          ('sum-job', 'lease-lost', 'h1', 1), ('sum-job', 'lease-lost', 'h2', 2),
          ('sum-job', 'busy-skip', 'h1', 5), ('sum-job', 'busy-skip', 'h2', 6)`,
     );
-    const exporter = await startExporter();
+    const exporter = await exporterOf();
     try {
       const text = await exporter.scrape();
       expect(metric(text, 'leasejob_runs_total', 'job="sum-job",outcome="completed"')).toBe(7);
@@ -86,7 +68,7 @@ describe('monitoring by absence', () => {
   it('a registered job has leasejob_leases_lost_total and leasejob_notify_failures_total 0 before the first, so increase() counts it', async () => {
     const seeded = await runCli(['run', ...conn(), '--name', 'zero-loss', '--window', 'w1', ...ok]);
     expect(seeded.exitCode, seeded.all).toBe(0);
-    const exporter = await startExporter();
+    const exporter = await exporterOf();
     try {
       const before = await exporter.scrape();
       expect(metric(before, 'leasejob_leases_lost_total', 'job="zero-loss"')).toBe(0);
@@ -113,7 +95,7 @@ describe('monitoring by absence', () => {
     const seeded = await runCli(['run', ...conn(), '--name', 'cut-job', '--window', 'w1', ...ok]);
     expect(seeded.exitCode, seeded.all).toBe(0);
     const proxy = await startProxy(db.url);
-    const exporter = await startExporter(proxy.url(db.url));
+    const exporter = await exporterOf(proxy.url(db.url));
     try {
       const before = await exporter.scrape();
       expect(metric(before, 'leasejob_up', '')).toBe(1);
@@ -143,7 +125,7 @@ describe('monitoring by absence', () => {
 
   it('a scrape whose read meets a silent connection says leasejob_up 0 inside a 10 s scrape timeout', async () => {
     const proxy = await startProxy(db.url);
-    const exporter = await startExporter(proxy.url(db.url));
+    const exporter = await exporterOf(proxy.url(db.url));
     try {
       expect(metric(await exporter.scrape(), 'leasejob_up', '')).toBe(1);
       const seen = proxy.silence('event_counts');
@@ -201,7 +183,7 @@ describe('monitoring by absence', () => {
       [v],
     );
     const [{ v: previous }] = await db.rows<{ v: number }>(`SELECT max(version) AS v FROM ${db.schema}.migrations`);
-    const exporter = await startExporter();
+    const exporter = await exporterOf();
     try {
       const text = await exporter.scrape();
       expect(metric(text, 'leasejob_schema_version', '')).toBe(previous);
@@ -239,7 +221,7 @@ describe('monitoring by absence', () => {
       /^CRITICAL hourly-report: overdue: window \S+ \(scheduled \S+\) not completed; overdue since \S+$/m,
     );
 
-    const exporter = await startExporter();
+    const exporter = await exporterOf();
     try {
       const before = await exporter.scrape();
       expect(metric(before, 'leasejob_window_overdue', 'job="hourly-report"')).toBe(1);
@@ -365,7 +347,7 @@ describe('monitoring by absence', () => {
       ...Array.from({ length: 10 }, (_, i) => `newer${i + 1}`),
     ]);
     expect((await runCli(['status', ...conn(), '--name', 'flaky'])).stdout).not.toContain('more)');
-    const exporter = await startExporter();
+    const exporter = await exporterOf();
     try {
       expect(metric(await exporter.scrape(), 'leasejob_open_windows', 'job="flaky"')).toBe(11);
     } finally {

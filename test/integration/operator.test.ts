@@ -4,7 +4,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
+import { fixture, logLines, runCli, scrapeOnce, startCli, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 import { tempDir } from '../helpers/temp.js';
 
@@ -416,23 +416,11 @@ describe('operator state in the exporter', () => {
     expect(
       (await runCli(['pause', '--name', 'exp-paused', '--reason', 'quarter close', '--until', '1h', ...conn])).exitCode,
     ).toBe(0);
-    const p = startCli(['exporter', ...conn, '--port', '0', '--host', '127.0.0.1'], {}, { timeoutMs: 120_000 });
-    let err = '';
-    p.stderr?.on('data', (d: Buffer) => (err += d.toString()));
-    try {
-      const port = await waitFor('exporter to listen', () => {
-        const line = logLines(err).find((l) => l.msg === 'exporter listening');
-        return line ? Number(line.port) : undefined;
-      });
-      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-      expect(text).toMatch(/^leasejob_job_paused\{job="exp-paused"\} 1$/m);
-      expect(text).toMatch(/^leasejob_job_version\{job="exp-paused"\} 2$/m);
-      expect(text).toMatch(/^leasejob_job_paused_since_timestamp_seconds\{job="exp-paused"\} \d/m);
-      expect(text).toMatch(/^leasejob_job_paused_until_timestamp_seconds\{job="exp-paused"\} \d/m);
-      expect(text).toMatch(/^leasejob_job_pause_info\{job="exp-paused",reason="quarter close",by="[^"]+@[^"]+"\} 1$/m);
-    } finally {
-      p.kill('SIGTERM');
-      await p;
-    }
+    const text = await scrapeOnce(conn, {}, { timeoutMs: 120_000 });
+    expect(text).toMatch(/^leasejob_job_paused\{job="exp-paused"\} 1$/m);
+    expect(text).toMatch(/^leasejob_job_version\{job="exp-paused"\} 2$/m);
+    expect(text).toMatch(/^leasejob_job_paused_since_timestamp_seconds\{job="exp-paused"\} \d/m);
+    expect(text).toMatch(/^leasejob_job_paused_until_timestamp_seconds\{job="exp-paused"\} \d/m);
+    expect(text).toMatch(/^leasejob_job_pause_info\{job="exp-paused",reason="quarter close",by="[^"]+@[^"]+"\} 1$/m);
   });
 });

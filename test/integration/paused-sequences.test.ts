@@ -4,7 +4,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
+import { fixture, logLines, runCli, scrapeOnce } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 import { tempDir } from '../helpers/temp.js';
 
@@ -275,20 +275,8 @@ describe('the exporter counts paused skips', () => {
       ]);
       expect(r.exitCode, r.all).toBe(0);
     }
-    const p = startCli(['exporter', ...conn, '--port', '0', '--host', '127.0.0.1'], {}, { timeoutMs: 120_000 });
-    let err = '';
-    p.stderr?.on('data', (d: Buffer) => (err += d.toString()));
-    try {
-      const port = await waitFor('exporter to listen', () => {
-        const line = logLines(err).find((l) => l.msg === 'exporter listening');
-        return line ? Number(line.port) : undefined;
-      });
-      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-      expect(text).toMatch(/^# TYPE leasejob_paused_skips_total counter$/m);
-      expect(text).toMatch(new RegExp(`^leasejob_paused_skips_total\\{job="${job}"\\} 2$`, 'm'));
-    } finally {
-      p.kill('SIGTERM');
-      await p;
-    }
+    const text = await scrapeOnce(conn, {}, { timeoutMs: 120_000 });
+    expect(text).toMatch(/^# TYPE leasejob_paused_skips_total counter$/m);
+    expect(text).toMatch(new RegExp(`^leasejob_paused_skips_total\\{job="${job}"\\} 2$`, 'm'));
   });
 });

@@ -4,7 +4,7 @@
 // (healthy), and a role or server that hides what is needed (said as unchecked, never a crash).
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
+import { fixture, runCli, scrapeOnce } from '../helpers/cli.js';
 import { replicationMissing, startReplicaSet } from '../helpers/replication.mjs';
 
 const missing = replicationMissing();
@@ -40,25 +40,8 @@ const run = (url: string, job: string) =>
     '0',
   ]);
 
-async function scrape(url: string): Promise<string> {
-  const p = startCli(
-    ['exporter', '--database-url', url, '--schema', SCHEMA, '--port', '0', '--host', '127.0.0.1'],
-    {},
-    { timeoutMs: 60_000 },
-  );
-  let err = '';
-  p.stderr?.on('data', (d: Buffer) => (err += d.toString()));
-  try {
-    const port = await waitFor('exporter to listen', () => {
-      const line = logLines(err).find((l) => l.msg === 'exporter listening');
-      return line ? Number(line.port) : undefined;
-    });
-    return await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  } finally {
-    p.kill('SIGTERM');
-    await p;
-  }
-}
+const scrape = (url: string): Promise<string> =>
+  scrapeOnce(['--database-url', url, '--schema', SCHEMA], {}, { timeoutMs: 60_000 });
 const metricLines = (text: string, prefix: string): string[] => text.split('\n').filter((l) => l.startsWith(prefix));
 
 describe.skipIf(missing !== undefined)(

@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT, fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
+import { ROOT, fixture, runCli, startCli, startExporter, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 import { startProxy } from '../helpers/proxy.mjs';
 import { tempDir } from '../helpers/temp.js';
@@ -46,22 +46,8 @@ const dialogs: string[] = [];
 const conn = (): string[] => ['--database-url', db.url, '--schema', db.schema];
 const base = (): string => `http://127.0.0.1:${exporter!.port}`;
 
-async function startExporter(): Promise<{ port: number; stop: () => Promise<unknown> }> {
-  const p = startCli(['exporter', ...conn(), '--port', '0', '--host', '127.0.0.1'], {}, { timeoutMs: 300_000 });
-  let err = '';
-  p.stderr?.on('data', (d: Buffer) => (err += d.toString()));
-  const port = await waitFor('exporter to listen', () => {
-    const line = logLines(err).find((l) => l.msg === 'exporter listening');
-    return line ? Number(line.port) : undefined;
-  });
-  return {
-    port,
-    stop: async () => {
-      p.kill('SIGTERM');
-      return p;
-    },
-  };
-}
+const startPageExporter = (): Promise<{ port: number; stop: () => Promise<unknown> }> =>
+  startExporter(conn(), {}, { timeoutMs: 300_000 });
 
 async function newPage(viewport = { width: 1280, height: 900 }): Promise<Page> {
   const page = await context!.newPage();
@@ -190,7 +176,7 @@ describe.skipIf(!haveChromium)('status page in chromium', () => {
          FROM generate_series(1, $2::int) i`,
       [NEEDLE, BULK],
     );
-    exporter = await startExporter();
+    exporter = await startPageExporter();
     // A fresh profile each time: nothing carried over from another run or another agent.
     const profile = path.join(tmp, 'chromium-profile');
     context = await chromium.launchPersistentContext(profile, {
@@ -367,27 +353,8 @@ describe.skipIf(!haveChromium)('status page in chromium', () => {
 });
 
 describe('without a browser', () => {
-  async function exporterOn(url: string, schema: string, ...extra: string[]) {
-    const p = startCli([
-      'exporter',
-      '--database-url',
-      url,
-      '--schema',
-      schema,
-      '--port',
-      '0',
-      '--host',
-      '127.0.0.1',
-      ...extra,
-    ]);
-    let err = '';
-    p.stderr?.on('data', (d: Buffer) => (err += d.toString()));
-    const port = await waitFor('exporter to listen', () => {
-      const line = logLines(err).find((l) => l.msg === 'exporter listening');
-      return line ? Number(line.port) : undefined;
-    });
-    return { p, port };
-  }
+  const exporterOn = (url: string, schema: string, ...extra: string[]) =>
+    startExporter(['--database-url', url, '--schema', schema, ...extra]);
 
   it('with the database cut off the page says so (503), and recovers', async () => {
     const own = await testDb();
