@@ -13,6 +13,7 @@ import {
 } from '../clock.js';
 import type { Logger } from '../log.js';
 import type { LeaseStore as Store } from '../store/contract.js';
+import type { AbortReason } from './runner.js';
 
 export interface LeaseTiming {
   ttlMs: number;
@@ -254,4 +255,33 @@ export function keepRunLease(
     (failures, lastError) => event('renew-failed', { failures, last_error: lastError }),
   );
   return keeper;
+}
+
+/**
+ * Starts the keeper of a run's lease (keepRunLease) and wires the run's two other early stops
+ * to `stop`: the caller's cancellation (`signal`), and an acquisition answered too late to run
+ * safely (a slow network, a starved CPU): past the stop point the task would have to be
+ * stopped at once, or might even start after the lease could have expired, so it never starts.
+ * Returns what undoes the cancellation's wiring, for when the run is over.
+ */
+export function startRunLease(
+  keeper: LeaseKeeper,
+  held: { offset: OffsetMeasurement | undefined; sent: Stamp; timing: LeaseTiming; generation: string },
+  cancel: { signal?: AbortSignal | undefined; killGraceMs: number },
+  stop: (reason: AbortReason) => void,
+  log: Logger,
+): () => void {
+  keeper.noteOffset(held.offset);
+  keeper.start();
+  const onCancel = (): void => stop({ kind: 'cancelled', reason: cancel.signal?.reason, graceMs: cancel.killGraceMs });
+  cancel.signal?.addEventListener('abort', onCancel, { once: true });
+  if (cancel.signal?.aborted) onCancel();
+  if (monoNow() >= held.sent.mono + stopAfterMs(held.timing)) {
+    log.warn(
+      { generation: held.generation, remainingMs: Math.round(keeper.remainingMs()) },
+      'lease acquired too late to start safely',
+    );
+    stop({ kind: 'deadline', detail: 'the acquisition was answered after the stop point', graceMs: 0 });
+  }
+  return () => cancel.signal?.removeEventListener('abort', onCancel);
 }

@@ -15,7 +15,7 @@ import { hostname } from 'node:os';
 import { MAX_AHEAD_MS, measureOffset, monoNow, offsetIsLarge, sleep, stamp, type OffsetMeasurement } from '../clock.js';
 import { isTransientDbError } from '../store/postgres/db-errors.js';
 import { LeaseUnavailableError, UsageError } from '../errors.js';
-import { keepRunLease, stopAfterMs, type LossReason } from './keeper.js';
+import { keepRunLease, startRunLease, stopAfterMs, type LossReason } from './keeper.js';
 import type { Logger } from '../log.js';
 import type { OutputTail } from './output-tail.js';
 import { runSequenceHeld, type SequenceOptions } from './sequence.js';
@@ -417,8 +417,7 @@ async function runHeld<T>(
     abort,
   );
   const startedMono = monoNow();
-  keeper.noteOffset(held.offset);
-  keeper.start();
+  const unwire = startRunLease(keeper, held, opts, abort, log);
 
   let runtimeTimer: NodeJS.Timeout | undefined;
   if (opts.maxRuntimeMs !== undefined) {
@@ -426,17 +425,6 @@ async function runHeld<T>(
       log.warn({ maxRuntimeMs: opts.maxRuntimeMs }, 'max runtime exceeded');
       abort({ kind: 'max-runtime', graceMs: opts.killGraceMs });
     }, opts.maxRuntimeMs);
-  }
-  const onCancel = (): void => abort({ kind: 'cancelled', reason: opts.signal?.reason, graceMs: opts.killGraceMs });
-  opts.signal?.addEventListener('abort', onCancel, { once: true });
-  if (opts.signal?.aborted) onCancel();
-
-  // An acquisition answered late (a slow network, a starved CPU) may leave no time to run
-  // safely: past the stop point the task would have to be stopped at once, or might even
-  // start after the lease could have expired. Never start it then.
-  if (monoNow() >= held.sent.mono + stopAfterMs(held.timing)) {
-    log.warn({ generation, remainingMs: Math.round(keeper.remainingMs()) }, 'lease acquired too late to start safely');
-    abort({ kind: 'deadline', detail: 'the acquisition was answered after the stop point', graceMs: 0 });
   }
 
   // An occurrence the database clock says has not come yet: the clock that named it runs ahead
@@ -479,7 +467,7 @@ async function runHeld<T>(
     error = err;
   } finally {
     clearTimeout(runtimeTimer);
-    opts.signal?.removeEventListener('abort', onCancel);
+    unwire();
   }
   const leaseDoubtful = aborted?.kind === 'lease-lost' || aborted?.kind === 'deadline';
   keeper.stop();

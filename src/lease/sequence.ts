@@ -4,7 +4,7 @@
 import { MAX_AHEAD_MS, monoNow, type OffsetMeasurement, type stamp } from '../clock.js';
 import { isTransientDbError } from '../store/postgres/db-errors.js';
 import { LeaseUnavailableError } from '../errors.js';
-import { keepRunLease, stopAfterMs } from './keeper.js';
+import { keepRunLease, startRunLease } from './keeper.js';
 import type { Logger } from '../log.js';
 import { finishDetail, finishWithRetry, recordLoss, recordOutput, exitCodeOf, stoppedExitCode } from './finish.js';
 import type { AbortReason, RunOptions, RunResult, TaskContext, WindowClaim } from './runner.js';
@@ -128,15 +128,7 @@ export async function runSequenceHeld<T>(
     eventTimeoutMs,
     stop,
   );
-  keeper.noteOffset(held.offset);
-  keeper.start();
-  const onCancel = (): void => stop({ kind: 'cancelled', reason: opts.signal?.reason, graceMs: opts.killGraceMs });
-  opts.signal?.addEventListener('abort', onCancel, { once: true });
-  if (opts.signal?.aborted) onCancel();
-  if (monoNow() >= held.sent.mono + stopAfterMs(held.timing)) {
-    log.warn({ generation, remainingMs: Math.round(keeper.remainingMs()) }, 'lease acquired too late to start safely');
-    stop({ kind: 'deadline', detail: 'the acquisition was answered after the stop point', graceMs: 0 });
-  }
+  const unwire = startRunLease(keeper, held, opts, stop, log);
   const tell = async (e: WindowEvent): Promise<void> => {
     try {
       await seq.onWindow?.(e);
@@ -443,7 +435,7 @@ export async function runSequenceHeld<T>(
     thrown = { err };
   } finally {
     keeper.stop();
-    opts.signal?.removeEventListener('abort', onCancel);
+    unwire();
   }
 
   let released = false;
