@@ -10,6 +10,7 @@ DECLARE
   v_lease leases%ROWTYPE;
   v_prev text;
 BEGIN
+  PERFORM durable_commit(); -- 021: its commit survives a crash, whatever synchronous_commit says
   db_now := now();
   IF p_outcome NOT IN ('completed', 'skipped') THEN RAISE EXCEPTION 'mark_window: outcome must be completed or skipped'; END IF;
   SELECT * INTO v_lease FROM leases l WHERE l.name = p_job FOR UPDATE;
@@ -29,7 +30,10 @@ BEGIN
       'previous_version', v.version, 'previous_outcome', v_prev)));
   INSERT INTO windows AS w (job, window_key, owner, generation, attempts, outcome, finished_at, completed_at)
   VALUES (p_job, p_window, p_by, 0, 0, p_outcome, now(), now())
-  ON CONFLICT (job, window_key) DO UPDATE SET outcome = EXCLUDED.outcome, finished_at = now(), completed_at = now(), exit_code = NULL;
+  -- 020: the window is the operator's now (owner, generation 0): a stale holder's finish finds
+  -- no window of its generation, and is told it lost the lease, not that it still holds it.
+  ON CONFLICT (job, window_key) DO UPDATE SET outcome = EXCLUDED.outcome, finished_at = now(), completed_at = now(), exit_code = NULL,
+    owner = EXCLUDED.owner, generation = 0;
   status := 'done';
   RETURN NEXT;
 END $$;

@@ -49,11 +49,12 @@ export type WindowEvent =
       window: SequenceWindow;
       generation: string;
       /**
-       * done: completed already (not run); missed: past the max delay (not run); not-due: ahead of
+       * done: completed already (not run); missed: past the max delay or the retention horizon
+       * (not run); paused: the job was paused meanwhile (not run, the sequence stops); not-due: ahead of
        * the database clock; lost: the lease was found gone at the claim or the finish, or the
        * outcome could not be recorded (not recorded; the sequence stops after not-due and lost).
        */
-      outcome: 'completed' | 'failed' | 'done' | 'missed' | 'not-due' | 'lost';
+      outcome: 'completed' | 'failed' | 'done' | 'missed' | 'paused' | 'not-due' | 'lost';
       attempt?: number | undefined;
       durationMs?: number | undefined;
       exitCode?: number | undefined;
@@ -244,6 +245,21 @@ export async function runSequenceHeld<T>(
           result: { status: 'skipped', reason: 'done', completedAt: claim.completedAt },
         });
         continue;
+      }
+      if (claim.outcome === 'paused') {
+        // Paused since the lease was taken (the store orders the claim against `pause`): no
+        // more children until resume; this window and the rest stay open.
+        wlog.warn({ generation }, 'job paused: this window and the rest are not started');
+        await tell({
+          phase: 'end',
+          index,
+          total,
+          window: w,
+          generation,
+          outcome: 'paused',
+          result: { status: 'skipped', reason: 'paused' },
+        });
+        break;
       }
       if (claim.outcome === 'missed') {
         wlog.warn({ scheduledAt: w.scheduledAt, maxDelayMs: w.maxDelayMs }, 'window missed');
