@@ -18,13 +18,20 @@ import { TailBuffer } from '../../lease/output-tail.js';
 import type { RunHooks, WindowEnd } from '../../lease/run-hooks.js';
 import { EVENT_TIMEOUT_MS } from '../../store/contract.js';
 import { stoppedExitCode } from '../../lease/finish.js';
-import { runWithLease, type AbortReason, type RunResult, type TaskContext } from '../../lease/runner.js';
+import { runWithLease } from '../../lease/runner.js';
 import { typicalInterval } from '../../schedule/cron.js';
 import { chooseStore, openStore, type StoreChoice } from '../../store/choice.js';
 import type { LeaseStore } from '../../store/contract.js';
 import { Reach, noteReach } from '../../startup/start-reach.js';
 import { catchUpPlan, earlierWindows, findCatchUp, isEmpty } from '../../lease/catch-up.js';
-import type { MissedGroup, SequenceOptions, WindowEvent } from '../../lease/sequence.js';
+import type {
+  AbortReason,
+  MissedGroup,
+  RunResult,
+  SequenceOptions,
+  TaskContext,
+  WindowEvent,
+} from '../../lease/types.js';
 import { storeError } from './admin.js';
 
 /** How long closing the connection may take once a signal told leasejob to stop. */
