@@ -272,7 +272,7 @@ Example:
           '--lock-timeout <duration>',
           'how long to wait for a table lock another transaction holds; runs queue behind the wait (default 5s)',
         ),
-    ).action(lazy(async () => (await import('./commands/admin.js')).migrateCommand));
+    ).action(lazy(async () => (await import('./commands/migrate.js')).migrateCommand));
 
   if (want('status'))
     dbOptions(

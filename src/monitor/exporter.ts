@@ -8,6 +8,7 @@ import { labelText, MetricRows } from './metric-rows.js';
 import { readJobStates } from './job-states.js';
 import { StatusPages } from './status-server.js';
 import type { LeaseStore } from '../store/contract.js';
+import { latestSchemaVersion } from '../store/choice.js';
 
 function metrics(registry: Registry) {
   const g = (name: string, help: string, labelNames: string[] = []) =>
@@ -25,6 +26,10 @@ function metrics(registry: Registry) {
     notCompleted: rg(
       'leasejob_due_occurrences_not_completed',
       'due occurrences within the lookback, past their grace, not completed (the latest included): failed, lost, missed, or never run',
+    ),
+    failed: rg(
+      'leasejob_failed_occurrences',
+      'occurrences whose run failed (failed, lost, abandoned) and that no later run redid: due ones within the lookback, and those still within their grace',
     ),
     lastCompleted: rg(
       'leasejob_last_completed_window_timestamp_seconds',
@@ -179,12 +184,10 @@ export class Exporter {
   }
 
   private async load(): Promise<void> {
-    this.expectedSchema ??= import('../store/postgres/migrate.js')
-      .then(({ latestMigrationVersion }) => latestMigrationVersion())
-      .catch((err: unknown) => {
-        this.expectedSchema = undefined; // read again at the next scrape
-        throw err;
-      });
+    this.expectedSchema ??= latestSchemaVersion().catch((err: unknown) => {
+      this.expectedSchema = undefined; // read again at the next scrape
+      throw err;
+    });
     const [{ jobs }, counts, hosts, schema, expected, replication] = await Promise.all([
       readJobStates(this.store),
       this.store.readEventCounts(EXPORTED_KINDS),
@@ -214,6 +217,8 @@ export class Exporter {
       const job = labelText({ job: j.name });
       if (j.due) m.overdue.add(job, j.overdue ? 1 : 0);
       if (j.due || j.notCompletedCount > 0) m.notCompleted.add(job, j.notCompletedCount);
+      // Every job from its registration: LeasejobDueOccurrencesNotCompleted reads it with `unless`.
+      m.failed.add(job, j.failedOccurrences);
       if (j.lastCompletedAt) m.lastCompleted.add(job, j.lastCompletedAt.getTime() / 1000);
       m.held.add(job, j.held ? 1 : 0);
       if (j.generation !== null) m.generation.add(job, Number(j.generation));
