@@ -11,9 +11,9 @@
 //   lost      a renewal found the lease taken: the task is stopped at once, the loss recorded
 //   finished  the outcome is recorded and the lease released, retried while the lease lasts
 //             (finish.ts: finishWithRetry); the exit code follows one rule (stoppedExitCode)
-import { hostname } from 'node:os';
 import { MAX_AHEAD_MS, measureOffset, monoNow, offsetIsLarge, sleep, stamp, type OffsetMeasurement } from '../clock.js';
 import { LeaseUnavailableError, UsageError } from '../errors.js';
+import { hostName } from '../host-name.js';
 import { keepRunLease, startRunLease, stopAfterMs } from './keeper.js';
 import type { Logger } from '../log.js';
 import { runSequenceHeld } from './sequence.js';
@@ -42,7 +42,7 @@ export function newOwnerId(): string {
   const nonce = Math.floor(Math.random() * 0x1_0000_0000)
     .toString(16)
     .padStart(8, '0');
-  return `${hostname()}:${process.pid}:${nonce}`;
+  return `${hostName()}:${process.pid}:${nonce}`;
 }
 
 export async function runWithLease<T>(
