@@ -133,6 +133,10 @@ export function buildProgram(only?: string): Command {
             '--alert-lookback <duration>',
             'how far back `check`, `status` and the exporter report due occurrences that did not complete (default: the longer of 24h and 3 intervals; at most the newest 24 occurrences)',
           )
+          .option(
+            '--expect-duration <min>..<max>',
+            'how long a run should take, e.g. 30s..10m (either side may be left out: 1m.., ..2h); a run outside it is a `check` warning, a metric and an alert',
+          )
           .option('--rerun', 'run an already completed window again'),
       )
         .option(
