@@ -9,6 +9,7 @@ import { packageVersion } from '../package-root.js';
 import { Reach, noteReach } from '../startup/start-reach.js';
 
 export { reach } from '../startup/start-reach.js';
+export { watchOutput, exitWhenWritten } from './process-exit.js';
 
 /** The commands, as buildProgram defines them. */
 export { COMMANDS as COMMAND_NAMES } from '../startup/command-names.js';
@@ -275,7 +276,7 @@ Example:
           '--lock-timeout <duration>',
           'how long to wait for a table lock another transaction holds; runs queue behind the wait (default 5s)',
         ),
-    ).action(lazy(async () => (await import('./commands/admin.js')).migrateCommand));
+    ).action(lazy(async () => (await import('./commands/migrate.js')).migrateCommand));
 
   if (want('status'))
     dbOptions(

@@ -8,7 +8,7 @@ import { safetyMarginMs, stopAfterMs } from '../lease/keeper.js';
 import { resolveLogLevel } from './log-level.js';
 import { validateFormattedWindowKey, validateName, validateSchema, validateWindowKey } from '../names.js';
 import { deriveOccurrence, validateWindowFormat, windowKey, type OccurrenceSource } from '../schedule/occurrence.js';
-import type { OnBusy } from '../lease/runner.js';
+import type { OnBusy } from '../lease/types.js';
 import { parseRecordOutputSize } from '../lease/output-tail.js';
 import { canonicalZone, parseSchedule, typicalInterval, validateZone, type Schedule } from '../schedule/cron.js';
 import { MAX_CATCH_UP_TICKS, type CatchUpSettings } from '../lease/catch-up.js';

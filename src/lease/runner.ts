@@ -13,13 +13,12 @@
 //             (finish.ts: finishWithRetry); the exit code follows one rule (stoppedExitCode)
 import { hostname } from 'node:os';
 import { MAX_AHEAD_MS, measureOffset, monoNow, offsetIsLarge, sleep, stamp, type OffsetMeasurement } from '../clock.js';
-import { isTransientDbError } from '../store/postgres/db-errors.js';
 import { LeaseUnavailableError, UsageError } from '../errors.js';
-import { keepRunLease, startRunLease, stopAfterMs, type LossReason } from './keeper.js';
+import { keepRunLease, startRunLease, stopAfterMs } from './keeper.js';
 import type { Logger } from '../log.js';
-import type { OutputTail } from './output-tail.js';
-import { runSequenceHeld, type SequenceOptions } from './sequence.js';
-import { EVENT_TIMEOUT_MS, type AcquireRow, type LeaseStore as Store } from '../store/contract.js';
+import { runSequenceHeld } from './sequence.js';
+import type { AbortReason, RunOptions, RunResult, TaskContext } from './types.js';
+import { EVENT_TIMEOUT_MS, isTransient, type AcquireRow, type LeaseStore as Store } from '../store/contract.js';
 import {
   ACQUIRE_ANSWER_LIMIT_MS,
   FIRST_ACQUIRE_MIN_MS,
@@ -32,78 +31,6 @@ import {
   abandonUnanswered,
 } from './acquire.js';
 import { recordLoss, recordOutput, finishWithRetry, finishDetail, stoppedExitCode, exitCodeOf } from './finish.js';
-
-export type OnBusy = 'skip' | 'wait' | 'fail';
-
-export interface WindowClaim {
-  key: string;
-  /** More than MAX_AHEAD_MS ahead of the database clock: not run (aborted 'not-due', window left open). */
-  scheduledAt?: Date | undefined;
-  rerun?: boolean;
-  maxDelayMs?: number | undefined;
-}
-
-export interface RunOptions {
-  name: string;
-  ttlMs: number;
-  /** Default ttl/3. */
-  renewIntervalMs?: number;
-  /** How long the task may take to stop once told to (must fit inside the TTL). */
-  killGraceMs: number;
-  window?: WindowClaim | undefined;
-  onBusy?: OnBusy;
-  waitTimeoutMs?: number | undefined;
-  maxRuntimeMs?: number | undefined;
-  /** Aborting it stops the task (e.g. SIGTERM to the runner), the lease is then released. */
-  signal?: AbortSignal | undefined;
-  /** What the registry records about the job (schedule, tz, window settings). */
-  spec?: Record<string, string | number | null> | undefined;
-  /**
-   * The owner id (default: `host:pid:random`, new for each call). One given here may be shared
-   * by other calls, so a lease held under it is never taken for this call's own: an acquire
-   * whose answer was lost is then neither taken up nor given back (it expires by itself).
-   */
-  owner?: string;
-  /**
-   * What the task wrote, read once it has ended (--record-output): kept with the window, for
-   * this attempt, just before the outcome is recorded. Best effort, and only with a window.
-   */
-  output?: (() => OutputTail | undefined) | undefined;
-  /**
-   * Several windows one after another under this one lease (run --catch-up, backfill): the
-   * lease is acquired without a window, then each is claimed, run and recorded in turn
-   * (src/sequence.ts). `window` is then unused.
-   */
-  sequence?: SequenceOptions | undefined;
-}
-
-/** Why the task's AbortSignal fired, and how long it has left to finish. */
-export type AbortReason =
-  | (LossReason & { graceMs: number })
-  | { kind: 'max-runtime'; graceMs: number }
-  | { kind: 'cancelled'; reason: unknown; graceMs: number }
-  | { kind: 'not-due'; detail: string; graceMs: number };
-
-export interface TaskContext {
-  signal: AbortSignal;
-  /** The lease generation as a decimal string: the fencing token. */
-  fenceToken: string;
-  idempotencyKey: string;
-  owner: string;
-  window?: string | undefined;
-  attempt: number;
-  scheduledAt?: Date | undefined;
-}
-
-export type RunResult<T> =
-  | { status: 'completed'; value: T; generation: string; attempt: number }
-  | { status: 'failed'; error: unknown; generation: string; attempt: number; aborted?: AbortReason; released: boolean }
-  | {
-      status: 'skipped';
-      reason: 'busy' | 'done' | 'missed' | 'paused' | 'cancelled';
-      holder?: string | null;
-      completedAt?: Date | null;
-    };
 
 /**
  * host:pid:nonce. The nonce tells apart two processes with one host name and pid (a container's
@@ -190,7 +117,7 @@ export async function runWithLease<T>(
         failingSince ??= sent.mono;
         const waitLeft = waitLeftMs(now);
         const left = Math.min(opts.ttlMs - (now - failingSince), waitLeft);
-        const transient = isTransientDbError(err);
+        const transient = isTransient(store, err);
         // A statement sent that got no answer (timed out, connection lost) may have committed;
         // one whose connection never opened (refused, too many connections) was never sent.
         if (transient && (err as { statementSent?: boolean }).statementSent !== false) unanswered = true;
@@ -538,7 +465,7 @@ async function runHeld<T>(
     // statement failed, and nothing was recorded.
     log.error(
       { err: (err as Error).message, generation },
-      isTransientDbError(err)
+      isTransient(store, err)
         ? 'could not learn whether the outcome was recorded; if it was not, the lease expires by itself'
         : 'could not record outcome; the lease expires by itself',
     );

@@ -2,82 +2,21 @@
 // --catch-up, backfill): each claimed, run and recorded on its own, the lease renewed
 // throughout by one keeper and released once at the end.
 import { MAX_AHEAD_MS, monoNow, type OffsetMeasurement, type stamp } from '../clock.js';
-import { isTransientDbError } from '../store/postgres/db-errors.js';
 import { LeaseUnavailableError } from '../errors.js';
 import { keepRunLease, startRunLease } from './keeper.js';
 import type { Logger } from '../log.js';
 import { finishDetail, finishWithRetry, recordLoss, recordOutput, exitCodeOf, stoppedExitCode } from './finish.js';
-import type { AbortReason, RunOptions, RunResult, TaskContext, WindowClaim } from './runner.js';
-import { EVENT_TIMEOUT_MS, type LeaseStore as Store } from '../store/contract.js';
-
-/** One window of a sequence. */
-export interface SequenceWindow extends WindowClaim {
-  /** What it is in the sequence, for logs and events: an earlier occurrence caught up, this run's own, a backfill's. */
-  role?: 'catch-up' | 'current' | 'backfill';
-}
-
-/** Occurrences not to run, recorded as missed before the first window runs, with the log line that says why. */
-export interface MissedGroup {
-  reason: 'catch-up-limit' | 'max-delay';
-  windows: Array<{ key: string; scheduledAt?: Date | undefined }>;
-  /** Log fields (the limit, the max delay). */
-  fields?: Record<string, unknown>;
-}
-
-export interface SequencePlan {
-  run: SequenceWindow[];
-  missed?: MissedGroup[];
-}
-
-/**
- * What a sequence tells as it goes, one call per step, in order (awaited): where per-window
- * work plugs in (progress, pings, notifications). An error thrown here is logged and ignored.
- */
-export type WindowEvent =
-  | {
-      phase: 'planned';
-      total: number;
-      missed: number;
-      /** The occurrences recorded missed before the first window, by reason, with how many were (recordMissed's count). */
-      missedGroups: Array<MissedGroup & { count: number }>;
-    }
-  | { phase: 'start'; index: number; total: number; window: SequenceWindow; attempt: number; generation: string }
-  | {
-      phase: 'end';
-      index: number;
-      total: number;
-      window: SequenceWindow;
-      generation: string;
-      /**
-       * done: completed already (not run); missed: past the max delay (not run); not-due: ahead of
-       * the database clock; lost: the lease was found gone at the claim or the finish, or the
-       * outcome could not be recorded (not recorded; the sequence stops after not-due and lost).
-       */
-      outcome: 'completed' | 'failed' | 'done' | 'missed' | 'not-due' | 'lost';
-      attempt?: number | undefined;
-      durationMs?: number | undefined;
-      exitCode?: number | undefined;
-      error?: unknown;
-      /**
-       * This window's result, as runWithLease would return it for this window alone: what its
-       * reports say (the ping's exit status, lost or failed), one window at a time.
-       */
-      result: RunResult<unknown>;
-    };
-
-export interface SequenceOptions {
-  /**
-   * Called once the lease is held, with the database's time: the windows to run, oldest
-   * first, and the occurrences to record as missed. Reading the ledger here, under the lease,
-   * sees what no other runner can change meanwhile.
-   */
-  plan(dbNow: Date): Promise<SequencePlan>;
-  /** After a failed window, go on with the next (backfill --keep-going); else the rest stay open. */
-  keepGoing?: boolean;
-  /** Added to each window-claimed event. */
-  detail?: Record<string, unknown>;
-  onWindow?: ((e: WindowEvent) => void | Promise<void>) | undefined;
-}
+import type {
+  AbortReason,
+  MissedGroup,
+  RunOptions,
+  RunResult,
+  SequenceOptions,
+  SequencePlan,
+  TaskContext,
+  WindowEvent,
+} from './types.js';
+import { EVENT_TIMEOUT_MS, isTransient, type LeaseStore as Store } from '../store/contract.js';
 
 interface Held {
   owner: string;
@@ -306,7 +245,7 @@ export async function runSequenceHeld<T>(
       let r: { held: boolean };
       try {
         r = await finishWithRetry(
-          { finish: finishWindow },
+          { finish: finishWindow, isTransient: store.isTransient?.bind(store) },
           {
             job: opts.name,
             owner,
@@ -324,7 +263,7 @@ export async function runSequenceHeld<T>(
       } catch (err) {
         wlog.error(
           { err: (err as Error).message, generation },
-          isTransientDbError(err)
+          isTransient(store, err)
             ? 'could not learn whether the outcome was recorded; if it was not, the lease expires by itself'
             : 'could not record outcome; the lease expires by itself',
         );

@@ -8,6 +8,7 @@ import { labelText, MetricRows } from './metric-rows.js';
 import { readJobStates } from './job-states.js';
 import { StatusPages } from './status-server.js';
 import type { LeaseStore } from '../store/contract.js';
+import { latestSchemaVersion } from '../store/choice.js';
 
 function metrics(registry: Registry) {
   const g = (name: string, help: string, labelNames: string[] = []) =>
@@ -189,12 +190,10 @@ export class Exporter {
   }
 
   private async load(): Promise<void> {
-    this.expectedSchema ??= import('../store/postgres/migrate.js')
-      .then(({ latestMigrationVersion }) => latestMigrationVersion())
-      .catch((err: unknown) => {
-        this.expectedSchema = undefined; // read again at the next scrape
-        throw err;
-      });
+    this.expectedSchema ??= latestSchemaVersion().catch((err: unknown) => {
+      this.expectedSchema = undefined; // read again at the next scrape
+      throw err;
+    });
     const [{ jobs }, counts, hosts, schema, expected, replication] = await Promise.all([
       readJobStates(this.store),
       this.store.readEventCounts(EXPORTED_KINDS),

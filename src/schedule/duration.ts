@@ -108,3 +108,18 @@ function hasUnits(duration: Duration): boolean {
 
 /** The longest delay a Node timer takes (2^31 - 1 ms, 24.8 days); a longer one fires at once. */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** 93s -> "1m33s", negative -> "-1m33s"; null -> "-". */
+export function humanMs(ms: number | null | undefined): string {
+  if (ms === null || ms === undefined) return '-';
+  const sign = ms < 0 ? '-' : '';
+  let rest = Math.round(Math.abs(ms) / 1000);
+  const d = Math.floor(rest / 86400);
+  rest %= 86400;
+  const h = Math.floor(rest / 3600);
+  rest %= 3600;
+  const m = Math.floor(rest / 60);
+  const s = rest % 60;
+  const parts = [d ? `${d}d` : '', h ? `${h}h` : '', m ? `${m}m` : '', s || (!d && !h && !m) ? `${s}s` : ''];
+  return sign + parts.join('');
+}

@@ -339,6 +339,12 @@ export interface LeaseStore {
   readonly retention?: RetentionStore;
   /** Where the state lives, for logs and status (never a password). */
   readonly location: string;
+  /**
+   * Whether an error this store threw is worth a retry (the server restarting or unreachable,
+   * the connection dropped, no answer in time): each store knows its own driver's errors. A
+   * store of your own may leave it out: then a network error or a timeout is (isTransient).
+   */
+  isTransient?(err: unknown): boolean;
   acquire(i: AcquireInput): Promise<AcquireRow>;
   /** Undefined when the lease is no longer ours (taken, expired or released). */
   renew(
@@ -476,3 +482,30 @@ export const ACQUIRE_LOCK_TIMEOUT_MS = 500;
 
 /** How long recording an event (busy skip, renewal failures, clock jump) waits for its answer by default. */
 export const EVENT_TIMEOUT_MS = 5_000;
+
+/** Node's network errors, and a bound on a connection or an answer that ran out: worth a retry whatever the store. */
+const NETWORK_ERRNOS = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EPIPE',
+]);
+
+/** The `code` of an error (a driver's SQLSTATE, Node's errno), or ''. */
+export function errorCode(err: unknown): string {
+  return typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : '';
+}
+
+/** A connection refused, dropped or silent, whatever the store. */
+export function isNetworkError(err: unknown): boolean {
+  return NETWORK_ERRNOS.has(errorCode(err));
+}
+
+/** What the run path asks of an error from `store`: worth a retry (the store's own answer, LeaseStore.isTransient)? */
+export function isTransient(store: Pick<LeaseStore, 'isTransient'>, err: unknown): boolean {
+  return store.isTransient ? store.isTransient(err) : isNetworkError(err);
+}

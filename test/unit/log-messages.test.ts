@@ -12,6 +12,9 @@ const RUN_PATH = [
   'src/lease/keeper.ts',
   'src/cli/commands/run.ts',
   'src/cli/commands/backfill.ts',
+  'src/cli/run-session.ts',
+  'src/cli/supervise.ts',
+  'src/cli/reports.ts',
   'src/clock.ts',
 ];
 

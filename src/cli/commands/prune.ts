@@ -2,9 +2,9 @@
 import { parseDuration } from '../../schedule/duration.js';
 import { UsageError } from '../../errors.js';
 import { validateName } from '../../names.js';
-import { checkHorizon, pruneJobs, retentionOf, type PruneProgress, type PruneSummary } from '../prune.js';
+import { checkHorizon, pruneJobs, retentionOf, type PruneProgress, type PruneSummary } from '../../store/retention.js';
 import { humanMs } from '../../monitor/table.js';
-import { unknownJob, withStore, type DbFlags } from './admin.js';
+import { unknownJob, withStore, type DbFlags } from '../with-store.js';
 
 /** A retention that long is a policy (records kept for years), not a typo as it is for a TTL. */
 const MAX_OLDER_THAN_MS = 100 * 366 * 86_400_000;

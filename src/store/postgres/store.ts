@@ -6,7 +6,7 @@ import pg from 'pg';
 import type pgpass from 'pgpass';
 import { monoNow, sleep } from '../../clock.js';
 import { passwordFileWarnings, type ConnectionSource } from './connection.js';
-import { noAnswerWithin, wasRolledBack } from './db-errors.js';
+import { isTransientDbError, noAnswerWithin, wasRolledBack } from './db-errors.js';
 import { quoteIdent } from '../../names.js';
 import { PgRetention } from './retention.js';
 import type { ReplicationReadings, ReplicationReport } from '../../replication.js';
@@ -198,6 +198,11 @@ export class PgStore implements LeaseStore {
     this.s = quoteIdent(schema);
     this.location = location;
     this.retention = new PgRetention((text, values) => this.query(text, values), this.s);
+  }
+
+  /** The server restarting or unreachable, the connection dropped, a statement unanswered (db-errors.ts). */
+  isTransient(err: unknown): boolean {
+    return isTransientDbError(err);
   }
 
   /**

@@ -42,7 +42,7 @@ import type {
   WindowRow,
   WindowStates,
 } from '../contract.js';
-import { JOB_CHANGES_WINDOW_MS, NOT_COMPLETED_LISTED } from '../contract.js';
+import { JOB_CHANGES_WINDOW_MS, NOT_COMPLETED_LISTED, isNetworkError } from '../contract.js';
 
 /** What is at `file`: `hidden` when a directory on the way cannot be searched by this user. */
 function fileKind(file: string): 'file' | 'directory' | 'other' | 'missing' | 'hidden' {
@@ -179,6 +179,14 @@ export class SqliteStore implements LeaseStore {
     readonly location: string,
   ) {
     this.retention = new SqliteRetention(db);
+  }
+
+  /**
+   * A SQLite error is never worth a retry (a busy file is waited for inside the driver); only a
+   * bound of leasejob's own that ran out is (ETIMEDOUT: an answer given up after a signal).
+   */
+  isTransient(err: unknown): boolean {
+    return isNetworkError(err);
   }
 
   static open(file: string, opts: { create?: boolean } = {}): SqliteStore {

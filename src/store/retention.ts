@@ -1,10 +1,11 @@
 // Retention: what `leasejob prune` deletes and keeps, job by job in small batches, with
-// progress as it goes. The SQL of each batch is the store's (store/postgres/retention.ts, store/sqlite/retention.ts).
+// progress as it goes. The SQL of each batch is the store's (postgres/retention.ts,
+// sqlite/retention.ts), the command's flags and output cli/commands/prune.ts's.
 import { hostname } from 'node:os';
 import { monoNow } from '../clock.js';
-import { humanMs } from '../monitor/table.js';
+import { humanMs } from '../schedule/duration.js';
 import { UsageError } from '../errors.js';
-import type { LeaseStore, RetentionRow, RetentionStore } from '../store/contract.js';
+import type { LeaseStore, RetentionRow, RetentionStore } from './contract.js';
 
 /**
  * Rows per batch: each batch is one transaction of about this many deletions (milliseconds on
