@@ -166,7 +166,7 @@ export async function runWithLease<T>(
         );
       }
       if (row.outcome === 'paused') {
-        jlog.info({ window: win?.key }, 'job paused (leasejob pause): occurrence skipped, command not started');
+        jlog.info('job paused (leasejob pause): occurrence skipped, command not started');
         return { status: 'skipped', reason: 'paused' };
       }
       if (row.outcome === 'done') {

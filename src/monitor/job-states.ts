@@ -369,6 +369,12 @@ export interface Problem {
   kind: 'overdue' | 'not-completed' | 'stuck-owner' | 'failing' | 'duration' | 'settings-disagree' | 'replication';
   message: string;
   since?: Date | undefined;
+  /**
+   * `overdue` and `not-completed`: the occurrences the message names, as `status --json` lists
+   * them (the oldest ten and the latest at most), and how many there are in all.
+   */
+  occurrences?: NotCompleted[] | undefined;
+  count?: number | undefined;
 }
 
 export interface CheckLimits {
@@ -390,6 +396,8 @@ export function findProblems(jobs: JobState[], dbNow: Date, limits: CheckLimits)
         severity: 'critical',
         kind: 'overdue',
         since: j.due.overdueSince,
+        occurrences: j.notCompleted.filter((o) => o.window === j.due!.window),
+        count: 1,
         message: `window ${j.due.window} (scheduled ${j.due.scheduledAt.toISOString()}) not completed; overdue since ${j.due.overdueSince.toISOString()}`,
       });
     }
@@ -410,6 +418,8 @@ export function findProblems(jobs: JobState[], dbNow: Date, limits: CheckLimits)
         severity: 'critical',
         kind: 'not-completed',
         since: earlier[0]!.overdueSince,
+        occurrences: earlier,
+        count,
         message: `${count} earlier due ${count === 1 ? 'occurrence' : 'occurrences'} not completed: ${named}${more}; overdue since ${earlier[0]!.overdueSince.toISOString()}`,
       });
     }
