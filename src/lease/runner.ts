@@ -228,7 +228,7 @@ async function cancelledWhileAcquiring<T>(a: Acquiring, pending: Promise<Acquire
 async function notToRun<T>(a: Acquiring, row: AcquireRow): Promise<RunResult<T> | undefined> {
   const { win, log } = a;
   if (row.outcome === 'paused') {
-    log.info({ window: win?.key }, 'job paused (leasejob pause): occurrence skipped, command not started');
+    log.info('job paused (leasejob pause): occurrence skipped, command not started');
     return { status: 'skipped', reason: 'paused' };
   }
   if (row.outcome === 'done') {
