@@ -21,6 +21,7 @@ const ROOMS = {
   'src/store/contract.ts': ['base'],
   'src/store/postgres': ['base', 'src/schedule', 'src/store/contract.ts'],
   'src/store/sqlite': ['base', 'src/schedule', 'src/store/contract.ts'],
+  'src/store/retention.ts': ['base', 'src/schedule', 'src/store/contract.ts'],
   'src/store/choice.ts': ['base', 'src/schedule', 'src/store/contract.ts', 'src/store/postgres', 'src/store/sqlite'],
   'src/lease': [
     'base',
@@ -46,6 +47,7 @@ const ROOMS = {
     'src/store/postgres',
     'src/store/sqlite',
     'src/store/choice.ts',
+    'src/store/retention.ts',
     'src/lease',
     'src/monitor',
   ],
@@ -70,6 +72,7 @@ const folders = {
   'src/store/contract.ts': ['src/store'],
   'src/store/postgres': ['src/store/postgres'],
   'src/store/sqlite': ['src/store/sqlite'],
+  'src/store/retention.ts': ['src/store'],
   'src/store/choice.ts': ['src/store'],
   'src/lease': ['src/lease'],
   'src/monitor': ['src/monitor'],

@@ -1,7 +1,17 @@
 // Public library API: everything a Node program needs to run its own tasks under a lease.
 export { runWithLease, newOwnerId } from './lease/runner.js';
-export type { RunOptions, RunResult, TaskContext, AbortReason, WindowClaim, OnBusy } from './lease/runner.js';
-export type { SequenceOptions, SequencePlan, SequenceWindow, WindowEvent } from './lease/sequence.js';
+export type {
+  RunOptions,
+  RunResult,
+  TaskContext,
+  AbortReason,
+  WindowClaim,
+  OnBusy,
+  SequenceOptions,
+  SequencePlan,
+  SequenceWindow,
+  WindowEvent,
+} from './lease/types.js';
 export { PgStore, PgStore as Store } from './store/postgres/store.js';
 export type { LeaseStore } from './store/contract.js';
 export { chooseStore, openStore } from './store/choice.js';

@@ -1,6 +1,6 @@
 // `run --catch-up`: which earlier occurrences of the schedule a run takes on before its own,
 // oldest first, and which it records as missed instead (past --catch-up-limit, --max-delay).
-import type { SequencePlan, SequenceWindow } from './sequence.js';
+import type { SequencePlan, SequenceWindow } from './types.js';
 import { windowPending, type LeaseStore } from '../store/contract.js';
 import { windowsBetween, type RangeWindow, type WindowNaming } from '../schedule/window-range.js';
 

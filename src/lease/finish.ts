@@ -2,11 +2,10 @@
 // lost lease, the output tail, and the one rule that turns how a task ended into an exit code.
 import { constants as osConstants } from 'node:os';
 import { offsetIsLarge, sleep, type OffsetMeasurement } from '../clock.js';
-import { isTransientDbError } from '../store/postgres/db-errors.js';
 import { ExitCode, LeasejobError } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { FinishInput, LeaseStore as Store } from '../store/contract.js';
-import type { AbortReason, RunOptions } from './runner.js';
+import { isTransient, type FinishInput, type LeaseStore as Store } from '../store/contract.js';
+import type { AbortReason, RunOptions } from './types.js';
 import { unlessAborted } from './acquire.js';
 
 /**
@@ -132,7 +131,7 @@ export const FINISH_TIMEOUT_MIN_MS = 5_000;
  * "not held", so a late retry cannot complete anything.
  */
 export async function finishWithRetry(
-  store: Pick<Store, 'finish'>,
+  store: Pick<Store, 'finish' | 'isTransient'>,
   input: FinishInput,
   remainingMs: () => number,
   log: Logger,
@@ -157,7 +156,7 @@ export async function finishWithRetry(
         FINISH_AFTER_SIGNAL_MS,
       );
     } catch (err) {
-      if (last || signal?.aborted || !isTransientDbError(err)) throw err;
+      if (last || signal?.aborted || !isTransient(store, err)) throw err;
       const left = remainingMs();
       const pauseMs = Math.max(0, Math.min(200 * tries, 1_000, left - FINISH_RETRY_MIN_MS));
       log.warn(

@@ -13,7 +13,7 @@ import {
 } from '../clock.js';
 import type { Logger } from '../log.js';
 import type { LeaseStore as Store } from '../store/contract.js';
-import type { AbortReason } from './runner.js';
+import type { AbortReason, LossReason } from './types.js';
 
 export interface LeaseTiming {
   ttlMs: number;
@@ -54,8 +54,6 @@ export function renewalBounds(
 
 /** A measurement this tight (half its round trip) is taken as the clock's current state. */
 const PRECISE_OFFSET_MS = 250;
-
-export type LossReason = { kind: 'lease-lost'; detail: string } | { kind: 'deadline'; detail: string };
 
 export interface HeldLease {
   job: string;

@@ -8,6 +8,7 @@ import { labelText, MetricRows } from './metric-rows.js';
 import { readJobStates } from './job-states.js';
 import { StatusPages } from './status-server.js';
 import type { LeaseStore } from '../store/contract.js';
+import { latestSchemaVersion } from '../store/choice.js';
 
 function metrics(registry: Registry) {
   const g = (name: string, help: string, labelNames: string[] = []) =>
@@ -25,6 +26,10 @@ function metrics(registry: Registry) {
     notCompleted: rg(
       'leasejob_due_occurrences_not_completed',
       'due occurrences within the lookback, past their grace, not completed (the latest included): failed, lost, missed, or never run',
+    ),
+    failed: rg(
+      'leasejob_failed_occurrences',
+      'occurrences whose run failed (failed, lost, abandoned) and that no later run redid: due ones within the lookback, and those still within their grace',
     ),
     lastCompleted: rg(
       'leasejob_last_completed_window_timestamp_seconds',
@@ -60,6 +65,12 @@ function metrics(registry: Registry) {
       'leasejob_duration_interval_ratio',
       'last duration over the schedule interval; above 0.5 overlap is no longer hypothetical',
     ),
+    durationUnexpected: rg(
+      'leasejob_duration_outside_expected',
+      "1 when the run now past --expect-duration's maximum, or else the latest completed one, is outside the bounds; only for jobs with --expect-duration",
+    ),
+    expectMin: rg('leasejob_expected_duration_min_seconds', "--expect-duration's minimum; absent without one"),
+    expectMax: rg('leasejob_expected_duration_max_seconds', "--expect-duration's maximum; absent without one"),
     runs: rc('leasejob_runs_total', 'finished windows by outcome (completed, failed, missed)'),
     skips: rc('leasejob_busy_skips_total', 'runs that skipped because a live owner held the lease'),
     doneSkips: rc(
@@ -179,12 +190,10 @@ export class Exporter {
   }
 
   private async load(): Promise<void> {
-    this.expectedSchema ??= import('../store/postgres/migrate.js')
-      .then(({ latestMigrationVersion }) => latestMigrationVersion())
-      .catch((err: unknown) => {
-        this.expectedSchema = undefined; // read again at the next scrape
-        throw err;
-      });
+    this.expectedSchema ??= latestSchemaVersion().catch((err: unknown) => {
+      this.expectedSchema = undefined; // read again at the next scrape
+      throw err;
+    });
     const [{ jobs }, counts, hosts, schema, expected, replication] = await Promise.all([
       readJobStates(this.store),
       this.store.readEventCounts(EXPORTED_KINDS),
@@ -214,6 +223,8 @@ export class Exporter {
       const job = labelText({ job: j.name });
       if (j.due) m.overdue.add(job, j.overdue ? 1 : 0);
       if (j.due || j.notCompletedCount > 0) m.notCompleted.add(job, j.notCompletedCount);
+      // Every job from its registration: LeasejobDueOccurrencesNotCompleted reads it with `unless`.
+      m.failed.add(job, j.failedOccurrences);
       if (j.lastCompletedAt) m.lastCompleted.add(job, j.lastCompletedAt.getTime() / 1000);
       m.held.add(job, j.held ? 1 : 0);
       if (j.generation !== null) m.generation.add(job, Number(j.generation));
@@ -234,6 +245,11 @@ export class Exporter {
       m.lost.addTo(j.name, job, 0);
       // The same for LeasejobNotifyFailures: a job whose ping URL is wrong fails from its first run.
       m.notifyFailures.addTo(j.name, job, 0);
+      if (j.expectMinMs !== null || j.expectMaxMs !== null) {
+        m.durationUnexpected.add(job, j.durationUnexpected === null ? 0 : 1);
+        if (j.expectMinMs !== null) m.expectMin.add(job, j.expectMinMs / 1000);
+        if (j.expectMaxMs !== null) m.expectMax.add(job, j.expectMaxMs / 1000);
+      }
       if (j.lastDurationMs !== null) {
         m.lastDuration.add(job, j.lastDurationMs / 1000);
         if (j.intervalMs) m.ratio.add(job, j.lastDurationMs / j.intervalMs);

@@ -4,7 +4,14 @@ import type { DateTime } from 'luxon';
 import { parseIsoOffset } from '../schedule/duration.js';
 import { windowKey } from '../schedule/occurrence.js';
 import { humanMs } from './table.js';
-import { canonicalZone, parseSchedule, previousTick, typicalInterval, type Schedule } from '../schedule/cron.js';
+import {
+  canonicalZone,
+  nextTick,
+  parseSchedule,
+  previousTick,
+  typicalInterval,
+  type Schedule,
+} from '../schedule/cron.js';
 import type { DueGroup, DueNotCompleted, JobRow, LeaseStore, ScheduleKey } from '../store/contract.js';
 import { JOB_CHANGES_WARN, JOB_CHANGES_WINDOW_MS } from '../store/contract.js';
 
@@ -33,6 +40,18 @@ export interface JobState extends JobRow {
   notCompleted: NotCompleted[];
   /** How many due occurrences are not final: `notCompleted` lists the oldest ten and the latest. */
   notCompletedCount: number;
+  /**
+   * Occurrences whose run failed (failed, lost, or abandoned by its owner) and that no later run
+   * redid: due ones within the lookback and those not yet past their grace (any open window, for
+   * a job without schedule-derived windows). The exporter's leasejob_failed_occurrences, which
+   * pages at once rather than at the end of the grace.
+   */
+  failedOccurrences: number;
+  /**
+   * `run --expect-duration`: why the job's run is outside what is expected of it (the one
+   * running now past the maximum, else the latest completed one too short or too long), or null.
+   */
+  durationUnexpected: string | null;
   intervalMs: number | null;
 }
 
@@ -90,6 +109,8 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
           ? 'abandoned'
           : outcome;
     for (const w of j.openWindows) w.outcome = abandoned(w.outcome, w.generation);
+    j.failedOccurrences = 0;
+    j.durationUnexpected = durationJudgement(j);
     const open = due.notCompleted.get(j.name);
     if (d?.windows && open) {
       j.notCompletedCount = open[0]!.count;
@@ -118,8 +139,12 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
         j.notCompleted = kept;
       }
     }
-    // A job registered after the due tick was not yet expected to have run it.
-    if (!d?.due || d.due.scheduledAt.getTime() < j.createdAt.getTime()) continue;
+    j.failedOccurrences = countFailed(j, d);
+    // A job registered after the due tick was not yet expected to have run it, unless a run
+    // claimed it (a first run given its --scheduled-time): then it is judged like any other.
+    const claimed =
+      d?.due !== undefined && j.notCompleted.some((o) => o.window === d.due!.window && o.outcome !== 'no run');
+    if (!d?.due || (d.due.scheduledAt.getTime() < j.createdAt.getTime() && !claimed)) continue;
     const completed = d.due.window === j.lastWindow || !j.notCompleted.some((o) => o.window === d.due!.window);
     // A paused job is not expected to run (a crontab's runs record their ticks as skipped; a
     // suspended CronJob's record nothing), nor a tick that fell within a pause since ended.
@@ -130,6 +155,46 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
     j.due = { window: d.due.window, scheduledAt: d.due.scheduledAt, overdueSince: d.due.overdueSince, completed };
   }
   return { dbNow, jobs };
+}
+
+/** A run's length as `check` says it: to the millisecond under a second, to the tenth under a minute. */
+function spanText(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)}ms`;
+  return ms < 60_000 ? `${Number((ms / 1000).toFixed(1))}s` : humanMs(ms);
+}
+
+/** The job's run against its --expect-duration bounds: why it is outside them, or null. */
+function durationJudgement(j: JobRow): string | null {
+  const { expectMinMs: min, expectMaxMs: max } = j;
+  if (max !== null && j.held && j.heldForMs !== null && j.heldForMs > max)
+    return `running for ${spanText(j.heldForMs)}, longer than --expect-duration's maximum (${spanText(max)})`;
+  const last = j.lastDurationMs;
+  if (last === null || !j.lastWindow) return null;
+  if (min !== null && last < min)
+    return `window ${j.lastWindow} ran ${spanText(last)}, shorter than --expect-duration's minimum (${spanText(min)})`;
+  if (max !== null && last > max)
+    return `window ${j.lastWindow} ran ${spanText(last)}, longer than --expect-duration's maximum (${spanText(max)})`;
+  return null;
+}
+
+/** A run's outcome that failed the occurrence, as `check` reports it as failing. */
+export function failedOutcome(outcome: string): boolean {
+  return outcome !== 'running' && outcome !== 'missed' && outcome !== 'no run';
+}
+
+/**
+ * A job's occurrences whose run failed and that no later run redid: its due ones within the
+ * lookback (the not-completed list) and the ones not yet due (before their grace ends); for a
+ * job without a schedule to judge by, its listed open windows.
+ */
+function countFailed(j: JobState, d: DueWindows | undefined): number {
+  const failed = new Set<string>();
+  for (const o of j.notCompleted) if (failedOutcome(o.outcome)) failed.add(o.window);
+  for (const w of j.openWindows) {
+    if (failedOutcome(w.outcome) && (!d?.windows || d.windows.has(w.window) || d.pending?.has(w.window)))
+      failed.add(w.window);
+  }
+  return failed.size;
 }
 
 /** Each distinct schedule's due windows, and each job's due windows that are not final. */
@@ -208,6 +273,8 @@ interface DueWindows {
   due?: { window: string } & DueAt;
   /** Every due window within the lookback, oldest first (insertion order); a key's earliest tick. */
   windows?: Map<string, DueAt>;
+  /** The windows of the ticks since the latest due one, up to now: not due yet (within their grace). */
+  pending?: Set<string>;
 }
 
 /**
@@ -242,7 +309,14 @@ function dueWindowsOf(k: ScheduleKey, dbNow: Date): DueWindows {
       if (!windows.has(window)) windows.set(window, at);
       if (i === 0) latest = { window, ...at };
     }
-    return { intervalMs, due: latest, windows };
+    const pending = new Set<string>();
+    for (
+      let t = nextTick(schedule, ticks[0]!.toJSDate());
+      t.toMillis() <= dbNow.getTime() && pending.size < MAX_JUDGED_OCCURRENCES;
+      t = nextTick(schedule, t.toJSDate())
+    )
+      pending.add(windowKey(t, { format: k.windowFormat ?? undefined, offset }));
+    return { intervalMs, due: latest, windows, pending };
   } catch {
     return { intervalMs };
   }
@@ -292,9 +366,15 @@ export function statesToJson(doc: { store: string; location: string; dbNow: Date
 export interface Problem {
   job: string;
   severity: 'critical' | 'warning';
-  kind: 'overdue' | 'not-completed' | 'stuck-owner' | 'failing' | 'settings-disagree' | 'replication';
+  kind: 'overdue' | 'not-completed' | 'stuck-owner' | 'failing' | 'duration' | 'settings-disagree' | 'replication';
   message: string;
   since?: Date | undefined;
+  /**
+   * `overdue` and `not-completed`: the occurrences the message names, as `status --json` lists
+   * them (the oldest ten and the latest at most), and how many there are in all.
+   */
+  occurrences?: NotCompleted[] | undefined;
+  count?: number | undefined;
 }
 
 export interface CheckLimits {
@@ -316,6 +396,8 @@ export function findProblems(jobs: JobState[], dbNow: Date, limits: CheckLimits)
         severity: 'critical',
         kind: 'overdue',
         since: j.due.overdueSince,
+        occurrences: j.notCompleted.filter((o) => o.window === j.due!.window),
+        count: 1,
         message: `window ${j.due.window} (scheduled ${j.due.scheduledAt.toISOString()}) not completed; overdue since ${j.due.overdueSince.toISOString()}`,
       });
     }
@@ -336,6 +418,8 @@ export function findProblems(jobs: JobState[], dbNow: Date, limits: CheckLimits)
         severity: 'critical',
         kind: 'not-completed',
         since: earlier[0]!.overdueSince,
+        occurrences: earlier,
+        count,
         message: `${count} earlier due ${count === 1 ? 'occurrence' : 'occurrences'} not completed: ${named}${more}; overdue since ${earlier[0]!.overdueSince.toISOString()}`,
       });
     }
@@ -349,6 +433,8 @@ export function findProblems(jobs: JobState[], dbNow: Date, limits: CheckLimits)
         message: `owner ${j.holder} has held generation ${j.generation} since ${since.toISOString()}, longer than --max-hold (${humanMs(limits.maxHoldMs)})`,
       });
     }
+    if (j.durationUnexpected !== null)
+      problems.push({ job: j.name, severity: 'warning', kind: 'duration', message: j.durationUnexpected });
     if (j.recentJobChanges >= JOB_CHANGES_WARN) {
       problems.push({
         job: j.name,

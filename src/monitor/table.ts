@@ -16,17 +16,5 @@ export function renderTable(headers: string[], rows: string[][]): string {
   return lines.join('\n') + '\n';
 }
 
-/** 93s -> "1m33s", negative -> "-1m33s"; null -> "-". */
-export function humanMs(ms: number | null | undefined): string {
-  if (ms === null || ms === undefined) return '-';
-  const sign = ms < 0 ? '-' : '';
-  let rest = Math.round(Math.abs(ms) / 1000);
-  const d = Math.floor(rest / 86400);
-  rest %= 86400;
-  const h = Math.floor(rest / 3600);
-  rest %= 3600;
-  const m = Math.floor(rest / 60);
-  const s = rest % 60;
-  const parts = [d ? `${d}d` : '', h ? `${h}h` : '', m ? `${m}m` : '', s || (!d && !h && !m) ? `${s}s` : ''];
-  return sign + parts.join('');
-}
+// Durations as status shows them; beside the parsing of durations (store/retention.ts says them too).
+export { humanMs } from '../schedule/duration.js';

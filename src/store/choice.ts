@@ -12,8 +12,14 @@ import {
   type ConnectionSource,
 } from './postgres/connection.js';
 import { UsageError } from '../errors.js';
+import { classifyDbError } from './postgres/db-errors.js';
+import { classifySqliteError } from './sqlite/errors.js';
 import { validateSchema } from '../names.js';
 import type { LeaseStore } from './contract.js';
+import type { MigrateOptions, MigrateResult } from './postgres/migrate.js';
+import type { PgStore } from './postgres/store.js';
+
+export { passwordFileWarnings } from './postgres/connection.js';
 
 export interface StoreFlags {
   databaseUrl?: string;
@@ -189,4 +195,28 @@ export function openStoreEarly(flags: StoreFlags): { choice: StoreChoice; store:
   const store = openStore(choice, flags, { connectEarly: true });
   store.catch(() => {}); // reported when the command awaits it
   return { choice, store };
+}
+
+/** Driver errors of either store as DatabaseError (exit 69), redacted; undefined when not ours. */
+export function storeError(err: unknown, choice: StoreChoice, permissionHint?: string): Error | undefined {
+  if (choice.kind === 'postgresql')
+    return classifyDbError(err, {
+      schema: choice.schema,
+      secrets: choice.secrets,
+      target: choice.location,
+      permissionHint,
+    });
+  return classifySqliteError(err, choice.file);
+}
+
+/** `leasejob migrate` on a PostgreSQL store: its schema migrated, its functions mended (loaded only when used). */
+export async function migratePostgres(store: LeaseStore, schema: string, opts: MigrateOptions): Promise<MigrateResult> {
+  const { migrate } = await import('./postgres/migrate.js');
+  return migrate((store as PgStore).pool, schema, opts);
+}
+
+/** The newest schema version this build's migrations make (loaded only when used). */
+export async function latestSchemaVersion(): Promise<number> {
+  const { latestMigrationVersion } = await import('./postgres/migrate.js');
+  return latestMigrationVersion();
 }

@@ -153,6 +153,9 @@ export interface JobRow {
   alertAfterMs: number | null;
   /** `run --alert-lookback` (null: the default). */
   alertLookbackMs: number | null;
+  /** `run --expect-duration <min>..<max>`: the bounds a run is expected within (null: none). */
+  expectMinMs: number | null;
+  expectMaxMs: number | null;
   createdAt: Date;
   owner: string | null;
   generation: string | null;
@@ -161,6 +164,7 @@ export interface JobRow {
   heldForMs: number | null;
   lastWindow: string | null;
   lastCompletedAt: Date | null;
+  /** The latest completion's run time; null when it ran nothing (marked or skipped by hand). */
   lastDurationMs: number | null;
   /**
    * The newest 10, oldest first, and before them the one with the most failed attempts when it is
@@ -266,6 +270,9 @@ export interface RetentionRow {
 }
 
 /** Retention (`leasejob prune`): small batches, each its own transaction. */
+/** The host under which prune keeps the event counts of the hosts it forgets (not a host name: parentheses). */
+export const PRUNED_HOSTS = '(pruned)';
+
 export interface RetentionStore {
   /** Every registered job (or the one named), on the store's clock. */
   read(name?: string): Promise<{ dbNow: Date; jobs: RetentionRow[] }>;
@@ -282,6 +289,13 @@ export interface RetentionStore {
     before: Date,
     limit: number,
   ): Promise<{ deleted: number; throughSeq: number; more: boolean }>;
+  /**
+   * Forget hosts not seen since `before` (every pod of Kubernetes was one, before runs were keyed
+   * by node): their clock readings go, and their per-host event counts are added to host
+   * PRUNED_HOSTS, so per-job totals never step back. The number of distinct hosts (that would
+   * be) forgotten; with `dryRun` nothing is written.
+   */
+  pruneHosts(before: Date, dryRun: boolean): Promise<number>;
   /** What pruneWindows and pruneEvents would delete of the job in all; nothing written. */
   countPrunable(job: string, horizon: Date, eventsBefore: Date): Promise<{ events: number; windows: number }>;
   /**
@@ -348,6 +362,12 @@ export interface LeaseStore {
   readonly retention?: RetentionStore;
   /** Where the state lives, for logs and status (never a password). */
   readonly location: string;
+  /**
+   * Whether an error this store threw is worth a retry (the server restarting or unreachable,
+   * the connection dropped, no answer in time): each store knows its own driver's errors. A
+   * store of your own may leave it out: then a network error or a timeout is (isTransient).
+   */
+  isTransient?(err: unknown): boolean;
   acquire(i: AcquireInput): Promise<AcquireRow>;
   /** Undefined when the lease is no longer ours (taken, expired or released). */
   renew(
@@ -508,3 +528,30 @@ export function windowPending(
 
 /** How long recording an event (busy skip, renewal failures, clock jump) waits for its answer by default. */
 export const EVENT_TIMEOUT_MS = 5_000;
+
+/** Node's network errors, and a bound on a connection or an answer that ran out: worth a retry whatever the store. */
+const NETWORK_ERRNOS = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EPIPE',
+]);
+
+/** The `code` of an error (a driver's SQLSTATE, Node's errno), or ''. */
+export function errorCode(err: unknown): string {
+  return typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : '';
+}
+
+/** A connection refused, dropped or silent, whatever the store. */
+export function isNetworkError(err: unknown): boolean {
+  return NETWORK_ERRNOS.has(errorCode(err));
+}
+
+/** What the run path asks of an error from `store`: worth a retry (the store's own answer, LeaseStore.isTransient)? */
+export function isTransient(store: Pick<LeaseStore, 'isTransient'>, err: unknown): boolean {
+  return store.isTransient ? store.isTransient(err) : isNetworkError(err);
+}

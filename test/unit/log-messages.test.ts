@@ -8,10 +8,13 @@ const RUN_PATH = [
   'src/lease/runner.ts',
   'src/lease/acquire.ts',
   'src/lease/finish.ts',
-  'src/lease/sequence.ts',
+  'src/lease/windows.ts',
   'src/lease/keeper.ts',
   'src/cli/commands/run.ts',
   'src/cli/commands/backfill.ts',
+  'src/cli/run-session.ts',
+  'src/cli/supervise.ts',
+  'src/cli/reports.ts',
   'src/clock.ts',
 ];
 

@@ -1,6 +1,6 @@
 // The embedded store's errors: a state file this user cannot write says what to do.
 import { describe, expect, it } from 'vitest';
-import { classifySqliteError } from '../../src/cli/commands/admin.js';
+import { classifySqliteError } from '../../src/store/sqlite/errors.js';
 import { DatabaseError } from '../../src/errors.js';
 
 const sqliteError = (code: string, message: string): Error => Object.assign(new Error(message), { code });

@@ -3,28 +3,18 @@
 import { DateTime } from 'luxon';
 import { monoNow } from '../../clock.js';
 import { parseIsoOffset } from '../../schedule/duration.js';
-import { passwordFileWarnings } from '../../store/postgres/connection.js';
 import { DatabaseError, LeasejobError, UsageError } from '../../errors.js';
 import { createLogger, type Logger } from '../../log.js';
 import { normalizeRunOptions, parseCount, runSecrets, type RawRunFlags, type RunConfig } from '../options.js';
-import { chooseStore, openStore, type StoreChoice } from '../../store/choice.js';
-import { runWithLease, type RunResult } from '../../lease/runner.js';
-import type { ChildResult } from '../../lease/child.js';
-import type { SequenceWindow, WindowEvent } from '../../lease/sequence.js';
+import { chooseStore, openStore, passwordFileWarnings, storeError, type StoreChoice } from '../../store/choice.js';
+import type { RunResult, SequenceWindow, WindowEvent } from '../../lease/types.js';
 import { windowPending, type JobRow, type LeaseStore, type WindowStates } from '../../store/contract.js';
 import { humanMs, renderTable } from '../../monitor/table.js';
 import { typicalInterval } from '../../schedule/cron.js';
 import { TooManyWindows, windowsBetween, type RangeWindow } from '../../schedule/window-range.js';
-import { storeError } from './admin.js';
-import {
-  exitCodeFor,
-  loadHooks,
-  reportUnfinished,
-  sequenceReports,
-  settleRun,
-  superviseChild,
-  type Supervised,
-} from './run.js';
+import { sequenceReports } from '../reports.js';
+import { withRunSession, type RunSession } from '../run-session.js';
+import { exitCodeFor } from '../supervise.js';
 
 export interface RawBackfillFlags extends RawRunFlags {
   from?: string;
@@ -45,8 +35,6 @@ export const MAX_WINDOWS_LIMIT = 100_000;
  * folds many into one window): walking the schedule costs tens of microseconds each.
  */
 const MAX_TICKS = 100_000;
-
-const FORWARDED = ['SIGTERM', 'SIGINT', 'SIGHUP'] as const;
 
 function parseInstant(text: string | undefined, flag: '--from' | '--to', now: Date): Date {
   if (text === undefined)
@@ -208,12 +196,8 @@ async function dryRun(c: BackfillConfig, choice: StoreChoice): Promise<number> {
       const { pending, pruned } = windowPending(states, w);
       const run = c.rerun || pending;
       if (run) toRun += 1;
-      return [
-        w.key,
-        w.scheduledAt.toISOString(),
-        pruned ? 'pruned (before the retention horizon)' : stateOf(s),
-        run ? 'run' : 'skip',
-      ];
+      const state = pruned ? 'pruned (before the retention horizon)' : stateOf(s);
+      return [w.key, w.scheduledAt.toISOString(), state, run ? 'run' : 'skip'];
     });
     process.stdout.write(renderTable(['WINDOW', 'SCHEDULED AT', 'STATE', 'ACTION'], rows));
     process.stdout.write(
@@ -280,125 +264,98 @@ function progress(log: Logger, tty: boolean) {
         );
       }
     },
+    /** Ends the line drawn in place, once. */
     end(): void {
       if (drawn) process.stderr.write('\n');
+      drawn = false;
     },
   };
 }
 
 async function runBackfill(c: BackfillConfig, choice: StoreChoice, log: Logger): Promise<number> {
-  const config = c.run;
-  const databaseUrl = choice.kind === 'postgresql' ? choice.source.connectionString : undefined;
-  const cancel = new AbortController();
-  const supervised: Supervised = {
-    childRunning: false,
-    childStarted: false,
-    sharedStore: choice.kind === 'postgresql',
-  };
-  const pendingReports: Array<Promise<unknown>> = [];
-  const onSignal = (sig: NodeJS.Signals): void => {
-    log.warn({ signal: sig }, supervised.childRunning ? 'signal received, stopping child' : 'signal received');
-    cancel.abort(sig);
-  };
-  for (const s of FORWARDED) process.on(s, onSignal);
   const report = progress(log, process.stderr.isTTY === true);
-  let store: LeaseStore | undefined;
   try {
-    store = await openStore(choice);
-    if (!store.readWindows) throw new UsageError(`\`backfill\` is not supported by this store (${store.kind})`);
-    const s = store;
-    const toRun = async (): Promise<SequenceWindow[]> => {
-      const states = await s.readWindows!(config.name, keysOf(c));
-      return c.windows
-        .filter((w) => c.rerun || windowPending(states, w).pending)
-        .map((w) => ({ key: w.key, scheduledAt: w.scheduledAt, rerun: c.rerun, role: 'backfill' as const }));
-    };
-    const pending = (await toRun()).length;
-    // Nothing left to run: no lease taken.
-    if (pending === 0) {
-      process.stdout.write(
-        `backfill ${config.name}: all ${c.windows.length} window(s) completed already; nothing to run (--rerun runs them again).\n`,
-      );
-      return 0;
-    }
-    log.info(
-      {
-        windows: c.windows.length,
-        from: c.windows[0]!.key,
-        to: c.windows.at(-1)!.key,
-        rerun: c.rerun,
-        keepGoing: c.keepGoing,
-      },
-      'backfill planned',
+    return await withRunSession(
+      c.run,
+      choice,
+      log,
+      () => openStore(choice),
+      (store, session) => backfillWindows(c, store, session, report),
     );
-    // --ping-url, --notify-url: each window reported as it ends, as `run --catch-up` does.
-    if (config.pingUrl !== undefined || config.notifyUrl !== undefined)
-      supervised.hooks = await loadHooks(config, store, log, pendingReports, supervised);
-    const tell = supervised.hooks
-      ? sequenceReports(supervised.hooks, config.name, supervised, cancel.signal)
-      : undefined;
-    let result: RunResult<ChildResult>;
-    try {
-      result = await runWithLease(
-        store,
-        {
-          name: config.name,
-          ttlMs: config.ttlMs,
-          renewIntervalMs: config.renewIntervalMs,
-          killGraceMs: config.killGraceMs,
-          onBusy: config.onBusy,
-          waitTimeoutMs: config.waitTimeoutMs,
-          maxRuntimeMs: config.maxRuntimeMs,
-          signal: cancel.signal,
-          // The registry is left as the job's own runs record it.
-          spec: undefined,
-          output: () => supervised.tail?.read(),
-          sequence: {
-            plan: async () => ({ run: await toRun() }),
-            keepGoing: c.keepGoing,
-            detail: { backfill: true },
-            onWindow: async (e) => {
-              report.onWindow(e);
-              await tell?.(e);
-            },
-          },
-        },
-        (ctx) => superviseChild(config, ctx, databaseUrl, log, supervised),
-        log,
-      );
-    } catch (err) {
-      await reportUnfinished(supervised, config.name, err, cancel.signal);
-      throw err;
-    }
-    report.end();
-    const n = report.counts;
-    // Paused (or busy): no lease was taken, nothing planned; what was to run is still open.
-    const notStarted = result.status === 'skipped' && (result.reason === 'paused' || result.reason === 'busy');
-    const left = notStarted ? pending : Math.max(0, report.total() - n.completed - n.done - n.missed);
-    const code = exitCodeFor(result, cancel.signal);
-    log.info(
-      { completed: n.completed, failed: n.failed, alreadyCompleted: n.done, leftOpen: left, exitCode: code },
-      'backfill finished',
-    );
-    const why =
-      result.status === 'skipped' && result.reason === 'busy'
-        ? ` (the lease is busy: ${result.holder} holds it)`
-        : result.status === 'skipped' && result.reason === 'paused'
-          ? ' (the job is paused: nothing was run; `leasejob status` says why and until when, `leasejob resume` ends it)'
-          : cancel.signal.aborted
-            ? ` (stopped by ${String(cancel.signal.reason)})`
-            : '';
-    process.stdout.write(
-      `backfill ${config.name}: ${n.completed} completed, ${n.failed} failed${n.lost > 0 ? `, ${n.lost} lost with the lease` : ''}, ${left} left open${why}${left > 0 ? '; run the same command again to resume' : ''}.\n`,
-    );
-    return code;
-  } catch (err) {
-    report.end();
-    if (err instanceof LeasejobError) throw err;
-    throw storeError(err, choice) ?? err;
   } finally {
-    for (const s of FORWARDED) process.off(s, onSignal);
-    await settleRun(supervised, pendingReports);
-    await store?.close(cancel.signal.aborted ? 250 : undefined);
+    report.end();
   }
+}
+
+/** The windows of the range still to run, under one lease, with progress; what came of them printed. */
+async function backfillWindows(
+  c: BackfillConfig,
+  store: LeaseStore,
+  session: RunSession,
+  report: ReturnType<typeof progress>,
+): Promise<number> {
+  const { config, log, signal } = session;
+  if (!store.readWindows) throw new UsageError(`\`backfill\` is not supported by this store (${store.kind})`);
+  const toRun = async (): Promise<SequenceWindow[]> => {
+    const states = await store.readWindows!(config.name, keysOf(c));
+    return c.windows
+      .filter((w) => c.rerun || windowPending(states, w).pending)
+      .map((w) => ({ key: w.key, scheduledAt: w.scheduledAt, rerun: c.rerun, role: 'backfill' as const }));
+  };
+  const pending = (await toRun()).length;
+  // Nothing left to run: no lease taken.
+  if (pending === 0) {
+    process.stdout.write(
+      `backfill ${config.name}: all ${c.windows.length} window(s) completed already; nothing to run (--rerun runs them again).\n`,
+    );
+    return 0;
+  }
+  log.info(
+    {
+      windows: c.windows.length,
+      from: c.windows[0]!.key,
+      to: c.windows.at(-1)!.key,
+      rerun: c.rerun,
+      keepGoing: c.keepGoing,
+    },
+    'backfill planned',
+  );
+  // --ping-url, --notify-url: each window reported as it ends, as `run --catch-up` does.
+  const hooks = await session.loadHooks(store);
+  const tell = hooks ? sequenceReports(hooks, config.name, session.supervised, signal) : undefined;
+  const result = await session.run(store, {
+    // The registry is left as the job's own runs record it.
+    spec: undefined,
+    sequence: {
+      plan: async () => ({ run: await toRun() }),
+      keepGoing: c.keepGoing,
+      detail: { backfill: true },
+      onWindow: async (e) => {
+        report.onWindow(e);
+        await tell?.(e);
+      },
+    },
+  });
+  report.end();
+  const n = report.counts;
+  // Paused (or busy): no lease was taken, nothing planned; what was to run is still open.
+  const notStarted = result.status === 'skipped' && (result.reason === 'paused' || result.reason === 'busy');
+  const left = notStarted ? pending : Math.max(0, report.total() - n.completed - n.done - n.missed);
+  const code = exitCodeFor(result, signal);
+  log.info(
+    { completed: n.completed, failed: n.failed, alreadyCompleted: n.done, leftOpen: left, exitCode: code },
+    'backfill finished',
+  );
+  process.stdout.write(
+    `backfill ${config.name}: ${n.completed} completed, ${n.failed} failed${n.lost > 0 ? `, ${n.lost} lost with the lease` : ''}, ${left} left open${stopWhy(result, signal)}${left > 0 ? '; run the same command again to resume' : ''}.\n`,
+  );
+  return code;
+}
+
+/** Why a backfill ran nothing or stopped early, for its summary line. */
+function stopWhy(result: RunResult<unknown>, signal: AbortSignal): string {
+  if (result.status === 'skipped' && result.reason === 'busy') return ` (the lease is busy: ${result.holder} holds it)`;
+  if (result.status === 'skipped' && result.reason === 'paused')
+    return ' (the job is paused: nothing was run; `leasejob status` says why and until when, `leasejob resume` ends it)';
+  return signal.aborted ? ` (stopped by ${String(signal.reason)})` : '';
 }

@@ -8,7 +8,7 @@ import { validateName, validateWindowKey } from '../../names.js';
 import { windowKey } from '../../schedule/occurrence.js';
 import { parseSchedule, nextTick } from '../../schedule/cron.js';
 import type { JobRow, LeaseStore, OperatorResult } from '../../store/contract.js';
-import { unknownJob, withStore, type DbFlags } from './admin.js';
+import { unknownJob, withStore, type DbFlags } from '../with-store.js';
 
 interface OperatorFlags extends DbFlags {
   name?: string;

@@ -2,9 +2,9 @@
 import { parseDuration } from '../../schedule/duration.js';
 import { UsageError } from '../../errors.js';
 import { validateName } from '../../names.js';
-import { checkHorizon, pruneJobs, retentionOf, type PruneProgress, type PruneSummary } from '../prune.js';
+import { checkHorizon, pruneJobs, retentionOf, type PruneProgress, type PruneSummary } from '../../store/retention.js';
 import { humanMs } from '../../monitor/table.js';
-import { unknownJob, withStore, type DbFlags } from './admin.js';
+import { unknownJob, withStore, type DbFlags } from '../with-store.js';
 
 /** A retention that long is a policy (records kept for years), not a typo as it is for a TTL. */
 const MAX_OLDER_THAN_MS = 100 * 366 * 86_400_000;
@@ -99,6 +99,7 @@ export async function pruneCommand(flags: PruneFlags): Promise<number> {
           jobsPruned: summary.jobsPruned,
           events: summary.events,
           windows: summary.windows,
+          hosts: summary.hosts,
           batches: summary.batches,
           durationMs: Math.round(summary.elapsedMs),
           rowsPerSecond: rate(summary.events + summary.windows, summary.elapsedMs),
@@ -121,6 +122,7 @@ function renderSummary(s: PruneSummary, olderThan: string, freedBytes: number | 
       `horizon: ${s.horizon.toISOString()} (--older-than ${olderThan}); ${s.jobsPruned} of ${s.jobs} job(s) had rows older`,
       `events:  ${s.events} ${verb}`,
       `windows: ${s.windows} ${verb}`,
+      `hosts:   ${s.hosts} not seen since the horizon ${s.dryRun ? 'would be forgotten' : 'forgotten'} (clock readings; their event counts kept under "(pruned)")`,
       s.dryRun
         ? `counted in ${humanMs(s.elapsedMs)}`
         : `${rows} rows in ${(s.elapsedMs / 1000).toFixed(1)}s, ${rate(rows, s.elapsedMs)} rows/s, ${s.batches} batches`,

@@ -8,7 +8,8 @@ import { humanMs, renderTable } from '../../monitor/table.js';
 import type { Logger } from '../../log.js';
 import { replicationProblems, type ReplicationReport } from '../../replication.js';
 import type { HistoryEvent, LeaseStore, WindowOutput } from '../../store/contract.js';
-import { unknownJob, withStore, type DbFlags } from './admin.js';
+import { latestSchemaVersion } from '../../store/choice.js';
+import { unknownJob, withStore, type DbFlags } from '../with-store.js';
 import { Reach, noteReach } from '../../startup/start-reach.js';
 import { visibleControls } from '../terminal-text.js';
 
@@ -56,8 +57,7 @@ async function checkSchemaVersion(
 ): Promise<{ version: number; known: number } | undefined> {
   const schemaVersion = await store.readSchemaVersion?.();
   if (schemaVersion === undefined) return undefined;
-  const { latestMigrationVersion } = await import('../../store/postgres/migrate.js');
-  const known = await latestMigrationVersion();
+  const known = await latestSchemaVersion();
   if (schemaVersion < known)
     log.warn({ schemaVersion, knownVersion: known }, 'schema is behind this leasejob; run `leasejob migrate`');
   // Newer: another host's leasejob migrated it; this one may lack what it relies on.

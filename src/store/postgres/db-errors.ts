@@ -2,6 +2,7 @@
 // turn them into DatabaseError (exit 69), and which ones are worth a retry.
 import { DatabaseError } from '../../errors.js';
 import { redact } from '../../secrets.js';
+import { errorCode, isNetworkError } from '../contract.js';
 
 // SQLSTATE classes and codes, grouped by what the operator should do.
 /** The server is unreachable, restarting or shutting us down: retry later (exit 69). */
@@ -45,25 +46,15 @@ const NOT_MIGRATED_CODES = new Set([
   '42P01', // undefined_table
   '42883', // undefined_function
 ]);
-const NETWORK_ERRNOS = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'ETIMEDOUT',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'EPIPE',
-]);
 
 /** The server restarting or unreachable, the connection dropped, a query timed out: worth a retry. */
 export function isTransientDbError(err: unknown): boolean {
-  const code = codeOf(err);
+  const code = errorCode(err);
   const raw = err instanceof Error ? err.message : String(err);
   return (
     UNAVAILABLE_CODES.has(code) ||
     code.startsWith('08') ||
-    NETWORK_ERRNOS.has(code) ||
+    isNetworkError(err) ||
     (code === '' && /timeout|terminated/i.test(raw))
   );
 }
@@ -76,7 +67,7 @@ export function isTransientDbError(err: unknown): boolean {
 const ROLLED_BACK_CODES = new Set(['40001', '40P01']);
 
 export function wasRolledBack(err: unknown): boolean {
-  return ROLLED_BACK_CODES.has(codeOf(err));
+  return ROLLED_BACK_CODES.has(errorCode(err));
 }
 
 /** leasejob's own bound on a connection or an answer ran out (src/store/postgres/store.ts). */
@@ -88,16 +79,12 @@ export function noAnswerWithin(timeoutMs: number, cause?: unknown): Error {
   });
 }
 
-function codeOf(err: unknown): string {
-  return typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : '';
-}
-
 /** Turn a driver error into a DatabaseError with an actionable, redacted message. */
 export function classifyDbError(
   err: unknown,
   ctx: { schema: string; secrets: readonly string[]; target: string; permissionHint?: string | undefined },
 ): DatabaseError | undefined {
-  const code = codeOf(err);
+  const code = errorCode(err);
   const raw = redact(err instanceof Error ? err.message : String(err), ctx.secrets);
   if (NOT_MIGRATED_CODES.has(code)) {
     return new DatabaseError(

@@ -1,10 +1,11 @@
 // Retention: what `leasejob prune` deletes and keeps, job by job in small batches, with
-// progress as it goes. The SQL of each batch is the store's (store/postgres/retention.ts, store/sqlite/retention.ts).
+// progress as it goes. The SQL of each batch is the store's (postgres/retention.ts,
+// sqlite/retention.ts), the command's flags and output cli/commands/prune.ts's.
 import { hostname } from 'node:os';
 import { monoNow } from '../clock.js';
-import { humanMs } from '../monitor/table.js';
+import { humanMs } from '../schedule/duration.js';
 import { UsageError } from '../errors.js';
-import type { LeaseStore, RetentionRow, RetentionStore } from '../store/contract.js';
+import type { LeaseStore, RetentionRow, RetentionStore } from './contract.js';
 import { parseIsoOffset } from '../schedule/duration.js';
 import { windowStart } from '../schedule/window-range.js';
 
@@ -40,6 +41,8 @@ export interface PruneSummary extends PruneProgress {
   horizon: Date;
   /** The jobs something was (or would be) deleted of. */
   jobsPruned: number;
+  /** Hosts not seen since the horizon, forgotten (RetentionStore.pruneHosts); 0 when pruning one job. */
+  hosts: number;
 }
 
 /** The longest time, besides --max-delay, a registered job may still run a past occurrence. */
@@ -161,6 +164,8 @@ export async function pruneJobs(
     p.jobsDone += 1;
     report();
   }
+  // Hosts belong to no job: forgotten by a prune of every job only.
+  const hosts = opts.name === undefined ? await r.pruneHosts(horizon, opts.dryRun) : 0;
   p.elapsedMs = monoNow() - started;
-  return { ...p, dryRun: opts.dryRun, horizon, jobsPruned };
+  return { ...p, dryRun: opts.dryRun, horizon, jobsPruned, hosts };
 }
