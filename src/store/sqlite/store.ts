@@ -315,28 +315,8 @@ export class SqliteStore implements LeaseStore {
         const gate = this.windowGate(i, now);
         if (gate.reason === 'done') return { ...none, outcome: 'done', completedAt: gate.completedAt };
         if (gate.reason === 'retention' && i.window !== undefined && i.scheduledAt) {
-          const horizon = gate.retainedFrom!;
-          this.db
-            .prepare(
-              `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, outcome)
-           VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?, 'missed') ON CONFLICT (job, window_key) DO NOTHING`,
-            )
-            .run(i.job, i.window, i.scheduledAt.getTime(), i.owner, now, now, now);
-          this.recordEventSync(
-            {
-              job: i.job,
-              kind: 'window-missed',
-              window: i.window,
-              owner: i.owner,
-              hostTime: i.hostTime,
-              detail: {
-                scheduled_at: i.scheduledAt.toISOString(),
-                retained_from: new Date(horizon).toISOString(),
-                reason: 'retention',
-              },
-            },
-            now,
-          );
+          const retainedFrom = new Date(gate.retainedFrom!).toISOString();
+          this.missedRun(i, now, { retained_from: retainedFrom, reason: 'retention' });
           return { ...none, outcome: 'missed' };
         }
         // As sql/012 (acquire, skip_paused): a paused job takes no lease and runs nothing; its
@@ -371,23 +351,7 @@ export class SqliteStore implements LeaseStore {
           return { ...none, outcome: 'paused' };
         }
         if (gate.reason === 'max-delay' && i.window !== undefined && i.scheduledAt) {
-          this.db
-            .prepare(
-              `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, outcome)
-           VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?, 'missed') ON CONFLICT (job, window_key) DO NOTHING`,
-            )
-            .run(i.job, i.window, i.scheduledAt.getTime(), i.owner, now, now, now);
-          this.recordEventSync(
-            {
-              job: i.job,
-              kind: 'window-missed',
-              window: i.window,
-              owner: i.owner,
-              hostTime: i.hostTime,
-              detail: { scheduled_at: i.scheduledAt.toISOString(), max_delay_ms: i.maxDelayMs },
-            },
-            now,
-          );
+          this.missedRun(i, now, { max_delay_ms: i.maxDelayMs, reason: 'max-delay' });
           return { ...none, outcome: 'missed' };
         }
 
@@ -1035,6 +999,27 @@ export class SqliteStore implements LeaseStore {
         return { ...none, outcome: 'claimed', attempt: claimed.attempts };
       })
       .immediate();
+  }
+
+  /** A run's own occurrence the gate refused as missed: recorded so when it has no row yet (as sql/020's window_refused). */
+  private missedRun(i: AcquireInput, now: number, detail: Record<string, unknown>): void {
+    this.db
+      .prepare(
+        `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, outcome)
+       VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?, 'missed') ON CONFLICT (job, window_key) DO NOTHING`,
+      )
+      .run(i.job, i.window, i.scheduledAt!.getTime(), i.owner, now, now, now);
+    this.recordEventSync(
+      {
+        job: i.job,
+        kind: 'window-missed',
+        window: i.window,
+        owner: i.owner,
+        hostTime: i.hostTime,
+        detail: { scheduled_at: i.scheduledAt!.toISOString(), ...detail },
+      },
+      now,
+    );
   }
 
   /**
