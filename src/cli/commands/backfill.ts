@@ -200,8 +200,11 @@ async function dryRun(c: BackfillConfig, choice: StoreChoice): Promise<number> {
       return [w.key, w.scheduledAt.toISOString(), state, run ? 'run' : 'skip'];
     });
     process.stdout.write(renderTable(['WINDOW', 'SCHEDULED AT', 'STATE', 'ACTION'], rows));
+    const rerunHint = c.rerun || toRun === c.windows.length ? '' : '; --rerun runs them too';
+    const skipped = c.windows.length - toRun;
     process.stdout.write(
-      `${c.windows.length} window(s) of ${c.run.name}: ${toRun} to run, ${c.windows.length - toRun} completed or pruned (skipped)${c.rerun || toRun === c.windows.length ? '' : '; --rerun runs them too'}. Dry run: nothing was run or written.\n`,
+      `${c.windows.length} window(s) of ${c.run.name}: ${toRun} to run, ${skipped} done or pruned (skipped)${rerunHint}. ` +
+        'Dry run: nothing was run or written.\n',
     );
     if (paused !== undefined) {
       const p = paused;

@@ -843,7 +843,8 @@ export class PgStore implements LeaseStore {
       let count = 0;
       // As before in SQL, and as the embedded store: a due window is not final when it has no
       // final row (nor its legacy spelling); one without a row is expected only of a job
-      // registered by then, and not before its retention horizon (pruned: expectedFrom); the oldest few are listed, and the key's latest window.
+      // registered by then, and not before its retention horizon (pruned: expectedFrom); the
+      // oldest few are listed, and the key's latest window.
       g.windows.forEach((w, i) => {
         if (final.has(w.window) || (w.legacy !== undefined && final.has(w.legacy))) return;
         const row = open.get(w.window);

@@ -1005,7 +1005,8 @@ export class SqliteStore implements LeaseStore {
   private missedRun(i: AcquireInput, now: number, detail: Record<string, unknown>): void {
     this.db
       .prepare(
-        `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, outcome)
+        `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at,
+                              finished_at, outcome)
        VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?, 'missed') ON CONFLICT (job, window_key) DO NOTHING`,
       )
       .run(i.job, i.window, i.scheduledAt!.getTime(), i.owner, now, now, now);
