@@ -9,36 +9,10 @@
 const path = require('node:path');
 const { loadCli } = require('../dist/compile-cache.cjs');
 
-// Output that cannot be written. A reader that went away (`leasejob status | head -1`, EPIPE)
-// wanted no more: the command's own exit code stands. Anything else (a full disk, ENOSPC) means
-// what the caller asked for was lost: exit 74 (EX_IOERR) saying so, never 0. stderr's own
-// errors cannot be reported anywhere and are ignored.
-let outputError;
-process.stdout.on('error', (err) => {
-  if (err.code !== 'EPIPE') outputError ??= err;
-});
-process.stderr.on('error', () => {});
-
 const cli = loadCli(path.join(__dirname, '..', 'dist', 'leasejob.cjs'), process.argv[2], require);
-cli.main(process.argv).then(async (code) => {
+// Before anything is written: an unwritable stdout is reported, not lost (src/cli/process-exit.ts).
+cli.watchOutput();
+cli.main(process.argv).then((code) => {
   cli.saveCache(code);
-  // A slow reader on a pipe (`leasejob status | jq`) may not have taken all of stdout yet:
-  // exiting now would cut it short. Bounded, so a reader that never reads cannot hold us.
-  const DRAIN_LIMIT_MS = 10_000;
-  const drained = (stream) =>
-    stream.writableLength === 0 || stream.destroyed
-      ? Promise.resolve()
-      : new Promise((resolve) => {
-          stream.once('drain', resolve);
-          stream.once('close', resolve);
-        });
-  const limit = new Promise((resolve) => setTimeout(resolve, DRAIN_LIMIT_MS).unref());
-  await Promise.race([Promise.all([drained(process.stdout), drained(process.stderr)]), limit]);
-  // A failed write to a file reports its error a tick later.
-  await new Promise((resolve) => setImmediate(resolve));
-  if (outputError !== undefined) {
-    process.stderr.write(`leasejob: could not write the output: ${outputError.code ?? outputError.message}\n`);
-    process.exit(74);
-  }
-  process.exit(code);
+  return cli.exitWhenWritten(code);
 });

@@ -1,4 +1,5 @@
-// Builds the CLI bundle (dist/leasejob.cjs) and the code-cache loader (dist/compile-cache.cjs)
+// Builds the CLI bundle (dist/leasejob.cjs), the single executable's (dist/leasejob-single-file.cjs)
+// and the code-cache loader (dist/compile-cache.cjs)
 // from tsc's output: `npm run bundle`, part of `npm run build`. Plain JavaScript, run by Node
 // after tsc; it is not compiled or shipped.
 //
@@ -90,27 +91,40 @@ const patchPlugin = {
   },
 };
 
-// Built in memory, and written only once every replacement has applied.
-const bundled = await build({
-  write: false,
-  entryPoints: ['dist/cli/main.js'],
-  bundle: true,
-  format: 'cjs',
-  platform: 'node',
-  target: 'node20',
-  outfile: 'dist/leasejob.cjs',
-  minifyWhitespace: true,
-  minifySyntax: true,
-  legalComments: 'none',
-  charset: 'ascii',
-  external: ['pg-native', 'better-sqlite3'],
-  alias: { luxon: './node_modules/luxon/build/node/luxon.js' },
-  logLevel: 'warning',
-  // pg's Cloudflare probe builds a fetch Response at import (loading undici): compiled out.
-  define: { Response: 'undefined', 'import.meta.url': '__leasejobUrl' },
-  banner: { js: "var __leasejobUrl = require('node:url').pathToFileURL(__filename).href;" },
-  plugins: [patchPlugin],
-});
+/** The CLI as one CommonJS file, built in memory: `options` says which entry and for what. */
+const bundleCli = (options) =>
+  build({
+    write: false,
+    bundle: true,
+    format: 'cjs',
+    platform: 'node',
+    minifyWhitespace: true,
+    minifySyntax: true,
+    legalComments: 'none',
+    charset: 'ascii',
+    external: ['pg-native', 'better-sqlite3'],
+    logLevel: 'warning',
+    // pg's Cloudflare probe builds a fetch Response at import (loading undici): compiled out.
+    define: { Response: 'undefined', 'import.meta.url': '__leasejobUrl' },
+    banner: { js: "var __leasejobUrl = require('node:url').pathToFileURL(__filename).href;" },
+    plugins: [patchPlugin],
+    ...options,
+    alias: { luxon: './node_modules/luxon/build/node/luxon.js', ...options.alias },
+  });
+
+// Written only once every replacement has applied.
+const bundled = [
+  // For npm: loaded by bin/leasejob.js through the code cache, on Node >= 20.
+  await bundleCli({ entryPoints: ['dist/cli/main.js'], target: 'node20', outfile: 'dist/leasejob.cjs' }),
+  // The single executable's main script (scripts/single-file.mjs), for the Node it pins: no
+  // native module, so the embedded store runs on node:sqlite in better-sqlite3's place.
+  await bundleCli({
+    entryPoints: ['dist/cli/single-file.js'],
+    target: 'node24',
+    outfile: 'dist/leasejob-single-file.cjs',
+    alias: { 'better-sqlite3': './dist/store/sqlite/node-sqlite.js' },
+  }),
+];
 
 const missed = PATCHES.filter((_, i) => !applied.has(i));
 if (missed.length > 0) {
@@ -120,7 +134,7 @@ if (missed.length > 0) {
     );
   process.exit(1);
 }
-for (const file of bundled.outputFiles) await writeFile(file.path, file.contents);
+for (const file of bundled.flatMap((b) => b.outputFiles)) await writeFile(file.path, file.contents);
 
 await build({
   // Bundled with what it imports of ours (the command names, the reach levels): it loads

@@ -9,6 +9,7 @@ import { packageVersion } from '../package-root.js';
 import { Reach, noteReach } from '../startup/start-reach.js';
 
 export { reach } from '../startup/start-reach.js';
+export { watchOutput, exitWhenWritten } from './process-exit.js';
 
 /** The commands, as buildProgram defines them. */
 export { COMMANDS as COMMAND_NAMES } from '../startup/command-names.js';

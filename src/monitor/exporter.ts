@@ -27,6 +27,10 @@ function metrics(registry: Registry) {
       'leasejob_due_occurrences_not_completed',
       'due occurrences within the lookback, past their grace, not completed (the latest included): failed, lost, missed, or never run',
     ),
+    failed: rg(
+      'leasejob_failed_occurrences',
+      'occurrences whose run failed (failed, lost, abandoned) and that no later run redid: due ones within the lookback, and those still within their grace',
+    ),
     lastCompleted: rg(
       'leasejob_last_completed_window_timestamp_seconds',
       'when the last window of the job was completed (database clock)',
@@ -213,6 +217,8 @@ export class Exporter {
       const job = labelText({ job: j.name });
       if (j.due) m.overdue.add(job, j.overdue ? 1 : 0);
       if (j.due || j.notCompletedCount > 0) m.notCompleted.add(job, j.notCompletedCount);
+      // Every job from its registration: LeasejobDueOccurrencesNotCompleted reads it with `unless`.
+      m.failed.add(job, j.failedOccurrences);
       if (j.lastCompletedAt) m.lastCompleted.add(job, j.lastCompletedAt.getTime() / 1000);
       m.held.add(job, j.held ? 1 : 0);
       if (j.generation !== null) m.generation.add(job, Number(j.generation));

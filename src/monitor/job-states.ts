@@ -4,7 +4,14 @@ import type { DateTime } from 'luxon';
 import { parseIsoOffset } from '../schedule/duration.js';
 import { windowKey } from '../schedule/occurrence.js';
 import { humanMs } from './table.js';
-import { canonicalZone, parseSchedule, previousTick, typicalInterval, type Schedule } from '../schedule/cron.js';
+import {
+  canonicalZone,
+  nextTick,
+  parseSchedule,
+  previousTick,
+  typicalInterval,
+  type Schedule,
+} from '../schedule/cron.js';
 import type { DueGroup, DueNotCompleted, JobRow, LeaseStore, ScheduleKey } from '../store/contract.js';
 import { JOB_CHANGES_WARN, JOB_CHANGES_WINDOW_MS } from '../store/contract.js';
 
@@ -33,6 +40,13 @@ export interface JobState extends JobRow {
   notCompleted: NotCompleted[];
   /** How many due occurrences are not final: `notCompleted` lists the oldest ten and the latest. */
   notCompletedCount: number;
+  /**
+   * Occurrences whose run failed (failed, lost, or abandoned by its owner) and that no later run
+   * redid: due ones within the lookback and those not yet past their grace (any open window, for
+   * a job without schedule-derived windows). The exporter's leasejob_failed_occurrences, which
+   * pages at once rather than at the end of the grace.
+   */
+  failedOccurrences: number;
   intervalMs: number | null;
 }
 
@@ -90,6 +104,7 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
           ? 'abandoned'
           : outcome;
     for (const w of j.openWindows) w.outcome = abandoned(w.outcome, w.generation);
+    j.failedOccurrences = 0;
     const open = due.notCompleted.get(j.name);
     if (d?.windows && open) {
       j.notCompletedCount = open[0]!.count;
@@ -118,8 +133,12 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
         j.notCompleted = kept;
       }
     }
-    // A job registered after the due tick was not yet expected to have run it.
-    if (!d?.due || d.due.scheduledAt.getTime() < j.createdAt.getTime()) continue;
+    j.failedOccurrences = countFailed(j, d);
+    // A job registered after the due tick was not yet expected to have run it, unless a run
+    // claimed it (a first run given its --scheduled-time): then it is judged like any other.
+    const claimed =
+      d?.due !== undefined && j.notCompleted.some((o) => o.window === d.due!.window && o.outcome !== 'no run');
+    if (!d?.due || (d.due.scheduledAt.getTime() < j.createdAt.getTime() && !claimed)) continue;
     const completed = d.due.window === j.lastWindow || !j.notCompleted.some((o) => o.window === d.due!.window);
     // A paused job is not expected to run (a crontab's runs record their ticks as skipped; a
     // suspended CronJob's record nothing), nor a tick that fell within a pause since ended.
@@ -130,6 +149,26 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
     j.due = { window: d.due.window, scheduledAt: d.due.scheduledAt, overdueSince: d.due.overdueSince, completed };
   }
   return { dbNow, jobs };
+}
+
+/** A run's outcome that failed the occurrence, as `check` reports it as failing. */
+export function failedOutcome(outcome: string): boolean {
+  return outcome !== 'running' && outcome !== 'missed' && outcome !== 'no run';
+}
+
+/**
+ * A job's occurrences whose run failed and that no later run redid: its due ones within the
+ * lookback (the not-completed list) and the ones not yet due (before their grace ends); for a
+ * job without a schedule to judge by, its listed open windows.
+ */
+function countFailed(j: JobState, d: DueWindows | undefined): number {
+  const failed = new Set<string>();
+  for (const o of j.notCompleted) if (failedOutcome(o.outcome)) failed.add(o.window);
+  for (const w of j.openWindows) {
+    if (failedOutcome(w.outcome) && (!d?.windows || d.windows.has(w.window) || d.pending?.has(w.window)))
+      failed.add(w.window);
+  }
+  return failed.size;
 }
 
 /** Each distinct schedule's due windows, and each job's due windows that are not final. */
@@ -208,6 +247,8 @@ interface DueWindows {
   due?: { window: string } & DueAt;
   /** Every due window within the lookback, oldest first (insertion order); a key's earliest tick. */
   windows?: Map<string, DueAt>;
+  /** The windows of the ticks since the latest due one, up to now: not due yet (within their grace). */
+  pending?: Set<string>;
 }
 
 /**
@@ -242,7 +283,14 @@ function dueWindowsOf(k: ScheduleKey, dbNow: Date): DueWindows {
       if (!windows.has(window)) windows.set(window, at);
       if (i === 0) latest = { window, ...at };
     }
-    return { intervalMs, due: latest, windows };
+    const pending = new Set<string>();
+    for (
+      let t = nextTick(schedule, ticks[0]!.toJSDate());
+      t.toMillis() <= dbNow.getTime() && pending.size < MAX_JUDGED_OCCURRENCES;
+      t = nextTick(schedule, t.toJSDate())
+    )
+      pending.add(windowKey(t, { format: k.windowFormat ?? undefined, offset }));
+    return { intervalMs, due: latest, windows, pending };
   } catch {
     return { intervalMs };
   }

@@ -34,6 +34,9 @@ import { Reach } from './start-reach.js';
 
 export interface LoadedCli {
   main(argv: string[]): Promise<number>;
+  /** src/cli/process-exit.ts: how the process ends. */
+  watchOutput(): void;
+  exitWhenWritten(code: number): Promise<never>;
   /**
    * Write the cache if there was none, V8 rejected it, or this start went further than the one
    * that wrote it. Call once the command is done, with its exit code.
@@ -104,7 +107,11 @@ export function loadCli(
   const wrapped = `(function (exports, require, module, __filename, __dirname) { ${source}\n});`;
   const script = new Script(wrapped, { filename: bundle, ...(cachedData ? { cachedData } : {}) });
   if (cachedData) state = script.cachedDataRejected ? 'rejected' : 'used';
-  const mod = { exports: {} as { main?: LoadedCli['main']; reach?: (exitCode: number) => number } };
+  const mod = {
+    exports: {} as Partial<Pick<LoadedCli, 'main' | 'watchOutput' | 'exitWhenWritten'>> & {
+      reach?: (exitCode: number) => number;
+    },
+  };
   (script.runInThisContext() as (...args: unknown[]) => void).call(
     mod.exports,
     mod.exports,
@@ -113,11 +120,14 @@ export function loadCli(
     bundle,
     path.dirname(bundle),
   );
-  const main = mod.exports.main;
-  if (typeof main !== 'function') throw new Error(`leasejob: ${bundle} does not export main()`);
+  const { main, watchOutput, exitWhenWritten } = mod.exports;
+  if (typeof main !== 'function' || watchOutput === undefined || exitWhenWritten === undefined)
+    throw new Error(`leasejob: ${bundle} does not export main()`);
 
   return {
     main,
+    watchOutput,
+    exitWhenWritten,
     get cache() {
       return state;
     },

@@ -169,3 +169,19 @@ export function podSpecOf(object: K8sObject): Record<string, any> {
   if (object.kind === 'CronJob') return spec.jobTemplate.spec.template.spec;
   return spec.template.spec;
 }
+
+export interface PromRule { alert?: string; record?: string; expr: string; for?: string; labels?: Record<string, string>; annotations?: Record<string, string> }
+
+/**
+ * The chart's PrometheusRule as `helm template` renders it (its spec is a Prometheus rules
+ * file), with `prometheusRule.enabled=true` and any further `--set key=value`.
+ */
+export function renderRuleSpec(helm: string, opts: { release: string; namespace: string; set?: string[] }): { groups: Array<{ name: string; rules: PromRule[] }> } {
+  const sets = ['prometheusRule.enabled=true', ...(opts.set ?? [])].flatMap((s) => ['--set', s]);
+  const r = spawnSync(helm, ['template', opts.release, CHART_DIR, '--namespace', opts.namespace, '--kube-version', '1.27.0',
+    ...sets, '--show-only', 'templates/prometheusrule.yaml'], { encoding: 'utf8', timeout: 60_000 });
+  if (r.status !== 0) throw new Error(`helm template failed: ${r.stderr}`);
+  const [rule] = parseDocuments(r.stdout, 'helm template') as Array<K8sObject & { spec: { groups: Array<{ name: string; rules: PromRule[] }> } }>;
+  if (rule?.kind !== 'PrometheusRule') throw new Error(`helm template rendered ${rule?.kind}, not a PrometheusRule`);
+  return rule.spec;
+}

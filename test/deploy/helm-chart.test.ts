@@ -115,7 +115,7 @@ describe('the templates read only values that exist', () => {
 
   it('the scan finds references of every kind (so an empty result cannot pass)', () => {
     const paths = new Set(refs.map((r) => r.path));
-    for (const p of ['database.secretKey', 'database.schema', '$job.schedule', '$job.timeZone', 'jobs[].name', 'prometheusRule.windowOverdue.for', 'exporter.port', 'podSecurityContext']) {
+    for (const p of ['database.secretKey', 'database.schema', '$job.schedule', '$job.timeZone', 'jobs[].name', 'prometheusRule.runFailed.for', 'exporter.port', 'podSecurityContext']) {
       expect(paths, p).toContain(p);
     }
   });
@@ -126,8 +126,8 @@ describe('the templates read only values that exist', () => {
   });
 
   it('catches a path that does not exist', () => {
-    const bad = valuesRefs('t.yaml', '{{ .Values.databse.url }}\n{{ with .Values.exporter }}{{ .prot }}{{ end }}\n{{ $r := .Values.prometheusRule }}{{ $r.windowOverdue.fro }}');
-    expect(bad.map((r) => r.path).filter((p) => !resolve(p))).toEqual(['databse.url', 'exporter.prot', 'prometheusRule.windowOverdue.fro']);
+    const bad = valuesRefs('t.yaml', '{{ .Values.databse.url }}\n{{ with .Values.exporter }}{{ .prot }}{{ end }}\n{{ $r := .Values.prometheusRule }}{{ $r.runFailed.fro }}');
+    expect(bad.map((r) => r.path).filter((p) => !resolve(p))).toEqual(['databse.url', 'exporter.prot', 'prometheusRule.runFailed.fro']);
   });
 
   it('every value in values.yaml is read by some template (no dead settings)', () => {
@@ -385,7 +385,7 @@ describe.skipIf(!helm)('with a helm binary', () => {
       expect(catchUp).toContainEqual([]);
       const rule = objects.find((o) => o.kind === 'PrometheusRule') as K8sObject & { spec: any };
       const exprs = rule.spec.groups[0].rules.map((r: { expr: string }) => r.expr).join('\n');
-      for (const metric of ['leasejob_window_overdue', 'leasejob_lease_held_seconds', 'leasejob_leases_lost_total', 'leasejob_clock_offset_seconds', 'leasejob_clock_offset_uncertainty_seconds', 'leasejob_up']) {
+      for (const metric of ['leasejob_failed_occurrences', 'leasejob_due_occurrences_not_completed', 'leasejob_lease_held_seconds', 'leasejob_leases_lost_total', 'leasejob_clock_offset_seconds', 'leasejob_clock_offset_uncertainty_seconds', 'leasejob_up']) {
         expect(exprs).toContain(`${metric}{namespace="billing", service="rel-leasejob-exporter"}`);
       }
     } finally {

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CHART_DIR, findTool, parseDocuments, type K8sObject } from './deploy-files.js';
+import { findTool, renderRuleSpec, type PromRule as Rule } from './deploy-files.js';
 
 const helm = findTool('helm', 'LEASEJOB_HELM');
 const promtool = findTool('promtool', 'LEASEJOB_PROMTOOL', ['--version']);
@@ -21,7 +21,6 @@ const RELEASE = 'rel';
 const TARGET = { namespace: NAMESPACE, service: `${RELEASE}-leasejob-exporter`, instance: '10.0.0.7:9464', pod: 'rel-leasejob-exporter-0' };
 const OTHER_RELEASE = { ...TARGET, service: 'other-leasejob-exporter' };
 
-interface Rule { alert?: string; record?: string; expr: string; for?: string; labels?: Record<string, string>; annotations?: Record<string, string> }
 interface Series { metric: string; labels?: Record<string, string>; values: string; target?: Record<string, string> }
 interface AlertCase {
   alert: string;
@@ -44,42 +43,42 @@ function seriesText(s: Series): string {
 // The cases, alert by alert: each fires on the series it is for, and stays quiet on the ones it
 // is not (below its threshold, not for long enough, another release's exporter).
 const CASES: AlertCase[] = [
-  { alert: 'LeasejobWindowOverdue', what: 'an overdue window for longer than `for`', evalTime: '10m',
-    series: [{ metric: 'leasejob_window_overdue', labels: { job: 'nightly-close' }, values: '1x15' }, { metric: 'leasejob_window_overdue', labels: { job: 'hourly' }, values: '0x15' }],
-    fires: [{ namespace: NAMESPACE, job: 'nightly-close' }] },
-  { alert: 'LeasejobWindowOverdue', what: 'overdue for less than `for`', evalTime: '10m',
-    series: [{ metric: 'leasejob_window_overdue', labels: { job: 'nightly-close' }, values: '0x7 1x8' }], fires: [] },
-  { alert: 'LeasejobWindowOverdue', what: 'overdue in another release', evalTime: '10m',
-    series: [{ metric: 'leasejob_window_overdue', labels: { job: 'nightly-close' }, values: '1x15', target: OTHER_RELEASE }], fires: [] },
+  { alert: 'LeasejobRunFailed', what: 'a failed run, at the first evaluation that sees it', evalTime: '3m',
+    series: [{ metric: 'leasejob_failed_occurrences', labels: { job: 'daily1' }, values: '0 0 0 1 1' }, { metric: 'leasejob_failed_occurrences', labels: { job: 'hourly' }, values: '0x5' }],
+    fires: [{ namespace: NAMESPACE, job: 'daily1' }] },
+  { alert: 'LeasejobRunFailed', what: 'a failed run redone (back to 0)', evalTime: '10m',
+    series: [{ metric: 'leasejob_failed_occurrences', labels: { job: 'daily1' }, values: '1x5 0x10' }], fires: [] },
+  { alert: 'LeasejobRunFailed', what: 'a failed run in another release', evalTime: '10m',
+    series: [{ metric: 'leasejob_failed_occurrences', labels: { job: 'daily1' }, values: '1x15', target: OTHER_RELEASE }], fires: [] },
 
-  { alert: 'LeasejobDueOccurrencesNotCompleted', what: 'an earlier occurrence not completed, the latest completed', evalTime: '10m',
+  { alert: 'LeasejobDueOccurrencesNotCompleted', what: 'a stopped job: the latest occurrence past its grace, at the first evaluation', evalTime: '3m',
     series: [
-      { metric: 'leasejob_due_occurrences_not_completed', labels: { job: 'nightly-close' }, values: '2x15' },
-      { metric: 'leasejob_window_overdue', labels: { job: 'nightly-close' }, values: '0x15' },
-      { metric: 'leasejob_due_occurrences_not_completed', labels: { job: 'hourly' }, values: '0x15' },
-      { metric: 'leasejob_window_overdue', labels: { job: 'hourly' }, values: '0x15' },
+      { metric: 'leasejob_due_occurrences_not_completed', labels: { job: 'nightly-close' }, values: '0 0 0 1 1' },
+      { metric: 'leasejob_failed_occurrences', labels: { job: 'nightly-close' }, values: '0x5' },
+      { metric: 'leasejob_due_occurrences_not_completed', labels: { job: 'hourly' }, values: '0x5' },
+      { metric: 'leasejob_failed_occurrences', labels: { job: 'hourly' }, values: '0x5' },
     ],
     fires: [{ namespace: NAMESPACE, job: 'nightly-close' }] },
-  { alert: 'LeasejobDueOccurrencesNotCompleted', what: 'an earlier occurrence not completed and the latest overdue too', evalTime: '10m',
+  { alert: 'LeasejobDueOccurrencesNotCompleted', what: 'an earlier occurrence no host ran, the latest completed', evalTime: '10m',
     series: [
-      { metric: 'leasejob_due_occurrences_not_completed', labels: { job: 'nightly-close' }, values: '2x15' },
-      { metric: 'leasejob_window_overdue', labels: { job: 'nightly-close' }, values: '1x15' },
+      { metric: 'leasejob_due_occurrences_not_completed', labels: { job: 'minutely' }, values: '1x15' },
+      { metric: 'leasejob_failed_occurrences', labels: { job: 'minutely' }, values: '0x15' },
     ],
-    fires: [{ namespace: NAMESPACE, job: 'nightly-close' }] },
-  { alert: 'LeasejobDueOccurrencesNotCompleted', what: 'only the latest not completed (LeasejobWindowOverdue\'s)', evalTime: '10m',
+    fires: [{ namespace: NAMESPACE, job: 'minutely' }] },
+  { alert: 'LeasejobDueOccurrencesNotCompleted', what: 'a failed run past its grace (LeasejobRunFailed\'s: one page per cause)', evalTime: '10m',
     series: [
       { metric: 'leasejob_due_occurrences_not_completed', labels: { job: 'nightly-close' }, values: '1x15' },
-      { metric: 'leasejob_window_overdue', labels: { job: 'nightly-close' }, values: '1x15' },
+      { metric: 'leasejob_failed_occurrences', labels: { job: 'nightly-close' }, values: '1x15' },
     ], fires: [] },
   { alert: 'LeasejobDueOccurrencesNotCompleted', what: 'an occurrence rerun (the count back to 0)', evalTime: '10m',
     series: [
       { metric: 'leasejob_due_occurrences_not_completed', labels: { job: 'nightly-close' }, values: '1x5 0x10' },
-      { metric: 'leasejob_window_overdue', labels: { job: 'nightly-close' }, values: '0x15' },
+      { metric: 'leasejob_failed_occurrences', labels: { job: 'nightly-close' }, values: '0x15' },
     ], fires: [] },
-  { alert: 'LeasejobDueOccurrencesNotCompleted', what: 'an earlier occurrence not completed in another release', evalTime: '10m',
+  { alert: 'LeasejobDueOccurrencesNotCompleted', what: 'an occurrence not completed in another release', evalTime: '10m',
     series: [
       { metric: 'leasejob_due_occurrences_not_completed', labels: { job: 'nightly-close' }, values: '2x15', target: OTHER_RELEASE },
-      { metric: 'leasejob_window_overdue', labels: { job: 'nightly-close' }, values: '0x15', target: OTHER_RELEASE },
+      { metric: 'leasejob_failed_occurrences', labels: { job: 'nightly-close' }, values: '0x15', target: OTHER_RELEASE },
     ], fires: [] },
 
   { alert: 'LeasejobLeaseHeldTooLong', what: 'a lease held beyond the threshold', evalTime: '20m',
@@ -157,15 +156,11 @@ describe.skipIf(!helm || !promtool)('alert rules under promtool', () => {
 
   beforeAll(() => {
     dir = mkdtempSync(path.join(tmpdir(), 'leasejob-promtool-'));
-    const r = spawnSync(helm!, ['template', RELEASE, CHART_DIR, '--namespace', NAMESPACE, '--kube-version', '1.27.0',
-      '--set', 'prometheusRule.enabled=true', '--show-only', 'templates/prometheusrule.yaml'], { encoding: 'utf8', timeout: 60_000 });
-    expect(r.status, r.stderr).toBe(0);
-    const [rule] = parseDocuments(r.stdout, 'helm template') as Array<K8sObject & { spec: { groups: Array<{ name: string; rules: Rule[] }> } }>;
-    expect(rule!.kind).toBe('PrometheusRule');
+    const spec = renderRuleSpec(helm!, { release: RELEASE, namespace: NAMESPACE });
     // A PrometheusRule's spec is a Prometheus rules file.
     rulesFile = path.join(dir, 'rules.yaml');
-    writeFileSync(rulesFile, stringify(rule!.spec));
-    alerts = new Map(rule!.spec.groups.flatMap((g) => g.rules).filter((x) => x.alert).map((x) => [x.alert!, x]));
+    writeFileSync(rulesFile, stringify(spec));
+    alerts = new Map(spec.groups.flatMap((g) => g.rules).filter((x) => x.alert).map((x) => [x.alert!, x]));
   });
   afterAll(() => {
     if (dir) rmSync(dir, { recursive: true, force: true });
@@ -178,11 +173,8 @@ describe.skipIf(!helm || !promtool)('alert rules under promtool', () => {
   });
 
   it('prometheusRule.replicationAsynchronous.enabled=false leaves that alert out, and only it', () => {
-    const r = spawnSync(helm!, ['template', RELEASE, CHART_DIR, '--namespace', NAMESPACE, '--kube-version', '1.27.0',
-      '--set', 'prometheusRule.enabled=true', '--set', 'prometheusRule.replicationAsynchronous.enabled=false', '--show-only', 'templates/prometheusrule.yaml'], { encoding: 'utf8', timeout: 60_000 });
-    expect(r.status, r.stderr).toBe(0);
-    const [rule] = parseDocuments(r.stdout, 'helm template') as Array<K8sObject & { spec: { groups: Array<{ rules: Rule[] }> } }>;
-    const names = rule!.spec.groups.flatMap((g) => g.rules).map((x) => x.alert);
+    const spec = renderRuleSpec(helm!, { release: RELEASE, namespace: NAMESPACE, set: ['prometheusRule.replicationAsynchronous.enabled=false'] });
+    const names = spec.groups.flatMap((g) => g.rules).map((x) => x.alert);
     expect(names).toEqual([...alerts.keys()].filter((n) => n !== 'LeasejobReplicationAsynchronous'));
   });
 

@@ -77,6 +77,7 @@ describe('due occurrences (issue 20)', () => {
     const text = await scrape();
     const overdue = metric(text, 'leasejob_window_overdue', `job="${name}"`)!;
     expect(metric(text, 'leasejob_due_occurrences_not_completed', `job="${name}"`)).toBe(3 + overdue);
+    expect(metric(text, 'leasejob_failed_occurrences', `job="${name}"`)).toBe(1);
 
     // Completed later (a rerun by hand): no longer reported.
     for (const at of missing) {
@@ -89,6 +90,25 @@ describe('due occurrences (issue 20)', () => {
     expect(metric(after, 'leasejob_due_occurrences_not_completed', `job="${name}"`)).toBe(
       metric(after, 'leasejob_window_overdue', `job="${name}"`),
     );
+    expect(metric(after, 'leasejob_failed_occurrences', `job="${name}"`)).toBe(0);
+  });
+
+  it("a new job's failed first run, given an earlier --scheduled-time, is judged like any other occurrence", async () => {
+    const name = 'daily1';
+    const today = new Date();
+    today.setUTCHours(0, 0, 0, 0);
+    const job = ['--name', name, '--schedule', '0 0 * * *', '--window-from-schedule', '--alert-after', '1s'];
+    const r = await runCli(['run', ...conn(), ...job, '--scheduled-time', today.toISOString(), ...exitWith(2)]);
+    expect(r.exitCode, r.all).toBe(2);
+    const status = JSON.parse((await runCli(['status', ...conn(), '--name', name, '--json'])).stdout);
+    expect(status.jobs[0]).toMatchObject({ overdue: true, failedOccurrences: 1 });
+    const check = await runCli(['check', ...conn(), '--name', name]);
+    expect(check.exitCode, check.all).toBe(2);
+    expect(check.stdout).toMatch(new RegExp(`^CRITICAL ${name}: overdue: window `, 'm'));
+    const text = await scrape();
+    expect(metric(text, 'leasejob_window_overdue', `job="${name}"`)).toBe(1);
+    expect(metric(text, 'leasejob_due_occurrences_not_completed', `job="${name}"`)).toBe(1);
+    expect(metric(text, 'leasejob_failed_occurrences', `job="${name}"`)).toBe(1);
   });
 
   it('--alert-lookback bounds how far back: an occurrence older than the lookback is no longer reported', async () => {
@@ -116,6 +136,8 @@ describe('due occurrences (issue 20)', () => {
     const windows = status.jobs[0].notCompleted.map((o: { window: string }) => o.window);
     expect(windows).toContain(recent);
     expect(windows).not.toContain(old);
+    // Only the failure within the lookback pages (LeasejobRunFailed); the older one is check's.
+    expect(status.jobs[0].failedOccurrences).toBe(1);
     // The failed window is still a failing one (WARNING from the first failure) besides.
     const check = await runCli(['check', ...conn(), '--name', name, '--json']);
     expect(check.exitCode, check.all).toBe(2);

@@ -1,11 +1,10 @@
 // Schema migrations: numbered files in sql/, applied in one transaction under an advisory
 // lock, each recorded in <schema>.migrations, so pods migrating at once are safe.
-import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type pg from 'pg';
 import { DatabaseError } from '../../errors.js';
 import { quoteIdent } from '../../names.js';
-import { packageRoot } from '../../package-root.js';
+import { listPackageDir, packageRoot, readPackageFile } from '../../package-root.js';
 import { reconcileSchema, type DriftReport } from './drift.js';
 
 const sqlDir = (): string => path.join(packageRoot(), 'sql');
@@ -17,7 +16,9 @@ export interface Migration {
 }
 
 export async function listMigrations(dir = sqlDir()): Promise<Migration[]> {
-  const files = (await readdir(dir)).filter((f) => /^\d{3,}_[a-z0-9_]+\.sql$/.test(f)).sort();
+  const files = listPackageDir(dir)
+    .filter((f) => /^\d{3,}_[a-z0-9_]+\.sql$/.test(f))
+    .sort();
   return files.map((file) => ({ version: Number.parseInt(file, 10), name: file.replace(/^\d+_|\.sql$/g, ''), file }));
 }
 
@@ -78,7 +79,7 @@ export async function migrate(pool: pg.Pool, schema: string, opts: MigrateOption
         'E_SCHEMA_TOO_NEW',
       );
     }
-    const texts = await Promise.all(migrations.map((m) => readFile(path.join(sqlDir(), m.file), 'utf8')));
+    const texts = migrations.map((m) => readPackageFile(path.join(sqlDir(), m.file)));
     const applied: Migration[] = [];
     for (const [i, m] of migrations.entries()) {
       if (done.has(m.version)) continue;

@@ -1,9 +1,8 @@
 // The embedded store's schema: numbered files in sql/sqlite/, applied in order by PRAGMA
 // user_version inside one immediate transaction, then the indexes kept on every open.
-import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
-import { packageRoot } from '../../package-root.js';
+import { listPackageDir, packageRoot, readPackageFile } from '../../package-root.js';
 
 /** Created on every open when missing, at any version (sql/sqlite/indexes.sql says why). */
 const EVERY_OPEN = 'indexes.sql';
@@ -19,7 +18,7 @@ export interface SqliteSchemaStep {
 export function listSqliteSchema(dir = sqliteSchemaDir()): SqliteSchemaStep[] {
   let files: string[];
   try {
-    files = readdirSync(dir);
+    files = listPackageDir(dir);
   } catch (err) {
     throw new Error(
       `leasejob: the embedded store's schema files are missing (${dir}: ${(err as NodeJS.ErrnoException).code ?? err}); reinstall leasejob`,
@@ -52,9 +51,9 @@ export function migrateSqlite(db: BetterSqlite3.Database, dir = sqliteSchemaDir(
       );
     for (const step of steps) {
       if (step.version <= version) continue;
-      db.exec(readFileSync(path.join(dir, step.file), 'utf8'));
+      db.exec(readPackageFile(path.join(dir, step.file)));
       db.pragma(`user_version = ${step.version}`);
     }
-    db.exec(readFileSync(path.join(dir, EVERY_OPEN), 'utf8'));
+    db.exec(readPackageFile(path.join(dir, EVERY_OPEN)));
   }).immediate();
 }
