@@ -2,7 +2,7 @@
 // in one pattern ("Expected `--flag` to be ..., got `value`.").
 import type { DateTime } from 'luxon';
 import { DEFAULTS } from '../defaults.js';
-import { MAX_TIMER_MS, parseDuration, parseIsoOffset } from '../schedule/duration.js';
+import { MAX_TIMER_MS, parseDuration, parseDurationRange, parseIsoOffset } from '../schedule/duration.js';
 import { UsageError } from '../errors.js';
 import { safetyMarginMs, stopAfterMs } from '../lease/keeper.js';
 import { resolveLogLevel } from './log-level.js';
@@ -32,6 +32,7 @@ export interface RawRunFlags {
   maxDelay?: string;
   alertAfter?: string;
   alertLookback?: string;
+  expectDuration?: string;
   rerun?: boolean;
   databaseUrl?: string;
   schema?: string;
@@ -204,9 +205,10 @@ interface Delays {
   maxDelayMs: number | undefined;
   alertAfterMs: number | undefined;
   alertLookbackMs: number | undefined;
+  expect: ReturnType<typeof parseDurationRange> | undefined;
 }
 
-/** --max-delay, --alert-after and --alert-lookback. */
+/** --max-delay, --alert-after, --alert-lookback and --expect-duration. */
 function delaysAndAlerts(flags: RawRunFlags): Delays {
   const maxDelayMs = flags.maxDelay !== undefined ? parseDuration(flags.maxDelay, '--max-delay') : undefined;
   const alertAfterMs = flags.alertAfter !== undefined ? parseDuration(flags.alertAfter, '--alert-after') : undefined;
@@ -220,7 +222,9 @@ function delaysAndAlerts(flags: RawRunFlags): Delays {
         'an occurrence is judged only once its grace is over.',
     );
   }
-  return { maxDelayMs, alertAfterMs, alertLookbackMs };
+  const expect =
+    flags.expectDuration !== undefined ? parseDurationRange(flags.expectDuration, '--expect-duration') : undefined;
+  return { maxDelayMs, alertAfterMs, alertLookbackMs, expect };
 }
 
 /** The window flags that go together, or not at all. */
@@ -298,6 +302,8 @@ function registrySpec(flags: RawRunFlags, tz: string, d: Delays): Record<string,
     max_delay_ms: d.maxDelayMs ?? null,
     alert_after_ms: d.alertAfterMs ?? null,
     alert_lookback_ms: d.alertLookbackMs ?? null,
+    expect_min_ms: d.expect?.minMs ?? null,
+    expect_max_ms: d.expect?.maxMs ?? null,
   };
 }
 

@@ -11,9 +11,9 @@
 //   lost      a renewal found the lease taken: the task is stopped at once, the loss recorded
 //   finished  the outcome is recorded and the lease released, retried while the lease lasts
 //             (finish.ts: finishWithRetry); the exit code follows one rule (stoppedExitCode)
-import { hostname } from 'node:os';
 import { measureOffset, monoNow, offsetIsLarge, sleep, stamp, type Stamp } from '../clock.js';
 import { LeaseUnavailableError, UsageError } from '../errors.js';
+import { hostName } from '../host-name.js';
 import { stopAfterMs, type LeaseTiming } from './keeper.js';
 import type { Logger } from '../log.js';
 import { runWindows, type Held, type Windows } from './windows.js';
@@ -41,7 +41,7 @@ export function newOwnerId(): string {
   const nonce = Math.floor(Math.random() * 0x1_0000_0000)
     .toString(16)
     .padStart(8, '0');
-  return `${hostname()}:${process.pid}:${nonce}`;
+  return `${hostName()}:${process.pid}:${nonce}`;
 }
 
 /** A runWithLease call while it waits for the lease. */
@@ -228,7 +228,7 @@ async function cancelledWhileAcquiring<T>(a: Acquiring, pending: Promise<Acquire
 async function notToRun<T>(a: Acquiring, row: AcquireRow): Promise<RunResult<T> | undefined> {
   const { win, log } = a;
   if (row.outcome === 'paused') {
-    log.info({ window: win?.key }, 'job paused (leasejob pause): occurrence skipped, command not started');
+    log.info('job paused (leasejob pause): occurrence skipped, command not started');
     return { status: 'skipped', reason: 'paused' };
   }
   if (row.outcome === 'done') {
