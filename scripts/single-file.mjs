@@ -89,6 +89,18 @@ function packageFiles() {
   return [...sqlFiles('sql'), ...sqlFiles('sql/sqlite')];
 }
 
+/**
+ * What the build's priming start runs, in one process, before V8's code cache is written: a
+ * whole run on the embedded store (a state file in the build's work directory), then a run
+ * against PostgreSQL on a closed port, which stops at exit 69 once the driver has connected as
+ * far as it can. Between them they compile what a run calls on either store.
+ */
+const PRIME_RUNS = (work) => [
+  ['run', '--state-file', path.join(work, 'prime.db'), '--name', 'prime', '--window', 'prime', '--', 'true'],
+  ['run', '--database-url', 'postgres://prime@127.0.0.1:1/prime', '--name', 'prime', '--window', 'prime', '--', 'true'],
+];
+const PRIME_CODES = [0, 69];
+
 /** The blob for `config` (its assets), made by `builder`, injected into a copy of `node` at `file`. */
 async function injectBlob(builder, node, work, config, file) {
   writeFileSync(path.join(work, 'sea-config.json'), JSON.stringify(config, null, 2));
@@ -103,10 +115,9 @@ async function injectBlob(builder, node, work, config, file) {
 }
 
 /**
- * Two passes: a file without the bundle's code cache, run once as a start that reaches the
- * database (a closed port: it stops at exit 69, as a pod whose database is down would), which
- * writes the cache of what it compiled; then the file with that cache as an asset. A file for
- * another architecture cannot be run here: it has no cache.
+ * Two passes: a file without the bundle's code cache, run once (PRIME_RUNS), which writes the
+ * cache of what it compiled; then the file with that cache as an asset. A file for another
+ * architecture cannot be run here: it has no cache.
  */
 export async function buildSingleFile({ arch = 'x64', out } = {}) {
   if (!(arch in INTEGRITY)) throw new Error(`--arch: x64 or arm64, got ${JSON.stringify(arch)}`);
@@ -139,21 +150,21 @@ export async function buildSingleFile({ arch = 'x64', out } = {}) {
   await injectBlob(builder, node, work, config, partial);
   if (native) {
     const cache = path.join(work, 'leasejob.cache');
-    const args = [
-      'run',
-      '--database-url',
-      'postgres://prime@127.0.0.1:1/prime',
-      '--name',
-      'prime',
-      '--window',
-      'prime',
-    ];
-    const primed = spawnSync(partial, [...args, '--log-level', 'fatal', '--', 'true'], {
+    const primed = spawnSync(partial, [], {
       cwd: work,
-      env: { PATH: '/usr/bin:/bin', HOME: work, LEASEJOB_SINGLE_FILE_PRIME: cache },
+      encoding: 'utf8',
+      env: {
+        PATH: '/usr/bin:/bin',
+        HOME: work,
+        LEASEJOB_LOG_LEVEL: 'fatal',
+        LEASEJOB_SINGLE_FILE_PRIME: cache,
+        LEASEJOB_SINGLE_FILE_PRIME_RUNS: JSON.stringify(PRIME_RUNS(work)),
+      },
     });
-    if (primed.status !== 69 || !existsSync(cache))
-      throw new Error(`the priming start exited ${primed.status ?? primed.signal}, not 69: ${primed.stderr}`);
+    if (primed.stdout.trim() !== JSON.stringify(PRIME_CODES) || !existsSync(cache))
+      throw new Error(
+        `the priming start answered ${primed.stdout.trim() || primed.status}, not ${PRIME_CODES}: ${primed.stderr}`,
+      );
     config.assets['leasejob.cache'] = cache;
     await injectBlob(builder, node, work, config, partial);
   }
