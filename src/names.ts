@@ -18,6 +18,11 @@ export function validateName(
       `Expected \`${flag}\` to be ${example}, got ${value === undefined ? 'nothing' : value === '' ? 'an empty string' : 'only spaces'}.`,
     );
   }
+  // `--name --rerun`: commander takes the next word as the value, whatever it is.
+  if (value.startsWith('-'))
+    throw new UsageError(
+      `Expected \`${flag}\` to be ${example}, got the option \`${value}\`: give the name right after \`${flag}\` (a name never starts with -).`,
+    );
   const problem = nameProblem(value);
   if (problem !== undefined) throw new UsageError(`Expected \`${flag}\` to ${problem.expected}, got ${problem.got}.`);
   return value;

@@ -2,7 +2,9 @@
 -- definition). Versions, not last-write-wins (012): unchanged settings write nothing (no row
 -- lock); a run with no schedule settings never erases a registered schedule; a change is
 -- adopted, bumps jobs.version and, where a schedule is involved, is a job-changed event and a
--- NOTICE the runner logs as a warning.
+-- NOTICE the runner logs as a warning. `run --expect-duration` (023): the bounds a run's duration
+-- is expected within, compared and adopted with the others; a spec without them (a leasejob
+-- before 023) leaves them as they are.
 CREATE OR REPLACE FUNCTION register_job(p_job text, p_ttl_ms integer, p_spec jsonb) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 #variable_conflict use_column
@@ -11,16 +13,19 @@ DECLARE
   v_new jsonb;
   v_old_spec jsonb;
   v_version bigint;
+  v_expect boolean := p_spec ? 'expect_min_ms';
 BEGIN
   IF p_spec IS NULL THEN RETURN; END IF;
   -- Unchanged (the common case): nothing written, no row lock (a herd would queue on it).
   SELECT * INTO v_old FROM jobs j WHERE j.name = p_job;
   IF FOUND AND ((v_old.schedule, v_old.tz, v_old.window_mode, v_old.window_format, v_old.window_offset, v_old.ttl_ms,
-                 v_old.max_delay_ms, v_old.alert_after_ms, v_old.alert_lookback_ms)
+                 v_old.max_delay_ms, v_old.alert_after_ms, v_old.alert_lookback_ms, v_old.expect_min_ms, v_old.expect_max_ms)
                 IS NOT DISTINCT FROM
                 (p_spec->>'schedule', p_spec->>'tz', p_spec->>'window_mode', p_spec->>'window_format',
                  p_spec->>'window_offset', p_ttl_ms, (p_spec->>'max_delay_ms')::bigint,
-                 (p_spec->>'alert_after_ms')::bigint, (p_spec->>'alert_lookback_ms')::bigint)
+                 (p_spec->>'alert_after_ms')::bigint, (p_spec->>'alert_lookback_ms')::bigint,
+                 CASE WHEN v_expect THEN (p_spec->>'expect_min_ms')::bigint ELSE v_old.expect_min_ms END,
+                 CASE WHEN v_expect THEN (p_spec->>'expect_max_ms')::bigint ELSE v_old.expect_max_ms END)
              -- A run with no schedule settings says nothing about the schedule: never erases it.
              OR (v_old.schedule IS NOT NULL AND p_spec->>'schedule' IS NULL AND p_spec->>'window_mode' IS DISTINCT FROM 'schedule')) THEN
     RETURN;
@@ -30,10 +35,13 @@ BEGIN
   v_new := jsonb_build_object('schedule', p_spec->>'schedule', 'tz', p_spec->>'tz', 'window_mode', p_spec->>'window_mode',
     'window_format', p_spec->>'window_format', 'window_offset', p_spec->>'window_offset', 'ttl_ms', p_ttl_ms,
     'max_delay_ms', (p_spec->>'max_delay_ms')::bigint, 'alert_after_ms', (p_spec->>'alert_after_ms')::bigint,
-    'alert_lookback_ms', (p_spec->>'alert_lookback_ms')::bigint); -- 018: the lookback (issue 20)
+    'alert_lookback_ms', (p_spec->>'alert_lookback_ms')::bigint, -- 018: the lookback (issue 20)
+    'expect_min_ms', CASE WHEN v_expect THEN (p_spec->>'expect_min_ms')::bigint ELSE v_old.expect_min_ms END,
+    'expect_max_ms', CASE WHEN v_expect THEN (p_spec->>'expect_max_ms')::bigint ELSE v_old.expect_max_ms END);
   v_old_spec := jsonb_build_object('schedule', v_old.schedule, 'tz', v_old.tz, 'window_mode', v_old.window_mode,
     'window_format', v_old.window_format, 'window_offset', v_old.window_offset, 'ttl_ms', v_old.ttl_ms,
-    'max_delay_ms', v_old.max_delay_ms, 'alert_after_ms', v_old.alert_after_ms, 'alert_lookback_ms', v_old.alert_lookback_ms);
+    'max_delay_ms', v_old.max_delay_ms, 'alert_after_ms', v_old.alert_after_ms, 'alert_lookback_ms', v_old.alert_lookback_ms,
+    'expect_min_ms', v_old.expect_min_ms, 'expect_max_ms', v_old.expect_max_ms);
   -- Checked again under the row lock: a concurrent run may have registered the same.
   IF v_old_spec = v_new OR (v_old.schedule IS NOT NULL AND p_spec->>'schedule' IS NULL AND p_spec->>'window_mode' IS DISTINCT FROM 'schedule') THEN
     RETURN;
@@ -43,6 +51,7 @@ BEGIN
     window_format = v_new->>'window_format', window_offset = v_new->>'window_offset',
     ttl_ms = p_ttl_ms, max_delay_ms = (v_new->>'max_delay_ms')::bigint,
     alert_after_ms = (v_new->>'alert_after_ms')::bigint, alert_lookback_ms = (v_new->>'alert_lookback_ms')::bigint,
+    expect_min_ms = (v_new->>'expect_min_ms')::bigint, expect_max_ms = (v_new->>'expect_max_ms')::bigint,
     updated_at = now(), version = j.version + 1
    WHERE j.name = p_job
   RETURNING j.version INTO v_version;

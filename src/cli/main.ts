@@ -73,7 +73,7 @@ const lazy =
  * runs (each definition builds its options and help text, work a run of another command does
  * not need). `leasejob --help`, an unknown command and `help` get all of them.
  */
-export function buildProgram(only?: string): Command {
+export function buildProgram(only?: string, argv: string[] = []): Command {
   const want = (name: string): boolean => only === undefined || only === name;
   const program = new Command('leasejob')
     .description('Run a scheduled command once per scheduled occurrence, guarded by a PostgreSQL lease.')
@@ -81,7 +81,7 @@ export function buildProgram(only?: string): Command {
     // One line per error, in the same shape as our own: "leasejob: <what>; see --help".
     // Commander puts its suggestion for a near miss on a line of its own: joined into the one.
     .configureOutput({
-      outputError: (str, write) => write(`leasejob: ${commanderMessage(str)}\n`),
+      outputError: (str, write) => write(`leasejob: ${commanderMessage(str, dashDashHint(argv))}\n`),
     });
 
   if (want('run'))
@@ -133,6 +133,10 @@ export function buildProgram(only?: string): Command {
           .option(
             '--alert-lookback <duration>',
             'how far back `check`, `status` and the exporter report due occurrences that did not complete (default: the longer of 24h and 3 intervals; at most the newest 24 occurrences)',
+          )
+          .option(
+            '--expect-duration <min>..<max>',
+            'how long a run should take, e.g. 30s..10m (either side may be left out: 1m.., ..2h); a run outside it is a `check` warning, a metric and an alert',
           )
           .option('--rerun', 'run an already completed window again'),
       )
@@ -467,13 +471,23 @@ function exitWith(code: number): void {
  * One line in the shape of our own errors, from one of commander's: "<what>; see --help".
  * Commander puts its suggestion for a near miss on a line of its own: joined into the one.
  */
-function commanderMessage(str: string): string {
-  return `${maskPasswords(str)
+function commanderMessage(str: string, unknownOptionHint = ''): string {
+  const text = maskPasswords(str)
     .replace(/^error: /, '')
     .trim()
     .replace(/\s*\n\s*/g, ' ')
     .replace('(Did you mean', '(did you mean')
-    .replace(/\.$/, '')}; see --help`;
+    .replace(/\.$/, '');
+  return `${text}${text.startsWith('unknown option') ? unknownOptionHint : ''}; see --help`;
+}
+
+/**
+ * `run --name x echo -n hi`: without `--`, the command's own options reach commander as
+ * leasejob's, and "unknown option '-n'" alone does not say what to do.
+ */
+function dashDashHint(argv: string[]): string {
+  if ((argv[2] !== 'run' && argv[2] !== 'backfill') || argv.includes('--')) return '';
+  return `: if it is the command's, put the command after \`--\` (leasejob ${argv[2]} --name <job> [options] -- <command> [args...])`;
 }
 
 /** Parse argv, run the command, and return the exit code (bin/leasejob.js exits with it). */
@@ -488,7 +502,7 @@ export async function main(argv: string[]): Promise<number> {
 export const CHECK_UNKNOWN = 3;
 
 async function mainCode(argv: string[]): Promise<number> {
-  const program = buildProgram(COMMANDS.has(argv[2] ?? '') ? argv[2] : undefined);
+  const program = buildProgram(COMMANDS.has(argv[2] ?? '') ? argv[2] : undefined, argv);
   program.exitOverride();
   for (const c of program.commands) c.exitOverride();
   try {

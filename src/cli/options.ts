@@ -2,7 +2,7 @@
 // in one pattern ("Expected `--flag` to be ..., got `value`.").
 import type { DateTime } from 'luxon';
 import { DEFAULTS } from '../defaults.js';
-import { MAX_TIMER_MS, parseDuration, parseIsoOffset } from '../schedule/duration.js';
+import { MAX_TIMER_MS, parseDuration, parseDurationRange, parseIsoOffset } from '../schedule/duration.js';
 import { UsageError } from '../errors.js';
 import { safetyMarginMs, stopAfterMs } from '../lease/keeper.js';
 import { resolveLogLevel } from './log-level.js';
@@ -32,6 +32,7 @@ export interface RawRunFlags {
   maxDelay?: string;
   alertAfter?: string;
   alertLookback?: string;
+  expectDuration?: string;
   rerun?: boolean;
   databaseUrl?: string;
   schema?: string;
@@ -147,6 +148,9 @@ export function normalizeRunOptions(
     );
   }
 
+  const expect =
+    flags.expectDuration !== undefined ? parseDurationRange(flags.expectDuration, '--expect-duration') : undefined;
+
   const tz = canonicalZone(flags.tz ?? DEFAULTS.tz);
   validateZone(tz);
   const schedule = flags.schedule !== undefined ? parseSchedule(flags.schedule, tz) : undefined;
@@ -210,6 +214,8 @@ export function normalizeRunOptions(
     max_delay_ms: maxDelayMs ?? null,
     alert_after_ms: alertAfterMs ?? null,
     alert_lookback_ms: alertLookbackMs ?? null,
+    expect_min_ms: expect?.minMs ?? null,
+    expect_max_ms: expect?.maxMs ?? null,
   };
 
   const pingUrl = hookUrl(flags.pingUrl ?? nonEmpty(env.LEASEJOB_PING_URL), '--ping-url', 'LEASEJOB_PING_URL');

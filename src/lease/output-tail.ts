@@ -62,3 +62,25 @@ export class TailBuffer {
     return { tail: all.subarray(Math.max(0, all.length - this.limit)), bytes: this.total };
   }
 }
+
+/** A UTF-8 continuation byte (10xxxxxx): never the first byte of a character. */
+const continuation = (b: number | undefined): boolean => b !== undefined && (b & 0xc0) === 0x80;
+
+/** `buf` from its first byte that starts a character (a cut tail may begin inside one). */
+function fromCharStart(buf: Buffer): Buffer {
+  let i = 0;
+  while (i < 3 && continuation(buf[i])) i++;
+  return buf.subarray(i);
+}
+
+/**
+ * The last `limit` bytes of `buf` at most, as valid UTF-8 that starts on a character: a receiver
+ * that decodes strictly (healthchecks.io answers 500 otherwise, and the ping is lost) gets text.
+ * Bytes that are not UTF-8 (a binary child, a character cut off at the end) become U+FFFD.
+ */
+export function utf8Tail(buf: Buffer, limit: number): Buffer {
+  const text = fromCharStart(buf.subarray(Math.max(0, buf.length - limit))).toString('utf8');
+  const valid = Buffer.from(text, 'utf8');
+  // A replacement character takes 3 bytes where it stood for 1: cut again, on a character.
+  return valid.length <= limit ? valid : fromCharStart(valid.subarray(valid.length - limit));
+}

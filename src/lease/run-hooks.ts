@@ -2,7 +2,7 @@
 // window it runs. Loaded only when one of them is given; every request is bounded, and a
 // failed one is reported to the caller (a warning and a counted event), never thrown.
 import { hostname } from 'node:os';
-import type { OutputTail } from './output-tail.js';
+import { utf8Tail, type OutputTail } from './output-tail.js';
 
 /** The longest one request may take. */
 export const REQUEST_TIMEOUT_MS = 3_000;
@@ -115,10 +115,7 @@ export class RunHooks {
               : e.exitCode !== undefined && e.exitCode >= 1 && e.exitCode <= 255
                 ? String(e.exitCode)
                 : 'fail';
-          const body =
-            e.output && e.output.tail.length > 0
-              ? e.output.tail.subarray(Math.max(0, e.output.tail.length - this.bodyLimit))
-              : undefined;
+          const body = e.output && e.output.tail.length > 0 ? utf8Tail(e.output.tail, this.bodyLimit) : undefined;
           await this.ping(suffix === '' ? 'success' : suffix, run?.rid, body, deadline - Date.now(), deadline);
         })(),
       );
@@ -202,7 +199,9 @@ export class RunHooks {
 /** The ping URL with a healthchecks.io suffix (`start`, `fail`, an exit status) and the run id, its own query kept. */
 export function pingTarget(base: string, suffix: string, rid: string | undefined): string {
   const url = new URL(base);
-  if (suffix !== '') url.pathname = `${url.pathname.replace(/\/+$/, '')}/${suffix}`;
+  // Without its trailing slash in every case: `/<key>/<slug>/` is another check (a 404) at healthchecks.io.
+  const path = url.pathname.replace(/\/+$/, '');
+  url.pathname = suffix === '' ? path || '/' : `${path}/${suffix}`;
   if (rid !== undefined) url.searchParams.set('rid', rid);
   return url.href;
 }
@@ -226,7 +225,7 @@ export function payload(e: WindowEnd): Record<string, unknown> {
     duration_ms: e.startedAt ? e.finishedAt.getTime() - e.startedAt.getTime() : null,
     output: e.output
       ? {
-          tail: e.output.tail.toString('utf8'),
+          tail: utf8Tail(e.output.tail, e.output.tail.length).toString('utf8'),
           bytes: e.output.bytes,
           truncated: e.output.bytes > e.output.tail.length,
         }

@@ -65,6 +65,12 @@ function metrics(registry: Registry) {
       'leasejob_duration_interval_ratio',
       'last duration over the schedule interval; above 0.5 overlap is no longer hypothetical',
     ),
+    durationUnexpected: rg(
+      'leasejob_duration_outside_expected',
+      "1 when the run now past --expect-duration's maximum, or else the latest completed one, is outside the bounds; only for jobs with --expect-duration",
+    ),
+    expectMin: rg('leasejob_expected_duration_min_seconds', "--expect-duration's minimum; absent without one"),
+    expectMax: rg('leasejob_expected_duration_max_seconds', "--expect-duration's maximum; absent without one"),
     runs: rc('leasejob_runs_total', 'finished windows by outcome (completed, failed, missed)'),
     skips: rc('leasejob_busy_skips_total', 'runs that skipped because a live owner held the lease'),
     doneSkips: rc(
@@ -239,6 +245,11 @@ export class Exporter {
       m.lost.addTo(j.name, job, 0);
       // The same for LeasejobNotifyFailures: a job whose ping URL is wrong fails from its first run.
       m.notifyFailures.addTo(j.name, job, 0);
+      if (j.expectMinMs !== null || j.expectMaxMs !== null) {
+        m.durationUnexpected.add(job, j.durationUnexpected === null ? 0 : 1);
+        if (j.expectMinMs !== null) m.expectMin.add(job, j.expectMinMs / 1000);
+        if (j.expectMaxMs !== null) m.expectMax.add(job, j.expectMaxMs / 1000);
+      }
       if (j.lastDurationMs !== null) {
         m.lastDuration.add(job, j.lastDurationMs / 1000);
         if (j.intervalMs) m.ratio.add(job, j.lastDurationMs / j.intervalMs);

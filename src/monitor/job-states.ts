@@ -47,6 +47,11 @@ export interface JobState extends JobRow {
    * pages at once rather than at the end of the grace.
    */
   failedOccurrences: number;
+  /**
+   * `run --expect-duration`: why the job's run is outside what is expected of it (the one
+   * running now past the maximum, else the latest completed one too short or too long), or null.
+   */
+  durationUnexpected: string | null;
   intervalMs: number | null;
 }
 
@@ -105,6 +110,7 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
           : outcome;
     for (const w of j.openWindows) w.outcome = abandoned(w.outcome, w.generation);
     j.failedOccurrences = 0;
+    j.durationUnexpected = durationJudgement(j);
     const open = due.notCompleted.get(j.name);
     if (d?.windows && open) {
       j.notCompletedCount = open[0]!.count;
@@ -149,6 +155,26 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
     j.due = { window: d.due.window, scheduledAt: d.due.scheduledAt, overdueSince: d.due.overdueSince, completed };
   }
   return { dbNow, jobs };
+}
+
+/** A run's length as `check` says it: to the millisecond under a second, to the tenth under a minute. */
+function spanText(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)}ms`;
+  return ms < 60_000 ? `${Number((ms / 1000).toFixed(1))}s` : humanMs(ms);
+}
+
+/** The job's run against its --expect-duration bounds: why it is outside them, or null. */
+function durationJudgement(j: JobRow): string | null {
+  const { expectMinMs: min, expectMaxMs: max } = j;
+  if (max !== null && j.held && j.heldForMs !== null && j.heldForMs > max)
+    return `running for ${spanText(j.heldForMs)}, longer than --expect-duration's maximum (${spanText(max)})`;
+  const last = j.lastDurationMs;
+  if (last === null || !j.lastWindow) return null;
+  if (min !== null && last < min)
+    return `window ${j.lastWindow} ran ${spanText(last)}, shorter than --expect-duration's minimum (${spanText(min)})`;
+  if (max !== null && last > max)
+    return `window ${j.lastWindow} ran ${spanText(last)}, longer than --expect-duration's maximum (${spanText(max)})`;
+  return null;
 }
 
 /** A run's outcome that failed the occurrence, as `check` reports it as failing. */
@@ -340,9 +366,15 @@ export function statesToJson(doc: { store: string; location: string; dbNow: Date
 export interface Problem {
   job: string;
   severity: 'critical' | 'warning';
-  kind: 'overdue' | 'not-completed' | 'stuck-owner' | 'failing' | 'settings-disagree' | 'replication';
+  kind: 'overdue' | 'not-completed' | 'stuck-owner' | 'failing' | 'duration' | 'settings-disagree' | 'replication';
   message: string;
   since?: Date | undefined;
+  /**
+   * `overdue` and `not-completed`: the occurrences the message names, as `status --json` lists
+   * them (the oldest ten and the latest at most), and how many there are in all.
+   */
+  occurrences?: NotCompleted[] | undefined;
+  count?: number | undefined;
 }
 
 export interface CheckLimits {
@@ -364,6 +396,8 @@ export function findProblems(jobs: JobState[], dbNow: Date, limits: CheckLimits)
         severity: 'critical',
         kind: 'overdue',
         since: j.due.overdueSince,
+        occurrences: j.notCompleted.filter((o) => o.window === j.due!.window),
+        count: 1,
         message: `window ${j.due.window} (scheduled ${j.due.scheduledAt.toISOString()}) not completed; overdue since ${j.due.overdueSince.toISOString()}`,
       });
     }
@@ -384,6 +418,8 @@ export function findProblems(jobs: JobState[], dbNow: Date, limits: CheckLimits)
         severity: 'critical',
         kind: 'not-completed',
         since: earlier[0]!.overdueSince,
+        occurrences: earlier,
+        count,
         message: `${count} earlier due ${count === 1 ? 'occurrence' : 'occurrences'} not completed: ${named}${more}; overdue since ${earlier[0]!.overdueSince.toISOString()}`,
       });
     }
@@ -397,6 +433,8 @@ export function findProblems(jobs: JobState[], dbNow: Date, limits: CheckLimits)
         message: `owner ${j.holder} has held generation ${j.generation} since ${since.toISOString()}, longer than --max-hold (${humanMs(limits.maxHoldMs)})`,
       });
     }
+    if (j.durationUnexpected !== null)
+      problems.push({ job: j.name, severity: 'warning', kind: 'duration', message: j.durationUnexpected });
     if (j.recentJobChanges >= JOB_CHANGES_WARN) {
       problems.push({
         job: j.name,

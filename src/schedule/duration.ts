@@ -33,6 +33,24 @@ export function parseDuration(text: string, flag: string, maxMs = MAX_DURATION_M
 }
 
 /**
+ * `--expect-duration <min>..<max>`: the bounds a run is expected within; either side may be left
+ * out (`30s..`, `..2h`), not both, and min must not exceed max. Milliseconds, null for an open side.
+ */
+export function parseDurationRange(text: string, flag: string): { minMs: number | null; maxMs: number | null } {
+  const parts = text.split('..');
+  const [min, max] = parts.map((p) => p.trim());
+  if (parts.length !== 2 || (min === '' && max === ''))
+    throw new UsageError(
+      `Expected \`${flag}\` to be <min>..<max> (either may be left out), like 30s..10m, 1m.. or ..2h, got \`${text}\`.`,
+    );
+  const minMs = min ? parseDuration(min, flag) : null;
+  const maxMs = max ? parseDuration(max, flag) : null;
+  if (minMs !== null && maxMs !== null && minMs > maxMs)
+    throw new UsageError(`Expected \`${flag}\`'s minimum to be at most its maximum, got \`${text}\`.`);
+  return { minMs, maxMs };
+}
+
+/**
  * `--window-offset`: a signed duration, ISO-8601 (`-P1D`, `-PT1H`, `P1D`; luxon accepts the
  * leading `-` itself) or short (`-1d`, `1d`, `-2h`, `-1d12h`), as every other duration flag
  * takes. Units are kept as written so that `P1D` and `1d` stay one calendar day when added in a

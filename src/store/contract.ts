@@ -144,6 +144,9 @@ export interface JobRow {
   alertAfterMs: number | null;
   /** `run --alert-lookback` (null: the default). */
   alertLookbackMs: number | null;
+  /** `run --expect-duration <min>..<max>`: the bounds a run is expected within (null: none). */
+  expectMinMs: number | null;
+  expectMaxMs: number | null;
   createdAt: Date;
   owner: string | null;
   generation: string | null;
@@ -152,6 +155,7 @@ export interface JobRow {
   heldForMs: number | null;
   lastWindow: string | null;
   lastCompletedAt: Date | null;
+  /** The latest completion's run time; null when it ran nothing (marked or skipped by hand). */
   lastDurationMs: number | null;
   /**
    * The newest 10, oldest first, and before them the one with the most failed attempts when it is

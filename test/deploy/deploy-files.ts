@@ -99,6 +99,7 @@ export const RUN_FLAGS: ReadonlyArray<{ key: string; flag: string; kind: 'value'
   { key: 'catchUpLimit', flag: '--catch-up-limit', kind: 'optional' },
   { key: 'alertAfter', flag: '--alert-after', kind: 'optional' },
   { key: 'alertLookback', flag: '--alert-lookback', kind: 'optional' },
+  { key: 'expectDuration', flag: '--expect-duration', kind: 'optional' },
   { key: 'passDatabaseUrl', flag: '--pass-database-url', kind: 'switch' },
   { key: 'recordOutput', flag: '--record-output', kind: 'optional' },
 ];

@@ -445,6 +445,16 @@ describe.skipIf(!helm)('with a helm binary', () => {
     expect(cronJob(own, 'x-leasejob-own').containers[0].command).toEqual(['leasejob']);
   });
 
+  it('refuses at template time the schedules the Kubernetes API server refuses (robfig/cron: day of week 0-6, no L or #)', () => {
+    const fail = (set: string): string => spawnSync(helm!, ['template', 'x', CHART_DIR, '--set', set, ...KUBE_VERSION], { encoding: 'utf8', timeout: 60_000 }).stderr;
+    const job = 'jobs[0].name=a,jobs[0].command[0]=echo';
+    for (const schedule of ['0 0 * * 7', '0 0 * * 5L', '0 0 * * FRI#2'])
+      expect(fail(`${job},jobs[0].schedule=${schedule}`), schedule).toContain('day of week (5th field) is 0-6 (0 is Sunday)');
+    expect(fail(`${job},jobs[0].schedule=0 0 L * *`)).toContain('day of month (3rd field) is 1-31');
+    expect(fail('prune.schedule=0 3 * * 7')).toContain("at '/prune/schedule'");
+    expect(fail(`${job},jobs[0].schedule=0 0 * * 0`)).toBe('');
+  });
+
   it('exporter.statusPage=false starts the exporter with --no-status-page; the default serves the page', () => {
     const argsOf = (...set: string[]): string[] => {
       const deployment = render(['rel', CHART_DIR, ...set.flatMap((x) => ['--set', x])]).find((o) => o.kind === 'Deployment')!;

@@ -33,14 +33,18 @@ const looser = (patch: Values, why: string): void => void rows.push({ patch, cli
 const stricter = (patch: Values, why: string): void => void rows.push({ patch, cli: 'accepts', differs: `schema refuses: ${why}` });
 
 // Every row starts a CLI: about a hundred, each a distinct branch of a pattern or an edge of a range.
-accepted('schedule', '59 23 31 12 6', '0 0 * * 7', '? 00 01-31/2 * ?', '5/15 * * * *', '0 9 * JAN-MAR,oct mon-FRI', '0 0 L * *',
-  '0 0 * * 5L', '0 0 * * FRI#2', '0 0 31 */2 *', ' 0  0 * * * ', '@daily');
+accepted('schedule', '59 23 31 12 6', '0 0 * * 0', '? 00 01-31/2 * ?', '5/15 * * * *', '0 9 * JAN-MAR,oct mon-FRI', '0 0 * * 1-5/2',
+  '0 0 31 */2 *', ' 0  0 * * * ', '@daily');
 refused('schedule', '61 * * * *', '60 * * * *', '0 24 * * *', '0 0 0 * *', '0 0 32 * *', '0 0 * 0 *', '0 0 * 13 *', '0 0 * * 8',
   '*/0 * * * *', '0 0 * *', '0 0 1 1 * 2030', '@Daily', 'H * * * *', '0 0 * * MONDAY', '0 0 * * 5#6', '0 0 30 2 *');
 looser({ schedule: '30-10 * * * *' }, 'a backwards range');
 looser({ schedule: '1,1 * * * *' }, 'a value listed twice');
 looser({ schedule: '0 0 31 4-6/2 *' }, "a day of month none of a range's months has");
 stricter({ schedule: '0 0 * JANFEB *' }, 'names run together, which cron-parser reads as 12');
+// The Kubernetes API server parses a CronJob's schedule with robfig/cron's standard parser: day of
+// week 0-6, no L, no #. leasejob takes them (a crontab's cron does), the chart cannot.
+for (const schedule of ['0 0 * * 7', '0 0 L * *', '0 0 * * 5L', '0 0 * * FRI#2', '0 0 * * 5-7', '0 0 * * 1,7'])
+  stricter({ schedule }, 'what the Kubernetes API server refuses (robfig/cron: day of week 0-6, no L or #)');
 
 accepted('timeZone', 'UTC', 'Etc/UTC', 'Etc/GMT+3', 'Etc/GMT-14', 'America/Argentina/Buenos_Aires', 'EST5EDT', 'US/Eastern');
 refused('timeZone', 'Mars/Base', 'America/Sao Paulo', 'Etc/GMT+13', 'GMT+3', '+03:00', 'America/Atlantis', 'America/Sao_Paolo');

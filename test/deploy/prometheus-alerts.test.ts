@@ -1,7 +1,7 @@
 // The chart's alert rules evaluated by a real Prometheus server scraping a real `leasejob
 // exporter`, after real `leasejob run`s: which alerts go pending or firing, for which job, and
 // that one cause is one alert (a stopped job pages once; a failed run pages at once, and not
-// again when its grace ends). promtool's unit tests (prometheus-rules.test.ts) prove each
+// again when its grace ends; a run outside --expect-duration). promtool's unit tests (prometheus-rules.test.ts) prove each
 // expression on made-up series; this proves the exporter's series and the rules agree.
 // Skipped, with the reason printed, without a `prometheus` binary (Debian: apt-get install
 // --no-install-recommends prometheus) or helm. Nothing here is timed: every wait polls
@@ -108,7 +108,7 @@ describe.skipIf(!helm || !prometheus)('the chart\'s alerts under a real Promethe
     await db?.close();
   });
 
-  it('pages once per cause: a failed first run and a failed run at once, a stopped job once; a healthy job not at all', async () => {
+  it('pages once per cause: a failed first run and a failed run at once, a stopped job once, a run too short or too long; a healthy job not at all', async () => {
     // A new job whose first run (given its scheduled time, today's) fails: judged like any other.
     expect((await runCli(daily('first-fail', 0, exit(2)), env)).exitCode).toBe(2);
     // A job that completed yesterday and failed today.
@@ -124,10 +124,20 @@ describe.skipIf(!helm || !prometheus)('the chart\'s alerts under a real Promethe
       '--window-from-schedule', '--scheduled-time', minute, ...exit(0)];
     expect((await runCli(stopped, env)).exitCode).toBe(0);
     await db.rows(`UPDATE ${db.schema}.jobs SET created_at = created_at - interval '1 hour' WHERE name = 'stopped'`);
+    // Too short (did it do its work?) and too long for --expect-duration; both completed.
+    const sleepThen = (ms: number): string[] => ['--', process.execPath, fixture('sleep-then.mjs'), String(ms), '0'];
+    expect((await runCli(daily('too-short', 0, ['--expect-duration', '5s..1h', ...sleepThen(0)]), env)).exitCode).toBe(0);
+    expect((await runCli(daily('too-long', 0, ['--expect-duration', '..200ms', ...sleepThen(700)]), env)).exitCode).toBe(0);
 
-    const expected = ['firing LeasejobDueOccurrencesNotCompleted stopped', 'firing LeasejobRunFailed failed', 'firing LeasejobRunFailed first-fail'];
+    const expected = [
+      'firing LeasejobDueOccurrencesNotCompleted stopped',
+      'firing LeasejobDurationUnexpected too-long',
+      'firing LeasejobDurationUnexpected too-short',
+      'firing LeasejobRunFailed failed',
+      'firing LeasejobRunFailed first-fail',
+    ];
     const leasejobAlerts = async (): Promise<Alert[]> => (await alerts()).filter((a) => a.labels.job !== undefined);
-    await waitFor('the three alerts to fire', async () => summary(await leasejobAlerts()).join('\n') === expected.join('\n'), WAIT_MS, 500)
+    await waitFor('the five alerts to fire', async () => summary(await leasejobAlerts()).join('\n') === expected.join('\n'), WAIT_MS, 500)
       .catch(async (e: Error) => {
         throw new Error(`${e.message}; alerts now: ${summary(await alerts()).join(', ')}`);
       });

@@ -81,6 +81,18 @@ const CASES: AlertCase[] = [
       { metric: 'leasejob_failed_occurrences', labels: { job: 'nightly-close' }, values: '0x15', target: OTHER_RELEASE },
     ], fires: [] },
 
+  { alert: 'LeasejobDurationUnexpected', what: 'a run outside --expect-duration, at the first evaluation', evalTime: '3m',
+    series: [{ metric: 'leasejob_duration_outside_expected', labels: { job: 'too-short' }, values: '0 0 0 1 1' }, { metric: 'leasejob_duration_outside_expected', labels: { job: 'fine' }, values: '0x5' }],
+    fires: [{ namespace: NAMESPACE, job: 'too-short' }] },
+  { alert: 'LeasejobDurationUnexpected', what: 'runs within their bounds', evalTime: '10m',
+    series: [{ metric: 'leasejob_duration_outside_expected', labels: { job: 'fine' }, values: '0x15' }], fires: [] },
+
+  { alert: 'LeasejobDurationNearInterval', what: 'a run that took 60% of its interval', evalTime: '3m',
+    series: [{ metric: 'leasejob_duration_interval_ratio', labels: { job: 'slow' }, values: '0.2 0.2 0.2 0.6 0.6' }],
+    fires: [{ namespace: NAMESPACE, job: 'slow' }], valueText: '60%' },
+  { alert: 'LeasejobDurationNearInterval', what: 'a run within half its interval', evalTime: '10m',
+    series: [{ metric: 'leasejob_duration_interval_ratio', labels: { job: 'quick' }, values: '0.5x15' }], fires: [] },
+
   { alert: 'LeasejobLeaseHeldTooLong', what: 'a lease held beyond the threshold', evalTime: '20m',
     series: [{ metric: 'leasejob_lease_held_seconds', labels: { job: 'stuck' }, values: '21000+60x25' }],
     fires: [{ namespace: NAMESPACE, job: 'stuck' }], valueText: '6h 10m 0s' },

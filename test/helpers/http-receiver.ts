@@ -1,5 +1,7 @@
 // A real HTTP endpoint on 127.0.0.1 for --ping-url and --notify-url: records every request,
-// answers 200 OK (or, `silent`, never answers).
+// answers 200 OK (or, `silent`, never answers). Bodies are decoded as strict UTF-8, as
+// healthchecks.io does: one that is not is answered 500 (the ping is lost there too), and its
+// `text` is null.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -9,6 +11,17 @@ export interface ReceivedRequest {
   query: URLSearchParams;
   headers: http.IncomingHttpHeaders;
   body: Buffer;
+  /** The body decoded as strict UTF-8 (TextDecoder with fatal: true); null when it is not UTF-8. */
+  text: string | null;
+}
+
+const strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+function strictText(body: Buffer): string | null {
+  try {
+    return strict.decode(body);
+  } catch {
+    return null;
+  }
 }
 
 export interface Receiver {
@@ -25,14 +38,17 @@ export async function startReceiver(opts: { silent?: boolean } = {}): Promise<Re
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const u = new URL(req.url ?? '/', 'http://x');
+      const body = Buffer.concat(chunks);
+      const text = strictText(body);
       requests.push({
         method: req.method ?? '',
         path: u.pathname,
         query: u.searchParams,
         headers: req.headers,
-        body: Buffer.concat(chunks),
+        body,
+        text,
       });
-      if (!opts.silent) res.end('OK');
+      if (!opts.silent) res.writeHead(text === null ? 500 : 200).end(text === null ? 'body is not UTF-8' : 'OK');
     });
   });
   server.on('connection', (s) => {

@@ -113,6 +113,18 @@ describe('bad input', () => {
     ],
     ['unknown flag', ['run', '--name', 'j', '--frobnicate', ...ok], 64, /unknown option/],
     [
+      "a command's own option without --",
+      ['run', '--name', 'j', 'echo', '-n', 'hi'],
+      64,
+      /^leasejob: unknown option '-n': if it is the command's, put the command after `--` \(leasejob run --name <job> \[options\] -- <command> \[args\.\.\.\]\); see --help$/m,
+    ],
+    [
+      'a flag where the name goes',
+      ['run', '--name', '--rerun', '--window', 'w', ...ok],
+      64,
+      /^leasejob: Expected `--name` to be a job name like nightly-close, got the option `--rerun`: give the name right after `--name`/m,
+    ],
+    [
       '--max-runtime past the timer limit',
       ['run', '--name', 'j', '--max-runtime', '30d', ...ok],
       64,

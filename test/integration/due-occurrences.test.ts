@@ -58,6 +58,18 @@ describe('due occurrences (issue 20)', () => {
     expect(check.stdout).toContain(
       `CRITICAL ${name}: not-completed: 3 earlier due occurrences not completed: ${missing[0]} (failed), ${missing[1]} (no run), ${missing[2]} (no run)`,
     );
+    // --json gives them as an array, not only inside the message.
+    const checkJson = JSON.parse((await runCli(['check', ...conn(), '--name', name, '--json'])).stdout);
+    const earlier = checkJson.problems.find((p: { kind: string }) => p.kind === 'not-completed');
+    expect(earlier.count).toBe(3);
+    expect(earlier.occurrences.map((o: { window: string; outcome: string }) => [o.window, o.outcome])).toEqual([
+      [missing[0], 'failed'],
+      [missing[1], 'no run'],
+      [missing[2], 'no run'],
+    ]);
+    expect(earlier.occurrences[0]).toEqual(
+      expect.objectContaining({ scheduledAt: expect.any(String), overdueSince: expect.any(String) }),
+    );
 
     const status = JSON.parse((await runCli(['status', ...conn(), '--name', name, '--json'])).stdout);
     // The top of an hour passed since the runs: that new tick is overdue too (and listed last).

@@ -56,6 +56,82 @@ describe('--ping-url (PostgreSQL)', () => {
     expect(String(end!.headers['user-agent'])).toMatch(/^leasejob\//);
   });
 
+  it('a slug URL with a trailing slash: the success ping goes to the slug itself, as /start and failures do', async () => {
+    const rx = await receiver();
+    for (const [window, code] of [
+      ['w1', 0],
+      ['w2', 4],
+    ] as const) {
+      const url = `${rx.url}/ping/${KEY}/nightly-close/`;
+      const r = await runCli([
+        'run',
+        ...pg('ping-slug'),
+        '--window',
+        window,
+        '--ping-url',
+        url,
+        '--',
+        ...exitWith(code),
+      ]);
+      expect(r.exitCode, r.all).toBe(code);
+    }
+    expect(rx.requests.map((q) => q.path)).toEqual([
+      `/ping/${KEY}/nightly-close/start`,
+      `/ping/${KEY}/nightly-close`,
+      `/ping/${KEY}/nightly-close/start`,
+      `/ping/${KEY}/nightly-close/4`,
+    ]);
+  });
+
+  it('with --record-output, the ping body starts on a character and is UTF-8 throughout, whatever the child wrote', async () => {
+    const rx = await receiver();
+    // Five é (2 bytes each) kept as their last 5 bytes: the tail starts inside one.
+    const accents = ['-e', "process.stdout.write('é'.repeat(5)); process.exitCode = 3"];
+    const r1 = await runCli([
+      'run',
+      ...pg('ping-utf8'),
+      '--window',
+      'w1',
+      '--ping-url',
+      `${rx.url}/ping/${KEY}`,
+      '--record-output',
+      '5',
+      '--',
+      process.execPath,
+      ...accents,
+    ]);
+    expect(r1.exitCode, r1.all).toBe(3);
+    // Bytes that are not UTF-8 at all (every byte value): sent as text, each bad byte U+FFFD.
+    const r2 = await runCli([
+      'run',
+      ...pg('ping-utf8'),
+      '--window',
+      'w2',
+      '--ping-url',
+      `${rx.url}/ping/${KEY}`,
+      '--record-output',
+      '200',
+      '--',
+      process.execPath,
+      fixture('write-output.mjs'),
+      '300',
+      '0',
+      '5',
+    ]);
+    expect(r2.exitCode, r2.all).toBe(5);
+    const bodies = rx.requests.filter((q) => !q.path.endsWith('/start'));
+    expect(bodies.map((q) => q.path)).toEqual([`/ping/${KEY}/3`, `/ping/${KEY}/5`]);
+    // The receiver decodes strictly (TextDecoder, fatal): null would mean not UTF-8.
+    expect(bodies[0]!.text).toBe('éé');
+    expect(bodies[1]!.text).not.toBeNull();
+    expect(bodies[1]!.text).toContain('\ufffd');
+    // No ping failed (the receiver answers 500 to a body that is not UTF-8, as healthchecks.io).
+    const history = JSON.parse((await runCli(['history', ...pg('ping-utf8'), '--json'])).stdout) as Array<{
+      kind: string;
+    }>;
+    expect(history.filter((e) => e.kind === 'notify-failed')).toEqual([]);
+  });
+
   it('a failure: /<exit status> with the output tail as the body; the query of the URL is kept', async () => {
     const rx = await receiver();
     const r = await runCli([
@@ -75,7 +151,7 @@ describe('--ping-url (PostgreSQL)', () => {
     expect(r.exitCode, r.all).toBe(3);
     expect(rx.requests.map((q) => q.path)).toEqual([`/ping/${KEY}/start`, `/ping/${KEY}/3`]);
     expect(rx.requests[1]!.query.get('create')).toBe('1');
-    expect(rx.requests[1]!.body.toString()).toBe('first\noops\n');
+    expect(rx.requests[1]!.text).toBe('first\noops\n');
   });
 
   it('a lost lease: /75, and the webhook says lost', async () => {
@@ -118,7 +194,7 @@ describe('--ping-url (PostgreSQL)', () => {
       `/ping/${KEY}/75`,
     ]);
     const hook = rx.requests.find((q) => q.path === '/hook');
-    expect(JSON.parse(hook!.body.toString())).toMatchObject({
+    expect(JSON.parse(hook!.text!)).toMatchObject({
       event: 'lost',
       job: 'ping-lost',
       window: 'w1',
@@ -350,7 +426,7 @@ describe('--notify-url (PostgreSQL)', () => {
     const q = rx.requests[0]!;
     expect(q.method).toBe('POST');
     expect(q.headers['content-type']).toBe('application/json');
-    const body = JSON.parse(q.body.toString()) as Record<string, unknown>;
+    const body = JSON.parse(q.text!) as Record<string, unknown>;
     expect(body).toMatchObject({
       event: 'failed',
       job: 'hook-fail',
@@ -430,7 +506,7 @@ describe('--notify-url (PostgreSQL)', () => {
     ]);
     expect(r.exitCode, r.all).toBe(0);
     expect(rx.requests.map((q) => q.path)).toEqual(['/hook']);
-    expect(JSON.parse(rx.requests[0]!.body.toString())).toMatchObject({
+    expect(JSON.parse(rx.requests[0]!.text!)).toMatchObject({
       event: 'missed',
       job: 'hook-missed',
       window: 'old',
@@ -591,8 +667,8 @@ describe('--record-output', () => {
       `/p/${KEY}/9`,
     ]);
     expect(rx.requests.filter((q) => q.path === '/hook')).toHaveLength(1);
-    expect(rx.requests.find((q) => q.path.endsWith('/9'))!.body.toString()).toBe('bad\n');
-    expect(JSON.parse(rx.requests.find((q) => q.path === '/hook')!.body.toString())).toMatchObject({
+    expect(rx.requests.find((q) => q.path.endsWith('/9'))!.text).toBe('bad\n');
+    expect(JSON.parse(rx.requests.find((q) => q.path === '/hook')!.text!)).toMatchObject({
       event: 'failed',
       job: 'lite',
       window: 'w2',

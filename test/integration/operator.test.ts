@@ -166,6 +166,9 @@ describe.each(stores)('operator writes: %s', (kind, store) => {
     expect(tick.exitCode, tick.all).toBe(0);
     expect(existsSync(marker)).toBe(false);
     expect(msgs(tick.stderr)).toContain('job paused (leasejob pause): occurrence skipped, command not started');
+    // The raw line names its window once (JSON.parse would hide a repeated key).
+    const pausedLine = tick.stderr.split('\n').find((l) => l.includes('job paused (leasejob pause)'))!;
+    expect(pausedLine.match(/"window":/g)).toHaveLength(1);
     const s = await status(job);
     expect(s).toMatchObject({
       paused: true,

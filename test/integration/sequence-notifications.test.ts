@@ -81,7 +81,7 @@ const stores: Array<[string, StoreUnderTest]> = [
 
 const pings = (rx: Receiver): ReceivedRequest[] => rx.requests.filter((q) => q.path.startsWith('/ping/'));
 const hooks = (rx: Receiver): Array<Record<string, unknown>> =>
-  rx.requests.filter((q) => q.path === '/hook').map((q) => JSON.parse(q.body.toString()) as Record<string, unknown>);
+  rx.requests.filter((q) => q.path === '/hook').map((q) => JSON.parse(q.text!) as Record<string, unknown>);
 
 /** The pings as start/end pairs: each pair one run id, each run id its own. */
 function expectPairs(rx: Receiver, ends: string[]): void {
@@ -141,7 +141,7 @@ describe.each(stores)('pings and the webhook per window: %s', (kind, store) => {
     expect(
       pings(rx)
         .filter((_, i) => i % 2 === 1)
-        .map((q) => q.body.toString()),
+        .map((q) => q.text),
     ).toEqual([1, 2, 3].map((i) => `out ${T(i)}\n`));
     expect(hooks(rx)).toEqual([]);
     expect(r.stderr).not.toContain(KEY);
@@ -154,7 +154,7 @@ describe.each(stores)('pings and the webhook per window: %s', (kind, store) => {
     const r = await catchUp(job, 4, rx, [], { FAIL_WINDOW: T(2) });
     expect(r.exitCode, r.all).toBe(7);
     expectPairs(rx, ['', '/7']);
-    expect(pings(rx)[3]!.body.toString()).toBe(`out ${T(2)}\n`);
+    expect(pings(rx)[3]!.text).toBe(`out ${T(2)}\n`);
     const sent = hooks(rx);
     expect(sent).toHaveLength(1);
     expect(sent[0]).toMatchObject({
@@ -223,7 +223,7 @@ describe.each(stores)('pings and the webhook per window: %s', (kind, store) => {
     expect(
       pings(rx)
         .filter((_, i) => i % 2 === 1)
-        .map((q) => q.body.toString()),
+        .map((q) => q.text),
     ).toEqual([0, 1, 2].map((i) => `out ${W(i)}\n`));
     expect(r.stderr).not.toContain(KEY);
     expect(r.stdout).toContain(`out ${W(0)}\n`);

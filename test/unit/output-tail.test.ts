@@ -1,7 +1,7 @@
 // --record-output's size and tail, and the ping URL's suffixes and run id.
 import { describe, expect, it } from 'vitest';
 import { hookSecrets } from '../../src/cli/options.js';
-import { parseRecordOutputSize, TailBuffer } from '../../src/lease/output-tail.js';
+import { parseRecordOutputSize, TailBuffer, utf8Tail } from '../../src/lease/output-tail.js';
 import { pingTarget, runId } from '../../src/lease/run-hooks.js';
 
 describe('--record-output', () => {
@@ -30,10 +30,39 @@ describe('--record-output', () => {
   });
 });
 
+describe('the ping body (utf8Tail)', () => {
+  const strict = new TextDecoder('utf-8', { fatal: true });
+
+  it('starts on a character, never inside one', () => {
+    const e = Buffer.from('é'.repeat(5)); // c3 a9, five times
+    expect(strict.decode(utf8Tail(e, 5))).toBe('éé');
+    expect(strict.decode(utf8Tail(Buffer.from('a€b'), 3))).toBe('b'); // inside the 3-byte €
+    expect(strict.decode(utf8Tail(Buffer.from('a😀'), 4))).toBe('😀');
+    expect(strict.decode(utf8Tail(Buffer.from('plain'), 100))).toBe('plain');
+  });
+
+  it('is valid UTF-8 of at most the limit for any bytes (a seeded random sample)', () => {
+    let seed = 18;
+    const next = (): number => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) % 256;
+    for (let n = 0; n < 2000; n++) {
+      const bytes = Buffer.from(Array.from({ length: next() % 64 }, next));
+      const limit = 1 + (next() % 40);
+      const out = utf8Tail(bytes, limit);
+      expect(out.length).toBeLessThanOrEqual(limit);
+      expect(() => strict.decode(out), bytes.toString('hex')).not.toThrow();
+    }
+  });
+});
+
 describe('ping URLs', () => {
   it('appends the suffix to the path, keeps the query, adds the run id', () => {
     expect(pingTarget('https://hc-ping.com/abc', 'start', 'r1')).toBe('https://hc-ping.com/abc/start?rid=r1');
-    expect(pingTarget('https://hc-ping.com/abc/', '', 'r1')).toBe('https://hc-ping.com/abc/?rid=r1'); // success: the URL as given
+    // Success: the URL without a trailing slash (`/<key>/<slug>/` is a 404 at healthchecks.io).
+    expect(pingTarget('https://hc-ping.com/abc/', '', 'r1')).toBe('https://hc-ping.com/abc?rid=r1');
+    expect(pingTarget('https://hc-ping.com/key/slug/', '', undefined)).toBe('https://hc-ping.com/key/slug');
+    expect(pingTarget('https://hc-ping.com/key/slug/', 'start', 'r1')).toBe(
+      'https://hc-ping.com/key/slug/start?rid=r1',
+    );
     expect(pingTarget('https://hc-ping.com/abc/', 'fail', 'r1')).toBe('https://hc-ping.com/abc/fail?rid=r1');
     expect(pingTarget('https://hc-ping.com/key/slug?create=1', '3', undefined)).toBe(
       'https://hc-ping.com/key/slug/3?create=1',

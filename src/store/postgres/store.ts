@@ -651,13 +651,15 @@ export class PgStore implements LeaseStore {
     // the newest 10, and the one with the most failed attempts when it is older (for `check`).
     const { rows } = await this.query(
       `SELECT j.name, j.schedule, j.tz, j.window_mode, j.window_format, j.window_offset, j.alert_after_ms,
-              j.alert_lookback_ms, ${epochMs('j.created_at')} AS created_ms,
+              j.alert_lookback_ms, j.expect_min_ms, j.expect_max_ms, ${epochMs('j.created_at')} AS created_ms,
               l.owner, l.generation, l.expires_at > now() AS held,
               round(date_part('epoch', l.expires_at - now()) * 1000) AS expires_in_ms,
               round(date_part('epoch', now() - l.acquired_at) * 1000) AS held_for_ms,
               coalesce(dg.last_window, lc.window_key) AS last_window,
               ${epochMs('coalesce(dg.last_completed_at, lc.completed_at)')} AS last_completed_ms,
-              round(date_part('epoch', coalesce(dg.last_completed_at, lc.completed_at) - coalesce(dg.last_started_at, lc.started_at)) * 1000) AS duration_ms,
+              CASE WHEN coalesce(dg.last_generation, lc.generation) > 0 -- a window marked or skipped by hand ran nothing
+                   THEN round(date_part('epoch', coalesce(dg.last_completed_at, lc.completed_at) - coalesce(dg.last_started_at, lc.started_at)) * 1000)
+              END AS duration_ms,
               ow.open AS open_windows, coalesce(ow.n, 0)::int AS open_count, ${epochMs('now()')} AS db_now_ms,
               j.version, ${epochMs('j.paused_at')} AS paused_at_ms, ${epochMs('j.paused_until')} AS paused_until_ms,
               j.pause_reason, j.paused_by,
@@ -667,7 +669,7 @@ export class PgStore implements LeaseStore {
          LEFT JOIN ${s}.leases l ON l.name = j.name
          LEFT JOIN ${s}.window_digest dg ON dg.job = j.name
          LEFT JOIN LATERAL (
-           SELECT w.window_key, w.completed_at, w.started_at
+           SELECT w.window_key, w.completed_at, w.started_at, w.generation
              FROM ${s}.windows w WHERE dg.job IS NULL AND w.job = j.name AND w.completed_at IS NOT NULL
             ORDER BY w.completed_at DESC, w.generation DESC LIMIT 1) lc ON true
          LEFT JOIN (
@@ -700,6 +702,8 @@ export class PgStore implements LeaseStore {
         windowOffset: r.window_offset,
         alertAfterMs: r.alert_after_ms === null ? null : Number(r.alert_after_ms),
         alertLookbackMs: r.alert_lookback_ms === null ? null : Number(r.alert_lookback_ms),
+        expectMinMs: r.expect_min_ms === null ? null : Number(r.expect_min_ms),
+        expectMaxMs: r.expect_max_ms === null ? null : Number(r.expect_max_ms),
         createdAt: new Date(r.created_ms),
         owner: r.owner,
         generation: r.generation,

@@ -90,6 +90,8 @@ const SETTINGS = [
   'max_delay_ms',
   'alert_after_ms',
   'alert_lookback_ms',
+  'expect_min_ms',
+  'expect_max_ms',
 ] as const;
 
 interface JobRecord {
@@ -103,6 +105,8 @@ interface JobRecord {
   max_delay_ms: number | null;
   alert_after_ms: number | null;
   alert_lookback_ms: number | null;
+  expect_min_ms: number | null;
+  expect_max_ms: number | null;
   version: number;
   paused_at: number | null;
   paused_until: number | null;
@@ -150,7 +154,7 @@ function withWorst(newest: JobRow['openWindows'], worst: string | null): JobRow[
  */
 export const JOB_ROWS_SQL = `
   SELECT j.*, l.owner, l.generation, l.expires_mono, l.boot_id, l.acquired_at,
-         (SELECT json_object('window', w.window_key, 'completed_at', w.completed_at, 'started_at', w.started_at)
+         (SELECT json_object('window', w.window_key, 'completed_at', w.completed_at, 'started_at', w.started_at, 'generation', w.generation)
             FROM windows w WHERE w.job = j.name AND w.completed_at IS NOT NULL ORDER BY w.completed_at DESC, w.generation DESC LIMIT 1) AS last,
          (SELECT json_group_array(json_object('window', o.window_key, 'attempts', o.attempts, 'outcome', o.outcome, 'generation', o.generation))
             FROM (SELECT window_key, attempts, outcome, generation FROM windows w WHERE w.job = j.name AND w.completed_at IS NULL
@@ -528,13 +532,17 @@ export class SqliteStore implements LeaseStore {
       max_delay_ms: spec.max_delay_ms ?? null,
       alert_after_ms: spec.alert_after_ms ?? null,
       alert_lookback_ms: spec.alert_lookback_ms ?? null,
+      expect_min_ms: spec.expect_min_ms ?? null,
+      expect_max_ms: spec.expect_max_ms ?? null,
     };
     const old = this.db.prepare('SELECT * FROM jobs WHERE name = ?').get(i.job) as JobRecord | undefined;
     if (!old) {
       this.db
         .prepare(
-          `INSERT INTO jobs (name, schedule, tz, window_mode, window_format, window_offset, ttl_ms, max_delay_ms, alert_after_ms, alert_lookback_ms, created_at, updated_at, version)
-         VALUES (@name, @schedule, @tz, @window_mode, @window_format, @window_offset, @ttl_ms, @max_delay_ms, @alert_after_ms, @alert_lookback_ms, @now, @now, 1)`,
+          `INSERT INTO jobs (name, schedule, tz, window_mode, window_format, window_offset, ttl_ms, max_delay_ms, alert_after_ms, alert_lookback_ms,
+           expect_min_ms, expect_max_ms, created_at, updated_at, version)
+         VALUES (@name, @schedule, @tz, @window_mode, @window_format, @window_offset, @ttl_ms, @max_delay_ms, @alert_after_ms, @alert_lookback_ms,
+           @expect_min_ms, @expect_max_ms, @now, @now, 1)`,
         )
         .run({ name: i.job, ...next, now });
       return undefined;
@@ -547,7 +555,7 @@ export class SqliteStore implements LeaseStore {
       .prepare(
         `UPDATE jobs SET schedule = @schedule, tz = @tz, window_mode = @window_mode, window_format = @window_format, window_offset = @window_offset,
          ttl_ms = @ttl_ms, max_delay_ms = @max_delay_ms, alert_after_ms = @alert_after_ms, alert_lookback_ms = @alert_lookback_ms,
-         updated_at = @now, version = version + 1
+         expect_min_ms = @expect_min_ms, expect_max_ms = @expect_max_ms, updated_at = @now, version = version + 1
        WHERE name = @name RETURNING version`,
       )
       .get({ name: i.job, ...next, now }) as { version: number };
@@ -1215,7 +1223,12 @@ export class SqliteStore implements LeaseStore {
       rows: jobs.map((r) => {
         const held = r.owner != null && r.boot_id === this.boot && (r.expires_mono as number) > nowMono;
         const last = r.last
-          ? (JSON.parse(r.last as string) as { window: string; completed_at: number; started_at: number })
+          ? (JSON.parse(r.last as string) as {
+              window: string;
+              completed_at: number;
+              started_at: number;
+              generation: number;
+            })
           : undefined;
         return {
           name: r.name as string,
@@ -1226,6 +1239,8 @@ export class SqliteStore implements LeaseStore {
           windowOffset: (r.window_offset as string | null) ?? null,
           alertAfterMs: (r.alert_after_ms as number | null) ?? null,
           alertLookbackMs: (r.alert_lookback_ms as number | null) ?? null,
+          expectMinMs: (r.expect_min_ms as number | null) ?? null,
+          expectMaxMs: (r.expect_max_ms as number | null) ?? null,
           createdAt: new Date(r.created_at as number),
           owner: (r.owner as string | null) ?? null,
           generation: r.generation == null ? null : String(r.generation),
@@ -1234,7 +1249,8 @@ export class SqliteStore implements LeaseStore {
           heldForMs: held ? now - (r.acquired_at as number) : null,
           lastWindow: last?.window ?? null,
           lastCompletedAt: last ? new Date(last.completed_at) : null,
-          lastDurationMs: last ? last.completed_at - last.started_at : null,
+          // A window marked or skipped by hand (generation 0) ran nothing: no duration.
+          lastDurationMs: last && last.generation > 0 ? last.completed_at - last.started_at : null,
           // Oldest first, as PostgreSQL's jsonb_agg(... ORDER BY started_at).
           openWindows: withWorst(
             (JSON.parse((r.open as string | null) ?? '[]') as JobRow['openWindows']).reverse(),
