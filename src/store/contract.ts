@@ -257,6 +257,9 @@ export interface RetentionRow {
 }
 
 /** Retention (`leasejob prune`): small batches, each its own transaction. */
+/** The host under which prune keeps the event counts of the hosts it forgets (not a host name: parentheses). */
+export const PRUNED_HOSTS = '(pruned)';
+
 export interface RetentionStore {
   /** Every registered job (or the one named), on the store's clock. */
   read(name?: string): Promise<{ dbNow: Date; jobs: RetentionRow[] }>;
@@ -273,6 +276,13 @@ export interface RetentionStore {
     before: Date,
     limit: number,
   ): Promise<{ deleted: number; throughSeq: number; more: boolean }>;
+  /**
+   * Forget hosts not seen since `before` (every pod of Kubernetes was one, before runs were keyed
+   * by node): their clock readings go, and their per-host event counts are added to host
+   * PRUNED_HOSTS, so per-job totals never step back. The number of distinct hosts (that would
+   * be) forgotten; with `dryRun` nothing is written.
+   */
+  pruneHosts(before: Date, dryRun: boolean): Promise<number>;
   /** What pruneWindows and pruneEvents would delete of the job in all; nothing written. */
   countPrunable(job: string, horizon: Date, eventsBefore: Date): Promise<{ events: number; windows: number }>;
   /**

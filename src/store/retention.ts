@@ -39,6 +39,8 @@ export interface PruneSummary extends PruneProgress {
   horizon: Date;
   /** The jobs something was (or would be) deleted of. */
   jobsPruned: number;
+  /** Hosts not seen since the horizon, forgotten (RetentionStore.pruneHosts); 0 when pruning one job. */
+  hosts: number;
 }
 
 /** The longest time, besides --max-delay, a registered job may still run a past occurrence. */
@@ -141,6 +143,8 @@ export async function pruneJobs(
     p.jobsDone += 1;
     report();
   }
+  // Hosts belong to no job: forgotten by a prune of every job only.
+  const hosts = opts.name === undefined ? await r.pruneHosts(horizon, opts.dryRun) : 0;
   p.elapsedMs = monoNow() - started;
-  return { ...p, dryRun: opts.dryRun, horizon, jobsPruned };
+  return { ...p, dryRun: opts.dryRun, horizon, jobsPruned, hosts };
 }

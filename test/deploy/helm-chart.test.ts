@@ -194,10 +194,32 @@ describe('deploy/kubernetes says what the chart says', () => {
       expect(cronLines.find((l) => l.startsWith('terminationGracePeriodSeconds:'))).toContain('$j.terminationGracePeriodSeconds');
     });
 
-    it(`${job.name}: command and args are \`leasejob run\` with the flags the values ask for`, () => {
+    it(`${job.name}: command and args are \`leasejob run\` with the flags the values ask for, through the injected start`, () => {
       const c = container();
-      expect(c.command).toEqual(values.entrypoint);
+      expect(c.command).toEqual(['/leasejob/busybox', 'sh', '/leasejob/start']);
       expect(c.args).toEqual(expectedRunArgs(values, job));
+    });
+
+    it(`${job.name}: leasejob is injected: an init container from the leasejob image fills an emptyDir the job's container reads`, () => {
+      const pod = podSpecOf(cron());
+      expect(pod.initContainers).toHaveLength(1);
+      const init = pod.initContainers[0];
+      expect(init.image).toMatch(new RegExp(`^${values.image.repository}:`));
+      expect(init.command).toEqual(['cp', '-RL', '/opt/leasejob/inject/.', '/leasejob/']);
+      expect(init.volumeMounts).toEqual([{ name: 'leasejob', mountPath: '/leasejob' }]);
+      expect(container().volumeMounts).toContainEqual({ name: 'leasejob', mountPath: '/leasejob', readOnly: true });
+      expect(pod.volumes).toContainEqual({ name: 'leasejob', emptyDir: {} });
+      // What the init container copies is what the image puts there (Dockerfile), and what the
+      // start script runs.
+      const dockerfile = readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
+      for (const f of ['leasejob', 'tini', 'busybox', 'start']) expect(dockerfile).toContain(`/opt/leasejob/inject/${f}`);
+      const start = readFileSync(path.join(ROOT, 'deploy', 'inject', 'start'), 'utf8');
+      expect(start).toContain('exec "$dir/tini" -s -- "$dir/leasejob" "$@"');
+    });
+
+    it(`${job.name}: the node's name from the downward API (clock measurements are the node's)`, () => {
+      const env = container().env as Array<{ name: string; valueFrom?: any }>;
+      expect(env.find((e) => e.name === 'LEASEJOB_NODE_NAME')?.valueFrom).toEqual({ fieldRef: { fieldPath: 'spec.nodeName' } });
     });
 
     it(`${job.name}: JOB_NAME from the downward API label, the URL as LEASEJOB_DATABASE_URL from the Secret`, () => {
@@ -272,10 +294,13 @@ describe('the plain manifests\' commands, run by the real CLI against PostgreSQL
   });
   afterAll(async () => db?.close());
 
-  /** A container's command + args as a local command line: `tini -- leasejob` becomes `node bin/leasejob.js`. */
+  /**
+   * A container's command + args as a local command line: `tini -- leasejob`, or the injected
+   * `/leasejob/busybox sh /leasejob/start` (single-file.test.ts runs that one), becomes `node bin/leasejob.js`.
+   */
   function localArgs(c: { command: string[]; args: string[] }, schemaName: string): string[] {
     const words = [...c.command, ...c.args];
-    const args = words.slice(words.indexOf('leasejob') + 1);
+    const args = words.slice(words.findIndex((w) => w === 'leasejob' || w === '/leasejob/start') + 1);
     const i = args.indexOf('--schema');
     expect(i).toBeGreaterThan(0);
     args[i + 1] = schemaName;
@@ -406,6 +431,18 @@ describe.skipIf(!helm)('with a helm binary', () => {
     expect(zone).not.toContain('America/Sao_Paulo"');
     expect(zone.length).toBeLessThan(600);
     expect(fail(`${job},jobs[0].schedule=@daily,jobs[0].timeZone=America/Sao_Paulo`)).toBe('');
+  });
+
+  it('inject.enabled=false, or a job with its own entrypoint: the image carries leasejob, no init container (the rendering before injection)', () => {
+    const cronJob = (objects: K8sObject[], name: string) => podSpecOf(objects.find((o) => o.kind === 'CronJob' && o.metadata.name === name)!);
+    const off = cronJob(render(['x', CHART_DIR, '--set', 'inject.enabled=false']), 'x-leasejob-example');
+    expect(off.initContainers).toBeUndefined();
+    expect(off.containers[0].command).toEqual(values.entrypoint);
+    expect(off.containers[0].volumeMounts).toEqual([{ name: 'tmp', mountPath: '/tmp' }]);
+    expect(off.volumes).toEqual([{ name: 'tmp', emptyDir: {} }]);
+    const own = render(['x', CHART_DIR, '--set', 'jobs[0].name=own,jobs[0].schedule=@daily,jobs[0].command[0]=echo,jobs[0].entrypoint[0]=leasejob']);
+    expect(cronJob(own, 'x-leasejob-own').initContainers).toBeUndefined();
+    expect(cronJob(own, 'x-leasejob-own').containers[0].command).toEqual(['leasejob']);
   });
 
   it('refuses at template time the schedules the Kubernetes API server refuses (robfig/cron: day of week 0-6, no L or #)', () => {

@@ -5,7 +5,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
+import { logLines, runCli, scrapeOnce, startCli, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 import { tempDir } from '../helpers/temp.js';
 
@@ -366,5 +366,55 @@ describe.each([
     // The runs' windows are completed and kept.
     const left = await windows('busy');
     for (const w of ran) expect(left).toContain(`${w} completed`);
+  });
+  it('forgets hosts not seen since the horizon: clock readings go, per-host counts move to "(pruned)", totals keep', async () => {
+    const on = (node: string, minute: number) =>
+      runCli(
+        ['run', ...t.conn(), '--name', 'hosts', '--schedule', '* * * * *', '--window-from-schedule',
+          '--scheduled-time', iso(0, minute), '--', 'true'],
+        { ...t.env, LEASEJOB_NODE_NAME: node },
+      ); // prettier-ignore
+    for (const [node, minute] of [
+      ['node-old', -30],
+      ['node-new', -31],
+    ] as const) {
+      const r = await on(node, minute);
+      expect(r.exitCode, r.all).toBe(0);
+    }
+    const hosts = async () => (await t.rows<{ host: string }>('SELECT host FROM leasejob.hosts')).map((h) => h.host);
+    const countHosts = async () =>
+      (await t.rows<{ host: string }>("SELECT DISTINCT host FROM leasejob.event_counts WHERE job = 'hosts'"))
+        .map((h) => h.host)
+        .sort();
+    const totals = async () =>
+      (await t.rows<{ kind: string; n: number | string }>(
+        "SELECT kind, sum(n) AS n FROM leasejob.event_counts WHERE job = 'hosts' GROUP BY kind ORDER BY kind",
+      )).map((c) => `${c.kind} ${Number(c.n)}`); // prettier-ignore
+    expect(await hosts()).toEqual(expect.arrayContaining(['node-old', 'node-new']));
+    expect(await countHosts()).toEqual(['node-new', 'node-old']);
+    // node-old was last seen 100 days ago.
+    const [hostsSql, countsSql] =
+      t.kind === 'postgresql'
+        ? ["UPDATE leasejob.hosts SET measured_at = now() - interval '100 days' WHERE host = $1",
+            "UPDATE leasejob.event_counts SET last_at = now() - interval '100 days' WHERE host = $1"]
+        : [`UPDATE leasejob.hosts SET measured_at = measured_at - ${100 * DAY} WHERE host = $1`,
+            `UPDATE leasejob.event_counts SET last_at = last_at - ${100 * DAY} WHERE host = $1`]; // prettier-ignore
+    await t.rows(hostsSql, ['node-old']);
+    await t.rows(countsSql, ['node-old']);
+    const before = await totals();
+    const dry = await cli(['prune', '--older-than', '90d', '--dry-run']);
+    expect(dry.exitCode, dry.all).toBe(0);
+    expect(dry.stdout).toMatch(/^hosts: {3}1 not seen since the horizon would be forgotten/m);
+    expect(await hosts()).toContain('node-old');
+    const r = await cli(['prune', '--older-than', '90d']);
+    expect(r.exitCode, r.all).toBe(0);
+    expect(r.stdout).toMatch(/^hosts: {3}1 not seen since the horizon forgotten/m);
+    expect(await hosts()).not.toContain('node-old');
+    expect(await hosts()).toContain('node-new');
+    expect(await countHosts()).toEqual(['(pruned)', 'node-new']);
+    expect(await totals()).toEqual(before);
+    const metrics = await scrapeOnce(t.conn(), t.env);
+    expect(metrics).toContain('host="node-new"');
+    expect(metrics).not.toContain('host="node-old"');
   });
 });

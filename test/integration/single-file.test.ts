@@ -6,7 +6,7 @@
 // and `python3`; the stores are the test PostgreSQL and the embedded one (node:sqlite inside
 // the file). The test is skipped, saying why, only when the file cannot be built.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -199,5 +199,130 @@ describe.skipIf(unbuilt !== undefined)('the single executable, on a host without
     expect(r.stderr).toMatch(/--ttl/);
     writeFileSync(path.join(cwd, '.keep'), '');
     expect(execFileSync('ls', ['-A', cwd], { encoding: 'utf8' }).trim()).toBe('.keep');
+  });
+});
+
+// The chart's injection (deploy/inject/start, helm/leasejob): the single file, Debian's static
+// tini and static busybox and the start script in a directory, run by a job's container with
+// none of Node, setpriv or tini of its own. A container is made here with unshare: its own PID
+// namespace (tini as PID 1, /proc its own) and mount namespace, where the machine's node and
+// setpriv are not executable.
+const TINI = '/usr/bin/tini-static';
+const BUSYBOX = '/bin/busybox';
+const noInject = unbuilt
+  ? unbuilt
+  : !HIDE_NODE || spawnSync('unshare', ['-p', '-f', '--mount-proc', 'true']).status !== 0
+    ? 'needs root and unshare (PID and mount namespaces)'
+    : !existsSync(TINI) || !existsSync(BUSYBOX)
+      ? `needs Debian's tini (${TINI}) and busybox-static (${BUSYBOX}); .ci/run installs them`
+      : undefined;
+if (noInject) console.info(`injected-start tests skipped: ${noInject}`);
+
+/** The chart's emptyDir, as its init container fills it. */
+function injectDir(root: string): string {
+  const dir = path.join(root, 'leasejob');
+  execFileSync('mkdir', ['-p', dir]);
+  for (const [from, to] of [[FILE, 'leasejob'], [TINI, 'tini'], [BUSYBOX, 'busybox'], [path.join(ROOT, 'deploy', 'inject', 'start'), 'start']])
+    execFileSync('cp', [from!, path.join(dir, to!)]); // prettier-ignore
+  return dir;
+}
+
+/** `<dir>/busybox sh <dir>/start <args>` as a container's command: PID 1 in new PID and mount namespaces. */
+function startContainer(dir: string, args: string[], cwd: string) {
+  const hide = 'for f in /usr/bin/node /usr/bin/setpriv; do mount --bind /dev/null "$f"; done';
+  return execa(
+    'unshare',
+    ['-p', '-f', '--mount-proc', 'sh', '-c', `${hide} && exec env -i PATH=/usr/bin:/bin HOME="$PWD" "$@"`, 'sh',
+      path.join(dir, 'busybox'), 'sh', path.join(dir, 'start'), ...args],
+    { cwd, env: {}, extendEnv: false, reject: false, all: true, timeout: 60_000 },
+  ); // prettier-ignore
+}
+
+/** Host pids of the processes whose argv passes `match`. */
+function pidsWhere(match: (argv: string[]) => boolean): number[] {
+  return readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d))
+    .filter((d) => {
+      try {
+        return match(readFileSync(`/proc/${d}/cmdline`, 'latin1').split('\0').slice(0, -1));
+      } catch {
+        return false; // gone meanwhile
+      }
+    })
+    .map(Number);
+}
+const pidsOf = (argv: string[]): number[] => pidsWhere((a) => a.join(' ') === argv.join(' '));
+/** The host pid of the injected `program` (leasejob, tini) running job `job`. */
+const injected = (dir: string, program: string, job: string): number | undefined =>
+  pidsWhere((a) => a[0] === path.join(dir, program) && a.includes(job))[0];
+
+describe.skipIf(noInject !== undefined)('injected into a container without Node, setpriv or tini', () => {
+  it('leasejob SIGKILLed: tini (PID 1) exits with it and the kernel takes the child; orphans are reaped meanwhile', async () => {
+    const cwd = dirs();
+    const dir = injectDir(cwd);
+    const orphan = ['sleep', `0.${process.pid}1`]; // a unique argv, to find its host pid
+    const child = ['sleep', `1000.${process.pid}2`];
+    const run = startContainer(
+      dir,
+      ['run', ...pgArgs(), '--name', 'inj-kill', '--window', 'w', '--', 'sh', '-c',
+        `sh -c '${orphan.join(' ')} &'; ${child.join(' ')} & touch ready; wait`],
+      cwd,
+    ); // prettier-ignore
+    await waitFor('child ready', () => existsSync(path.join(cwd, 'ready')));
+    // The orphan's parent (sh) exited at once: it was reparented to PID 1, tini, which reaps it.
+    const [orphanPid] = await waitFor('the orphan started', () => pidsOf(orphan).length > 0 && pidsOf(orphan));
+    await waitFor('the orphan reaped (not left a zombie)', () => !existsSync(`/proc/${orphanPid}`));
+    const [childPid] = pidsOf(child);
+    expect(childPid).toBeDefined();
+    const leasejob = injected(dir, 'leasejob', 'inj-kill');
+    expect(leasejob).toBeDefined();
+    // No setpriv here: leasejob says which mechanism holds the child instead of warning.
+    process.kill(leasejob!, 'SIGKILL');
+    const r = await run;
+    expect(r.exitCode, r.all).toBe(137);
+    expect(r.stderr).not.toContain('no parent-death signal');
+    await waitFor('the child gone with the container', () => !existsSync(`/proc/${childPid}`));
+  });
+
+  it('SIGTERM to the container: tini forwards it, the child is stopped, exit 143; sh and python3 children get FENCE_TOKEN', async () => {
+    const cwd = dirs();
+    const dir = injectDir(cwd);
+    const ok = await startContainer(
+      dir,
+      ['run', ...pgArgs(), '--name', 'inj-py', '--window', 'w', '--', 'python3', '-c',
+        'import os; open("token", "w").write(os.environ["FENCE_TOKEN"])'],
+      cwd,
+    ); // prettier-ignore
+    expect(ok.exitCode, ok.all).toBe(0);
+    expect(readFileSync(path.join(cwd, 'token'), 'utf8')).toMatch(/^\d+$/);
+    const run = startContainer(
+      dir,
+      ['run', ...pgArgs(), '--name', 'inj-term', '--window', 'w', '--', 'sh', '-c',
+        'trap "echo TERM > term; exit 0" TERM; touch ready; while :; do sleep 0.1; done'],
+      cwd,
+    ); // prettier-ignore
+    await waitFor('child ready', () => existsSync(path.join(cwd, 'ready')));
+    // As the kubelet does: to the container's PID 1 (unshare itself forwards nothing).
+    process.kill(injected(dir, 'tini', 'inj-term')!, 'SIGTERM');
+    const r = await run;
+    expect(r.exitCode, r.all).toBe(143);
+    expect(readFileSync(path.join(cwd, 'term'), 'utf8').trim()).toBe('TERM');
+  });
+
+  it('an image without glibc (musl, Alpine): fails at once, saying so and what to do, exit 127', async () => {
+    const root = dirs();
+    const dir = injectDir(root);
+    // A root with the injected directory and nothing else: no glibc, as in a musl image.
+    expect(dir).toBe(path.join(root, 'leasejob'));
+    const args = [root, '/leasejob/busybox', 'sh', '/leasejob/start', 'run', '--name', 'x', '--', 'true'];
+    const r = await execa('chroot', args, {
+      env: { PATH: '/usr/sbin:/usr/bin:/bin' },
+      extendEnv: false,
+      reject: false,
+      all: true,
+    });
+    expect(r.exitCode, r.all).toBe(127);
+    expect(r.stderr).toContain('no glibc');
+    expect(r.stderr).toContain('inject.enabled=false');
   });
 });

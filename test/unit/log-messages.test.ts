@@ -8,7 +8,7 @@ const RUN_PATH = [
   'src/lease/runner.ts',
   'src/lease/acquire.ts',
   'src/lease/finish.ts',
-  'src/lease/sequence.ts',
+  'src/lease/windows.ts',
   'src/lease/keeper.ts',
   'src/cli/commands/run.ts',
   'src/cli/commands/backfill.ts',

@@ -99,6 +99,7 @@ export async function pruneCommand(flags: PruneFlags): Promise<number> {
           jobsPruned: summary.jobsPruned,
           events: summary.events,
           windows: summary.windows,
+          hosts: summary.hosts,
           batches: summary.batches,
           durationMs: Math.round(summary.elapsedMs),
           rowsPerSecond: rate(summary.events + summary.windows, summary.elapsedMs),
@@ -121,6 +122,7 @@ function renderSummary(s: PruneSummary, olderThan: string, freedBytes: number | 
       `horizon: ${s.horizon.toISOString()} (--older-than ${olderThan}); ${s.jobsPruned} of ${s.jobs} job(s) had rows older`,
       `events:  ${s.events} ${verb}`,
       `windows: ${s.windows} ${verb}`,
+      `hosts:   ${s.hosts} not seen since the horizon ${s.dryRun ? 'would be forgotten' : 'forgotten'} (clock readings; their event counts kept under "(pruned)")`,
       s.dryRun
         ? `counted in ${humanMs(s.elapsedMs)}`
         : `${rows} rows in ${(s.elapsedMs / 1000).toFixed(1)}s, ${rate(rows, s.elapsedMs)} rows/s, ${s.batches} batches`,

@@ -2,7 +2,7 @@
 // touching only rows no run writes again (final windows, old events) and the retention row,
 // never a jobs or leases row, so a concurrent run never waits on a prune's locks.
 import type pg from 'pg';
-import type { RetentionRow, RetentionStore } from '../contract.js';
+import { PRUNED_HOSTS, type RetentionRow, type RetentionStore } from '../contract.js';
 
 type Query = (text: string, values: unknown[]) => Promise<pg.QueryResult>;
 
@@ -110,6 +110,26 @@ export class PgRetention implements RetentionStore {
       throughSeq: Number(r.through),
       more: r.stop_seq === null && Number(r.scanned) >= limit,
     };
+  }
+
+  async pruneHosts(before: Date, dryRun: boolean): Promise<number> {
+    const s = this.s;
+    // One statement: a run that records an event meanwhile updates its row's last_at, and the
+    // DELETE re-checks the row it locks, so a host seen again stays.
+    const { rows } = await this.query(
+      dryRun
+        ? `SELECT count(*) AS n FROM (SELECT host FROM ${s}.hosts WHERE measured_at < $1
+             UNION SELECT host FROM ${s}.event_counts WHERE last_at < $1 AND host <> $2) x`
+        : `WITH h AS (DELETE FROM ${s}.hosts WHERE measured_at < $1 RETURNING host),
+           gone AS (DELETE FROM ${s}.event_counts c WHERE c.last_at < $1 AND c.host <> $2 RETURNING job, kind, host, n, last_at),
+           f AS (
+             INSERT INTO ${s}.event_counts AS c (job, kind, host, n, last_at)
+             SELECT job, kind, $2, sum(n), max(last_at) FROM gone GROUP BY job, kind
+             ON CONFLICT (job, kind, host) DO UPDATE SET n = c.n + EXCLUDED.n RETURNING 1)
+           SELECT count(*) AS n, (SELECT count(*) FROM f) AS folded FROM (SELECT host FROM h UNION SELECT host FROM gone) x`,
+      [before, PRUNED_HOSTS],
+    );
+    return Number(rows[0].n);
   }
 
   async countPrunable(job: string, horizon: Date, eventsBefore: Date): Promise<{ events: number; windows: number }> {

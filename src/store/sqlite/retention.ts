@@ -2,7 +2,7 @@
 // each batch one short immediate transaction (a run waits for at most one batch), and the
 // space given back with incremental vacuum.
 import type BetterSqlite3 from 'better-sqlite3';
-import type { RetentionRow, RetentionStore } from '../contract.js';
+import { PRUNED_HOSTS, type RetentionRow, type RetentionStore } from '../contract.js';
 
 /** Pages freed per incremental_vacuum step: each step is a write transaction runs may wait for. */
 const VACUUM_STEP_PAGES = 2_000;
@@ -92,6 +92,34 @@ export class SqliteRetention implements RetentionStore {
           .prepare('UPDATE retention SET pruned_through_seq = ? WHERE job = ? AND pruned_through_seq < ?')
           .run(through, job, through);
         return { deleted: n, throughSeq: through, more: !stop && r.length >= limit };
+      })
+      .immediate();
+  }
+
+  async pruneHosts(before: Date, dryRun: boolean): Promise<number> {
+    const t = before.getTime();
+    const stale = (): number =>
+      this.db
+        .prepare(
+          `SELECT count(*) FROM (SELECT host FROM hosts WHERE measured_at < ?
+             UNION SELECT host FROM event_counts WHERE last_at < ? AND host <> ?)`,
+        )
+        .pluck()
+        .get(t, t, PRUNED_HOSTS) as number;
+    if (dryRun) return stale();
+    return this.db
+      .transaction(() => {
+        const n = stale();
+        this.db
+          .prepare(
+            `INSERT INTO event_counts (job, kind, host, n, last_at)
+             SELECT job, kind, ?, sum(n), max(last_at) FROM event_counts WHERE last_at < ? AND host <> ? GROUP BY job, kind
+             ON CONFLICT (job, kind, host) DO UPDATE SET n = n + excluded.n`,
+          )
+          .run(PRUNED_HOSTS, t, PRUNED_HOSTS);
+        this.db.prepare('DELETE FROM event_counts WHERE last_at < ? AND host <> ?').run(t, PRUNED_HOSTS);
+        this.db.prepare('DELETE FROM hosts WHERE measured_at < ?').run(t);
+        return n;
       })
       .immediate();
   }

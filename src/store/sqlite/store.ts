@@ -3,12 +3,13 @@
 // plus the boot id, so no wall-clock step can expire or extend a lease, and a reboot expires
 // every lease. Same semantics as the PostgreSQL functions in sql/.
 import { mkdirSync, readFileSync, statSync } from 'node:fs';
-import { hostname, uptime } from 'node:os';
+import { uptime } from 'node:os';
 import path from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import Database from 'better-sqlite3';
 import { monoNow } from '../../clock.js';
 import { DatabaseError, UsageError } from '../../errors.js';
+import { hostName } from '../../host-name.js';
 import type { ReplicationReport } from '../../replication.js';
 import { migrateSqlite } from './schema.js';
 import { SqliteRetention } from './retention.js';
@@ -184,7 +185,7 @@ function markedScheduledAt(job: JobRecord, window: string): number | null {
 export class SqliteStore implements LeaseStore {
   readonly kind = 'sqlite' as const;
   private readonly boot = bootId();
-  private readonly host = hostname();
+  private readonly host = hostName();
 
   readonly retention: SqliteRetention;
 
