@@ -1,28 +1,11 @@
 // A window marked ahead of its tick (`mark --window <in an hour> --skipped`) is final (its run
 // skips) but never counts as a completion: not the last completion of `status`, of the status
 // page, nor leasejob_last_completed_window_timestamp_seconds. In both stores (issue 18).
-import { mkdirSync } from 'node:fs';
-import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { bothStores, NO_DB_ENV as noDb } from '../helpers/both-stores.js';
 import { fixture, runCli, startExporter } from '../helpers/cli.js';
-import { testDb, type TestDb } from '../helpers/db.js';
-import { tempDir } from '../helpers/temp.js';
 
-const tmp = tempDir('leasejob-marks-');
-mkdirSync(path.join(tmp, 'state'));
-let db: TestDb;
-beforeAll(async () => {
-  db = await testDb();
-});
-afterAll(async () => {
-  await db.close();
-});
-
-const noDb = { DATABASE_URL: undefined, LEASEJOB_DATABASE_URL: undefined, PGHOST: undefined, JOB_NAME: undefined };
-const stores: Array<[string, () => string[]]> = [
-  ['PostgreSQL', () => ['--database-url', db.url, '--schema', db.schema]],
-  ['the embedded store', () => ['--state-file', path.join(tmp, 'state', 'leasejob.db')]],
-];
+const { db, stores } = bothStores('leasejob-marks-');
 const hourKey = (hours: number): string =>
   new Date((Math.floor(Date.now() / 3_600_000) + hours) * 3_600_000).toISOString().replace('.000Z', 'Z');
 
@@ -44,7 +27,7 @@ describe.each(stores)('a mark ahead of its tick in %s', (store, conn) => {
       noDb,
     );
     expect(mark.exitCode, mark.all).toBe(0);
-    if (store === 'PostgreSQL') await db.rows(`SELECT ${db.schema}.rebuild_window_digest()`); // the same from the ledger
+    if (store === 'PostgreSQL') await db().rows(`SELECT ${db().schema}.rebuild_window_digest()`); // the same from the ledger
 
     const after = JSON.parse((await runCli(['status', ...conn(), '--name', 'hourly', '--json'], noDb)).stdout).jobs[0];
     expect(after.lastWindow).toBe(ran);
