@@ -679,6 +679,7 @@ export class PgStore implements LeaseStore {
          LEFT JOIN LATERAL (
            SELECT w.window_key, w.completed_at, w.started_at, w.generation
              FROM ${s}.windows w WHERE dg.job IS NULL AND w.job = j.name AND w.completed_at IS NOT NULL
+              AND (w.scheduled_at IS NULL OR w.scheduled_at <= w.completed_at) -- not a window marked ahead of its tick
             ORDER BY w.completed_at DESC, w.generation DESC LIMIT 1) lc ON true
          LEFT JOIN (
            SELECT e.job, count(*)::int AS n FROM ${s}.events e

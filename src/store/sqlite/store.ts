@@ -155,7 +155,10 @@ function withWorst(newest: JobRow['openWindows'], worst: string | null): JobRow[
 export const JOB_ROWS_SQL = `
   SELECT j.*, l.owner, l.generation, l.expires_mono, l.boot_id, l.acquired_at,
          (SELECT json_object('window', w.window_key, 'completed_at', w.completed_at, 'started_at', w.started_at, 'generation', w.generation)
-            FROM windows w WHERE w.job = j.name AND w.completed_at IS NOT NULL ORDER BY w.completed_at DESC, w.generation DESC LIMIT 1) AS last,
+            FROM windows w WHERE w.job = j.name AND w.completed_at IS NOT NULL
+             -- A window marked ahead of its tick is final, never the latest completion (as PostgreSQL's 023).
+             AND (w.scheduled_at IS NULL OR w.scheduled_at <= w.completed_at)
+           ORDER BY w.completed_at DESC, w.generation DESC LIMIT 1) AS last,
          (SELECT json_group_array(json_object('window', o.window_key, 'attempts', o.attempts, 'outcome', o.outcome, 'generation', o.generation))
             FROM (SELECT window_key, attempts, outcome, generation FROM windows w WHERE w.job = j.name AND w.completed_at IS NULL
                    ORDER BY started_at DESC LIMIT 10) o) AS open,
@@ -167,6 +170,17 @@ export const JOB_ROWS_SQL = `
     FROM jobs j LEFT JOIN leases l ON l.name = j.name
    WHERE @name IS NULL OR j.name = @name
    ORDER BY j.name`;
+
+/**
+ * The scheduled time of a window `leasejob mark` writes, when its key says it: an ISO-8601 key of
+ * a --window-from-schedule job without format or offset (as mark_window in PostgreSQL), else null.
+ */
+function markedScheduledAt(job: JobRecord, window: string): number | null {
+  if (job.window_mode !== 'schedule' || job.window_format !== null || job.window_offset !== null) return null;
+  if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/.test(window)) return null;
+  const at = Date.parse(window);
+  return Number.isNaN(at) ? null : at;
+}
 
 export class SqliteStore implements LeaseStore {
   readonly kind = 'sqlite' as const;
@@ -665,12 +679,19 @@ export class SqliteStore implements LeaseStore {
         );
         this.db
           .prepare(
-            `INSERT INTO windows (job, window_key, owner, generation, attempts, first_started_at, started_at, finished_at, completed_at, outcome)
-         VALUES (@job, @window, @by, 0, 0, @now, @now, @now, @now, @outcome)
+            `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, completed_at, outcome)
+         VALUES (@job, @window, @at, @by, 0, 0, @now, @now, @now, @now, @outcome)
          ON CONFLICT (job, window_key) DO UPDATE SET outcome = @outcome, finished_at = @now, completed_at = @now, exit_code = NULL,
-           owner = @by, generation = 0`,
+           scheduled_at = coalesce(scheduled_at, @at), owner = @by, generation = 0`,
           )
-          .run({ job: i.job, window: i.window, by: i.by, now, outcome: i.outcome });
+          .run({
+            job: i.job,
+            window: i.window,
+            at: markedScheduledAt(job, i.window),
+            by: i.by,
+            now,
+            outcome: i.outcome,
+          });
         return {
           status: 'done',
           version,
