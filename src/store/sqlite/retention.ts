@@ -42,7 +42,8 @@ export class SqliteRetention implements RetentionStore {
   async raiseHorizon(jobs: readonly string[], horizon: Date): Promise<void> {
     const raise = this.db.prepare(
       `INSERT INTO retention (job, retained_from, pruned_at) VALUES (?, ?, ?)
-       ON CONFLICT (job) DO UPDATE SET retained_from = max(coalesce(retained_from, excluded.retained_from), excluded.retained_from), pruned_at = excluded.pruned_at`,
+       ON CONFLICT (job) DO UPDATE SET retained_from = max(coalesce(retained_from, excluded.retained_from),
+         excluded.retained_from), pruned_at = excluded.pruned_at`,
     );
     const now = Date.now();
     this.db
