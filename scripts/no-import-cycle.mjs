@@ -46,7 +46,7 @@ function circles(graph) {
     }
     if (low.get(v) !== index.get(v)) return;
     const component = [];
-    for (let w; w !== v; ) {
+    for (let w; w !== v;) {
       w = stack.pop();
       on.delete(w);
       component.push(w);
