@@ -273,7 +273,9 @@ function notDueBy<T>(lease: Lease<T>, w: SequenceWindow | undefined, log: Logger
   const dbNow = lease.dbNowAt();
   const aheadMs = w.scheduledAt.getTime() - dbNow.getTime();
   if (aheadMs <= MAX_AHEAD_MS) return undefined;
-  const detail = `occurrence ${w.scheduledAt.toISOString()} is ${Math.round(aheadMs / 1000)} s ahead of the database clock (${dbNow.toISOString()})`;
+  const detail =
+    `occurrence ${w.scheduledAt.toISOString()} is ${Math.round(aheadMs / 1000)} s ahead of the ` +
+    `database clock (${dbNow.toISOString()})`;
   log.error(
     { generation: lease.held.generation, scheduledAt: w.scheduledAt, dbNow, aheadMs: Math.round(aheadMs) },
     'occurrence not due by the database clock: not started, window left open',
@@ -319,6 +321,14 @@ async function claim<T>(
     const result: RunResult<T> = { status: 'skipped', reason: 'done', completedAt: c.completedAt };
     await lease.tell({ phase: 'end', ...at, outcome: 'done', result });
     return { result, last: false };
+  }
+  if (c.outcome === 'paused') {
+    // Paused since the lease was taken (the store orders the claim against `pause`): no more
+    // children until resume; this window and the rest stay open.
+    log.warn({ generation: held.generation }, 'job paused: this window and the rest are not started');
+    const result: RunResult<T> = { status: 'skipped', reason: 'paused' };
+    await lease.tell({ phase: 'end', ...at, outcome: 'paused', result });
+    return { result, last: true };
   }
   if (c.outcome === 'missed') {
     log.warn({ scheduledAt: w.scheduledAt, maxDelayMs: w.maxDelayMs }, 'window missed');

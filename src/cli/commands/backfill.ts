@@ -8,7 +8,7 @@ import { createLogger, type Logger } from '../../log.js';
 import { normalizeRunOptions, parseCount, runSecrets, type RawRunFlags, type RunConfig } from '../options.js';
 import { chooseStore, openStore, passwordFileWarnings, storeError, type StoreChoice } from '../../store/choice.js';
 import type { RunResult, SequenceWindow, WindowEvent } from '../../lease/types.js';
-import type { JobRow, LeaseStore, WindowStates } from '../../store/contract.js';
+import { windowPending, type JobRow, type LeaseStore, type WindowStates } from '../../store/contract.js';
 import { humanMs, renderTable } from '../../monitor/table.js';
 import { typicalInterval } from '../../schedule/cron.js';
 import { TooManyWindows, windowsBetween, type RangeWindow } from '../../schedule/window-range.js';
@@ -46,7 +46,8 @@ function parseInstant(text: string | undefined, flag: '--from' | '--to', now: Da
   const parsed = DateTime.fromISO(trimmed, { setZone: true });
   if (!/T.*(?:Z|[+-]\d{2}(?::?\d{2})?)$/i.test(trimmed) || !parsed.isValid) {
     throw new UsageError(
-      `Expected \`${flag}\` to be an ISO-8601 time with an offset like 2026-11-01T00:00:00Z or 2026-11-01T00:00:00-03:00${flag === '--to' ? ', or now' : ''}, got \`${text}\`.`,
+      `Expected \`${flag}\` to be an ISO-8601 time with an offset like 2026-11-01T00:00:00Z or ` +
+        `2026-11-01T00:00:00-03:00${flag === '--to' ? ', or now' : ''}, got \`${text}\`.`,
     );
   }
   return parsed.toJSDate();
@@ -68,7 +69,8 @@ export function normalizeBackfillOptions(
 ): BackfillConfig {
   if (flags.schedule === undefined)
     throw new UsageError(
-      "`backfill` needs `--schedule` (and the same --tz, --window-format and --window-offset as the job's `run`): the occurrences come from it.",
+      '`backfill` needs `--schedule` (and the same --tz, --window-format and --window-offset as the ' +
+        "job's `run`): the occurrences come from it.",
     );
   for (const [flag, value] of [
     ['--window', flags.window],
@@ -98,7 +100,8 @@ export function normalizeBackfillOptions(
   }
   if (to.getTime() > now.getTime()) {
     throw new UsageError(
-      `Expected \`--to\` to be no later than now (${now.toISOString()}), got \`${flags.to}\`: an occurrence run before its time would be marked done, ` +
+      `Expected \`--to\` to be no later than now (${now.toISOString()}), got \`${flags.to}\`: an ` +
+        `occurrence run before its time would be marked done, ` +
         'and its own run would then skip it. Use `--to now`, and let the schedule run the rest.',
     );
   }
@@ -108,10 +111,13 @@ export function normalizeBackfillOptions(
       : DEFAULT_MAX_WINDOWS;
   // Refused before walking when plainly too long: the walk itself takes a while (see MAX_TICKS).
   const estimate = (to.getTime() - from.getTime()) / typicalInterval(run.schedule!, from);
+  const raiseMax = `, or raise --max-windows (at most ${MAX_WINDOWS_LIMIT})`;
   if (estimate > 2 * MAX_TICKS || (flags.windowFormat === undefined && estimate > 2 * max)) {
     throw new UsageError(
-      `the range ${from.toISOString()} to ${to.toISOString()} holds about ${Math.round(estimate)} occurrences of \`--schedule\` ${JSON.stringify(run.schedule!.expression)}, ` +
-        `more than ${flags.windowFormat === undefined ? `${max} windows` : `${MAX_TICKS} occurrences`}; narrow it${flags.windowFormat === undefined && max < MAX_WINDOWS_LIMIT ? `, or raise --max-windows (at most ${MAX_WINDOWS_LIMIT})` : ''}.`,
+      `the range ${from.toISOString()} to ${to.toISOString()} holds about ${Math.round(estimate)} ` +
+        `occurrences of \`--schedule\` ${JSON.stringify(run.schedule!.expression)}, ` +
+        `more than ${flags.windowFormat === undefined ? `${max} windows` : `${MAX_TICKS} occurrences`}; ` +
+        `narrow it${flags.windowFormat === undefined && max < MAX_WINDOWS_LIMIT ? raiseMax : ''}.`,
     );
   }
   let windows: RangeWindow[];
@@ -130,13 +136,15 @@ export function normalizeBackfillOptions(
   } catch (err) {
     if (!(err instanceof TooManyWindows)) throw err;
     throw new UsageError(
-      `the range ${from.toISOString()} to ${to.toISOString()} holds more than ${max} windows of \`--schedule\` ${JSON.stringify(run.schedule!.expression)}` +
+      `the range ${from.toISOString()} to ${to.toISOString()} holds more than ${max} windows of ` +
+        `\`--schedule\` ${JSON.stringify(run.schedule!.expression)}` +
         `${max < MAX_WINDOWS_LIMIT ? `; narrow it, or raise --max-windows (at most ${MAX_WINDOWS_LIMIT})` : '; narrow it'}.`,
     );
   }
   if (windows.length === 0) {
     throw new UsageError(
-      `no occurrence of \`--schedule\` ${JSON.stringify(run.schedule!.expression)} in ${run.tz} lies between --from ${from.toISOString()} and --to ${to.toISOString()}.`,
+      `no occurrence of \`--schedule\` ${JSON.stringify(run.schedule!.expression)} in ${run.tz} lies ` +
+        `between --from ${from.toISOString()} and --to ${to.toISOString()}.`,
     );
   }
   return { run, windows, dryRun: !!flags.dryRun, rerun: !!flags.rerun, keepGoing: !!flags.keepGoing };
@@ -172,12 +180,12 @@ function stateOf(s: WindowStates['windows'] extends Map<string, infer V> ? V | u
 async function dryRun(c: BackfillConfig, choice: StoreChoice): Promise<number> {
   let store: LeaseStore | undefined;
   try {
-    let states: WindowStates['windows'] = new Map();
+    let states: WindowStates = { dbNow: new Date(), registeredAt: undefined, retainedFrom: null, windows: new Map() };
     let paused: JobRow['pause'] | undefined;
     try {
       store = await openStore(choice, { existingOnly: true });
       if (!store.readWindows) throw new UsageError(`\`backfill\` is not supported by this store (${store.kind})`);
-      states = (await store.readWindows(c.run.name, keysOf(c))).windows;
+      states = await store.readWindows(c.run.name, keysOf(c));
       const job = (await store.readJobRows(c.run.name)).rows[0];
       if (job?.paused) paused = job.pause;
     } catch (err) {
@@ -192,21 +200,26 @@ async function dryRun(c: BackfillConfig, choice: StoreChoice): Promise<number> {
     }
     let toRun = 0;
     const rows = c.windows.map((w) => {
-      const s = states.get(w.key);
-      const run = c.rerun || s?.completedAt == null;
+      const s = states.windows.get(w.key);
+      const { pending, pruned } = windowPending(states, w);
+      const run = c.rerun || pending;
       if (run) toRun += 1;
-      return [w.key, w.scheduledAt.toISOString(), stateOf(s), run ? 'run' : 'skip'];
+      const state = pruned ? 'pruned (before the retention horizon)' : stateOf(s);
+      return [w.key, w.scheduledAt.toISOString(), state, run ? 'run' : 'skip'];
     });
     process.stdout.write(renderTable(['WINDOW', 'SCHEDULED AT', 'STATE', 'ACTION'], rows));
     process.stdout.write(
-      `${c.windows.length} window(s) of ${c.run.name}: ${toRun} to run, ${c.windows.length - toRun} completed (skipped)${c.rerun || toRun === c.windows.length ? '' : '; --rerun runs them too'}. Dry run: nothing was run or written.\n`,
+      `${c.windows.length} window(s) of ${c.run.name}: ${toRun} to run, ${c.windows.length - toRun} ` +
+        `completed or pruned (skipped)${c.rerun || toRun === c.windows.length ? '' : '; --rerun runs them too'}. ` +
+        `Dry run: nothing was run or written.\n`,
     );
     if (paused !== undefined) {
       const p = paused;
-      process.stdout.write(
-        `The job is paused${p ? ` since ${p.since.toISOString()}${p.by ? ` by ${p.by}` : ''}${p.until ? ` until ${p.until.toISOString()}` : ''}${p.reason ? ` (${p.reason})` : ''}` : ''}: ` +
-          'a backfill now runs nothing (`leasejob resume` first).\n',
-      );
+      const since = p
+        ? ` since ${p.since.toISOString()}${p.by ? ` by ${p.by}` : ''}` +
+          `${p.until ? ` until ${p.until.toISOString()}` : ''}${p.reason ? ` (${p.reason})` : ''}`
+        : '';
+      process.stdout.write(`The job is paused${since}: ` + 'a backfill now runs nothing (`leasejob resume` first).\n');
     }
     return 0;
   } catch (err) {
@@ -220,7 +233,7 @@ async function dryRun(c: BackfillConfig, choice: StoreChoice): Promise<number> {
 /** Progress: a line rewritten in place on a terminal, else one log line per occurrence. */
 function progress(log: Logger, tty: boolean) {
   const started = monoNow();
-  const counts = { completed: 0, failed: 0, done: 0, missed: 0, 'not-due': 0, lost: 0 };
+  const counts = { completed: 0, failed: 0, done: 0, missed: 0, paused: 0, 'not-due': 0, lost: 0 };
   let total = 0;
   let finished = 0;
   let drawn = false;
@@ -228,7 +241,8 @@ function progress(log: Logger, tty: boolean) {
     const elapsed = monoNow() - started;
     const eta = finished > 0 ? (elapsed / finished) * (total - finished) : undefined;
     process.stderr.write(
-      `\r\x1b[Kbackfill ${finished}/${total}  ${state} ${window}  elapsed ${humanMs(elapsed)}${eta !== undefined ? `  about ${humanMs(eta)} left` : ''}`,
+      `\r\x1b[Kbackfill ${finished}/${total}  ${state} ${window}  elapsed ` +
+        `${humanMs(elapsed)}${eta !== undefined ? `  about ${humanMs(eta)} left` : ''}`,
     );
     drawn = true;
   };
@@ -295,9 +309,9 @@ async function backfillWindows(
   const { config, log, signal } = session;
   if (!store.readWindows) throw new UsageError(`\`backfill\` is not supported by this store (${store.kind})`);
   const toRun = async (): Promise<SequenceWindow[]> => {
-    const states = (await store.readWindows!(config.name, keysOf(c))).windows;
+    const states = await store.readWindows!(config.name, keysOf(c));
     return c.windows
-      .filter((w) => c.rerun || states.get(w.key)?.completedAt == null)
+      .filter((w) => c.rerun || windowPending(states, w).pending)
       .map((w) => ({ key: w.key, scheduledAt: w.scheduledAt, rerun: c.rerun, role: 'backfill' as const }));
   };
   const pending = (await toRun()).length;
@@ -345,7 +359,9 @@ async function backfillWindows(
     'backfill finished',
   );
   process.stdout.write(
-    `backfill ${config.name}: ${n.completed} completed, ${n.failed} failed${n.lost > 0 ? `, ${n.lost} lost with the lease` : ''}, ${left} left open${stopWhy(result, signal)}${left > 0 ? '; run the same command again to resume' : ''}.\n`,
+    `backfill ${config.name}: ${n.completed} completed, ${n.failed} ` +
+      `failed${n.lost > 0 ? `, ${n.lost} lost with the lease` : ''}, ${left} left ` +
+      `open${stopWhy(result, signal)}${left > 0 ? '; run the same command again to resume' : ''}.\n`,
   );
   return code;
 }
