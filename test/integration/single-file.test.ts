@@ -272,20 +272,23 @@ describe.skipIf(noInject !== undefined)('injected into a container without Node,
   it('leasejob SIGKILLed: tini (PID 1) exits with it and the kernel takes the child; orphans are reaped meanwhile', async () => {
     const cwd = dirs();
     const dir = injectDir(cwd);
-    const orphan = ['sleep', `0.${process.pid}1`]; // a unique argv, to find its host pid
+    // The orphan: a script that runs until told to stop, its parent (a subshell) gone at once.
+    const orphanScript = path.join(cwd, 'orphan.sh');
+    writeFileSync(orphanScript, `while [ ! -e ${path.join(cwd, 'release')} ]; do sleep 0.05; done\n`);
+    const orphan = ['sh', orphanScript]; // a unique argv, to find its host pid
     const child = ['sleep', `1000.${process.pid}2`];
     const run = startContainer(
       dir,
       ['run', ...pgArgs(), '--name', 'inj-kill', '--window', 'w', '--', 'sh', '-c',
-        `sh -c '${orphan.join(' ')} &'; ${child.join(' ')} & touch ready; wait`],
+        `(${orphan.join(' ')} &); ${child.join(' ')} & touch ready; wait`],
       cwd,
     ); // prettier-ignore
     await waitFor('child ready', () => existsSync(path.join(cwd, 'ready')));
-    // The orphan's parent (sh) exited at once: it was reparented to PID 1, tini, which reaps it.
+    // Reparented to PID 1, tini, which reaps it when it exits.
     const [orphanPid] = await waitFor('the orphan started', () => pidsOf(orphan).length > 0 && pidsOf(orphan));
+    writeFileSync(path.join(cwd, 'release'), '');
     await waitFor('the orphan reaped (not left a zombie)', () => !existsSync(`/proc/${orphanPid}`));
-    const [childPid] = pidsOf(child);
-    expect(childPid).toBeDefined();
+    const [childPid] = await waitFor('the child started', () => pidsOf(child).length > 0 && pidsOf(child));
     const leasejob = injected(dir, 'leasejob', 'inj-kill');
     expect(leasejob).toBeDefined();
     // No setpriv here: leasejob says which mechanism holds the child instead of warning.
