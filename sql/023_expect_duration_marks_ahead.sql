@@ -9,7 +9,8 @@
 -- completed before its scheduled time is final but never the job's latest completion (status,
 -- the status page, leasejob_last_completed_window_timestamp_seconds): window_digest_note() and
 -- rebuild_window_digest() leave it out of the digest's last_*. Marks made before this migration
--- have no scheduled time, and stay as they were.
+-- have no scheduled time, and stay as they were. mark_window() keeps what 020 and 021 gave it
+-- (the window the operator's, generation 0; a durable commit).
 -- Functions: mark_window, rebuild_window_digest, register_job, window_digest_note, each its whole current definition from sql/functions/.
 -- CREATE OR REPLACE keeps the privileges granted on a function of the same signature;
 -- SECURITY DEFINER and the pinned search_path are restated, as CREATE OR REPLACE resets them.
@@ -28,6 +29,7 @@ DECLARE
   v_prev text;
   v_at timestamptz;
 BEGIN
+  PERFORM durable_commit(); -- 021: its commit survives a crash, whatever synchronous_commit says
   db_now := now();
   IF p_outcome NOT IN ('completed', 'skipped') THEN RAISE EXCEPTION 'mark_window: outcome must be completed or skipped'; END IF;
   SELECT * INTO v_lease FROM leases l WHERE l.name = p_job FOR UPDATE;
@@ -55,8 +57,10 @@ BEGIN
       'previous_version', v.version, 'previous_outcome', v_prev)));
   INSERT INTO windows AS w (job, window_key, scheduled_at, owner, generation, attempts, outcome, finished_at, completed_at)
   VALUES (p_job, p_window, v_at, p_by, 0, 0, p_outcome, now(), now())
+  -- 020: the window is the operator's now (owner, generation 0): a stale holder's finish finds
+  -- no window of its generation, and is told it lost the lease, not that it still holds it.
   ON CONFLICT (job, window_key) DO UPDATE SET outcome = EXCLUDED.outcome, finished_at = now(), completed_at = now(), exit_code = NULL,
-    scheduled_at = coalesce(w.scheduled_at, EXCLUDED.scheduled_at);
+    scheduled_at = coalesce(w.scheduled_at, EXCLUDED.scheduled_at), owner = EXCLUDED.owner, generation = 0;
   status := 'done';
   RETURN NEXT;
 END $$;
