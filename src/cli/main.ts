@@ -44,7 +44,8 @@ function reportOptions(cmd: Command): Command {
   return cmd
     .option(
       '--ping-url <url>',
-      "healthchecks.io-style ping URL: /start as each window's child starts, the URL on success, /<exit status> on failure or a lost lease (or LEASEJOB_PING_URL; a secret, never logged)",
+      "healthchecks.io-style ping URL: /start as each window's child starts, the URL on success, " +
+        '/<exit status> on failure or a lost lease (or LEASEJOB_PING_URL; a secret, never logged)',
     )
     .option(
       '--notify-url <url>',
@@ -52,7 +53,9 @@ function reportOptions(cmd: Command): Command {
     )
     .option(
       '--record-output [size]',
-      "keep the last bytes of the child's stdout and stderr with each window (default 4KiB when given, at most 64KiB): shown by history, sent with pings and the webhook; may hold secrets the child prints",
+      "keep the last bytes of the child's stdout and stderr with each window (default 4KiB when " +
+        'given, at most 64KiB): shown by history, sent with pings and the webhook; may hold secrets the ' +
+        'child prints',
     );
 }
 
@@ -116,17 +119,20 @@ function defineRun(program: Command): void {
         )
         .option(
           '--alert-lookback <duration>',
-          'how far back `check`, `status` and the exporter report due occurrences that did not complete (default: the longer of 24h and 3 intervals; at most the newest 24 occurrences)',
+          'how far back `check`, `status` and the exporter report due occurrences that did not complete ' +
+            '(default: the longer of 24h and 3 intervals; at most the newest 24 occurrences)',
         )
         .option(
           '--expect-duration <min>..<max>',
-          'how long a run should take, e.g. 30s..10m (either side may be left out: 1m.., ..2h); a run outside it is a `check` warning, a metric and an alert',
+          'how long a run should take, e.g. 30s..10m (either side may be left out: 1m.., ..2h); a run ' +
+            'outside it is a `check` warning, a metric and an alert',
         )
         .option('--rerun', 'run an already completed window again'),
     )
       .option(
         '--catch-up <duration>',
-        'first run the earlier occurrences of --schedule within this long before this one that never completed, oldest first, each its own window (needs --window-from-schedule)',
+        'first run the earlier occurrences of --schedule within this long before this one that never ' +
+          'completed, oldest first, each its own window (needs --window-from-schedule)',
       )
       .option(
         '--catch-up-limit <n>',
@@ -146,7 +152,8 @@ LEASEJOB_SCHEDULED_AT, LEASEJOB_OWNER, LEASEJOB_SCHEMA, and LEASEJOB_REQUIRE_SHA
 run uses PostgreSQL (a leasejob inside the child then refuses the one-host store); not the
 database URL, unless --pass-database-url.
 Exit codes: 0 ok or nothing to do; the child's own code; 128+N leasejob told to stop by
-signal N (whatever the child then did), or the child killed by signal N; 64 usage; 69 database unreachable, refusing the statement (read-only standby, cancelled,
+signal N (whatever the child then did), or the child killed by signal N; 64 usage; 69 database
+unreachable, refusing the statement (read-only standby, cancelled,
 rolled back on every try) or schema not migrated; 70 internal; 75 lease lost, acquired too
 late to start safely, busy (--on-busy fail, wait timeout), or the occurrence not yet due by
 the database clock; 124 --max-runtime exceeded; 126 the command is not executable, 127 not
@@ -291,7 +298,8 @@ function defineCheck(program: Command): void {
     program
       .command('check')
       .description(
-        'monitoring-plugin exit codes: 0 OK, 1 WARNING (a window failed, a run outside --expect-duration), 2 CRITICAL (a due occurrence not completed, an owner stuck), 3 UNKNOWN (no answer: bad flags, database unreachable)',
+        'monitoring-plugin exit codes: 0 OK, 1 WARNING (a window failed, a run outside --expect-duration), ' +
+          '2 CRITICAL (a due occurrence not completed, an owner stuck), 3 UNKNOWN (no answer: bad flags, database unreachable)',
       )
       .option('--name <job>', 'only this job')
       .option('--all', 'every registered job (the default)')
@@ -326,7 +334,8 @@ function defineRelease(program: Command): void {
         .option('--name <job>', 'job name (required)')
         .option(
           '--force',
-          'release a holder that still renews: its child is stopped at its next renewal, its outcome is not recorded (the runner exits 75) and the window is redone by the next run',
+          'release a holder that still renews: its child is stopped at its next renewal, its outcome is ' +
+            'not recorded (the runner exits 75) and the window is redone by the next run',
         ),
     ),
   )
@@ -346,7 +355,8 @@ function definePause(program: Command): void {
         .option('--reason <text>', 'why, shown by status, check --json and the exporter')
         .option(
           '--until <iso|duration>',
-          'end the pause by itself then, on the database clock: an ISO-8601 instant with offset, or a duration (2h, 1d); default: until resumed',
+          'end the pause by itself then, on the database clock: an ISO-8601 instant with offset, or a ' +
+            'duration (2h, 1d); default: until resumed',
         ),
     ),
   )
@@ -398,7 +408,8 @@ function definePrune(program: Command): void {
     program
       .command('prune')
       .description(
-        "retention: delete events and finished windows older than --older-than, in small batches (never leases, the registry, open windows or a job's latest completion)",
+        'retention: delete events and finished windows older than --older-than, in small batches (never ' +
+          "leases, the registry, open windows or a job's latest completion)",
       )
       .option(
         '--older-than <duration>',
@@ -582,7 +593,8 @@ function requireDashDash(command: string[], cmd: Command): void {
   if (after.length === command.length && after.every((a, i) => a === command[i])) return;
   const before = dashes === -1 ? command : command.slice(0, command.length - after.length);
   throw new UsageError(
-    `Expected the command after \`--\` (leasejob run --name <job> [options] -- <command> [args...]), got \`${before.join(' ')}\` before it: ` +
+    `Expected the command after \`--\` (leasejob run --name <job> [options] -- <command> ` +
+      `[args...]), got \`${before.join(' ')}\` before it: ` +
       "without `--` the command's own options would be read as leasejob's.",
   );
 }

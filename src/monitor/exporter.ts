@@ -29,7 +29,8 @@ function metrics(registry: Registry) {
     ),
     failed: rg(
       'leasejob_failed_occurrences',
-      'occurrences whose run failed (failed, lost, abandoned) and that no later run redid: due ones within the lookback, and those still within their grace',
+      'occurrences whose run failed (failed, lost, abandoned) and that no later run redid: due ones ' +
+        'within the lookback, and those still within their grace',
     ),
     lastCompleted: rg(
       'leasejob_last_completed_window_timestamp_seconds',
@@ -67,7 +68,8 @@ function metrics(registry: Registry) {
     ),
     durationUnexpected: rg(
       'leasejob_duration_outside_expected',
-      "1 when the run now past --expect-duration's maximum, or else the latest completed one, is outside the bounds; only for jobs with --expect-duration",
+      "1 when the run now past --expect-duration's maximum, or else the latest completed one, is " +
+        'outside the bounds; only for jobs with --expect-duration',
     ),
     expectMin: rg('leasejob_expected_duration_min_seconds', "--expect-duration's minimum; absent without one"),
     expectMax: rg('leasejob_expected_duration_max_seconds', "--expect-duration's maximum; absent without one"),
@@ -101,7 +103,8 @@ function metrics(registry: Registry) {
     // What a failover can lose (replication.ts); absent when the server hides it.
     replicationMode: rg(
       'leasejob_replication_mode',
-      '1 for the replication setup leasejob sees: mode is synchronous, asynchronous (a failover can lose commits), single (no standby seen), standby (runs refused), embedded or unknown',
+      '1 for the replication setup leasejob sees: mode is synchronous, asynchronous (a failover can ' +
+        'lose commits), single (no standby seen), standby (runs refused), embedded or unknown',
     ),
     replicationStandbys: rg('leasejob_replication_standbys', 'streaming standbys of the server leasejob uses'),
     replicationSync: rg(
