@@ -184,6 +184,11 @@ export async function checkOperators(pool, jobs) {
   const { rows: pruned } = await pool.query(`SELECT ord, job, window_key FROM chaos_pruned WHERE job = ANY($1)`, [
     jobs,
   ]);
+  return { violations: judgeOperators(events, pruned), events: events.length, pruned: pruned.length };
+}
+
+/** The rules of checkOperators on the rows it read: events in (job, seq) order, deletions; `ord` orders both. */
+export function judgeOperators(events, pruned) {
   const violations = { 'completes-once': [], 'one-owner-per-token': [], 'pause-holds': [], 'pruned-never-runs': [] };
   const completed = new Map();
   const owners = new Map();
@@ -218,5 +223,5 @@ export async function checkOperators(pool, jobs) {
     if (e.kind === 'window-claimed' && at !== undefined && Number(e.ord) > at && e.detail?.rerun !== true)
       violations['pruned-never-runs'].push(`${e.job} ${e.window_key}: claimed (seq ${e.seq}) after prune deleted it`);
   }
-  return { violations, events: events.length, pruned: pruned.length };
+  return violations;
 }
