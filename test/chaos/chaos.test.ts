@@ -7,8 +7,17 @@ import { ROOT } from '../helpers/wait.js';
 
 const SEED = process.env.LEASEJOB_CHAOS_SEED ?? String(1 + Math.floor(Math.random() * 2 ** 31));
 // Kinds that need a tool the machine may lack; the report then says SKIPPED with the reason.
-// failover: opt-in (--failover, Debian postgresql-15), not in the bounded round.
-const NEEDS_A_TOOL = new Set(['clock-skew-ahead', 'clock-skew-behind', 'clock-jump-back', 'pgbouncer', 'failover']);
+// failover, failover-sequence, restore-in-place: opt-in (--failover, --restore-in-place: Debian
+// postgresql-15), not in the bounded round.
+const NEEDS_A_TOOL = new Set([
+  'clock-skew-ahead',
+  'clock-skew-behind',
+  'clock-jump-back',
+  'pgbouncer',
+  'failover',
+  'failover-sequence',
+  'restore-in-place',
+]);
 // The round takes about 1.5-2 minutes on 2 cores; its own budget is 4 minutes.
 const LIMIT_MS = 290_000;
 

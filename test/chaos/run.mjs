@@ -3,7 +3,7 @@
 // injected at seeded random times, invariants checked after every round, figures reported.
 //
 //   npm run chaos -- --rounds N --seed S [--duration-s D] [--bounded] [--jobs J] [--keep] [--json FILE] [--sabotage no-fence]
-//                    [--isolation LEVEL] [--failover]
+//                    [--isolation LEVEL] [--failover | --restore-in-place]
 //
 // Plain Node (no TypeScript, no vitest) against the built CLI (`npm run build` first; the
 // `chaos` script does it). It starts its own PostgreSQL so that it can restart it. The seed
@@ -29,7 +29,7 @@ import { parseArgs } from 'node:util';
 import { procStat } from '../helpers/proc.mjs';
 import { checkRound, loadRound } from './lib/checks.mjs';
 import { BIN, startCluster, startHosts } from './lib/cluster.mjs';
-import { FAULT_KINDS, Injector, planFaults } from './lib/faults.mjs';
+import { FAULT_KINDS, Injector, LOSSY_KINDS, planFaults } from './lib/faults.mjs';
 import { Fleet, windowOf } from './lib/fleet.mjs';
 import { checkOperators, installOperatorWatch, Operators } from './lib/operators.mjs';
 import { stream } from './lib/prng.mjs';
@@ -53,8 +53,15 @@ const { values: args } = parseArgs({
     // A real failover fault: the database is Debian postgresql-15 with a streaming standby
     // behind one moving address (opt-in: it needs postgresql-15, and each failover a base backup).
     failover: { type: 'boolean', default: false },
+    // A physical backup started in place of the crashed server (history lost with no new
+    // timeline): a lone Debian postgresql-15 server (opt-in, as --failover).
+    'restore-in-place': { type: 'boolean', default: false },
   },
 });
+if (args.failover && args['restore-in-place']) {
+  process.stderr.write('chaos: --failover and --restore-in-place need different servers: choose one\n');
+  process.exit(2);
+}
 if (args.sabotage !== undefined && args.sabotage !== 'no-fence') {
   process.stderr.write('chaos: --sabotage takes `no-fence`\n');
   process.exit(2);
@@ -78,7 +85,7 @@ const SETTLE_ATTEMPTS = 3;
 
 if (!Number.isInteger(ROUNDS) || ROUNDS < 1 || !(DURATION_S >= 20) || !Number.isInteger(JOBS) || JOBS < 1) {
   process.stderr.write(
-    'usage: node test/chaos/run.mjs --rounds N --seed S [--duration-s D>=20] [--bounded] [--jobs J] [--keep] [--json FILE] [--isolation LEVEL]\n',
+    'usage: node test/chaos/run.mjs --rounds N --seed S [--duration-s D>=20] [--bounded] [--jobs J] [--keep] [--json FILE] [--isolation LEVEL] [--failover | --restore-in-place]\n',
   );
   process.exit(2);
 }
@@ -128,20 +135,26 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 async function main() {
   const started = Date.now();
   say(
-    `seed ${SEED} (reproduce: npm run chaos -- --rounds ${ROUNDS} --seed ${SEED}${args['duration-s'] ? ` --duration-s ${DURATION_S}` : ''}${args.bounded ? ' --bounded' : ''}${args.isolation ? ` --isolation '${args.isolation}'` : ''}${args.failover ? ' --failover' : ''})`,
+    `seed ${SEED} (reproduce: npm run chaos -- --rounds ${ROUNDS} --seed ${SEED}${args['duration-s'] ? ` --duration-s ${DURATION_S}` : ''}${args.bounded ? ' --bounded' : ''}${args.isolation ? ` --isolation '${args.isolation}'` : ''}${args.failover ? ' --failover' : ''}${args['restore-in-place'] ? ' --restore-in-place' : ''})`,
   );
   const workDir = mkdtempSync(path.join(tmpdir(), 'leasejob-chaos-'));
   chmodSync(workDir, 0o755);
   const notes = [];
-  if (args.failover) {
+  if (args.failover || args['restore-in-place']) {
     const { replicationMissing } = await import('../helpers/replication.mjs');
     const why = replicationMissing();
     if (why) {
-      process.stderr.write(`chaos: --failover needs PostgreSQL streaming replication: ${why}\n`);
+      const flag = args.failover ? '--failover' : '--restore-in-place';
+      process.stderr.write(`chaos: ${flag} needs Debian's PostgreSQL 15 (pg_basebackup): ${why}\n`);
       process.exit(2);
     }
   }
-  const cluster = await startCluster({ schema: 'leasejob', isolation: args.isolation, failover: args.failover });
+  const cluster = await startCluster({
+    schema: 'leasejob',
+    isolation: args.isolation,
+    failover: args.failover,
+    restoreInPlace: args['restore-in-place'],
+  });
   await installOperatorWatch(cluster.pool, 'leasejob');
   live.stops.push(() => cluster.stop());
   let hostsCtl;
@@ -163,6 +176,7 @@ async function main() {
       if (k.needs === 'clock' && !hostsCtl.hosts.some((h) => h.clockFile)) skippedKinds[k.kind] = 'libfaketime absent';
       else if (k.needs === 'bouncer' && !hostsCtl.byName('bouncer')) skippedKinds[k.kind] = 'pgbouncer absent';
       else if (k.needs === 'failover' && !args.failover) skippedKinds[k.kind] = 'opt-in: --failover';
+      else if (k.needs === 'restore' && !args['restore-in-place']) skippedKinds[k.kind] = 'opt-in: --restore-in-place';
       else available.add(k.kind);
     }
     for (let round = 1; round <= ROUNDS; round += 1) {
@@ -276,6 +290,7 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
       });
       return [blocker, ...runs];
     },
+    sequenceStep: (limitMs) => ops.sequenceStep(cluster.pool, limitMs),
     launchVia: (hostName) => {
       const job = rng.pick(jobs);
       return launchFor(job, hostsCtl.byName(hostName), 'wait');
@@ -292,7 +307,9 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
       say(
         `round ${round}: fault ${f.kind}${f.mode ? ` (${f.mode})` : ''}${f.holdMs ? ` for ${f.holdMs} ms` : ''}${f.skewS ? ` ${f.skewS} s` : ''}`,
       );
-      injector.fire(f);
+      injector.fire(f).then((rec) => {
+        if (LOSSY_KINDS.has(rec.kind) && rec.injected) say(`round ${round}: ${rec.kind} done: ${lossLine(rec)}`);
+      });
     }, f.at),
   );
 
@@ -326,6 +343,13 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
   hostsCtl.resetClocks();
   await ops.stop();
   live.operators.delete(ops);
+  for (const f of injector.done.filter((x) => x.aimed)) {
+    const seq = ops.actions.find((a) => a.startedAt <= f.aimed.completedAt && a.endedAt >= f.aimed.completedAt);
+    const last = seq?.output.trim().split('\n').at(-1)?.slice(0, 300) ?? '';
+    say(
+      `round ${round}: the aimed sequence (${seq?.kind ?? '?'} ${seq?.job ?? ''}) exited ${seq?.code ?? '?'}: ${last}`,
+    );
+  }
 
   // Drain: no new runners; everything alive ends by itself (waiters time out after 20 s).
   say(`round ${round}: faults over; draining ${fleet.live().length} runners`);
@@ -418,6 +442,18 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
       checkS: Math.round((checkEnd - settleEnd) / 1000),
     },
   };
+}
+
+/** What a lossy fault did, for the progress log: its times from `at` (history lost from there). */
+function lossLine(rec) {
+  const t = (x) => (x === undefined ? '-' : `+${x - rec.at} ms`);
+  const aim = rec.aimed
+    ? `; aimed at ${rec.aimed.job} ${rec.aimed.window} (${rec.aimed.action}), stalled ${rec.at - rec.aimed.completedAt} ms after its completion was seen`
+    : rec.note
+      ? `; ${rec.note}`
+      : '';
+  const lost = rec.lostEvents === undefined ? '' : `, at least ${rec.lostEvents} events lost`;
+  return `history lost from ${new Date(rec.at).toISOString().slice(11, 23)}, backed up ${t(rec.backedUpAt)}, down ${t(rec.downAt)}, up ${t(rec.upAt)}${lost}${aim}`;
 }
 
 /** Where a hung process is stuck, from /proc: each thread's state and kernel wait channel. */

@@ -88,7 +88,9 @@ export async function startPgbouncer({
   const dir = mkdtempSync(path.join(tmpdir(), 'leasejob-pgbouncer-'));
   const port = await freePort();
   const ini = path.join(dir, 'pgbouncer.ini');
-  const login = serverCredentials ? ` user=${user} password=${password}` : '';
+  // A server with trust authentication has no password: `password=` with nothing after it is a
+  // syntax error to PgBouncer.
+  const login = serverCredentials ? ` user=${user}${password ? ` password=${password}` : ''}` : '';
   writeFileSync(path.join(dir, 'userlist.txt'), `${quote(user)} ${quote(password)}\n`, { mode: 0o600 });
   writeFileSync(
     ini,

@@ -129,6 +129,11 @@ export async function startLocalServer(opts = {}) {
       data = dir;
       await start();
     },
+    /** A crash restart in place (`immediate`), or a clean one (`fast`): embedded-pg's restart(). */
+    restart: async (mode = 'immediate') => {
+      await run('pg_ctl', ['-D', data, '-m', mode === 'fast' ? 'fast' : 'immediate', '-w', 'stop'], user, parent);
+      await start();
+    },
     stop: async () => {
       await crash().catch(() => {});
       rmSync(parent, { recursive: true, force: true });

@@ -5,6 +5,7 @@
 // Clocks: the harness stamps its observations with its own wall clock, which is the database
 // clock (same kernel, no faketime in the harness; the offset is measured at start and applied).
 
+import { LOSSY_KINDS } from './faults.mjs';
 import { TTL_MS } from './fleet.mjs';
 
 // Resolution of an end time: /proc is polled every 50 ms, log lines and stamps arrive through
@@ -144,7 +145,13 @@ export function checkRound({
   // by the fence (no unit of it committed out of turn, above and below) and by its child ending
   // within a TTL of the promotion when its generation was lost, not by the rules that assume
   // the database kept every commit it acknowledged.
-  const failovers = faults.filter((f) => f.kind === 'failover' && f.injected);
+  // A backup restored in place (--restore-in-place) loses the same things, everything committed
+  // after the backup (`at` is when it began), and is judged the same way. Every table the
+  // checks read (events and their copies, windows, chaos_units, child ends) is in the restored
+  // database, so what it forgot is forgotten consistently: a window whose completion was lost
+  // and that ran again completes once in what survives, and the database-side rules (fencing,
+  // exactly-once, completes-once, ...) judge the surviving history as they judge any other.
+  const failovers = faults.filter((f) => LOSSY_KINDS.has(f.kind) && f.injected);
   const acrossFailover = (r) =>
     failovers.find((f) => r.startedAt <= (f.upAt ?? f.at) && (r.exitedAt ?? Infinity) >= f.at);
   const lostGeneration = (r) => failovers.length > 0 && r.generation !== undefined && !J(r.job).acq.has(r.generation);
@@ -323,8 +330,8 @@ export function checkRound({
   // A server start (pg-restart, failover) raises the token floor to the database clock (021):
   // the first acquisition after one may jump ahead instead of counting on by one.
   const starts = faults
-    .filter((f) => (f.kind === 'pg-restart' || f.kind === 'failover') && f.injected)
-    .map((f) => db(f.at));
+    .filter((f) => (f.kind === 'pg-restart' || LOSSY_KINDS.has(f.kind)) && f.injected)
+    .map((f) => db(LOSSY_KINDS.has(f.kind) ? f.upAt : f.at));
   const startedBetween = (a, b) => a !== undefined && starts.some((t) => t > a - 2_000 && t < b + 2_000);
   for (const job of jobs) {
     const j = J(job);
@@ -442,7 +449,7 @@ export function checkRound({
       if (lostGeneration(r) && !paused && E > limit)
         violate(
           'child-lifetime',
-          `${who}: its acquisition was lost in the failover (promoted ${iso(db(failover.upAt))}), yet its child ended ${E - db(failover.upAt)} ms later (limit TTL + ${RESUME_SLACK_MS} ms)`,
+          `${who}: its acquisition was lost in the ${failover.kind} (server up again ${iso(db(failover.upAt))}), yet its child ended ${E - db(failover.upAt)} ms later (limit TTL + ${RESUME_SLACK_MS} ms)`,
         );
     } else if (paused) {
       const limit = db(paused.resumedAt ?? paused.at) + RESUME_SLACK_MS;
@@ -500,7 +507,7 @@ export function checkRound({
   // --- exit codes ----------------------------------------------------------------------------
   const outages = (r) => {
     const spans = faults
-      .filter((f) => (f.kind === 'pg-restart' || f.kind === 'failover') && f.injected)
+      .filter((f) => (f.kind === 'pg-restart' || LOSSY_KINDS.has(f.kind)) && f.injected)
       .map((f) => [f.at, f.readyAt ?? f.upAt]);
     for (const f of faults)
       if (f.kind === 'partition' && f.injected && f.host === r.host) spans.push([f.at, f.healedAt]);

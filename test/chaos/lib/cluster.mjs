@@ -9,7 +9,7 @@ import { startEmbeddedPostgres } from '../../helpers/embedded-pg.mjs';
 import { faketimeEnv, faketimeLibrary } from '../../helpers/faketime.mjs';
 import { pgbouncerBinary, startPgbouncer } from '../../helpers/pgbouncer.mjs';
 import { startProxy } from '../../helpers/proxy.mjs';
-import { startFailoverCluster } from '../../helpers/replication.mjs';
+import { startFailoverCluster, startLocalServer } from '../../helpers/replication.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../..');
 export const BIN = path.join(ROOT, 'bin', 'leasejob.js');
@@ -37,12 +37,16 @@ async function cli(args) {
  * - `isolation` (run.mjs --isolation): the database's default_transaction_isolation, set before
  *   migrating, so that every connection to it uses it (runners, children, PgBouncer, checks).
  */
-export async function startCluster({ schema, isolation, failover = false }) {
+export async function startCluster({ schema, isolation, failover = false, restoreInPlace = false }) {
   // --failover: Debian postgresql-15 streaming replication behind one moving address, so that
   // the `failover` fault can promote the standby (test/helpers/replication.mjs).
+  // --restore-in-place: a lone Debian postgresql-15 server that can take a physical backup and
+  // start it in its own place (same port, system identifier and timeline).
   const server = failover
     ? await startFailoverCluster({ conf: ['track_commit_timestamp = on'] })
-    : await startEmbeddedPostgres({ postgresFlags: ['-c', 'track_commit_timestamp=on'] });
+    : restoreInPlace
+      ? await startLocalServer({ conf: ['track_commit_timestamp = on', 'max_connections = 300'] })
+      : await startEmbeddedPostgres({ postgresFlags: ['-c', 'track_commit_timestamp=on'] });
   try {
     return await prepare(server, schema, isolation);
   } catch (err) {
@@ -101,11 +105,37 @@ async function prepare(server, schema, isolation = 'read committed') {
     clockOffsetMs,
     restart: (mode) => server.restart(mode),
     failover: server.failover ? (o) => server.failover(o) : undefined,
+    restoreInPlace: server.backup ? (o) => restoreInPlace(server, pool, schema, o) : undefined,
     stop: async () => {
       await pool.end().catch(() => {});
       await server.stop();
     },
   };
+}
+
+/**
+ * History lost in place: a physical backup (pg_basebackup) taken while the clients work, `holdMs`
+ * more of their work, then the server crashed and the backup started in its place, behind the
+ * same address. Everything committed after the backup is gone, and nothing tells the clients:
+ * same system identifier, same timeline. Times are the harness's (the database's) clock.
+ */
+async function restoreInPlace(server, pool, schema, { holdMs }) {
+  // Events committed between the end of the backup and the crash: at least that much is lost.
+  const events = () =>
+    pool.query(`SELECT count(*)::int AS n FROM "${schema}".events`).then(
+      (r) => r.rows[0].n,
+      () => undefined,
+    );
+  const backupAt = Date.now();
+  const dir = await server.backup();
+  const backedUpAt = Date.now();
+  const before = await events();
+  await new Promise((r) => setTimeout(r, holdMs));
+  const atCrash = await events();
+  const downAt = Date.now();
+  await server.startFrom(dir);
+  const lostEvents = before === undefined || atCrash === undefined ? undefined : atCrash - before;
+  return { backupAt, backedUpAt, downAt, upAt: Date.now(), lostEvents };
 }
 
 /**

@@ -21,11 +21,26 @@ export const FAULT_KINDS = [
     what: 'WAL shipping to the asynchronous standby stalled, the primary killed, the standby promoted and the address moved to it (--failover)',
     needs: 'failover',
   },
+  {
+    kind: 'failover-sequence',
+    what: 'the same failover, aimed between two windows of an operator sequence (backfill, run --catch-up): fired as one window completes (--failover)',
+    needs: 'failover',
+  },
+  {
+    kind: 'restore-in-place',
+    what: 'a base backup taken, the runners working on 1-4 s, the server crashed and the backup started in its place: same address, system identifier and timeline (--restore-in-place)',
+    needs: 'restore',
+  },
 ];
+
+/** Faults that lose acknowledged history: what was committed from `at` to the crash is gone. */
+export const LOSSY_KINDS = new Set(['failover', 'failover-sequence', 'restore-in-place']);
 
 const CROWD = 50;
 // How long an injector looks for a victim (a holder with its child at work) before giving up.
 const VICTIM_SEARCH_MS = 12_000;
+// How long the aimed failover waits for an operator sequence to complete one of its windows.
+const SEQUENCE_SEARCH_MS = 30_000;
 
 /**
  * The round's faults: each available kind once (so a bounded round covers them all), then
@@ -33,8 +48,8 @@ const VICTIM_SEARCH_MS = 12_000;
  */
 export function planFaults({ rng, durationMs, available }) {
   const kinds = FAULT_KINDS.filter((k) => available.has(k.kind)).map((k) => k.kind);
-  // One failover per round: each costs a new standby (a base backup) before the next.
-  const extraKinds = kinds.filter((k) => k !== 'contenders-50' && k !== 'pgbouncer' && k !== 'failover');
+  // One of each lossy fault per round: each costs a base backup (a new standby, or the one restored).
+  const extraKinds = kinds.filter((k) => k !== 'contenders-50' && k !== 'pgbouncer' && !LOSSY_KINDS.has(k));
   const total = Math.max(kinds.length, Math.floor(durationMs / 5_000));
   const order = rng.shuffle(kinds);
   while (order.length < total) order.push(rng.pick(extraKinds));
@@ -45,14 +60,22 @@ export function planFaults({ rng, durationMs, available }) {
   return order.map((kind, i) => ({
     kind,
     at: Math.round(start + i * slot + rng.float() * slot * 0.7),
-    holdMs: kind === 'pause' ? TTL_MS + rng.int(700, 2_500) : kind === 'partition' ? rng.int(1_000, 6_000) : undefined,
+    holdMs:
+      kind === 'pause'
+        ? TTL_MS + rng.int(700, 2_500)
+        : kind === 'partition'
+          ? rng.int(1_000, 6_000)
+          : kind === 'restore-in-place'
+            ? rng.int(1_000, 4_000)
+            : undefined,
     mode:
       kind === 'partition'
         ? rng.pick(['reset', 'blackhole'])
         : kind === 'pause'
           ? rng.pick(['together', 'child-first'])
           : undefined,
-    stallMs: kind === 'failover' ? rng.int(500, 2_000) : undefined,
+    // Aimed: a short stall, so that the sequence's next claim meets the promoted standby.
+    stallMs: kind === 'failover' ? rng.int(500, 2_000) : kind === 'failover-sequence' ? rng.int(100, 600) : undefined,
     skewS:
       kind === 'clock-skew-ahead'
         ? rng.int(60, 600)
@@ -76,8 +99,8 @@ function signal(target, sig) {
 }
 
 export class Injector {
-  constructor({ rng, fleet, hostsCtl, cluster, launchCrowd, launchVia }) {
-    Object.assign(this, { rng, fleet, hostsCtl, cluster, launchCrowd, launchVia });
+  constructor({ rng, fleet, hostsCtl, cluster, launchCrowd, launchVia, sequenceStep }) {
+    Object.assign(this, { rng, fleet, hostsCtl, cluster, launchCrowd, launchVia, sequenceStep });
     this.done = [];
     this.inFlight = new Set();
     // A database restart and a 50-runner burst are kept apart: the burst's one-winner check
@@ -91,6 +114,7 @@ export class Injector {
       .then((rec) => {
         this.done.push(rec);
         this.inFlight.delete(p);
+        return rec;
       });
     this.inFlight.add(p);
     return p;
@@ -190,6 +214,43 @@ export class Injector {
           const v = await this.findVictim(undefined, 1);
           const t = await this.cluster.failover({ stallMs: plan.stallMs });
           return { ...rec, at: t.stalledAt, downAt: t.downAt, upAt: t.upAt, readyAt: t.readyAt, holder: v?.id };
+        } finally {
+          release();
+        }
+      }
+      case 'failover-sequence': {
+        // Between two windows of a sequence: its next claim_window (or finish) carries a token
+        // from before the failover. Without a window completing in time, a plain failover.
+        const release = await this.lock();
+        try {
+          const step = await this.sequenceStep(SEQUENCE_SEARCH_MS);
+          const t = await this.cluster.failover({ stallMs: plan.stallMs });
+          return {
+            ...rec,
+            at: t.stalledAt,
+            downAt: t.downAt,
+            upAt: t.upAt,
+            readyAt: t.readyAt,
+            aimed: step,
+            note: step ? undefined : `no sequence window completed within ${SEQUENCE_SEARCH_MS} ms: not aimed`,
+          };
+        } finally {
+          release();
+        }
+      }
+      case 'restore-in-place': {
+        // Kept apart from restarts and the burst, as a failover is.
+        const release = await this.lock();
+        try {
+          const t = await this.cluster.restoreInPlace({ holdMs: plan.holdMs });
+          return {
+            ...rec,
+            at: t.backupAt,
+            backedUpAt: t.backedUpAt,
+            downAt: t.downAt,
+            upAt: t.upAt,
+            lostEvents: t.lostEvents,
+          };
         } finally {
           release();
         }

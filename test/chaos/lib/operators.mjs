@@ -117,7 +117,59 @@ export class Operators {
     return r?.rows[0]?.version;
   }
 
+  /** A backfill of 10-30 minutes: a sequence of windows under one lease (the aimed failover's target). */
+  sequence(job) {
+    const from = this.tick();
+    const to = Math.min(from + this.rng.int(10, 30) * MINUTE, this.tick(0));
+    const args = [
+      'backfill',
+      ...this.db(),
+      '--name',
+      job.name,
+      ...this.naming(job),
+      '--from',
+      iso(from),
+      '--to',
+      iso(to),
+    ];
+    return { kind: 'backfill', job, args: [...args, ...this.child()] };
+  }
+
+  /**
+   * For the aimed failover: the moment a sequence (backfill, run --catch-up) under way has just
+   * completed one of its windows, so its next claim is still to come; asks for a backfill next
+   * when none is under way. Resolves { job, window, action, completedAt } or undefined after
+   * `limitMs`. Operators act one at a time on jobs of their own, so a completion on the job of
+   * the sequence under way, ordered after it started, is that sequence's.
+   */
+  async sequenceStep(pool, limitMs) {
+    const until = Date.now() + limitMs;
+    let seen;
+    while (Date.now() < until && !this.stopped) {
+      const cur = this.current;
+      if (!cur || (cur.kind !== 'backfill' && cur.kind !== 'catch-up')) {
+        this.wantSequence = true;
+        seen = undefined;
+      } else {
+        const { rows } = await pool
+          .query(
+            `SELECT max(ord)::text AS ord, (array_agg(window_key ORDER BY ord DESC))[1] AS window_key
+               FROM chaos_events WHERE job = $1 AND kind = 'window-completed'`,
+            [cur.job.name],
+          )
+          .catch(() => ({ rows: [] }));
+        const ord = rows[0]?.ord ?? '0';
+        if (seen && seen.action === cur && BigInt(ord) > BigInt(seen.ord) && this.current === cur)
+          return { job: cur.job.name, window: rows[0].window_key, action: cur.kind, completedAt: Date.now() };
+        if (!seen || seen.action !== cur) seen = { action: cur, ord };
+      }
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    return undefined;
+  }
+
   exec(action) {
+    this.current = action;
     return new Promise((resolve) => {
       const startedAt = Date.now();
       const env = Object.fromEntries(
@@ -130,6 +182,7 @@ export class Operators {
       p.stderr.on('data', (d) => (output = (output + d).slice(-2000)));
       p.on('exit', (code, signal) => {
         this.children.delete(p);
+        if (this.current === action) this.current = undefined;
         resolve({
           kind: action.kind,
           job: action.job.name,
@@ -151,7 +204,12 @@ export class Operators {
       for (const job of this.jobs) this.actions.push(await this.exec(this.runAction(job, this.tick(5))));
       while (!this.stopped) {
         const job = this.rng.pick(this.jobs);
-        this.actions.push(await this.exec(this.draw(job, await this.version(pool, job.name))));
+        const wanted = this.wantSequence;
+        this.wantSequence = false;
+        // A paused job runs no sequence: resumed first (another operator's resume, as it were).
+        if (wanted) this.actions.push(await this.exec(this.resumeAction(this.plain)));
+        const action = wanted ? this.sequence(this.plain) : this.draw(job, await this.version(pool, job.name));
+        this.actions.push(await this.exec(action));
         await new Promise((r) => setTimeout(r, this.rng.int(400, 2_000)));
       }
     })();
@@ -161,8 +219,11 @@ export class Operators {
   async stop() {
     this.stopped = true;
     await this.loop;
-    for (const job of this.jobs)
-      this.actions.push(await this.exec({ kind: 'resume', job, args: ['resume', ...this.db(), '--name', job.name] }));
+    for (const job of this.jobs) this.actions.push(await this.exec(this.resumeAction(job)));
+  }
+
+  resumeAction(job) {
+    return { kind: 'resume', job, args: ['resume', ...this.db(), '--name', job.name] };
   }
 
   kill() {
