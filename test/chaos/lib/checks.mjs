@@ -309,6 +309,21 @@ export function checkRound({
         `${u.job} ${u.window_key} unit ${u.unit}: committed by generation ${u.generation} with no effect attempt logged under that token (effects log incomplete)`,
       );
   }
+  // Work the database forgot (a failover, a restore in place): tokens whose children attempted
+  // effects but that the surviving history never acquired, the windows they worked on, and how
+  // many of those were completed (again) in the end.
+  const lostTokens = new Set();
+  const lostWindows = new Set();
+  for (const e of effects)
+    if (e.kind === 'effect' && !J(e.job).acq.has(e.token)) {
+      lostTokens.add(k2(e.job, e.token));
+      lostWindows.add(k2(e.job, e.window));
+    }
+  figures.lostHistory = {
+    generations: lostTokens.size,
+    windows: lostWindows.size,
+    completedAgain: [...lostWindows].filter((w) => windowRows.get(w)?.completed_at).length,
+  };
   figures.effects = {
     attempts,
     items: items.size,

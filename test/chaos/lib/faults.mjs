@@ -206,55 +206,28 @@ export class Injector {
           release();
         }
       }
-      case 'failover': {
+      case 'failover':
+      case 'failover-sequence':
         // Kept apart from restarts and the burst, as a restart is. Runners work on while WAL
-        // shipping is stalled: what they commit then is lost with the primary.
-        const release = await this.lock();
-        try {
-          const v = await this.findVictim(undefined, 1);
+        // shipping is stalled: what they commit then is lost with the primary. Aimed: between
+        // two windows of a sequence, so that its next claim_window (or finish) carries a token
+        // from before the failover; without a window completing in time, a plain failover.
+        return this.alone(async () => {
+          const aimed = plan.kind === 'failover-sequence';
+          const step = aimed ? await this.sequenceStep(SEQUENCE_SEARCH_MS) : undefined;
+          const v = aimed ? undefined : await this.findVictim(undefined, 1);
           const t = await this.cluster.failover({ stallMs: plan.stallMs });
-          return { ...rec, at: t.stalledAt, downAt: t.downAt, upAt: t.upAt, readyAt: t.readyAt, holder: v?.id };
-        } finally {
-          release();
-        }
-      }
-      case 'failover-sequence': {
-        // Between two windows of a sequence: its next claim_window (or finish) carries a token
-        // from before the failover. Without a window completing in time, a plain failover.
-        const release = await this.lock();
-        try {
-          const step = await this.sequenceStep(SEQUENCE_SEARCH_MS);
-          const t = await this.cluster.failover({ stallMs: plan.stallMs });
-          return {
-            ...rec,
-            at: t.stalledAt,
-            downAt: t.downAt,
-            upAt: t.upAt,
-            readyAt: t.readyAt,
-            aimed: step,
-            note: step ? undefined : `no sequence window completed within ${SEQUENCE_SEARCH_MS} ms: not aimed`,
-          };
-        } finally {
-          release();
-        }
-      }
-      case 'restore-in-place': {
+          const note =
+            aimed && !step ? `no sequence window completed within ${SEQUENCE_SEARCH_MS} ms: not aimed` : undefined;
+          const times = { at: t.stalledAt, downAt: t.downAt, upAt: t.upAt, readyAt: t.readyAt };
+          return { ...rec, ...times, holder: v?.id, aimed: step, note };
+        });
+      case 'restore-in-place':
         // Kept apart from restarts and the burst, as a failover is.
-        const release = await this.lock();
-        try {
-          const t = await this.cluster.restoreInPlace({ holdMs: plan.holdMs });
-          return {
-            ...rec,
-            at: t.backupAt,
-            backedUpAt: t.backedUpAt,
-            downAt: t.downAt,
-            upAt: t.upAt,
-            lostEvents: t.lostEvents,
-          };
-        } finally {
-          release();
-        }
-      }
+        return this.alone(async () => {
+          const { backupAt, ...t } = await this.cluster.restoreInPlace({ holdMs: plan.holdMs });
+          return { ...rec, at: backupAt, ...t };
+        });
       case 'partition': {
         const proxied = h.hosts.filter((x) => x.proxy);
         const v = await this.findVictim((r) => proxied.some((x) => x.name === r.host));
@@ -315,6 +288,16 @@ export class Injector {
       }
       default:
         throw new Error(`unknown fault ${plan.kind}`);
+    }
+  }
+
+  /** fn() with no database restart, failover or 50-runner burst at the same time. */
+  async alone(fn) {
+    const release = await this.lock();
+    try {
+      return await fn();
+    } finally {
+      release();
     }
   }
 

@@ -92,12 +92,7 @@ export class Operators {
     if (kind === 'run') return this.runAction(job, this.tick());
     if (kind === 'catch-up')
       return this.runAction(this.coarse, this.tick(2), ['--catch-up', '3h', '--catch-up-limit', '4']);
-    if (kind === 'backfill') {
-      const from = this.tick();
-      const to = Math.min(from + r.int(3, 40) * MINUTE, this.tick(0));
-      const args = ['backfill', ...this.db(), ...name, ...this.naming(job), '--from', iso(from), '--to', iso(to)];
-      return { kind, job, args: [...args, ...this.child()] };
-    }
+    if (kind === 'backfill') return this.backfill(job, 3, 40);
     if (kind === 'prune')
       return { kind, job, args: ['prune', ...this.db(), ...name, '--older-than', `${r.int(20, SPAN_MIN)}m`] };
     if (kind === 'pause')
@@ -117,10 +112,10 @@ export class Operators {
     return r?.rows[0]?.version;
   }
 
-  /** A backfill of 10-30 minutes: a sequence of windows under one lease (the aimed failover's target). */
-  sequence(job) {
+  /** A backfill from a tick of the last SPAN_MIN minutes over `lo`-`hi` minutes (no later than the last tick). */
+  backfill(job, lo, hi) {
     const from = this.tick();
-    const to = Math.min(from + this.rng.int(10, 30) * MINUTE, this.tick(0));
+    const to = Math.min(from + this.rng.int(lo, hi) * MINUTE, this.tick(0));
     const args = [
       'backfill',
       ...this.db(),
@@ -208,7 +203,8 @@ export class Operators {
         this.wantSequence = false;
         // A paused job runs no sequence: resumed first (another operator's resume, as it were).
         if (wanted) this.actions.push(await this.exec(this.resumeAction(this.plain)));
-        const action = wanted ? this.sequence(this.plain) : this.draw(job, await this.version(pool, job.name));
+        // A sequence of 10-30 windows under one lease: the aimed failover's target.
+        const action = wanted ? this.backfill(this.plain, 10, 30) : this.draw(job, await this.version(pool, job.name));
         this.actions.push(await this.exec(action));
         await new Promise((r) => setTimeout(r, this.rng.int(400, 2_000)));
       }

@@ -71,6 +71,7 @@ export function summarize({
   const effects = { attempts: 0, items: 0, repeatedItems: 0, itemsUnderSeveralTokens: 0 };
   let runs = 0;
   let crowdClaims = 0;
+  const lostHistory = { generations: 0, windows: 0, completedAgain: 0 };
   const operators = {};
   let windows = 0;
   let units = 0;
@@ -100,6 +101,7 @@ export function summarize({
       o.exits[a.signal ?? String(a.code)] = (o.exits[a.signal ?? String(a.code)] ?? 0) + 1;
     }
     crowdClaims += r.check.figures.crowdClaims ?? 0;
+    for (const [k, v] of Object.entries(r.check.figures.lostHistory ?? {})) lostHistory[k] += v;
     windows += r.windows;
     units += r.units;
   }
@@ -151,6 +153,7 @@ export function summarize({
     events,
     effects,
     crowdClaims,
+    lostHistory,
   };
 }
 
@@ -198,6 +201,11 @@ export function printReport(s, out = process.stdout) {
   w(`  runner SIGKILL -> child gone: ${stats(s.raw.pdeathMs, [50, 'max'])}`);
   w(`  child end before its lease's last possible expiry (positive = before): ${stats(s.raw.marginMs, ['min', 50])}`);
   w(`  claims on 50-contender windows: ${s.crowdClaims} (1 per window unless a winner lost its lease)`);
+  const lh = s.lostHistory;
+  if (lh.generations > 0)
+    w(
+      `  lost history (failover, restore in place): ${lh.generations} generations that ran children forgotten, on ${lh.windows} windows, ${lh.completedAgain} of them completed again`,
+    );
   w(
     `  runs by host (held a lease): ${Object.entries(s.hosts)
       .map(([k, v]) => `${k} ${v.runs} (${v.held})`)
