@@ -11,15 +11,25 @@ import pg from 'pg';
 import { freePort } from './embedded-pg.mjs';
 import { startProxy } from './proxy.mjs';
 
-/** Until `primaryUrl` has a standby streaming from it (a synchronous one is then in sync). */
-async function streaming(primaryUrl, limitMs = 60_000) {
+/**
+ * Until `primaryUrl` has a standby streaming from it (a synchronous one is then in sync); with
+ * `caughtUp`, one that has also flushed all the WAL the primary had written when this began.
+ */
+async function streaming(primaryUrl, limitMs = 60_000, { caughtUp = false } = {}) {
   const until = Date.now() + limitMs;
+  let lsn;
   for (;;) {
     const c = new pg.Client({ connectionString: primaryUrl });
     c.on('error', () => {});
     const n = await c
       .connect()
-      .then(() => c.query("SELECT count(*)::int AS n FROM pg_stat_replication WHERE state = 'streaming'"))
+      .then(async () => {
+        if (caughtUp && lsn === undefined) lsn = (await c.query('SELECT pg_current_wal_lsn()::text AS l')).rows[0].l;
+        return c.query(
+          "SELECT count(*)::int AS n FROM pg_stat_replication WHERE state = 'streaming' AND ($1::pg_lsn IS NULL OR flush_lsn >= $1::pg_lsn)",
+          [lsn ?? null],
+        );
+      })
       .then(
         (r) => r.rows[0].n,
         () => 0,
@@ -343,7 +353,11 @@ export async function startFailoverCluster(opts = {}) {
     },
     /** Returns when the promoted standby takes writes at the address: { stalledAt, downAt, upAt }. */
     async failover({ stallMs = 1_000 } = {}) {
+      // What was committed before stalledAt is on the standby: it is caught up first (after a
+      // restart of the primary its WAL receiver takes up to 5 s to reconnect, and a failover
+      // then would lose more than the stall, before the moment the harness takes as the loss).
       const stalledAt = Date.now();
+      await streaming(primary.url, 60_000, { caughtUp: true });
       standby.walProxy.cut('blackhole');
       await new Promise((r) => setTimeout(r, stallMs));
       const downAt = Date.now();
