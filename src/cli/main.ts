@@ -127,6 +127,18 @@ export function buildProgram(only?: string, argv: string[] = []): Command {
           .option('--max-runtime <duration>', 'stop the child after this long (exit 124; at most 24 days)')
           .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')
           .option(
+            '--max-attempts <n>',
+            'attempts an occurrence may have in all, across triggers and hosts (1-1000; default: no limit); then it is exhausted and later triggers skip it (exit 0) until --rerun or `leasejob mark`',
+          )
+          .option(
+            '--retries <n>',
+            'after a failed try, try again this many times inside this run, under the same lease (0-100; default 0), each an attempt of its own',
+          )
+          .option(
+            '--retry-delay <duration>',
+            'backoff base: retry k waits between half and all of delay*2^(k-1), at most 16 delays (default with --retries: 10s); given, a trigger within the backoff of the last failure skips (exit 0)',
+          )
+          .option(
             '--alert-after <duration>',
             'grace after a scheduled tick before `check` and the exporter call its window overdue (default: half the interval, at most 1h)',
           )

@@ -81,6 +81,7 @@ export async function withRunSession<T>(
             onBusy: config.onBusy,
             waitTimeoutMs: config.waitTimeoutMs,
             maxRuntimeMs: config.maxRuntimeMs,
+            ...config.policy,
             signal: cancel.signal,
             output: () => supervised.tail?.read(),
             ...opts,

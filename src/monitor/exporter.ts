@@ -31,6 +31,10 @@ function metrics(registry: Registry) {
       'leasejob_failed_occurrences',
       'occurrences whose run failed (failed, lost, abandoned) and that no later run redid: due ones within the lookback, and those still within their grace',
     ),
+    exhausted: rg(
+      'leasejob_exhausted_occurrences',
+      'occurrences whose attempt budget (run --max-attempts) is spent and that did not complete: final until run --rerun or leasejob mark (counted in leasejob_failed_occurrences too)',
+    ),
     lastCompleted: rg(
       'leasejob_last_completed_window_timestamp_seconds',
       'when the last window of the job was completed (database clock)',
@@ -78,6 +82,10 @@ function metrics(registry: Registry) {
       'runs that skipped because their window was already completed (late duplicates, a second host)',
     ),
     pausedSkips: rc('leasejob_paused_skips_total', 'runs that skipped because the job was paused (leasejob pause)'),
+    budgetSkips: rc(
+      'leasejob_attempt_skips_total',
+      'runs that skipped their occurrence for its attempts: reason exhausted (run --max-attempts spent) or backoff (within --retry-delay of its last failure)',
+    ),
     lost: rc('leasejob_leases_lost_total', 'leases lost while running (child stopped)'),
     takeovers: rc('leasejob_stale_takeovers_total', 'leases taken over from a stale (crashed or paused) owner'),
     renewFailures: rc('leasejob_renew_failures_total', 'episodes of failed renewals that later recovered'),
@@ -140,7 +148,15 @@ const PER_JOB: Record<
   'paused-skip': 'pausedSkips',
 };
 /** The event kinds a scrape exports; the others (acquired, released, ...) are not read. */
-const EXPORTED_KINDS = [...Object.keys(RUN_KINDS), ...Object.keys(PER_JOB), 'busy-skip', 'done-skip', 'clock-jump'];
+const BUDGET_SKIPS: Record<string, string> = { 'exhausted-skip': 'exhausted', 'backoff-skip': 'backoff' };
+const EXPORTED_KINDS = [
+  ...Object.keys(RUN_KINDS),
+  ...Object.keys(PER_JOB),
+  ...Object.keys(BUDGET_SKIPS),
+  'busy-skip',
+  'done-skip',
+  'clock-jump',
+];
 
 export class Exporter {
   readonly registry = new Registry();
@@ -225,6 +241,7 @@ export class Exporter {
       if (j.due || j.notCompletedCount > 0) m.notCompleted.add(job, j.notCompletedCount);
       // Every job from its registration: LeasejobDueOccurrencesNotCompleted reads it with `unless`.
       m.failed.add(job, j.failedOccurrences);
+      m.exhausted.add(job, j.exhaustedOccurrences);
       if (j.lastCompletedAt) m.lastCompleted.add(job, j.lastCompletedAt.getTime() / 1000);
       m.held.add(job, j.held ? 1 : 0);
       if (j.generation !== null) m.generation.add(job, Number(j.generation));
@@ -260,7 +277,9 @@ export class Exporter {
     for (const r of counts) {
       const outcome = RUN_KINDS[r.kind];
       const family = PER_JOB[r.kind];
+      const skip = BUDGET_SKIPS[r.kind];
       if (outcome) m.runs.addTo(`${r.job}\u0000${outcome}`, labelText({ job: r.job, outcome }), r.n);
+      else if (skip) m.budgetSkips.addTo(`${r.job}\u0000${skip}`, labelText({ job: r.job, reason: skip }), r.n);
       else if (family) m[family].addTo(r.job, labelText({ job: r.job }), r.n);
       else if (r.kind === 'busy-skip') m.skips.add(labelText({ job: r.job, host: r.host }), r.n);
       else if (r.kind === 'done-skip') m.doneSkips.add(labelText({ job: r.job, host: r.host }), r.n);
