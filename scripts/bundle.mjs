@@ -136,6 +136,17 @@ if (missed.length > 0) {
 }
 for (const file of bundled.flatMap((b) => b.outputFiles)) await writeFile(file.path, file.contents);
 
+// The single executable's main script: it loads dist/leasejob-single-file.cjs, an asset there.
+await build({
+  entryPoints: ['dist/startup/single-file-loader.js'],
+  bundle: true,
+  format: 'cjs',
+  platform: 'node',
+  target: 'node24',
+  outfile: 'dist/single-file-loader.cjs',
+  logLevel: 'warning',
+});
+
 await build({
   // Bundled with what it imports of ours (the command names, the reach levels): it loads
   // before the CLI bundle, and Node 20 cannot require tsc's ES modules.

@@ -9,15 +9,16 @@
 // ~/.cache/leasejob/node): it is never installed, so nothing puts a second `node` on PATH.
 // The same checkout builds the same bytes; the build prints the file's sha256.
 //
-// arm64 is built without the code cache (V8 writes that cache only on the machine it runs on);
-// it starts slower, and is untested here.
-import { execFileSync } from 'node:child_process';
+// arm64 is built without the code cache (it is written by running the file); it starts slower,
+// and is untested here.
+import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   chmodSync,
   copyFileSync,
   existsSync,
   mkdirSync,
+  mkdtempSync,
   readFileSync,
   readdirSync,
   rmSync,
@@ -37,11 +38,19 @@ const INTEGRITY = {
 };
 /** Node's SEA fuse: postject flips it so the binary looks for its blob. */
 const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
-/** The blob's builder and the file run with it (see execArgv below). */
-const HASH_SEED = '--hash-seed=20240101';
+/**
+ * What the file starts V8 with, so that the code cache the build writes is the same bytes at
+ * every build: V8 seeds its hash tables at random, and ages bytecode at garbage collections,
+ * whose timing varies (a flag bit of the cache). V8 takes a cache only from a start with the
+ * same flags, so the file runs with them too: a fixed hash seed (a hash-flooding guard that
+ * matters for servers hashing strangers' keys; the exporter reads only a scrape's few
+ * headers), and bytecode kept once compiled (a short-lived CLI flushes none anyway).
+ */
+const V8_FLAGS = ['--hash-seed=20240101', '--no-flush-bytecode'];
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 const BUNDLE = path.join(ROOT, 'dist', 'leasejob-single-file.cjs');
+const LOADER = path.join(ROOT, 'dist', 'single-file-loader.cjs');
 
 const sha = (algorithm, file) => createHash(algorithm).update(readFileSync(file));
 
@@ -80,50 +89,88 @@ function packageFiles() {
   return [...sqlFiles('sql'), ...sqlFiles('sql/sqlite')];
 }
 
-export function buildSingleFile({ arch = 'x64', out } = {}) {
-  if (!(arch in INTEGRITY)) throw new Error(`--arch: x64 or arm64, got ${JSON.stringify(arch)}`);
-  if (!existsSync(BUNDLE)) throw new Error(`${BUNDLE} is missing: run \`npm run build\` first`);
-  const output = path.resolve(out ?? path.join(ROOT, 'dist', 'single-file', `leasejob-linux-${arch}`));
-  const work = path.join(ROOT, 'dist', 'single-file', `work-${arch}`);
-  rmSync(work, { recursive: true, force: true });
-  mkdirSync(work, { recursive: true });
-  const node = pinnedNode(arch);
-  // The blob is made by a Node of the same version; the code cache only by the same binary.
-  const builder = arch === os.arch() ? node : pinnedNode(os.arch());
-  const { version } = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
-  const files = packageFiles();
-  writeFileSync(path.join(work, 'manifest.json'), JSON.stringify({ version, files }));
-  const config = {
-    main: BUNDLE,
-    output: path.join(work, 'leasejob.blob'),
-    disableExperimentalSEAWarning: true,
-    useSnapshot: false,
-    useCodeCache: arch === os.arch(),
-    // V8 seeds its hash tables at random, which makes the code cache differ at every build; a
-    // fixed seed makes it the same. V8 accepts a cache only from a start with the same flags,
-    // so the file starts with the same seed (a hash-flooding guard that matters for servers
-    // hashing strangers' keys; the exporter takes only the few headers of a scrape).
-    execArgv: [HASH_SEED],
-    assets: {
-      'manifest.json': path.join(work, 'manifest.json'),
-      ...Object.fromEntries(files.map((f) => [f, path.join(ROOT, f)])),
-    },
-  };
+/**
+ * What the build's priming start runs, in one process, before V8's code cache is written: a
+ * whole run on the embedded store (a state file in the build's work directory), then a run
+ * against PostgreSQL on a closed port, which stops at exit 69 once the driver has connected as
+ * far as it can. Between them they compile what a run calls on either store.
+ */
+const PRIME_RUNS = (work) => [
+  ['run', '--state-file', path.join(work, 'prime.db'), '--name', 'prime', '--window', 'prime', '--', 'true'],
+  ['run', '--database-url', 'postgres://prime@127.0.0.1:1/prime', '--name', 'prime', '--window', 'prime', '--', 'true'],
+];
+const PRIME_CODES = [0, 69];
+
+/** The blob for `config` (its assets), made by `builder`, injected into a copy of `node` at `file`. */
+async function injectBlob(builder, node, work, config, file) {
   writeFileSync(path.join(work, 'sea-config.json'), JSON.stringify(config, null, 2));
-  execFileSync(builder, [HASH_SEED, '--experimental-sea-config', 'sea-config.json'], {
+  execFileSync(builder, [...V8_FLAGS, '--experimental-sea-config', 'sea-config.json'], {
     cwd: work,
     stdio: ['ignore', 'ignore', 'inherit'],
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, // no NODE_OPTIONS: the blob records none
   });
+  copyFileSync(node, file);
+  chmodSync(file, 0o755);
+  await inject(file, 'NODE_SEA_BLOB', readFileSync(config.output), { sentinelFuse: SEA_FUSE });
+}
+
+/**
+ * Two passes: a file without the bundle's code cache, run once (PRIME_RUNS), which writes the
+ * cache of what it compiled; then the file with that cache as an asset. A file for another
+ * architecture cannot be run here: it has no cache.
+ */
+export async function buildSingleFile({ arch = 'x64', out } = {}) {
+  if (!(arch in INTEGRITY)) throw new Error(`--arch: x64 or arm64, got ${JSON.stringify(arch)}`);
+  for (const f of [BUNDLE, LOADER]) if (!existsSync(f)) throw new Error(`${f} is missing: run \`npm run build\` first`);
+  const output = path.resolve(out ?? path.join(ROOT, 'dist', 'single-file', `leasejob-linux-${arch}`));
+  mkdirSync(path.join(ROOT, 'dist', 'single-file'), { recursive: true });
+  const work = mkdtempSync(path.join(ROOT, 'dist', 'single-file', `work-${arch}-`));
+  const node = pinnedNode(arch);
+  // The blob is made by a Node of the same version.
+  const native = arch === os.arch();
+  const builder = native ? node : pinnedNode(os.arch());
+  const { version } = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
+  const files = packageFiles();
+  writeFileSync(path.join(work, 'manifest.json'), JSON.stringify({ version, files }));
+  const config = {
+    main: LOADER,
+    output: path.join(work, 'leasejob.blob'),
+    disableExperimentalSEAWarning: true,
+    useSnapshot: false,
+    useCodeCache: false, // the loader is a few lines; the bundle's cache is the asset below
+    execArgv: V8_FLAGS,
+    assets: {
+      'leasejob.cjs': BUNDLE,
+      'manifest.json': path.join(work, 'manifest.json'),
+      ...Object.fromEntries(files.map((f) => [f, path.join(ROOT, f)])),
+    },
+  };
   mkdirSync(path.dirname(output), { recursive: true });
-  const partial = `${output}.partial`;
-  copyFileSync(node, partial);
-  chmodSync(partial, 0o755);
-  return inject(partial, 'NODE_SEA_BLOB', readFileSync(config.output), { sentinelFuse: SEA_FUSE }).then(() => {
-    execFileSync('mv', ['-f', partial, output]);
-    rmSync(work, { recursive: true, force: true });
-    return { file: output, sha256: sha('sha256', output).digest('hex') };
-  });
+  const partial = `${output}.${process.pid}.partial`;
+  await injectBlob(builder, node, work, config, partial);
+  if (native) {
+    const cache = path.join(work, 'leasejob.cache');
+    const primed = spawnSync(partial, [], {
+      cwd: work,
+      encoding: 'utf8',
+      env: {
+        PATH: '/usr/bin:/bin',
+        HOME: work,
+        LEASEJOB_LOG_LEVEL: 'fatal',
+        LEASEJOB_SINGLE_FILE_PRIME: cache,
+        LEASEJOB_SINGLE_FILE_PRIME_RUNS: JSON.stringify(PRIME_RUNS(work)),
+      },
+    });
+    if (primed.stdout.trim() !== JSON.stringify(PRIME_CODES) || !existsSync(cache))
+      throw new Error(
+        `the priming start answered ${primed.stdout.trim() || primed.status}, not ${PRIME_CODES}: ${primed.stderr}`,
+      );
+    config.assets['leasejob.cache'] = cache;
+    await injectBlob(builder, node, work, config, partial);
+  }
+  execFileSync('mv', ['-f', partial, output]);
+  rmSync(work, { recursive: true, force: true });
+  return { file: output, sha256: sha('sha256', output).digest('hex') };
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

@@ -4,11 +4,15 @@
 -- older than max delay, or scheduled before the job's retention horizon: 014) | paused (the job
 -- is paused: occurrence skipped, no lease; 012) | exhausted (the window's attempts reached the
 -- budget, p_spec's max_attempts) | backoff (its last attempt failed less than the backoff ago,
--- p_spec's retry_delay_ms: expires_at is then when it may run again; both 024, attempt_budget()).
--- A takeover records the loss of the generation it replaces, once.
+-- p_spec's retry_delay_ms: expires_at is then when it may run again; both 024, attempt_budget(),
+-- asked beside the gate). A takeover records the loss of the generation it replaces, once.
+-- 020 (one gate): every "may this window run" is window_gate()'s, read again once the lease
+-- row is locked, the pause then under the job's row lock, so that an acquisition and `pause`
+-- are ordered: once pause has committed, no lease is taken until resume.
 -- Sessions are looked up by pid with pg_stat_get_activity(pid), not the pg_stat_activity view
 -- (which reports every session of the server before its WHERE picks one). The generation is the
--- fencing token, epoch * 10^12 + n, in the epoch of this server's history (fence_epoch()).
+-- fencing token, epoch * 10^12 + n, in the epoch of this server's history (fence_epoch()), n
+-- never below the token floor of this server start (021). Committed durably (durable_commit).
 CREATE OR REPLACE FUNCTION acquire(
   p_job text, p_owner text, p_ttl_ms integer, p_renew_ms integer,
   p_window text, p_scheduled_at timestamptz, p_rerun boolean, p_max_delay_ms bigint,
@@ -24,71 +28,34 @@ DECLARE
   v_prev leases%ROWTYPE;
   v_gen bigint;
   v_attempt integer;
-  v_done timestamptz;
   v_stale boolean;
   v_session_gone boolean;
   v_epoch bigint; -- 011
-  v_horizon timestamptz; -- 014
+  v_gate record; -- 020
+  v_floor bigint; -- 021
   v_max integer := (p_spec->>'max_attempts')::integer; -- 024
   v_delay bigint := (p_spec->>'retry_delay_ms')::bigint;
   v_budget record;
 BEGIN
   db_now := now();
+  -- 021: durable before the child starts, whatever synchronous_commit says.
+  PERFORM durable_commit();
 
   -- Lock order: the lease row first (finish() too, whoever holds it), so acquire and finish
   -- of one job serialize there; the job's row (registry, event counter) before the window's
   -- where no lease is taken (the missed path).
 
-  -- A completed window is final (completed_at is only ever set by a lease holder), so a
-  -- late duplicate leaves without touching the lease.
-  IF p_window IS NOT NULL AND NOT p_rerun THEN
-    SELECT w.completed_at INTO v_done FROM windows w WHERE w.job = p_job AND w.window_key = p_window;
-    IF v_done IS NOT NULL THEN
-      PERFORM register_job(p_job, p_ttl_ms, p_spec);
-      outcome := 'done'; completed_at := v_done;
-      RETURN NEXT; RETURN;
-    END IF;
-  END IF;
-
-  -- 014 (retention): windows scheduled before the job's horizon may have been pruned, so the
-  -- ledger no longer says whether this occurrence ran: it is missed, never run again (--rerun
-  -- asks to run it whatever the ledger says). Read after the done check: prune raises the
-  -- horizon before it deletes a window, so a window found gone there finds the horizon here.
-  IF p_window IS NOT NULL AND NOT p_rerun AND p_scheduled_at IS NOT NULL THEN
-    SELECT r.retained_from INTO v_horizon FROM retention r WHERE r.job = p_job;
-    IF p_scheduled_at < v_horizon THEN
-      PERFORM register_job(p_job, p_ttl_ms, p_spec);
-      PERFORM record_event(p_job, 'window-missed', p_window, p_owner, NULL, p_host_time,
-        jsonb_build_object('scheduled_at', p_scheduled_at, 'retained_from', v_horizon));
-      INSERT INTO windows AS w (job, window_key, scheduled_at, owner, generation, attempts, outcome, finished_at)
-      VALUES (p_job, p_window, p_scheduled_at, p_owner, 0, 0, 'missed', now())
-      ON CONFLICT (job, window_key) DO NOTHING;
-      outcome := 'missed';
-      RETURN NEXT; RETURN;
-    END IF;
-  END IF;
-  -- end 014
-
-  -- 012 (h23b): a paused job (until its paused_until, on this clock) takes no lease and runs
-  -- nothing; its occurrence is recorded as skipped. A run already holding the lease goes on.
-  IF EXISTS (SELECT 1 FROM jobs j WHERE j.name = p_job AND j.paused_at IS NOT NULL
-              AND (j.paused_until IS NULL OR j.paused_until > now())) THEN
-    PERFORM register_job(p_job, p_ttl_ms, p_spec);
-    PERFORM skip_paused(p_job, p_owner, p_window, p_scheduled_at, p_host_time);
-    outcome := 'paused';
-    RETURN NEXT; RETURN;
-  END IF;
-
-  IF p_window IS NOT NULL AND p_max_delay_ms IS NOT NULL AND p_scheduled_at IS NOT NULL
-     AND now() - p_scheduled_at > make_interval(secs => p_max_delay_ms / 1000.0) THEN
+  -- 020: the gate (window_gate): a completed window is final, so a late duplicate leaves
+  -- without touching the lease; one scheduled before the retention horizon is missed (014); a
+  -- paused job takes no lease and its occurrence is skipped (012); past --max-delay, missed.
+  -- Read here without locks, and again under the lease row lock before a lease is taken.
+  SELECT * INTO v_gate FROM window_gate(p_job, p_window, p_scheduled_at, p_rerun, p_max_delay_ms, false);
+  IF v_gate.reason IS NOT NULL THEN
     -- The job's row before the window's, as everywhere.
     PERFORM register_job(p_job, p_ttl_ms, p_spec);
-    PERFORM record_event(p_job, 'window-missed', p_window, p_owner, NULL, p_host_time,
-      jsonb_build_object('scheduled_at', p_scheduled_at, 'max_delay_ms', p_max_delay_ms));
-    INSERT INTO windows AS w (job, window_key, scheduled_at, owner, generation, attempts, outcome, finished_at)
-    VALUES (p_job, p_window, p_scheduled_at, p_owner, 0, 0, 'missed', now())
-    ON CONFLICT (job, window_key) DO NOTHING;
-    outcome := 'missed';
+    outcome := window_refused(p_job, p_owner, NULL, p_window, p_scheduled_at, v_gate.reason, v_gate.retained_from,
+                              p_max_delay_ms, p_host_time);
+    completed_at := v_gate.completed_at;
     RETURN NEXT; RETURN;
   END IF;
 
@@ -113,6 +80,9 @@ BEGIN
   -- 011: the fence epoch of this server's history, advanced first if the server was promoted,
   -- restored or replaced since it was last read; the generation issued below is in it.
   v_epoch := fence_epoch();
+  -- 021: the token floor of this server start (fence_epoch()): after a loss of history in
+  -- place, the next token is above every token issued before it.
+  SELECT v_epoch * 1000000000000 + f.token_floor INTO v_floor FROM fence_epoch f;
   -- The upsert locks the row even when its WHERE fails, so it waits behind an open fenced
   -- transaction (FOR SHARE). Bounded: a row locked that long means an owner is working (or
   -- paused mid-transaction); we answer from a plain read below instead of hanging.
@@ -121,19 +91,18 @@ BEGIN
   -- 007: the row as it is once ours to change. The plain read above may predate a finish
   -- that committed while we queued for the lock: that owner released it, it did not lose it.
   SELECT * INTO v_prev FROM leases l WHERE l.name = p_job FOR UPDATE;
-  -- Such a finish may have completed our very window: then it is done, and no generation is
-  -- spent on it (completion needs the lease row lock, which we now hold).
-  IF p_window IS NOT NULL AND NOT p_rerun THEN
-    SELECT w.completed_at INTO v_done FROM windows w WHERE w.job = p_job AND w.window_key = p_window;
-  END IF;
-  IF v_done IS NULL THEN
+  -- Such a finish may have completed our very window (completion needs the lease row lock,
+  -- which we now hold), and a pause may have committed while we queued: the gate again, the
+  -- pause now under the job's row lock (020), before any generation is spent.
+  SELECT * INTO v_gate FROM window_gate(p_job, p_window, p_scheduled_at, p_rerun, p_max_delay_ms, true);
+  IF v_gate.reason IS NULL THEN
   INSERT INTO leases AS l (name, owner, generation, acquired_at, renewed_at, expires_at,
                            released_at, ttl_ms, renew_interval_ms, window_key, backend_pid, backend_start)
-  VALUES (p_job, p_owner, next_token(NULL, v_epoch), now(), now(), now() + make_interval(secs => p_ttl_ms / 1000.0),
+  VALUES (p_job, p_owner, greatest(next_token(NULL, v_epoch), v_floor), now(), now(), now() + make_interval(secs => p_ttl_ms / 1000.0),
           NULL, p_ttl_ms, p_renew_ms, p_window, pg_backend_pid(),
           (SELECT a.backend_start FROM pg_stat_get_activity(pg_backend_pid()) a))
   ON CONFLICT (name) DO UPDATE SET
-    owner = EXCLUDED.owner, generation = next_token(l.generation, v_epoch), acquired_at = now(),
+    owner = EXCLUDED.owner, generation = greatest(next_token(l.generation, v_epoch), v_floor), acquired_at = now(),
     renewed_at = now(), expires_at = EXCLUDED.expires_at, released_at = NULL,
     ttl_ms = EXCLUDED.ttl_ms, renew_interval_ms = EXCLUDED.renew_interval_ms,
     window_key = EXCLUDED.window_key, backend_pid = EXCLUDED.backend_pid,
@@ -147,9 +116,11 @@ BEGIN
   PERFORM set_config('lock_timeout', '0', true);
   END IF;
 
-  IF v_done IS NOT NULL THEN
+  IF v_gate.reason IS NOT NULL THEN
     PERFORM register_job(p_job, p_ttl_ms, p_spec);
-    outcome := 'done'; completed_at := v_done;
+    outcome := window_refused(p_job, p_owner, NULL, p_window, p_scheduled_at, v_gate.reason, v_gate.retained_from,
+                              p_max_delay_ms, p_host_time);
+    completed_at := v_gate.completed_at;
     RETURN NEXT; RETURN;
   END IF;
 

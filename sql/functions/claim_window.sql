@@ -1,9 +1,11 @@
 -- claim_window(): under a lease already held, claim one more window for its generation, as
 -- acquire() claims its own (the current definition; catch-up and backfill, 013). outcome:
--- claimed | done (completed already, left alone) | missed (older than the max delay, recorded)
--- | not-held (the lease is no longer this generation's) | exhausted | backoff (024:
--- attempt_budget(), with the budget and delay in p_detail's max_attempts and retry_delay_ms;
--- for backoff, completed_at is when the window may run again).
+-- claimed | done (completed, skipped or marked: left alone) | missed (older than the max delay,
+-- or before the retention horizon: recorded) | paused (the job was paused: not run, left open;
+-- the sequence stops) | not-held (the lease is no longer this generation's, or the token is of
+-- an earlier history: fence epoch) | exhausted | backoff (024: attempt_budget() beside the gate,
+-- with the budget and delay in p_detail's max_attempts and retry_delay_ms; for backoff,
+-- completed_at is when the window may run again). 020: the decision is window_gate()'s, as acquire()'s.
 CREATE OR REPLACE FUNCTION claim_window(
   p_job text, p_owner text, p_generation bigint, p_window text, p_scheduled_at timestamptz,
   p_rerun boolean, p_max_delay_ms bigint, p_host_time timestamptz, p_detail jsonb
@@ -12,37 +14,28 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 #variable_conflict use_column
 DECLARE
   v_lease leases%ROWTYPE;
-  v_done timestamptz;
+  v_gate record;
   v_attempt integer;
   v_max integer := (p_detail->>'max_attempts')::integer; -- 024
   v_budget record;
 BEGIN
+  PERFORM durable_commit(); -- 021: its commit survives a crash, whatever synchronous_commit says
   db_now := now();
   -- The lease row first, as acquire() and finish() lock it: they serialize there.
   SELECT * INTO v_lease FROM leases l WHERE l.name = p_job FOR UPDATE;
   IF NOT FOUND OR v_lease.owner <> p_owner OR v_lease.generation <> p_generation
-     OR v_lease.expires_at <= now() OR v_lease.released_at IS NOT NULL THEN
+     OR v_lease.expires_at <= now() OR v_lease.released_at IS NOT NULL
+     -- 020: a lease of an earlier history (before a failover or restore) claims nothing more.
+     OR NOT token_current(p_generation) THEN
     outcome := 'not-held';
     RETURN NEXT; RETURN;
   END IF;
 
-  IF NOT p_rerun THEN
-    SELECT w.completed_at INTO v_done FROM windows w WHERE w.job = p_job AND w.window_key = p_window;
-    IF v_done IS NOT NULL THEN
-      outcome := 'done'; completed_at := v_done;
-      RETURN NEXT; RETURN;
-    END IF;
-  END IF;
-
-  IF p_max_delay_ms IS NOT NULL AND p_scheduled_at IS NOT NULL
-     AND now() - p_scheduled_at > make_interval(secs => p_max_delay_ms / 1000.0) THEN
-    PERFORM record_event(p_job, 'window-missed', p_window, p_owner, p_generation, p_host_time,
-      jsonb_build_object('scheduled_at', p_scheduled_at, 'max_delay_ms', p_max_delay_ms, 'reason', 'max-delay'));
-    INSERT INTO windows AS w (job, window_key, scheduled_at, owner, generation, attempts, outcome, finished_at)
-    VALUES (p_job, p_window, p_scheduled_at, p_owner, 0, 0, 'missed', now())
-    ON CONFLICT (job, window_key) DO UPDATE SET outcome = 'missed', finished_at = now()
-    WHERE w.completed_at IS NULL;
-    outcome := 'missed';
+  SELECT * INTO v_gate FROM window_gate(p_job, p_window, p_scheduled_at, p_rerun, p_max_delay_ms, true);
+  IF v_gate.reason IS NOT NULL THEN
+    outcome := window_refused(p_job, p_owner, p_generation, p_window, p_scheduled_at, v_gate.reason,
+                              v_gate.retained_from, p_max_delay_ms, p_host_time);
+    completed_at := v_gate.completed_at;
     RETURN NEXT; RETURN;
   END IF;
 

@@ -14,6 +14,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 DECLARE
   v_lease leases%ROWTYPE;
 BEGIN
+  PERFORM durable_commit(); -- 021: its commit survives a crash, whatever synchronous_commit says
   db_now := now();
   -- Lock the lease row whoever holds it, first, as acquire() does: a finish that lost its
   -- lease and the new owner's acquire then serialize here instead of deadlocking later on

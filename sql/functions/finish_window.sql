@@ -11,6 +11,7 @@ DECLARE
   v_lease leases%ROWTYPE;
   v_window windows%ROWTYPE;
 BEGIN
+  PERFORM durable_commit(); -- 021: its commit survives a crash, whatever synchronous_commit says
   db_now := now();
   SELECT * INTO v_lease FROM leases l WHERE l.name = p_job FOR UPDATE;
   held := FOUND AND v_lease.owner = p_owner AND v_lease.generation = p_generation

@@ -10,6 +10,7 @@ DECLARE
   v_until timestamptz;
   v_paused boolean;
 BEGIN
+  PERFORM durable_commit(); -- 021: its commit survives a crash, whatever synchronous_commit says
   db_now := now();
   SELECT * INTO v FROM jobs j WHERE j.name = p_job FOR UPDATE;
   IF NOT FOUND THEN status := 'unknown'; RETURN NEXT; RETURN; END IF;

@@ -3,8 +3,8 @@
 -- session_replication_role = replica, the bench's seeding), run `SELECT rebuild_window_digest()`.
 -- Per job: the newest 32 final windows with a scheduled time (finals, by that time; floor_ms the
 -- latest time left out), the newest 64 without one (marks, by completed_at; marks_full when there
--- are more), and the latest completion (completed_at, then generation). Returns the number of
--- jobs written.
+-- are more), and the latest completion (completed_at, then generation; never a window completed
+-- before its scheduled time, 023). Returns the number of jobs written.
 CREATE OR REPLACE FUNCTION rebuild_window_digest(p_job text DEFAULT NULL) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 DECLARE
@@ -18,11 +18,12 @@ BEGIN
          coalesce(max(r.at) FILTER (WHERE r.scheduled AND r.rank > 32), '-Infinity'::float8),
          coalesce(jsonb_object_agg(r.window_key, r.at) FILTER (WHERE NOT r.scheduled AND r.rank <= 64), '{}'::jsonb),
          count(*) FILTER (WHERE NOT r.scheduled AND r.rank > 64) > 0,
-         (array_agg(r.window_key ORDER BY r.completed_at DESC, r.generation DESC))[1],
-         max(r.completed_at),
-         (array_agg(r.started_at ORDER BY r.completed_at DESC, r.generation DESC))[1],
-         (array_agg(r.generation ORDER BY r.completed_at DESC, r.generation DESC))[1]
+         (array_agg(r.window_key ORDER BY r.completed_at DESC, r.generation DESC) FILTER (WHERE r.counts))[1],
+         max(r.completed_at) FILTER (WHERE r.counts),
+         (array_agg(r.started_at ORDER BY r.completed_at DESC, r.generation DESC) FILTER (WHERE r.counts))[1],
+         (array_agg(r.generation ORDER BY r.completed_at DESC, r.generation DESC) FILTER (WHERE r.counts))[1]
     FROM (SELECT w.job, w.window_key, w.completed_at, w.started_at, w.generation, w.scheduled_at IS NOT NULL AS scheduled,
+                 w.scheduled_at IS NULL OR w.scheduled_at <= w.completed_at AS counts,
                  round(date_part('epoch', coalesce(w.scheduled_at, w.completed_at)) * 1000) AS at,
                  row_number() OVER (PARTITION BY w.job, w.scheduled_at IS NOT NULL
                                     ORDER BY coalesce(w.scheduled_at, w.completed_at) DESC, w.window_key DESC) AS rank

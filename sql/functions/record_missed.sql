@@ -1,6 +1,7 @@
 -- record_missed(): occurrences catch-up will not run (past --catch-up-limit, --max-delay),
 -- recorded as missed with one window-missed event each, while the lease is held (the current
--- definition; 013). Final windows are left alone. NULL when the lease is not held.
+-- definition; 013). Final windows are left alone. NULL when the lease is not held (020: nor
+-- current, its token of an earlier history).
 CREATE OR REPLACE FUNCTION record_missed(
   p_job text, p_owner text, p_generation bigint, p_windows text[], p_scheduled_at timestamptz[],
   p_reason text, p_host_time timestamptz
@@ -14,9 +15,12 @@ DECLARE
   v_at timestamptz;
   v_row text;
 BEGIN
+  PERFORM durable_commit(); -- 021: its commit survives a crash, whatever synchronous_commit says
   SELECT * INTO v_lease FROM leases l WHERE l.name = p_job FOR UPDATE;
   IF NOT FOUND OR v_lease.owner <> p_owner OR v_lease.generation <> p_generation
-     OR v_lease.expires_at <= now() OR v_lease.released_at IS NOT NULL THEN
+     OR v_lease.expires_at <= now() OR v_lease.released_at IS NOT NULL
+     -- 020: a lease of an earlier history (before a failover or restore) records nothing.
+     OR NOT token_current(p_generation) THEN
     RETURN NULL;
   END IF;
   FOR i IN 1 .. coalesce(array_length(p_windows, 1), 0) LOOP

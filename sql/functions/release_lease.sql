@@ -8,6 +8,7 @@ DECLARE
   v jobs%ROWTYPE;
   v_lease leases%ROWTYPE;
 BEGIN
+  PERFORM durable_commit(); -- 021: its commit survives a crash, whatever synchronous_commit says
   db_now := now();
   SELECT * INTO v_lease FROM leases l WHERE l.name = p_job FOR UPDATE;
   SELECT * INTO v FROM jobs j WHERE j.name = p_job FOR UPDATE;

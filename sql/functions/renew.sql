@@ -9,6 +9,7 @@ CREATE OR REPLACE FUNCTION renew(
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 #variable_conflict use_column
 BEGIN
+  PERFORM durable_commit(); -- 021: its commit survives a crash, whatever synchronous_commit says
   PERFORM set_config('lock_timeout', p_lock_timeout_ms || 'ms', true);
   RETURN QUERY
   UPDATE leases l

@@ -7,6 +7,7 @@ LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
   v jobs%ROWTYPE;
 BEGIN
+  PERFORM durable_commit(); -- 021: its commit survives a crash, whatever synchronous_commit says
   db_now := now();
   SELECT * INTO v FROM jobs j WHERE j.name = p_job FOR UPDATE;
   IF NOT FOUND THEN status := 'unknown'; RETURN NEXT; RETURN; END IF;

@@ -68,106 +68,90 @@ const lazy =
     exitWith(await (await load())(flags));
   };
 
-/**
- * The program, with every command, or with `only` that one: a start defines just the command it
- * runs (each definition builds its options and help text, work a run of another command does
- * not need). `leasejob --help`, an unknown command and `help` get all of them.
- */
-export function buildProgram(only?: string, argv: string[] = []): Command {
-  const want = (name: string): boolean => only === undefined || only === name;
-  const program = new Command('leasejob')
-    .description('Run a scheduled command once per scheduled occurrence, guarded by a PostgreSQL lease.')
-    .version(packageVersion(), '-V, --version')
-    // One line per error, in the same shape as our own: "leasejob: <what>; see --help".
-    // Commander puts its suggestion for a near miss on a line of its own: joined into the one.
-    .configureOutput({
-      outputError: (str, write) => write(`leasejob: ${commanderMessage(str, dashDashHint(argv))}\n`),
-    });
-
-  if (want('run'))
-    dbOptions(
-      reportOptions(
-        program
-          .command('run')
-          .description('acquire the lease, claim the window, run the command, renew while it runs, record the outcome')
-          .usage('--name <job> [options] -- <command> [args...]')
-          // Required, but checked by the command (validateName): commander checks required options
-          // before unknown ones, and would answer `--nmae x` with "--name not specified".
-          .option('--name <job>', 'job name (required): the lease and the window ledger are keyed by it')
-          .option('--schedule <cron>', "5-field cron or @hourly/@daily/...: the job's schedule")
-          .option('--tz <zone>', 'IANA time zone of the schedule', DEFAULTS.tz)
-          .option(
-            '--window-from-schedule',
-            'derive the window from the scheduled occurrence (JOB_NAME, --scheduled-time, or the latest tick)',
-          )
-          .option('--window <key>', 'use this literal window key')
-          .option(
-            '--scheduled-time <iso>',
-            'the occurrence this run is for, ISO-8601 with offset (a tick of --schedule, if given)',
-          )
-          .option(
-            '--window-format <luxon>',
-            'format the occurrence as the window key (luxon tokens with every field from the year down, e.g. yyyy-MM-dd)',
-          )
-          .option(
-            '--window-offset <duration>',
-            'shift the occurrence before formatting, signed (e.g. -1d or -P1D to close yesterday)',
-          )
-          .option('--ttl <duration>', 'lease time to live, 1.5s to 24h; renewed every TTL/3', DEFAULTS.ttl)
-          .option(
-            '--kill-grace <duration>',
-            `SIGTERM-to-SIGKILL grace when the child must stop (default: ${DEFAULTS.killGrace}, or half of what a short --ttl leaves)`,
-          )
-          .addOption(
-            new Option('--on-busy <policy>', 'when a live owner holds the lease')
-              .choices(['skip', 'wait', 'fail'])
-              .default(DEFAULTS.onBusy),
-          )
-          .option('--wait-timeout <duration>', 'with --on-busy wait: give up (exit 75) after this long')
-          .option('--max-runtime <duration>', 'stop the child after this long (exit 124; at most 24 days)')
-          .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')
-          .option(
-            '--max-attempts <n>',
-            'attempts an occurrence may have in all, across triggers and hosts (1-1000; default: no limit); then it is exhausted and later triggers skip it (exit 0) until --rerun or `leasejob mark`',
-          )
-          .option(
-            '--retries <n>',
-            'after a failed try, try again this many times inside this run, under the same lease (0-100; default 0), each an attempt of its own',
-          )
-          .option(
-            '--retry-delay <duration>',
-            'backoff base: retry k waits between half and all of delay*2^(k-1), at most 16 delays (default with --retries: 10s); given, a trigger within the backoff of the last failure skips (exit 0)',
-          )
-          .option(
-            '--alert-after <duration>',
-            'grace after a scheduled tick before `check` and the exporter call its window overdue (default: half the interval, at most 1h)',
-          )
-          .option(
-            '--alert-lookback <duration>',
-            'how far back `check`, `status` and the exporter report due occurrences that did not complete (default: the longer of 24h and 3 intervals; at most the newest 24 occurrences)',
-          )
-          .option(
-            '--expect-duration <min>..<max>',
-            'how long a run should take, e.g. 30s..10m (either side may be left out: 1m.., ..2h); a run outside it is a `check` warning, a metric and an alert',
-          )
-          .option('--rerun', 'run an already completed window again'),
+function defineRun(program: Command): void {
+  dbOptions(
+    reportOptions(
+      program
+        .command('run')
+        .description('acquire the lease, claim the window, run the command, renew while it runs, record the outcome')
+        .usage('--name <job> [options] -- <command> [args...]')
+        // Required, but checked by the command (validateName): commander checks required options
+        // before unknown ones, and would answer `--nmae x` with "--name not specified".
+        .option('--name <job>', 'job name (required): the lease and the window ledger are keyed by it')
+        .option('--schedule <cron>', "5-field cron or @hourly/@daily/...: the job's schedule")
+        .option('--tz <zone>', 'IANA time zone of the schedule', DEFAULTS.tz)
+        .option(
+          '--window-from-schedule',
+          'derive the window from the scheduled occurrence (JOB_NAME, --scheduled-time, or the latest tick)',
+        )
+        .option('--window <key>', 'use this literal window key')
+        .option(
+          '--scheduled-time <iso>',
+          'the occurrence this run is for, ISO-8601 with offset (a tick of --schedule, if given)',
+        )
+        .option(
+          '--window-format <luxon>',
+          'format the occurrence as the window key (luxon tokens with every field from the year down, e.g. yyyy-MM-dd)',
+        )
+        .option(
+          '--window-offset <duration>',
+          'shift the occurrence before formatting, signed (e.g. -1d or -P1D to close yesterday)',
+        )
+        .option('--ttl <duration>', 'lease time to live, 1.5s to 24h; renewed every TTL/3', DEFAULTS.ttl)
+        .option(
+          '--kill-grace <duration>',
+          `SIGTERM-to-SIGKILL grace when the child must stop (default: ${DEFAULTS.killGrace}, or half of what a short --ttl leaves)`,
+        )
+        .addOption(
+          new Option('--on-busy <policy>', 'when a live owner holds the lease')
+            .choices(['skip', 'wait', 'fail'])
+            .default(DEFAULTS.onBusy),
+        )
+        .option('--wait-timeout <duration>', 'with --on-busy wait: give up (exit 75) after this long')
+        .option('--max-runtime <duration>', 'stop the child after this long (exit 124; at most 24 days)')
+        .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')
+        .option(
+          '--max-attempts <n>',
+          'attempts an occurrence may have in all, across triggers and hosts (1-1000; default: no limit); then it is exhausted and later triggers skip it (exit 0) until --rerun or `leasejob mark`',
+        )
+        .option(
+          '--retries <n>',
+          'after a failed try, try again this many times inside this run, under the same lease (0-100; default 0), each an attempt of its own',
+        )
+        .option(
+          '--retry-delay <duration>',
+          'backoff base: retry k waits between half and all of delay*2^(k-1), at most 16 delays (default with --retries: 10s); given, a trigger within the backoff of the last failure skips (exit 0)',
+        )
+        .option(
+          '--alert-after <duration>',
+          'grace after a scheduled tick before `check` and the exporter call its window overdue (default: half the interval, at most 1h)',
+        )
+        .option(
+          '--alert-lookback <duration>',
+          'how far back `check`, `status` and the exporter report due occurrences that did not complete (default: the longer of 24h and 3 intervals; at most the newest 24 occurrences)',
+        )
+        .option(
+          '--expect-duration <min>..<max>',
+          'how long a run should take, e.g. 30s..10m (either side may be left out: 1m.., ..2h); a run outside it is a `check` warning, a metric and an alert',
+        )
+        .option('--rerun', 'run an already completed window again'),
+    )
+      .option(
+        '--catch-up <duration>',
+        'first run the earlier occurrences of --schedule within this long before this one that never completed, oldest first, each its own window (needs --window-from-schedule)',
       )
-        .option(
-          '--catch-up <duration>',
-          'first run the earlier occurrences of --schedule within this long before this one that never completed, oldest first, each its own window (needs --window-from-schedule)',
-        )
-        .option(
-          '--catch-up-limit <n>',
-          'with --catch-up: at most this many earlier windows per run (default 10); older ones beyond it are recorded as missed',
-        )
-        .option(
-          '--pass-database-url',
-          'give the child DATABASE_URL (when a URL configured the store; PG* variables pass anyway) and PGPASSWORD (not passed by default)',
-        )
-        .argument('[command...]', 'the command to run, after --')
-        .addHelpText(
-          'after',
-          `
+      .option(
+        '--catch-up-limit <n>',
+        'with --catch-up: at most this many earlier windows per run (default 10); older ones beyond it are recorded as missed',
+      )
+      .option(
+        '--pass-database-url',
+        'give the child DATABASE_URL (when a URL configured the store; PG* variables pass anyway) and PGPASSWORD (not passed by default)',
+      )
+      .argument('[command...]', 'the command to run, after --')
+      .addHelpText(
+        'after',
+        `
 Durations: 500ms, 90s, 2m, 1h30m, 1d or ISO-8601 (PT90S).
 The child gets FENCE_TOKEN, IDEMPOTENCY_KEY, LEASEJOB_NAME, LEASEJOB_WINDOW, LEASEJOB_ATTEMPT,
 LEASEJOB_SCHEDULED_AT, LEASEJOB_OWNER, LEASEJOB_SCHEMA, and LEASEJOB_REQUIRE_SHARED=1 when this
@@ -184,73 +168,74 @@ In a crontab, --log-level warn prints only failures (cron mails only those).
 Example:
   leasejob run --name nightly-close --schedule '5 0 * * *' --tz America/Sao_Paulo \\
     --window-from-schedule --window-offset -P1D --window-format yyyy-MM-dd -- node close-day.js`,
-        )
-        .action(async (command: string[], flags: Record<string, unknown>, cmd: Command) => {
-          requireDashDash(command, cmd);
-          // Connect while the run path loads. Its modules initialize synchronously,
-          // and a connection only moves on when the event loop turns, so the load is split
-          // in two with a turn before each half: the socket connects and sends its startup
-          // message while the server forks a backend; once the logger has loaded, the
-          // server's password request is answered, and the server checks it while the rest
-          // loads. Without the turns the whole handshake waited until everything had loaded
-          // (strace); with them it is off the critical path (an A/B of alternated runs, see
-          // docs/performance.md).
-          const { openStoreEarly } = await import('../store/choice.js');
-          const early = openStoreEarly(flags);
-          if (early) {
-            await early.store.then(nextTurn, nextTurn);
-            await import('../log.js');
-            await nextTurn();
-          }
-          const { runCommand } = await import('./commands/run.js');
-          exitWith(await runCommand(flags, command, early));
-        }),
-    );
-
-  if (want('backfill'))
-    dbOptions(
-      reportOptions(
-        program
-          .command('backfill')
-          .description(
-            'run every occurrence of --schedule from --from to --to, in order, under one lease; completed windows are skipped',
-          )
-          .usage('--name <job> --schedule <cron> --from <iso> --to <iso> [options] -- <command> [args...]')
-          .option('--name <job>', 'job name (required): the same as its `run`, so that the windows are the same')
-          .option(
-            '--schedule <cron>',
-            "the job's schedule (required), with the same --tz, --window-format and --window-offset as its `run`",
-          )
-          .option('--tz <zone>', 'IANA time zone of the schedule', DEFAULTS.tz)
-          .option('--window-format <luxon>', 'as `run`: format the occurrence as the window key')
-          .option('--window-offset <iso-duration>', 'as `run`: shift the occurrence before formatting')
-          .option('--from <iso>', 'the first occurrence time of the range, ISO-8601 with an offset (included)')
-          .option('--to <iso>', 'the last occurrence time of the range (included), or `now`; never later than now')
-          .option(
-            '--dry-run',
-            'list the windows of the range, their state and what a backfill would do; run and write nothing',
-          )
-          .option('--rerun', 'run completed windows again too')
-          .option('--keep-going', 'after a failed window, go on with the next (default: stop; the rest stay open)')
-          .option('--max-windows <n>', `refuse a range of more windows than this (default ${1000}, at most 100000)`)
-          .option('--ttl <duration>', 'lease time to live, renewed every TTL/3', DEFAULTS.ttl)
-          .option(
-            '--kill-grace <duration>',
-            `SIGTERM-to-SIGKILL grace when the child must stop (default: ${DEFAULTS.killGrace})`,
-          )
-          .addOption(
-            new Option('--on-busy <policy>', 'when a live owner holds the lease (a scheduled run)')
-              .choices(['skip', 'wait', 'fail'])
-              .default('wait'),
-          )
-          .option('--wait-timeout <duration>', 'with --on-busy wait: give up (exit 75) after this long')
-          .option('--max-runtime <duration>', "stop a window's child after this long (exit 124)")
-          .option('--pass-database-url', 'as `run`: give the child DATABASE_URL and PGPASSWORD'),
       )
-        .argument('[command...]', 'the command to run for each window, after -- (not needed with --dry-run)')
-        .addHelpText(
-          'after',
-          `
+      .action(async (command: string[], flags: Record<string, unknown>, cmd: Command) => {
+        requireDashDash(command, cmd);
+        // Connect while the run path loads. Its modules initialize synchronously,
+        // and a connection only moves on when the event loop turns, so the load is split
+        // in two with a turn before each half: the socket connects and sends its startup
+        // message while the server forks a backend; once the logger has loaded, the
+        // server's password request is answered, and the server checks it while the rest
+        // loads. Without the turns the whole handshake waited until everything had loaded
+        // (strace); with them it is off the critical path (an A/B of alternated runs, see
+        // docs/performance.md).
+        const { openStoreEarly } = await import('../store/choice.js');
+        const early = openStoreEarly(flags);
+        if (early) {
+          await early.store.then(nextTurn, nextTurn);
+          await import('../log.js');
+          await nextTurn();
+        }
+        const { runCommand } = await import('./commands/run.js');
+        exitWith(await runCommand(flags, command, early));
+      }),
+  );
+}
+
+function defineBackfill(program: Command): void {
+  dbOptions(
+    reportOptions(
+      program
+        .command('backfill')
+        .description(
+          'run every occurrence of --schedule from --from to --to, in order, under one lease; completed windows are skipped',
+        )
+        .usage('--name <job> --schedule <cron> --from <iso> --to <iso> [options] -- <command> [args...]')
+        .option('--name <job>', 'job name (required): the same as its `run`, so that the windows are the same')
+        .option(
+          '--schedule <cron>',
+          "the job's schedule (required), with the same --tz, --window-format and --window-offset as its `run`",
+        )
+        .option('--tz <zone>', 'IANA time zone of the schedule', DEFAULTS.tz)
+        .option('--window-format <luxon>', 'as `run`: format the occurrence as the window key')
+        .option('--window-offset <iso-duration>', 'as `run`: shift the occurrence before formatting')
+        .option('--from <iso>', 'the first occurrence time of the range, ISO-8601 with an offset (included)')
+        .option('--to <iso>', 'the last occurrence time of the range (included), or `now`; never later than now')
+        .option(
+          '--dry-run',
+          'list the windows of the range, their state and what a backfill would do; run and write nothing',
+        )
+        .option('--rerun', 'run completed windows again too')
+        .option('--keep-going', 'after a failed window, go on with the next (default: stop; the rest stay open)')
+        .option('--max-windows <n>', `refuse a range of more windows than this (default ${1000}, at most 100000)`)
+        .option('--ttl <duration>', 'lease time to live, renewed every TTL/3', DEFAULTS.ttl)
+        .option(
+          '--kill-grace <duration>',
+          `SIGTERM-to-SIGKILL grace when the child must stop (default: ${DEFAULTS.killGrace})`,
+        )
+        .addOption(
+          new Option('--on-busy <policy>', 'when a live owner holds the lease (a scheduled run)')
+            .choices(['skip', 'wait', 'fail'])
+            .default('wait'),
+        )
+        .option('--wait-timeout <duration>', 'with --on-busy wait: give up (exit 75) after this long')
+        .option('--max-runtime <duration>', "stop a window's child after this long (exit 124)")
+        .option('--pass-database-url', 'as `run`: give the child DATABASE_URL and PGPASSWORD'),
+    )
+      .argument('[command...]', 'the command to run for each window, after -- (not needed with --dry-run)')
+      .addHelpText(
+        'after',
+        `
 Each window runs as \`run\` would run it: its own IDEMPOTENCY_KEY, LEASEJOB_WINDOW,
 LEASEJOB_SCHEDULED_AT and LEASEJOB_ATTEMPT, one FENCE_TOKEN for the whole backfill.
 Run the same command again after a failure or a stop to resume: completed windows are skipped.
@@ -264,81 +249,193 @@ Example:
   leasejob backfill --name nightly-close --schedule '5 0 * * *' --tz America/Sao_Paulo \\
     --window-offset -P1D --window-format yyyy-MM-dd --from 2026-11-01T00:05:00-03:00 --to now \\
     -- node close-day.js`,
-        )
-        .action(async (command: string[], flags: Record<string, unknown>, cmd: Command) => {
-          requireDashDash(command, cmd);
-          const { backfillCommand } = await import('./commands/backfill.js');
-          exitWith(await backfillCommand(flags, command));
-        }),
-    );
+      )
+      .action(async (command: string[], flags: Record<string, unknown>, cmd: Command) => {
+        requireDashDash(command, cmd);
+        const { backfillCommand } = await import('./commands/backfill.js');
+        exitWith(await backfillCommand(flags, command));
+      }),
+  );
+}
 
-  if (want('migrate'))
-    dbOptions(
-      program
-        .command('migrate')
-        .description(
-          'apply sql/ migrations and mend functions that differ from what they make (idempotent, safe to run concurrently)',
-        )
-        .option(
-          '--grant-to <role>',
-          "grant a runner role what run, status, history, check, the exporter and a child's assert_lease need, and nothing more (repeatable)",
-          (v: string, prev: string[] = []) => [...prev, v],
-        )
-        .option(
-          '--lock-timeout <duration>',
-          'how long to wait for a table lock another transaction holds; runs queue behind the wait (default 5s)',
-        ),
-    ).action(lazy(async () => (await import('./commands/migrate.js')).migrateCommand));
+function defineMigrate(program: Command): void {
+  dbOptions(
+    program
+      .command('migrate')
+      .description(
+        'apply sql/ migrations and mend functions that differ from what they make (idempotent, safe to run concurrently)',
+      )
+      .option(
+        '--grant-to <role>',
+        "grant a runner role what run, status, history, check, the exporter and a child's assert_lease need, and nothing more (repeatable)",
+        (v: string, prev: string[] = []) => [...prev, v],
+      )
+      .option(
+        '--lock-timeout <duration>',
+        'how long to wait for a table lock another transaction holds; runs queue behind the wait (default 5s)',
+      ),
+  ).action(lazy(async () => (await import('./commands/migrate.js')).migrateCommand));
+}
 
-  if (want('status'))
-    dbOptions(
-      program
-        .command('status')
-        .description('one line per job: holder, generation, expiry, last completed window, open windows, overdue')
-        .option('--name <job>', 'only this job')
-        .option('--json', 'JSON instead of a table'),
-    ).action(lazy(async () => (await import('./commands/status.js')).statusCommand));
+function defineStatus(program: Command): void {
+  dbOptions(
+    program
+      .command('status')
+      .description('one line per job: holder, generation, expiry, last completed window, open windows, overdue')
+      .option('--name <job>', 'only this job')
+      .option('--json', 'JSON instead of a table'),
+  ).action(lazy(async () => (await import('./commands/status.js')).statusCommand));
+}
 
-  if (want('history'))
-    dbOptions(
+function defineHistory(program: Command): void {
+  dbOptions(
+    program
+      .command('history')
+      .description("the job's events in sequence order (the latest --limit)")
+      .option('--name <job>', 'job name (required)')
+      .option('--limit <n>', 'how many of the latest events', '50')
+      .option('--json', 'JSON instead of a table'),
+  ).action(lazy(async () => (await import('./commands/status.js')).historyCommand));
+}
+
+function defineCheck(program: Command): void {
+  dbOptions(
+    program
+      .command('check')
+      .description(
+        'monitoring-plugin exit codes: 0 OK, 1 WARNING (a window failed), 2 CRITICAL (a due occurrence not completed, an owner stuck), 3 UNKNOWN (no answer: bad flags, database unreachable)',
+      )
+      .option('--name <job>', 'only this job')
+      .option('--all', 'every registered job (the default)')
+      .option('--max-hold <duration>', 'an owner holding one generation longer than this is stuck')
+      .option(
+        '--max-attempts <n>',
+        'warn about an open window once it has failed this many attempts (default 1: from the first failure)',
+      )
+      .option('--json', 'JSON instead of one line per problem'),
+  ).action(lazy(async () => (await import('./commands/status.js')).checkCommand));
+}
+
+function defineExporter(program: Command): void {
+  dbOptions(
+    program
+      .command('exporter')
+      .description(
+        'serve Prometheus /metrics, /healthz and a read-only status page at /, computed from the database on each request',
+      )
+      .option('--port <port>', 'TCP port', '9464')
+      .option('--host <address>', 'address to listen on', '0.0.0.0')
+      .option('--no-status-page', 'serve only /metrics and /healthz: no job names, hosts or events at / and /job'),
+  ).action(lazy(async () => (await import('./commands/status.js')).exporterCommand));
+}
+
+function defineRelease(program: Command): void {
+  dbOptions(
+    expectVersion(
       program
-        .command('history')
-        .description("the job's events in sequence order (the latest --limit)")
+        .command('release')
+        .description('administratively release a lease now (the generation is kept); a live holder only with --force')
         .option('--name <job>', 'job name (required)')
-        .option('--limit <n>', 'how many of the latest events', '50')
-        .option('--json', 'JSON instead of a table'),
-    ).action(lazy(async () => (await import('./commands/status.js')).historyCommand));
-
-  if (want('check'))
-    dbOptions(
-      program
-        .command('check')
-        .description(
-          'monitoring-plugin exit codes: 0 OK, 1 WARNING (a window failed), 2 CRITICAL (a due occurrence not completed, an owner stuck), 3 UNKNOWN (no answer: bad flags, database unreachable)',
-        )
-        .option('--name <job>', 'only this job')
-        .option('--all', 'every registered job (the default)')
-        .option('--max-hold <duration>', 'an owner holding one generation longer than this is stuck')
         .option(
-          '--max-attempts <n>',
-          'warn about an open window once it has failed this many attempts (default 1: from the first failure)',
-        )
-        .option('--json', 'JSON instead of one line per problem'),
-    ).action(lazy(async () => (await import('./commands/status.js')).checkCommand));
+          '--force',
+          'release a holder that still renews: its child is stopped at its next renewal, its outcome is not recorded (the runner exits 75) and the window is redone by the next run',
+        ),
+    ),
+  )
+    .addHelpText('after', operatorExits)
+    .action(lazy(async () => (await import('./commands/operator.js')).releaseCommand));
+}
 
-  if (want('exporter'))
-    dbOptions(
+function definePause(program: Command): void {
+  dbOptions(
+    expectVersion(
       program
-        .command('exporter')
+        .command('pause')
         .description(
-          'serve Prometheus /metrics, /healthz and a read-only status page at /, computed from the database on each request',
+          'pause a job: its runs exit 0 without starting the command and record the occurrence as skipped (paused)',
         )
-        .option('--port <port>', 'TCP port', '9464')
-        .option('--host <address>', 'address to listen on', '0.0.0.0')
-        .option('--no-status-page', 'serve only /metrics and /healthz: no job names, hosts or events at / and /job'),
-    ).action(lazy(async () => (await import('./commands/status.js')).exporterCommand));
+        .option('--name <job>', 'job name (required)')
+        .option('--reason <text>', 'why, shown by status, check --json and the exporter')
+        .option(
+          '--until <iso|duration>',
+          'end the pause by itself then, on the database clock: an ISO-8601 instant with offset, or a duration (2h, 1d); default: until resumed',
+        ),
+    ),
+  )
+    .addHelpText(
+      'after',
+      `
+A pause does not stop a run already holding the lease: \`leasejob release --force\` does.
+Pausing a paused job changes its reason and end (its start is kept).${operatorExits}`,
+    )
+    .action(lazy(async () => (await import('./commands/operator.js')).pauseCommand));
+}
 
-  const operatorExits = `
+function defineResume(program: Command): void {
+  dbOptions(
+    expectVersion(
+      program
+        .command('resume')
+        .description("end a job's pause now (a job not paused: nothing to do, exit 0)")
+        .option('--name <job>', 'job name (required)'),
+    ),
+  )
+    .addHelpText('after', operatorExits)
+    .action(lazy(async () => (await import('./commands/operator.js')).resumeCommand));
+}
+
+function defineMark(program: Command): void {
+  dbOptions(
+    expectVersion(
+      program
+        .command('mark')
+        .description('record a window handled by hand as final: later runs skip it, as a completed window')
+        .option('--name <job>', 'job name (required)')
+        .option('--window <key>', "the window key (for a --window-from-schedule job, one of its schedule's windows)")
+        .option('--done', 'the work was done by hand (outcome completed)')
+        .option('--skipped', 'the work is not to be done (outcome skipped)')
+        .option('--reason <text>', 'why, recorded in the event'),
+    ),
+  )
+    .addHelpText(
+      'after',
+      `
+Refused (exit 75) while a live owner runs that window.${operatorExits}`,
+    )
+    .action(lazy(async () => (await import('./commands/operator.js')).markCommand));
+}
+
+function definePrune(program: Command): void {
+  dbOptions(
+    program
+      .command('prune')
+      .description(
+        "retention: delete events and finished windows older than --older-than, in small batches (never leases, the registry, open windows or a job's latest completion)",
+      )
+      .option(
+        '--older-than <duration>',
+        'required: the horizon, e.g. 90d; at least the longest --max-delay of the jobs pruned',
+      )
+      .option('--name <job>', 'only this job')
+      .option('--dry-run', 'count what would be deleted; write nothing')
+      .option('--batch-size <n>', 'rows deleted per transaction (default 2000)')
+      .option(
+        '--vacuum',
+        'embedded store: rewrite the state file once (VACUUM) so that later prunes give space back; holds runs meanwhile',
+      )
+      .addHelpText(
+        'after',
+        `
+An occurrence scheduled before the horizon is recorded as missed and never run again: its
+window may be gone. Event sequence numbers are never reused; \`history\` says how many were
+pruned. Schedule it daily, e.g. in a crontab:
+  17 3 * * *  leasejob prune --older-than 90d`,
+      ),
+  ).action(lazy(async () => (await import('./commands/prune.js')).pruneCommand));
+}
+
+/** The exit codes and compare-and-set rule every operator write shares, for its help. */
+const operatorExits = `
 Every operator write (pause, resume, mark, release) is a compare-and-set on the job's version
 (\`leasejob status --json\` shows it): without --expect-version it compares with the version
 it has just read, so two operators racing get one write and one conflict, never a silent
@@ -347,113 +444,47 @@ Exit codes: 0 written, or nothing to change; 64 usage (bad flag, unknown job, a 
 the job's schedule, --until not in the future: nothing written); 65 conflict: the job changed
 since it was read (its state is printed; nothing written); 69 database unreachable or refused;
 75 a live owner holds the lease (release without --force; mark of the window it runs).`;
-  const expectVersion = (cmd: Command): Command =>
-    cmd
-      .option(
-        '--expect-version <n>',
-        'write only if the job is still at this version (else exit 65); default: the version just read',
-      )
-      .option('--json', 'the result as JSON on stdout');
-
-  if (want('release'))
-    dbOptions(
-      expectVersion(
-        program
-          .command('release')
-          .description('administratively release a lease now (the generation is kept); a live holder only with --force')
-          .option('--name <job>', 'job name (required)')
-          .option(
-            '--force',
-            'release a holder that still renews: its child is stopped at its next renewal, its outcome is not recorded (the runner exits 75) and the window is redone by the next run',
-          ),
-      ),
+/** --expect-version and --json, the options every operator write shares. */
+const expectVersion = (cmd: Command): Command =>
+  cmd
+    .option(
+      '--expect-version <n>',
+      'write only if the job is still at this version (else exit 65); default: the version just read',
     )
-      .addHelpText('after', operatorExits)
-      .action(lazy(async () => (await import('./commands/operator.js')).releaseCommand));
+    .option('--json', 'the result as JSON on stdout');
 
-  if (want('pause'))
-    dbOptions(
-      expectVersion(
-        program
-          .command('pause')
-          .description(
-            'pause a job: its runs exit 0 without starting the command and record the occurrence as skipped (paused)',
-          )
-          .option('--name <job>', 'job name (required)')
-          .option('--reason <text>', 'why, shown by status, check --json and the exporter')
-          .option(
-            '--until <iso|duration>',
-            'end the pause by itself then, on the database clock: an ISO-8601 instant with offset, or a duration (2h, 1d); default: until resumed',
-          ),
-      ),
-    )
-      .addHelpText(
-        'after',
-        `
-A pause does not stop a run already holding the lease: \`leasejob release --force\` does.
-Pausing a paused job changes its reason and end (its start is kept).${operatorExits}`,
-      )
-      .action(lazy(async () => (await import('./commands/operator.js')).pauseCommand));
+/** Each command's definition, in the order --help lists them. */
+const DEFINITIONS: Record<string, (program: Command) => void> = {
+  run: defineRun,
+  backfill: defineBackfill,
+  migrate: defineMigrate,
+  status: defineStatus,
+  history: defineHistory,
+  check: defineCheck,
+  exporter: defineExporter,
+  release: defineRelease,
+  pause: definePause,
+  resume: defineResume,
+  mark: defineMark,
+  prune: definePrune,
+};
 
-  if (want('resume'))
-    dbOptions(
-      expectVersion(
-        program
-          .command('resume')
-          .description("end a job's pause now (a job not paused: nothing to do, exit 0)")
-          .option('--name <job>', 'job name (required)'),
-      ),
-    )
-      .addHelpText('after', operatorExits)
-      .action(lazy(async () => (await import('./commands/operator.js')).resumeCommand));
+/**
+ * The program, with every command, or with `only` that one: a start defines just the command it
+ * runs (each definition builds its options and help text, work a run of another command does
+ * not need). `leasejob --help`, an unknown command and `help` get all of them.
+ */
+export function buildProgram(only?: string, argv: string[] = []): Command {
+  const program = new Command('leasejob')
+    .description('Run a scheduled command once per scheduled occurrence, guarded by a PostgreSQL lease.')
+    .version(packageVersion(), '-V, --version')
+    // One line per error, in the same shape as our own: "leasejob: <what>; see --help".
+    // Commander puts its suggestion for a near miss on a line of its own: joined into the one.
+    .configureOutput({
+      outputError: (str, write) => write(`leasejob: ${commanderMessage(str, dashDashHint(argv))}\n`),
+    });
 
-  if (want('mark'))
-    dbOptions(
-      expectVersion(
-        program
-          .command('mark')
-          .description('record a window handled by hand as final: later runs skip it, as a completed window')
-          .option('--name <job>', 'job name (required)')
-          .option('--window <key>', "the window key (for a --window-from-schedule job, one of its schedule's windows)")
-          .option('--done', 'the work was done by hand (outcome completed)')
-          .option('--skipped', 'the work is not to be done (outcome skipped)')
-          .option('--reason <text>', 'why, recorded in the event'),
-      ),
-    )
-      .addHelpText(
-        'after',
-        `
-Refused (exit 75) while a live owner runs that window.${operatorExits}`,
-      )
-      .action(lazy(async () => (await import('./commands/operator.js')).markCommand));
-
-  if (want('prune'))
-    dbOptions(
-      program
-        .command('prune')
-        .description(
-          "retention: delete events and finished windows older than --older-than, in small batches (never leases, the registry, open windows or a job's latest completion)",
-        )
-        .option(
-          '--older-than <duration>',
-          'required: the horizon, e.g. 90d; at least the longest --max-delay of the jobs pruned',
-        )
-        .option('--name <job>', 'only this job')
-        .option('--dry-run', 'count what would be deleted; write nothing')
-        .option('--batch-size <n>', 'rows deleted per transaction (default 2000)')
-        .option(
-          '--vacuum',
-          'embedded store: rewrite the state file once (VACUUM) so that later prunes give space back; holds runs meanwhile',
-        )
-        .addHelpText(
-          'after',
-          `
-An occurrence scheduled before the horizon is recorded as missed and never run again: its
-window may be gone. Event sequence numbers are never reused; \`history\` says how many were
-pruned. Schedule it daily, e.g. in a crontab:
-  17 3 * * *  leasejob prune --older-than 90d`,
-        ),
-    ).action(lazy(async () => (await import('./commands/prune.js')).pruneCommand));
+  for (const [name, define] of Object.entries(DEFINITIONS)) if (only === undefined || only === name) define(program);
 
   // cron-parser builds luxon dates without a locale, so luxon asks Intl for the system's, and
   // that loads ICU's data (a noticeable part of a start) even for a UTC schedule. Nothing the CLI prints

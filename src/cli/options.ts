@@ -102,7 +102,61 @@ export function normalizeRunOptions(
   }
   const schema = validateSchema(flags.schema ?? DEFAULTS.schema);
   const logLevel = resolveLogLevel(flags.logLevel, env);
+  const timing = leaseTiming(flags);
+  const busy = busyAndRuntime(flags);
+  const delays = delaysAndAlerts(flags);
 
+  const tz = canonicalZone(flags.tz ?? DEFAULTS.tz);
+  validateZone(tz);
+  const schedule = flags.schedule !== undefined ? parseSchedule(flags.schedule, tz) : undefined;
+  checkWindowFlags(flags, delays.maxDelayMs);
+  const catchUp = catchUpSettings(flags, schedule, now);
+  const policy = attemptPolicy(flags, flags.window !== undefined || !!flags.windowFromSchedule);
+  const window = runWindow(flags, { schedule, tz, env, now, maxDelayMs: delays.maxDelayMs });
+
+  const pingUrl = hookUrl(flags.pingUrl ?? nonEmpty(env.LEASEJOB_PING_URL), '--ping-url', 'LEASEJOB_PING_URL');
+  const notifyUrl = hookUrl(
+    flags.notifyUrl ?? nonEmpty(env.LEASEJOB_NOTIFY_URL),
+    '--notify-url',
+    'LEASEJOB_NOTIFY_URL',
+  );
+  const recordOutputBytes = parseRecordOutputSize(flags.recordOutput);
+
+  return {
+    pingUrl,
+    notifyUrl,
+    recordOutputBytes,
+    name,
+    command: cmd,
+    args,
+    ...timing,
+    ...busy,
+    schedule,
+    tz,
+    window,
+    spec: registrySpec(flags, tz, delays),
+    databaseUrl: flags.databaseUrl,
+    schema,
+    logLevel,
+    passDatabaseUrl: !!flags.passDatabaseUrl,
+    policy,
+    catchUp:
+      catchUp && schedule
+        ? {
+            ...catchUp,
+            naming: {
+              schedule,
+              format: flags.windowFormat,
+              offset:
+                flags.windowOffset !== undefined ? parseIsoOffset(flags.windowOffset, '--window-offset') : undefined,
+            },
+          }
+        : undefined,
+  };
+}
+
+/** --ttl and --kill-grace, checked against each other: a failed renewal must leave time to stop the child. */
+function leaseTiming(flags: RawRunFlags): { ttlMs: number; renewIntervalMs: number; killGraceMs: number } {
   const ttlMs = parseDuration(flags.ttl ?? DEFAULTS.ttl, '--ttl');
   const renewIntervalMs = Math.floor(ttlMs / 3);
   if (ttlMs < 1_500)
@@ -124,10 +178,20 @@ export function normalizeRunOptions(
   if (stopAfterMs({ ttlMs, renewIntervalMs, killGraceMs }) <= renewIntervalMs) {
     const max = ttlMs - renewIntervalMs - safetyMarginMs(ttlMs);
     throw new UsageError(
-      `Expected \`--kill-grace\` to be below ${max}ms so that a failed renewal at TTL/3 still leaves time to stop the child before \`--ttl\` ${flags.ttl ?? DEFAULTS.ttl} expires, got \`${flags.killGrace ?? DEFAULTS.killGrace}\`; raise --ttl or lower --kill-grace.`,
+      `Expected \`--kill-grace\` to be below ${max}ms so that a failed renewal at TTL/3 still leaves time to stop the child ` +
+        `before \`--ttl\` ${flags.ttl ?? DEFAULTS.ttl} expires, got \`${flags.killGrace ?? DEFAULTS.killGrace}\`; ` +
+        'raise --ttl or lower --kill-grace.',
     );
   }
+  return { ttlMs, renewIntervalMs, killGraceMs };
+}
 
+/** --on-busy, --wait-timeout and --max-runtime. */
+function busyAndRuntime(flags: RawRunFlags): {
+  onBusy: OnBusy;
+  waitTimeoutMs: number | undefined;
+  maxRuntimeMs: number | undefined;
+} {
   const onBusy = (flags.onBusy ?? DEFAULTS.onBusy) as OnBusy;
   if (!ON_BUSY.includes(onBusy))
     throw new UsageError(`Expected \`--on-busy\` to be one of skip, wait, fail, got \`${flags.onBusy}\`.`);
@@ -142,6 +206,18 @@ export function normalizeRunOptions(
       `\`--max-runtime\` is at most 24 days (Node's timer limit), got \`${flags.maxRuntime}\`; leave it out for no limit.`,
     );
   }
+  return { onBusy, waitTimeoutMs, maxRuntimeMs };
+}
+
+interface Delays {
+  maxDelayMs: number | undefined;
+  alertAfterMs: number | undefined;
+  alertLookbackMs: number | undefined;
+  expect: ReturnType<typeof parseDurationRange> | undefined;
+}
+
+/** --max-delay, --alert-after, --alert-lookback and --expect-duration. */
+function delaysAndAlerts(flags: RawRunFlags): Delays {
   const maxDelayMs = flags.maxDelay !== undefined ? parseDuration(flags.maxDelay, '--max-delay') : undefined;
   const alertAfterMs = flags.alertAfter !== undefined ? parseDuration(flags.alertAfter, '--alert-after') : undefined;
   const alertLookbackMs =
@@ -150,17 +226,17 @@ export function normalizeRunOptions(
   // but the latest (which is always judged).
   if (alertLookbackMs !== undefined && alertAfterMs !== undefined && alertLookbackMs < alertAfterMs) {
     throw new UsageError(
-      `Expected \`--alert-lookback\` to be at least \`--alert-after\` (${flags.alertAfter}), got \`${flags.alertLookback}\`: an occurrence is judged only once its grace is over.`,
+      `Expected \`--alert-lookback\` to be at least \`--alert-after\` (${flags.alertAfter}), got \`${flags.alertLookback}\`: ` +
+        'an occurrence is judged only once its grace is over.',
     );
   }
-
   const expect =
     flags.expectDuration !== undefined ? parseDurationRange(flags.expectDuration, '--expect-duration') : undefined;
+  return { maxDelayMs, alertAfterMs, alertLookbackMs, expect };
+}
 
-  const tz = canonicalZone(flags.tz ?? DEFAULTS.tz);
-  validateZone(tz);
-  const schedule = flags.schedule !== undefined ? parseSchedule(flags.schedule, tz) : undefined;
-
+/** The window flags that go together, or not at all. */
+function checkWindowFlags(flags: RawRunFlags, maxDelayMs: number | undefined): void {
   if (flags.window !== undefined && flags.windowFromSchedule)
     throw new UsageError('Use either `--window` or `--window-from-schedule`, not both.');
   if (!flags.windowFromSchedule && (flags.windowFormat !== undefined || flags.windowOffset !== undefined)) {
@@ -169,11 +245,19 @@ export function normalizeRunOptions(
   if (flags.window === undefined && !flags.windowFromSchedule && (flags.rerun || maxDelayMs !== undefined)) {
     throw new UsageError('`--rerun` and `--max-delay` need a window: `--window-from-schedule` or `--window`.');
   }
+}
 
-  const catchUp = catchUpSettings(flags, schedule, now);
-  const policy = attemptPolicy(flags, flags.window !== undefined || !!flags.windowFromSchedule);
+interface WindowContext {
+  schedule: Schedule | undefined;
+  tz: string;
+  env: NodeJS.ProcessEnv;
+  now: Date;
+  maxDelayMs: number | undefined;
+}
 
-  let window: RunConfig['window'];
+/** The run's window: a literal --window, the occurrence --window-from-schedule derives, or none. */
+function runWindow(flags: RawRunFlags, c: WindowContext): RunConfig['window'] {
+  const { schedule, tz, now, maxDelayMs } = c;
   if (flags.window !== undefined) {
     const scheduledAt =
       flags.scheduledTime !== undefined
@@ -187,12 +271,13 @@ export function normalizeRunOptions(
         : undefined;
     if (maxDelayMs !== undefined && scheduledAt === undefined)
       throw new UsageError('`--max-delay` with a literal `--window` needs `--scheduled-time`.');
-    window = { key: validateWindowKey(flags.window), scheduledAt, source: 'literal', rerun: !!flags.rerun, maxDelayMs };
-  } else if (flags.windowFromSchedule) {
+    return { key: validateWindowKey(flags.window), scheduledAt, source: 'literal', rerun: !!flags.rerun, maxDelayMs };
+  }
+  if (flags.windowFromSchedule) {
     if (flags.windowFormat !== undefined) validateWindowFormat(flags.windowFormat, tz);
     const offset = flags.windowOffset !== undefined ? parseIsoOffset(flags.windowOffset, '--window-offset') : undefined;
     // JOB_NAME only inside Kubernetes: CI systems (Jenkins) set it too, to names that may end in digits.
-    const jobName = env.KUBERNETES_SERVICE_HOST ? env.JOB_NAME : undefined;
+    const jobName = c.env.KUBERNETES_SERVICE_HOST ? c.env.JOB_NAME : undefined;
     const occ = deriveOccurrence({ scheduledTime: flags.scheduledTime, jobName, schedule, tz, now });
     if (!occ) {
       throw new UsageError(
@@ -201,72 +286,32 @@ export function normalizeRunOptions(
     }
     const at: DateTime = occ.scheduledAt.setZone(tz);
     const key = windowKey(at, { format: flags.windowFormat, offset });
-    window = {
+    return {
       key: validateFormattedWindowKey(key, flags.windowFormat ?? 'ISO-8601'),
       scheduledAt: at.toJSDate(),
       source: occ.source,
       rerun: !!flags.rerun,
       maxDelayMs,
     };
-  } else if (flags.scheduledTime !== undefined) {
-    throw new UsageError('`--scheduled-time` needs `--window-from-schedule` or `--window`.');
   }
+  if (flags.scheduledTime !== undefined)
+    throw new UsageError('`--scheduled-time` needs `--window-from-schedule` or `--window`.');
+  return undefined;
+}
 
-  const spec: Record<string, string | number | null> = {
+/** What the registry records about the job (the acquire compares it with what other hosts run). */
+function registrySpec(flags: RawRunFlags, tz: string, d: Delays): Record<string, string | number | null> {
+  return {
     schedule: flags.schedule ?? null,
     tz,
     window_mode: flags.window !== undefined ? 'literal' : flags.windowFromSchedule ? 'schedule' : 'none',
     window_format: flags.windowFormat ?? null,
     window_offset: flags.windowOffset ?? null,
-    max_delay_ms: maxDelayMs ?? null,
-    alert_after_ms: alertAfterMs ?? null,
-    alert_lookback_ms: alertLookbackMs ?? null,
-    expect_min_ms: expect?.minMs ?? null,
-    expect_max_ms: expect?.maxMs ?? null,
-  };
-
-  const pingUrl = hookUrl(flags.pingUrl ?? nonEmpty(env.LEASEJOB_PING_URL), '--ping-url', 'LEASEJOB_PING_URL');
-  const notifyUrl = hookUrl(
-    flags.notifyUrl ?? nonEmpty(env.LEASEJOB_NOTIFY_URL),
-    '--notify-url',
-    'LEASEJOB_NOTIFY_URL',
-  );
-  const recordOutputBytes = parseRecordOutputSize(flags.recordOutput);
-
-  return {
-    pingUrl,
-    notifyUrl,
-    recordOutputBytes,
-    name,
-    command: cmd,
-    args,
-    ttlMs,
-    renewIntervalMs,
-    killGraceMs,
-    onBusy,
-    waitTimeoutMs,
-    maxRuntimeMs,
-    schedule,
-    tz,
-    window,
-    spec,
-    databaseUrl: flags.databaseUrl,
-    schema,
-    logLevel,
-    passDatabaseUrl: !!flags.passDatabaseUrl,
-    policy,
-    catchUp:
-      catchUp && schedule
-        ? {
-            ...catchUp,
-            naming: {
-              schedule,
-              format: flags.windowFormat,
-              offset:
-                flags.windowOffset !== undefined ? parseIsoOffset(flags.windowOffset, '--window-offset') : undefined,
-            },
-          }
-        : undefined,
+    max_delay_ms: d.maxDelayMs ?? null,
+    alert_after_ms: d.alertAfterMs ?? null,
+    alert_lookback_ms: d.alertLookbackMs ?? null,
+    expect_min_ms: d.expect?.minMs ?? null,
+    expect_max_ms: d.expect?.maxMs ?? null,
   };
 }
 

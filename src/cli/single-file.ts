@@ -15,6 +15,18 @@ interface Manifest {
 
 const manifest = JSON.parse(getAsset('manifest.json', 'utf8')) as Manifest;
 usePackageAssets({ ...manifest, read: (file) => getAsset(file, 'utf8') });
-watchOutput();
-// The SEA gives the executable's path as argv[1] too, as `node script` would.
-void main(process.argv).then(exitWhenWritten);
+// The build's priming start (scripts/single-file.mjs): the commands it names, one after the
+// other in this process, so that the code cache it writes at exit holds what each compiled.
+const primeRuns = process.env.LEASEJOB_SINGLE_FILE_PRIME_RUNS;
+if (primeRuns === undefined) {
+  watchOutput();
+  // The SEA gives the executable's path as argv[1] too, as `node script` would.
+  void main(process.argv).then(exitWhenWritten);
+} else void prime(JSON.parse(primeRuns) as string[][]);
+
+async function prime(runs: string[][]): Promise<void> {
+  const codes: number[] = [];
+  for (const args of runs) codes.push(await main([process.execPath, process.execPath, ...args]));
+  process.stdout.write(`${JSON.stringify(codes)}\n`);
+  process.exit(0);
+}

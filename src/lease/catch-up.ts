@@ -1,7 +1,7 @@
 // `run --catch-up`: which earlier occurrences of the schedule a run takes on before its own,
 // oldest first, and which it records as missed instead (past --catch-up-limit, --max-delay).
 import type { SequencePlan, SequenceWindow } from './types.js';
-import type { LeaseStore } from '../store/contract.js';
+import { windowPending, type LeaseStore } from '../store/contract.js';
 import { windowsBetween, type RangeWindow, type WindowNaming } from '../schedule/window-range.js';
 
 export interface CatchUpSettings {
@@ -45,7 +45,7 @@ export function earlierWindows(
 
 /**
  * The earlier windows inside the catch-up window that never completed: no row, failed, lost,
- * abandoned. Not those recorded missed, not this run's own window, not occurrences from before
+ * abandoned. Not those recorded missed, not those before the retention horizon (pruned), not this run's own window, not occurrences from before
  * the job was first registered (it was not expected to run them). `dbNow` judges --max-delay.
  */
 export async function findCatchUp(
@@ -67,8 +67,8 @@ export async function findCatchUp(
   const now = (dbNow ?? states.dbNow).getTime();
   const open = earlier.filter((w) => {
     if (w.scheduledAt.getTime() < registeredMs) return false;
-    const s = states.windows.get(w.key);
-    return s === undefined || (s.completedAt === null && s.outcome !== 'missed');
+    // Not "no row, so never ran": below the retention horizon the row may have been pruned.
+    return windowPending(states, w).pending && states.windows.get(w.key)?.outcome !== 'missed';
   });
   // One pass (up to MAX_CATCH_UP_TICKS windows): older than --max-delay, or in time.
   const tooOld: RangeWindow[] = [];

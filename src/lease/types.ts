@@ -129,11 +129,12 @@ export type WindowEvent =
       window: SequenceWindow;
       generation: string;
       /**
-       * done: completed already (not run); missed: past the max delay (not run); not-due: ahead of
+       * done: completed already (not run); missed: past the max delay or the retention horizon
+       * (not run); paused: the job was paused meanwhile (not run, the sequence stops); not-due: ahead of
        * the database clock; lost: the lease was found gone at the claim or the finish, or the
        * outcome could not be recorded (not recorded; the sequence stops after not-due and lost).
        */
-      outcome: 'completed' | 'failed' | 'done' | 'missed' | 'not-due' | 'lost' | 'exhausted' | 'backoff';
+      outcome: 'completed' | 'failed' | 'done' | 'missed' | 'paused' | 'not-due' | 'lost' | 'exhausted' | 'backoff';
       attempt?: number | undefined;
       durationMs?: number | undefined;
       exitCode?: number | undefined;

@@ -372,6 +372,14 @@ async function claim<T>(
     await lease.tell({ phase: 'end', ...at, outcome: 'done', result });
     return { result, last: false };
   }
+  if (c.outcome === 'paused') {
+    // Paused since the lease was taken (the store orders the claim against `pause`): no more
+    // children until resume; this window and the rest stay open.
+    log.warn({ generation: held.generation }, 'job paused: this window and the rest are not started');
+    const result: RunResult<T> = { status: 'skipped', reason: 'paused' };
+    await lease.tell({ phase: 'end', ...at, outcome: 'paused', result });
+    return { result, last: true };
+  }
   if (c.outcome === 'missed') {
     log.warn({ scheduledAt: w.scheduledAt, maxDelayMs: w.maxDelayMs }, 'window missed');
     const result: RunResult<T> = { status: 'skipped', reason: 'missed' };

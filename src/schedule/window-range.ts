@@ -1,5 +1,5 @@
 // The schedule's occurrences in a range of time, as distinct window keys (catch-up, backfill).
-import type { Duration } from 'luxon';
+import { DateTime, type Duration } from 'luxon';
 import { windowKey } from './occurrence.js';
 import { nextTick, type Schedule } from './cron.js';
 
@@ -49,4 +49,40 @@ export function windowsBetween(
     }
     at = nextTick(naming.schedule, at.toJSDate());
   }
+}
+
+/** The longest stretch one window key is looked for (a yearly format's is a year). */
+const MAX_WINDOW_SPAN_MS = 2 ** 36; // about 2.2 years
+
+/**
+ * The earliest instant whose window key is `atMs`'s: where a window of a coarse --window-format
+ * (and --window-offset) in `tz` begins. Each key covers one unbroken stretch of time
+ * (validateWindowFormat refuses formats whose keys recur), so it is found by stepping back in
+ * doubling steps until the key changes, then halving to the millisecond: about 60 keys worked
+ * out. Without a format every instant is its own window. `prune` aligns its horizon with it, so
+ * that no tick after the horizon shares a key with a window pruned before it.
+ */
+export function windowStart(
+  atMs: number,
+  naming: { format?: string | undefined; offset?: Duration | undefined; tz: string },
+): number {
+  if (naming.format === undefined) return atMs;
+  const key = (ms: number): string =>
+    windowKey(DateTime.fromMillis(ms, { zone: naming.tz }), { format: naming.format, offset: naming.offset });
+  const own = key(atMs);
+  let hi = atMs;
+  let step = 1_000;
+  for (;;) {
+    if (step > MAX_WINDOW_SPAN_MS) return atMs; // no start found: the horizon stays where it was
+    if (key(atMs - step) !== own) break;
+    hi = atMs - step;
+    step *= 2;
+  }
+  let lo = atMs - step;
+  while (hi - lo > 1) {
+    const mid = Math.floor((lo + hi) / 2);
+    if (key(mid) === own) hi = mid;
+    else lo = mid;
+  }
+  return hi;
 }

@@ -61,50 +61,12 @@ export function loadCli(
   load: NodeJS.Require,
   env: NodeJS.ProcessEnv = process.env,
 ): LoadedCli {
-  const fd = openSync(bundle, 'r');
-  let source: string;
-  let file: string | undefined;
-  let state: LoadedCli['cache'] = 'off';
-  try {
-    // The bundle is built ASCII-only (esbuild --charset=ascii): decoded as Latin-1 it is a
-    // one-byte string, read in half the time of UTF-8. Anything else is decoded as UTF-8.
-    const bytes = readFileSync(fd);
-    source = isAscii(bytes) ? bytes.toString('latin1') : bytes.toString('utf8');
-    const setting = env.LEASEJOB_COMPILE_CACHE;
-    if (setting !== 'off' && setting !== '0') {
-      const dir = usableDir(
-        setting ? path.resolve(setting) : path.join(tmpdir(), `leasejob-compile-cache-${process.getuid?.() ?? 'user'}`),
-      );
-      state = dir === undefined ? 'unusable' : 'cold';
-      // One file per command: `--version` compiles little of what `run` needs. Anything else
-      // (a typo, --help) shares one file, so mistyped commands cannot pile up files.
-      const { size, mtimeMs } = fstatSync(fd);
-      const name = command !== undefined && COMMANDS.has(command) ? command : 'other';
-      if (dir !== undefined)
-        file = path.join(
-          dir,
-          `${name}-${process.versions.v8}-${process.arch}-${installTag(bundle)}-${size}-${Math.trunc(mtimeMs)}.bin`,
-        );
-    }
-  } finally {
-    closeSync(fd);
-  }
-
-  let cachedData: Buffer | undefined;
-  let writtenReach = -1;
-  if (file !== undefined) {
-    try {
-      const bytes = readFileSync(file);
-      if (bytes.length > HEADER.length && bytes.subarray(0, HEADER_MAGIC.length).equals(HEADER_MAGIC)) {
-        writtenReach = bytes[HEADER_MAGIC.length]!;
-        cachedData = bytes.subarray(HEADER.length); // 8 bytes in: still aligned, V8 copies nothing
-      }
-    } catch {
-      cachedData = undefined;
-    }
-  }
+  const read = readBundle(bundle, command, env);
+  const { file } = read;
+  let state = read.state;
+  const { cachedData, writtenReach } = readCache(file);
   // The CommonJS wrapper, as Node's own loader puts around a module.
-  const wrapped = `(function (exports, require, module, __filename, __dirname) { ${source}\n});`;
+  const wrapped = `(function (exports, require, module, __filename, __dirname) { ${read.source}\n});`;
   const script = new Script(wrapped, { filename: bundle, ...(cachedData ? { cachedData } : {}) });
   if (cachedData) state = script.cachedDataRejected ? 'rejected' : 'used';
   const mod = {
@@ -135,50 +97,108 @@ export function loadCli(
       if (file === undefined) return;
       const reached = mod.exports.reach?.(exitCode) ?? (exitCode === 0 ? Reach.whole : Reach.none);
       if (state === 'used' && reached <= writtenReach) return;
-      const tmp = `${file}.${process.pid}.tmp`;
-      let fd: number | undefined;
-      try {
-        // Opened first: where it cannot be written (an image's read-only cache), nothing is serialized.
-        fd = openSync(tmp, 'w', 0o644);
-        const header = Buffer.from(HEADER);
-        header[HEADER_MAGIC.length] = reached;
-        writeAll(fd, header);
-        writeAll(fd, script.createCachedData());
-        closeSync(fd);
-        fd = undefined;
-        chmodSync(tmp, 0o644); // whatever the umask: an image's baked cache serves its runtime user
-        renameSync(tmp, file); // atomic: concurrent runners never read half a file
-        // Older caches of this command and install (another build or Node) would only pile up.
-        // Another install's (a second leasejob on the host, another version through npx) is
-        // left alone, or the two would evict each other at every start; unless it has not been
-        // read or written for STALE_CACHE_MS (its access time, which Linux updates about once a
-        // day as the file is read; its write time where the filesystem keeps no access times):
-        // most likely an install that is gone (it costs a live one a single uncached start).
-        const dir = path.dirname(file);
-        const command = path.basename(file).split('-')[0]!; // no '-' in a command name
-        const ours = installTag(bundle);
-        for (const f of readdirSync(dir)) {
-          // Left by a start killed while writing: its pid is long gone once it is this old.
-          const partial = /^(.+\.bin)\.\d+\.tmp$/.exec(f);
-          const tag = cacheFileTag(command, partial ? partial[1]! : f);
-          if (f === path.basename(file) || tag === undefined) continue;
-          const other = path.join(dir, f);
-          if (partial) {
-            if (Date.now() - lastUsedMs(other) > STALE_TMP_MS) rmSync(other, { force: true });
-          } else if (tag === null || tag === ours || Date.now() - lastUsedMs(other) > STALE_CACHE_MS)
-            rmSync(other, { force: true });
-        }
-      } catch {
-        // Read-only or full: the next start compiles again, nothing else changes.
-        try {
-          if (fd !== undefined) closeSync(fd);
-          rmSync(tmp, { force: true });
-        } catch {
-          // Nothing more to do: the cache is an optimisation.
-        }
-      }
+      writeCache(file, script, reached, bundle);
     },
   };
+}
+
+/** The bundle's source, and the cache file of this command for it (undefined: no cache). */
+function readBundle(
+  bundle: string,
+  command: string | undefined,
+  env: NodeJS.ProcessEnv,
+): { source: string; file: string | undefined; state: LoadedCli['cache'] } {
+  const fd = openSync(bundle, 'r');
+  try {
+    // The bundle is built ASCII-only (esbuild --charset=ascii): decoded as Latin-1 it is a
+    // one-byte string, read in half the time of UTF-8. Anything else is decoded as UTF-8.
+    const bytes = readFileSync(fd);
+    const source = isAscii(bytes) ? bytes.toString('latin1') : bytes.toString('utf8');
+    const setting = env.LEASEJOB_COMPILE_CACHE;
+    if (setting === 'off' || setting === '0') return { source, file: undefined, state: 'off' };
+    const dir = usableDir(
+      setting ? path.resolve(setting) : path.join(tmpdir(), `leasejob-compile-cache-${process.getuid?.() ?? 'user'}`),
+    );
+    if (dir === undefined) return { source, file: undefined, state: 'unusable' };
+    // One file per command: `--version` compiles little of what `run` needs. Anything else
+    // (a typo, --help) shares one file, so mistyped commands cannot pile up files.
+    const { size, mtimeMs } = fstatSync(fd);
+    const name = command !== undefined && COMMANDS.has(command) ? command : 'other';
+    const file = path.join(
+      dir,
+      `${name}-${process.versions.v8}-${process.arch}-${installTag(bundle)}-${size}-${Math.trunc(mtimeMs)}.bin`,
+    );
+    return { source, file, state: 'cold' };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The code cache in `file`, and how far the start that wrote it went (-1: none). */
+function readCache(file: string | undefined): { cachedData: Buffer | undefined; writtenReach: number } {
+  if (file === undefined) return { cachedData: undefined, writtenReach: -1 };
+  try {
+    const bytes = readFileSync(file);
+    if (bytes.length > HEADER.length && bytes.subarray(0, HEADER_MAGIC.length).equals(HEADER_MAGIC)) {
+      // 8 bytes in: still aligned, V8 copies nothing.
+      return { cachedData: bytes.subarray(HEADER.length), writtenReach: bytes[HEADER_MAGIC.length]! };
+    }
+  } catch {
+    // No cache yet, or unreadable: compiled from source.
+  }
+  return { cachedData: undefined, writtenReach: -1 };
+}
+
+/** The script's code cache written to `file` (atomically), older ones of this command removed. */
+function writeCache(file: string, script: Script, reached: number, bundle: string): void {
+  const tmp = `${file}.${process.pid}.tmp`;
+  let fd: number | undefined;
+  try {
+    // Opened first: where it cannot be written (an image's read-only cache), nothing is serialized.
+    fd = openSync(tmp, 'w', 0o644);
+    const header = Buffer.from(HEADER);
+    header[HEADER_MAGIC.length] = reached;
+    writeAll(fd, header);
+    writeAll(fd, script.createCachedData());
+    closeSync(fd);
+    fd = undefined;
+    chmodSync(tmp, 0o644); // whatever the umask: an image's baked cache serves its runtime user
+    renameSync(tmp, file); // atomic: concurrent runners never read half a file
+    removeOtherCaches(file, bundle);
+  } catch {
+    // Read-only or full: the next start compiles again, nothing else changes.
+    try {
+      if (fd !== undefined) closeSync(fd);
+      rmSync(tmp, { force: true });
+    } catch {
+      // Nothing more to do: the cache is an optimisation.
+    }
+  }
+}
+
+/**
+ * Older caches of this command and install (another build or Node) would only pile up.
+ * Another install's (a second leasejob on the host, another version through npx) is left
+ * alone, or the two would evict each other at every start; unless it has not been read or
+ * written for STALE_CACHE_MS (its access time, which Linux updates about once a day as the file
+ * is read; its write time where the filesystem keeps no access times): most likely an install
+ * that is gone (it costs a live one a single uncached start).
+ */
+function removeOtherCaches(file: string, bundle: string): void {
+  const dir = path.dirname(file);
+  const command = path.basename(file).split('-')[0]!; // no '-' in a command name
+  const ours = installTag(bundle);
+  for (const f of readdirSync(dir)) {
+    // Left by a start killed while writing: its pid is long gone once it is this old.
+    const partial = /^(.+\.bin)\.\d+\.tmp$/.exec(f);
+    const tag = cacheFileTag(command, partial ? partial[1]! : f);
+    if (f === path.basename(file) || tag === undefined) continue;
+    const other = path.join(dir, f);
+    if (partial) {
+      if (Date.now() - lastUsedMs(other) > STALE_TMP_MS) rmSync(other, { force: true });
+    } else if (tag === null || tag === ours || Date.now() - lastUsedMs(other) > STALE_CACHE_MS)
+      rmSync(other, { force: true });
+  }
 }
 
 /**

@@ -112,11 +112,13 @@ export interface ClaimWindowInput extends AttemptBudget {
 }
 
 /**
- * claimed: run it; done: completed already; missed: older than the max delay, recorded so;
- * not-held: the lease is gone; exhausted, backoff: refused by the attempt budget (recorded).
+ * claimed: run it; done: completed, skipped or marked already; missed: older than the max delay
+ * or the retention horizon, recorded so; paused: the job was paused (not run, left open); not-held:
+ * the lease is gone, or its token is of an earlier history; exhausted, backoff: refused by the
+ * attempt budget (recorded).
  */
 export interface ClaimWindowRow {
-  outcome: 'claimed' | 'done' | 'missed' | 'not-held' | BudgetRefusal;
+  outcome: 'claimed' | 'done' | 'missed' | 'paused' | 'not-held' | BudgetRefusal;
   /** The attempt claimed; for exhausted and backoff, the attempts made. */
   attempt: number | null;
   completedAt: Date | null;
@@ -142,6 +144,11 @@ export interface WindowStates {
   dbNow: Date;
   /** Undefined when the job was never registered. */
   registeredAt: Date | undefined;
+  /**
+   * The job's retention horizon (`prune`): a window scheduled before it may have been pruned, so
+   * "no row" does not mean "never ran"; the store refuses to run it. Null when never pruned.
+   */
+  retainedFrom: Date | null;
   windows: Map<string, { outcome: string; completedAt: Date | null; attempts: number }>;
 }
 
@@ -276,6 +283,10 @@ export interface HostClock {
 /** What `leasejob prune` needs to know of one job. */
 export interface RetentionRow {
   name: string;
+  /** How its windows are named (the registry's --window-format, --window-offset, --tz): prune aligns its horizon to a window's start. */
+  windowFormat: string | null;
+  windowOffset: string | null;
+  tz: string | null;
   /** Its --max-delay: a horizon must be older, or an occurrence still due would be missed. */
   maxDelayMs: number | null;
   /** Windows scheduled before this may have been pruned: such an occurrence is missed, never run. */
@@ -521,6 +532,29 @@ export interface DueNotCompleted {
  * that a contender facing a working owner still leaves within about a second.
  */
 export const ACQUIRE_LOCK_TIMEOUT_MS = 500;
+
+/**
+ * From when a due window without a row in the ledger counts as not run (monitoring): not before
+ * the job was registered, nor before its retention horizon, where `prune` deleted completed
+ * windows: retention never makes a completed occurrence look missed.
+ */
+export function expectedFrom(registeredMs: number, retainedFromMs: number | null): number {
+  return retainedFromMs === null ? registeredMs : Math.max(registeredMs, retainedFromMs);
+}
+
+/**
+ * Whether a sequence's planner may count on a window: false when it is final (completed,
+ * skipped, marked) or scheduled before the retention horizon (pruned, or as good as:
+ * the store's gate refuses it). The store decides again when it claims the window.
+ */
+export function windowPending(
+  states: WindowStates,
+  w: { key: string; scheduledAt: Date },
+): { pending: boolean; pruned: boolean } {
+  const s = states.windows.get(w.key);
+  const pruned = s?.completedAt == null && states.retainedFrom !== null && w.scheduledAt < states.retainedFrom;
+  return { pending: !pruned && s?.completedAt == null, pruned };
+}
 
 /** How long recording an event (busy skip, renewal failures, clock jump) waits for its answer by default. */
 export const EVENT_TIMEOUT_MS = 5_000;

@@ -6,6 +6,8 @@ import { monoNow } from '../clock.js';
 import { humanMs } from '../schedule/duration.js';
 import { UsageError } from '../errors.js';
 import type { LeaseStore, RetentionRow, RetentionStore } from './contract.js';
+import { parseIsoOffset } from '../schedule/duration.js';
+import { windowStart } from '../schedule/window-range.js';
 
 /**
  * Rows per batch: each batch is one transaction of about this many deletions (milliseconds on
@@ -65,6 +67,18 @@ export function checkHorizon(jobs: RetentionRow[], olderThanMs: number, olderTha
   }
 }
 
+/**
+ * A job's horizon: `horizon` moved back to the start of the window it falls in. With a coarse
+ * --window-format (a day of hourly ticks), the window's earliest tick decides whether it was
+ * pruned: a late tick of a day whose first tick is older than the horizon must not run the day
+ * again, so that day is kept, and judged, whole. The registry says how the job names windows.
+ */
+export function jobHorizon(job: RetentionRow, horizon: Date): Date {
+  if (job.windowFormat === null) return horizon;
+  const offset = job.windowOffset !== null ? parseIsoOffset(job.windowOffset, '--window-offset') : undefined;
+  return new Date(windowStart(horizon.getTime(), { format: job.windowFormat, offset, tz: job.tz ?? 'UTC' }));
+}
+
 export function retentionOf(store: LeaseStore): RetentionStore {
   if (!store.retention) throw new UsageError(`this store (${store.location}) does not support prune`);
   return store.retention;
@@ -89,15 +103,22 @@ export async function pruneJobs(
     opts.onProgress?.({ ...p });
   };
   // Every job's horizon first, HORIZON_CHUNK at a time: before any window of it goes, so a
-  // late duplicate of one is refused. One statement per chunk instead of one per job.
+  // late duplicate of one is refused. One statement per chunk (of jobs with the same horizon)
+  // instead of one per job.
+  const horizons = new Map(jobs.map((j) => [j.name, jobHorizon(j, horizon)]));
   if (!opts.dryRun) {
-    for (let i = 0; i < jobs.length; i += HORIZON_CHUNK)
-      await r.raiseHorizon(
-        jobs.slice(i, i + HORIZON_CHUNK).map((j) => j.name),
-        horizon,
-      );
+    const byHorizon = new Map<number, string[]>();
+    for (const [name, h] of horizons) {
+      const names = byHorizon.get(h.getTime());
+      if (names) names.push(name);
+      else byHorizon.set(h.getTime(), [name]);
+    }
+    for (const [ms, names] of byHorizon)
+      for (let i = 0; i < names.length; i += HORIZON_CHUNK)
+        await r.raiseHorizon(names.slice(i, i + HORIZON_CHUNK), new Date(ms));
   }
   for (const job of jobs) {
+    const horizon = horizons.get(job.name)!;
     // The events of the lease's current generation stay: its owner's finish (and its retry)
     // and a takeover's lost-lease record look for them.
     const eventsBefore = job.leaseAcquiredAt && job.leaseAcquiredAt < horizon ? job.leaseAcquiredAt : horizon;

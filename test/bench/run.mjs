@@ -30,6 +30,7 @@ const BENCHES = [
   'loss',
   'monitor',
   'scale',
+  'single-file',
 ];
 
 const USAGE = `usage: node test/bench/run.mjs [--quick] [--only ${BENCHES.join(',')}] [--out FILE] [--stmt-method pgss|log]

@@ -56,6 +56,18 @@ export function chartValues(): Values {
   return readYaml<Values>(path.join(CHART_DIR, 'values.yaml'));
 }
 
+/** The example URL of the plain manifests' Secret (deploy/kubernetes/secret.yaml), to be replaced there. */
+export const EXAMPLE_DATABASE_URL = 'postgres://leasejob:change-me@postgres:5432/leasejob';
+/** The chart refuses to render without a database: the `--set` every render here gives it. */
+export const DATABASE_SET = `database.url=${EXAMPLE_DATABASE_URL}`;
+
+/** values.yaml as an install gives it: with the database URL that values.yaml leaves to the user. */
+export function installValues(): Values {
+  const values = chartValues();
+  values.database.url = EXAMPLE_DATABASE_URL;
+  return values;
+}
+
 export function chartTemplate(name: string): string {
   return readFileSync(path.join(TEMPLATES_DIR, name), 'utf8');
 }
@@ -181,7 +193,7 @@ export interface PromRule { alert?: string; record?: string; expr: string; for?:
  * file), with `prometheusRule.enabled=true` and any further `--set key=value`.
  */
 export function renderRuleSpec(helm: string, opts: { release: string; namespace: string; set?: string[] }): { groups: Array<{ name: string; rules: PromRule[] }> } {
-  const sets = ['prometheusRule.enabled=true', ...(opts.set ?? [])].flatMap((s) => ['--set', s]);
+  const sets = [DATABASE_SET, 'prometheusRule.enabled=true', ...(opts.set ?? [])].flatMap((s) => ['--set', s]);
   const r = spawnSync(helm, ['template', opts.release, CHART_DIR, '--namespace', opts.namespace, '--kube-version', '1.27.0',
     ...sets, '--show-only', 'templates/prometheusrule.yaml'], { encoding: 'utf8', timeout: 60_000 });
   if (r.status !== 0) throw new Error(`helm template failed: ${r.stderr}`);

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { stringify } from 'yaml';
 import { describe, expect, it } from 'vitest';
-import { CHART_DIR, findTool, parseDocuments, type K8sObject } from './deploy-files.js';
+import { CHART_DIR, DATABASE_SET, findTool, parseDocuments, type K8sObject } from './deploy-files.js';
 import { DASHBOARD_FILE, dashboardQueries, type Dashboard } from './dashboard-files.js';
 import { labelValuesMetric, metricNames } from './promql-names.js';
 
@@ -57,7 +57,7 @@ describe('deploy/grafana/leasejob.json', () => {
 const helm = findTool('helm', 'LEASEJOB_HELM');
 describe.skipIf(!helm)('the chart\'s dashboard ConfigMap (helm template)', () => {
   const render = (...set: string[]): K8sObject[] => {
-    const r = spawnSync(helm!, ['template', 'rel', CHART_DIR, '--namespace', 'billing', '--kube-version', '1.27.0', ...set.flatMap((s) => ['--set', s])], { encoding: 'utf8', timeout: 60_000 });
+    const r = spawnSync(helm!, ['template', 'rel', CHART_DIR, '--namespace', 'billing', '--kube-version', '1.27.0', ...[DATABASE_SET, ...set].flatMap((s) => ['--set', s])], { encoding: 'utf8', timeout: 60_000 });
     expect(r.status, r.stderr).toBe(0);
     return parseDocuments(r.stdout, 'helm template') as K8sObject[];
   };

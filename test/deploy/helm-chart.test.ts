@@ -13,13 +13,14 @@ import { parseDuration } from '../../src/schedule/duration.js';
 import { ROOT, runCli } from '../helpers/cli.js';
 import { newSchemaName, testDb, type TestDb } from '../helpers/db.js';
 import {
-  CHART_DIR, PLAIN_RELEASE, RUN_FLAGS, allStrings, chartTemplate, chartTemplates, chartValues, expectedRunArgs, findTool,
+  CHART_DIR, DATABASE_SET, EXAMPLE_DATABASE_URL, PLAIN_RELEASE, RUN_FLAGS, allStrings, chartTemplate, chartTemplates, chartValues, expectedRunArgs, findTool, installValues,
   fullname, mergedJob, parseDocuments, plainObject, plainObjects, podSpecOf, readYaml, withoutHelmMetadata, type K8sObject, type Values,
 } from './deploy-files.js';
 import { schemaErrors, unknownFields } from './k8s-fields.js';
 import { pathExists, valuesRefs } from './template-refs.js';
 
-const values = chartValues();
+/** values.yaml with the database URL an install must give (the chart refuses to render without one). */
+const values = installValues();
 const schema = JSON.parse(readFileSync(path.join(CHART_DIR, 'values.schema.json'), 'utf8')) as Record<string, any>;
 const ajv = new Ajv({ allErrors: true, strict: true });
 const validateValues = ajv.compile(schema);
@@ -58,8 +59,10 @@ describe('values.yaml against values.schema.json', () => {
     expect(schema.$schema).toBe('http://json-schema.org/draft-07/schema#');
   });
 
-  it('values.yaml validates', () => {
+  it('values.yaml validates once a database is given, and is refused without one (no example URL to install)', () => {
     expect(errorsOf(values)).toEqual([]);
+    expect(chartValues().database).toMatchObject({ url: '', existingSecret: '' });
+    expect(errorsOf(chartValues()).join('\n')).toMatch(/\/database\/url must be equal to constant .*the postgres:\/\/ URL of leasejob's database, or database.existingSecret/);
   });
 
   it('the commented example job in values.yaml validates too', () => {
@@ -76,7 +79,7 @@ describe('values.yaml against values.schema.json', () => {
     ['a job name that is not a DNS label', (v: Values) => (v.jobs[0].name = 'Nightly_Close'), /\/jobs\/0\/name must match pattern/],
     ['a job without command', (v: Values) => delete v.jobs[0].command, /must have required property 'command'/],
     ['a schema name that is not an identifier', (v: Values) => (v.database.schema = 'lease-job'), /\/database\/schema must match pattern/],
-    ['no URL and no existing Secret', (v: Values) => (v.database.url = ''), /\/database\/url must NOT have fewer than 1 characters/],
+    ['no URL and no existing Secret', (v: Values) => (v.database.url = ''), /\/database\/url must be equal to constant/],
     ['a fractional grace period', (v: Values) => (v.jobDefaults.terminationGracePeriodSeconds = 30.5), /must be integer/],
   ])('rejects %s', (_what, edit, message) => {
     expect(errorsOf(valuesWith(edit)).join('\n')).toMatch(message);
@@ -266,7 +269,7 @@ describe('deploy/kubernetes says what the chart says', () => {
   it('the plain Secret is the chart-made one, without hook annotations', () => {
     expect(chartTemplate('secret.yaml')).toMatch(/helm\.sh\/hook: pre-install,pre-upgrade[\s\S]*helm\.sh\/hook-weight: "-10"/);
     const secret = plainObject('Secret', `${name}-database`);
-    expect(secret.stringData).toEqual({ [values.database.secretKey]: values.database.url });
+    expect(secret.stringData).toEqual({ [values.database.secretKey]: EXAMPLE_DATABASE_URL });
     expect(secret.metadata.annotations ?? {}).toEqual({});
   });
 
@@ -346,14 +349,14 @@ describe.skipIf(!helm)('with a helm binary', () => {
   // Helm 3.10), which can be older than the chart's kubeVersion: render for the oldest it allows.
   const KUBE_VERSION = ['--kube-version', '1.27.0'];
   const render = (args: string[]): K8sObject[] => {
-    const r = spawnSync(helm!, ['template', ...args, ...KUBE_VERSION], { encoding: 'utf8', timeout: 60_000 });
+    const r = spawnSync(helm!, ['template', ...args, '--set', DATABASE_SET, ...KUBE_VERSION], { encoding: 'utf8', timeout: 60_000 });
     expect(r.status, r.stderr).toBe(0);
     return parseDocuments(r.stdout, 'helm template') as K8sObject[];
   };
   const byKey = (list: K8sObject[]): Record<string, K8sObject> => Object.fromEntries(list.map((o) => [`${o.kind}/${o.metadata.name}`, o]));
 
   it('helm lint --strict passes', () => {
-    const r = spawnSync(helm!, ['lint', '--strict', CHART_DIR], { encoding: 'utf8', timeout: 60_000 });
+    const r = spawnSync(helm!, ['lint', '--strict', CHART_DIR, '--set', DATABASE_SET], { encoding: 'utf8', timeout: 60_000 });
     expect(r.status, r.stdout + r.stderr).toBe(0);
   });
 
@@ -419,7 +422,7 @@ describe.skipIf(!helm)('with a helm binary', () => {
   });
 
   it('refuses a bad schedule and an unknown zone in words, not as a regular expression or the zone list (issue 20)', () => {
-    const fail = (set: string): string => spawnSync(helm!, ['template', 'x', CHART_DIR, '--set', set, ...KUBE_VERSION], { encoding: 'utf8', timeout: 60_000 }).stderr;
+    const fail = (set: string): string => spawnSync(helm!, ['template', 'x', CHART_DIR, '--set', DATABASE_SET, '--set', set, ...KUBE_VERSION], { encoding: 'utf8', timeout: 60_000 }).stderr;
     const job = 'jobs[0].name=a,jobs[0].command[0]=echo';
     const schedule = fail(`${job},jobs[0].schedule=61 * * * *`);
     expect(schedule).toContain("at '/jobs/0/schedule'");
@@ -445,8 +448,29 @@ describe.skipIf(!helm)('with a helm binary', () => {
     expect(cronJob(own, 'x-leasejob-own').containers[0].command).toEqual(['leasejob']);
   });
 
+  it('refuses to render without a database: no existingSecret and no URL is an error naming both, not an example URL', () => {
+    const r = spawnSync(helm!, ['template', 'x', CHART_DIR, ...KUBE_VERSION], { encoding: 'utf8', timeout: 60_000 });
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toContain("at '/database/url'");
+    expect(r.stderr).toContain('database.existingSecret');
+    expect(r.stdout).not.toContain('change-me');
+    const withSecret = render(['x', CHART_DIR, '--set', 'database.url=,database.existingSecret=pg']);
+    expect(withSecret.map((o) => o.kind)).not.toContain('Secret');
+  });
+
+  it('sets resources on every container by default (requests, and a memory limit)', () => {
+    for (const o of render(['x', CHART_DIR])) {
+      if (!['CronJob', 'Deployment', 'Job'].includes(o.kind)) continue;
+      const pod = podSpecOf(o);
+      for (const c of [...(pod.initContainers ?? []), ...pod.containers]) {
+        expect(c.resources?.requests, `${o.kind}/${o.metadata.name} ${c.name}`).toMatchObject({ cpu: expect.any(String), memory: expect.any(String) });
+        expect(c.resources?.limits?.memory, `${o.kind}/${o.metadata.name} ${c.name}`).toEqual(expect.any(String));
+      }
+    }
+  });
+
   it('refuses at template time the schedules the Kubernetes API server refuses (robfig/cron: day of week 0-6, no L or #)', () => {
-    const fail = (set: string): string => spawnSync(helm!, ['template', 'x', CHART_DIR, '--set', set, ...KUBE_VERSION], { encoding: 'utf8', timeout: 60_000 }).stderr;
+    const fail = (set: string): string => spawnSync(helm!, ['template', 'x', CHART_DIR, '--set', DATABASE_SET, '--set', set, ...KUBE_VERSION], { encoding: 'utf8', timeout: 60_000 }).stderr;
     const job = 'jobs[0].name=a,jobs[0].command[0]=echo';
     for (const schedule of ['0 0 * * 7', '0 0 * * 5L', '0 0 * * FRI#2'])
       expect(fail(`${job},jobs[0].schedule=${schedule}`), schedule).toContain('day of week (5th field) is 0-6 (0 is Sunday)');
@@ -473,7 +497,7 @@ describe.skipIf(!helm)('with a helm binary', () => {
   });
 
   it('refuses a grace period that does not cover --kill-grace, a kill grace the ttl has no room for, a duplicate job name, and catch-up without windowFromSchedule', () => {
-    const fail = (set: string): string => spawnSync(helm!, ['template', 'x', CHART_DIR, '--set', set, ...KUBE_VERSION], { encoding: 'utf8', timeout: 60_000 }).stderr;
+    const fail = (set: string): string => spawnSync(helm!, ['template', 'x', CHART_DIR, '--set', DATABASE_SET, '--set', set, ...KUBE_VERSION], { encoding: 'utf8', timeout: 60_000 }).stderr;
     expect(fail('jobDefaults.killGrace=45s')).toContain('terminationGracePeriodSeconds 45, not more than killGrace 45s + 5s');
     // leasejob run's own rule, at render time rather than as exit 64 on every run: 16s is too
     // short for the default killGrace 10s, 17s is long enough.

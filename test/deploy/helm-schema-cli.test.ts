@@ -10,10 +10,10 @@ import path from 'node:path';
 import { Ajv } from 'ajv';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.js';
-import { CHART_DIR, RUN_FLAGS, chartValues, expectedRunArgs, mergedJob, type Values } from './deploy-files.js';
+import { CHART_DIR, RUN_FLAGS, expectedRunArgs, installValues, mergedJob, type Values } from './deploy-files.js';
 
 const DATABASE_URL = 'postgres://u:p@127.0.0.1:9/db';
-const values = chartValues();
+const values = installValues();
 const schema = JSON.parse(readFileSync(path.join(CHART_DIR, 'values.schema.json'), 'utf8')) as Record<string, any>;
 const validate = new Ajv({ allErrors: true, strict: true }).compile(schema);
 

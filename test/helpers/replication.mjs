@@ -98,6 +98,69 @@ export async function startServer() {
   };
 }
 
+/**
+ * A lone server whose history can be lost in place: `crash()` stops it as a power cut does
+ * (`pg_ctl -m immediate`: WAL still in its buffers is gone), `start()` starts it again,
+ * `backup()` takes a physical backup (pg_basebackup, the stand-in for a disk snapshot) and
+ * `startFrom(dir)` starts that copy in the server's place (same port, system identifier,
+ * timeline). `conf`: extra postgresql.conf lines.
+ * @param {{ conf?: string[] }} [opts]
+ */
+export async function startLocalServer(opts = {}) {
+  const user = serverUser();
+  const parent = mkdtempSync(path.join(tmpdir(), 'leasejob-local-'));
+  chmodSync(parent, 0o755);
+  if (user.uid !== undefined) chownSync(parent, user.uid, user.gid);
+  const port = await freePort();
+  let data = path.join(parent, 'data');
+  const log = path.join(parent, 'server.log');
+  await run(
+    'initdb',
+    ['-D', data, '--auth=trust', '--username=postgres', '--locale=C', '--encoding=UTF8'],
+    user,
+    parent,
+  );
+  appendFileSync(
+    path.join(data, 'postgresql.conf'),
+    [
+      "listen_addresses = '127.0.0.1'",
+      `unix_socket_directories = '${parent}'`,
+      `port = ${port}`,
+      'fsync = off',
+      ...(opts.conf ?? []),
+    ].join('\n') + '\n',
+  );
+  const start = () => run('pg_ctl', ['-D', data, '-l', log, '-w', '-t', '60', 'start'], user, parent);
+  const crash = () => run('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop'], user, parent);
+  await start();
+  let backups = 0;
+  return {
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    port,
+    start,
+    crash,
+    backup: async () => {
+      const dir = path.join(parent, `backup-${++backups}`);
+      await run(
+        'pg_basebackup',
+        ['-D', dir, '-h', '127.0.0.1', '-p', String(port), '-U', 'postgres', '-X', 'stream', '-c', 'fast'],
+        user,
+        parent,
+      );
+      return dir;
+    },
+    startFrom: async (dir) => {
+      await crash().catch(() => {});
+      data = dir;
+      await start();
+    },
+    stop: async () => {
+      await crash().catch(() => {});
+      rmSync(parent, { recursive: true, force: true });
+    },
+  };
+}
+
 /** pg_dump of `schema` from `fromUrl`, restored with psql into `toUrl` (ON_ERROR_STOP). */
 export async function dumpRestore(fromUrl, toUrl, schema) {
   const dump = await run('pg_dump', ['--dbname', fromUrl, '--schema', schema, '--no-owner'], {}, tmpdir());

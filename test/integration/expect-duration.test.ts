@@ -1,28 +1,15 @@
 // `run --expect-duration <min>..<max>` (issue 18): a run outside the bounds is a `check`
 // warning, a metric and (in the chart) an alert; in both stores. Bad input is refused before
 // anything is written.
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { bothStores, NO_DB_ENV as noDb } from '../helpers/both-stores.js';
 import { fixture, runCli, scrapeOnce, startCli, waitFor } from '../helpers/cli.js';
-import { testDb, type TestDb } from '../helpers/db.js';
 import { tempDir } from '../helpers/temp.js';
 
 const tmp = tempDir('leasejob-expect-');
-let db: TestDb;
-beforeAll(async () => {
-  db = await testDb();
-});
-afterAll(async () => {
-  await db.close();
-});
-
-const noDb = { DATABASE_URL: undefined, LEASEJOB_DATABASE_URL: undefined, PGHOST: undefined, JOB_NAME: undefined };
-const stores: Array<[string, () => string[]]> = [
-  ['PostgreSQL', () => ['--database-url', db.url, '--schema', db.schema]],
-  ['the embedded store', () => ['--state-file', path.join(tmp, 'state', 'leasejob.db')]],
-];
-mkdirSync(path.join(tmp, 'state'));
+const { db, stores } = bothStores('leasejob-expect-');
 
 const sleepThen = (ms: number, code = 0): string[] => [
   '--',
@@ -91,7 +78,7 @@ describe.each(stores)('--expect-duration in %s', (_store, conn) => {
 
 describe('--expect-duration while a run is still going', () => {
   it('a run past the maximum is a WARNING before it ends', async () => {
-    const conn = ['--database-url', db.url, '--schema', db.schema];
+    const conn = ['--database-url', db().url, '--schema', db().schema];
     const release = path.join(tmp, 'release-running');
     const p = startCli(
       [

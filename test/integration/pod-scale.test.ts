@@ -21,21 +21,11 @@ afterAll(async () => {
   await db?.close();
 });
 
+const conn = (): string[] => ['--database-url', db.url, '--schema', db.schema];
+
 /** `leasejob run` as a pod: its own hostname `pod`, on node `node` (or none: the pre-node keying). */
 function runPod(pod: string, node: string | undefined, job: string, window: string) {
-  const args = [
-    'run',
-    '--database-url',
-    db.url,
-    '--schema',
-    db.schema,
-    '--name',
-    job,
-    '--window',
-    window,
-    '--',
-    'true',
-  ];
+  const args = ['run', ...conn(), '--name', job, '--window', window, '--', 'true'];
   return execa('unshare', ['-u', 'sh', '-c', 'hostname "$0" && exec "$@"', pod, process.execPath, BIN, ...args], {
     env: { LEASEJOB_NODE_NAME: node },
     reject: false,
@@ -46,7 +36,7 @@ function runPod(pod: string, node: string | undefined, job: string, window: stri
 
 /** The exporter's series (sample lines), and those with a host label. */
 async function series(): Promise<{ all: string[]; hosts: Set<string> }> {
-  const text = await scrapeOnce(['--database-url', db.url, '--schema', db.schema]);
+  const text = await scrapeOnce(conn());
   const all = text.split('\n').filter((l) => l.startsWith('leasejob_'));
   return { all, hosts: new Set(all.flatMap((l) => /host="([^"]*)"/.exec(l)?.[1] ?? [])) };
 }
@@ -86,12 +76,9 @@ describe.skipIf(!canRename)('many pods on one node', () => {
   });
 
   it('a LEASEJOB_NODE_NAME that is no node name: exit 64, saying so, nothing recorded', async () => {
-    const r = await runCli(
-      ['run', '--database-url', db.url, '--schema', db.schema, '--name', 'bad-node', '--window', 'w', '--', 'true'],
-      {
-        LEASEJOB_NODE_NAME: 'Node:1',
-      },
-    );
+    const r = await runCli(['run', ...conn(), '--name', 'bad-node', '--window', 'w', '--', 'true'], {
+      LEASEJOB_NODE_NAME: 'Node:1',
+    });
     expect(r.exitCode, r.all).toBe(64);
     expect(r.stderr).toContain('LEASEJOB_NODE_NAME');
     expect(await db.rows(`SELECT 1 FROM ${db.schema}.jobs WHERE name = 'bad-node'`)).toEqual([]);

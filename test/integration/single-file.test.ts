@@ -65,6 +65,18 @@ describe.skipIf(unbuilt !== undefined)('the single executable, on a host without
     expect(execFileSync(FILE, ['--version'], { env: {}, cwd: dirs(), encoding: 'utf8' }).trim()).toBe(version);
   });
 
+  it('is built reproducibly, with a code cache that V8 takes', () => {
+    const again = path.join(out, 'again');
+    const r = spawnSync(process.execPath, [path.join(ROOT, 'scripts', 'single-file.mjs'), '--out', again], {
+      cwd: ROOT,
+      encoding: 'utf8',
+    });
+    expect(r.status, r.stderr).toBe(0);
+    expect(readFileSync(again).equals(readFileSync(FILE))).toBe(true);
+    const v = spawnSync(FILE, ['--version'], { env: { LEASEJOB_SINGLE_FILE_CACHE: 'report' }, encoding: 'utf8' });
+    expect(v.stderr).toBe('code cache: used\n');
+  });
+
   it('PostgreSQL: migrates a new schema from the SQL inside it, then runs sh and python3 children with FENCE_TOKEN', async () => {
     const cwd = dirs();
     const schema = `${db.schema}_sf`;

@@ -8,7 +8,7 @@ import { createLogger, type Logger } from '../../log.js';
 import { normalizeRunOptions, parseCount, runSecrets, type RawRunFlags, type RunConfig } from '../options.js';
 import { chooseStore, openStore, passwordFileWarnings, storeError, type StoreChoice } from '../../store/choice.js';
 import type { RunResult, SequenceWindow, WindowEvent } from '../../lease/types.js';
-import type { JobRow, LeaseStore, WindowStates } from '../../store/contract.js';
+import { windowPending, type JobRow, type LeaseStore, type WindowStates } from '../../store/contract.js';
 import { humanMs, renderTable } from '../../monitor/table.js';
 import { typicalInterval } from '../../schedule/cron.js';
 import { TooManyWindows, windowsBetween, type RangeWindow } from '../../schedule/window-range.js';
@@ -172,12 +172,12 @@ function stateOf(s: WindowStates['windows'] extends Map<string, infer V> ? V | u
 async function dryRun(c: BackfillConfig, choice: StoreChoice): Promise<number> {
   let store: LeaseStore | undefined;
   try {
-    let states: WindowStates['windows'] = new Map();
+    let states: WindowStates = { dbNow: new Date(), registeredAt: undefined, retainedFrom: null, windows: new Map() };
     let paused: JobRow['pause'] | undefined;
     try {
       store = await openStore(choice, { existingOnly: true });
       if (!store.readWindows) throw new UsageError(`\`backfill\` is not supported by this store (${store.kind})`);
-      states = (await store.readWindows(c.run.name, keysOf(c))).windows;
+      states = await store.readWindows(c.run.name, keysOf(c));
       const job = (await store.readJobRows(c.run.name)).rows[0];
       if (job?.paused) paused = job.pause;
     } catch (err) {
@@ -192,14 +192,16 @@ async function dryRun(c: BackfillConfig, choice: StoreChoice): Promise<number> {
     }
     let toRun = 0;
     const rows = c.windows.map((w) => {
-      const s = states.get(w.key);
-      const run = c.rerun || s?.completedAt == null;
+      const s = states.windows.get(w.key);
+      const { pending, pruned } = windowPending(states, w);
+      const run = c.rerun || pending;
       if (run) toRun += 1;
-      return [w.key, w.scheduledAt.toISOString(), stateOf(s), run ? 'run' : 'skip'];
+      const state = pruned ? 'pruned (before the retention horizon)' : stateOf(s);
+      return [w.key, w.scheduledAt.toISOString(), state, run ? 'run' : 'skip'];
     });
     process.stdout.write(renderTable(['WINDOW', 'SCHEDULED AT', 'STATE', 'ACTION'], rows));
     process.stdout.write(
-      `${c.windows.length} window(s) of ${c.run.name}: ${toRun} to run, ${c.windows.length - toRun} completed (skipped)${c.rerun || toRun === c.windows.length ? '' : '; --rerun runs them too'}. Dry run: nothing was run or written.\n`,
+      `${c.windows.length} window(s) of ${c.run.name}: ${toRun} to run, ${c.windows.length - toRun} completed or pruned (skipped)${c.rerun || toRun === c.windows.length ? '' : '; --rerun runs them too'}. Dry run: nothing was run or written.\n`,
     );
     if (paused !== undefined) {
       const p = paused;
@@ -220,7 +222,17 @@ async function dryRun(c: BackfillConfig, choice: StoreChoice): Promise<number> {
 /** Progress: a line rewritten in place on a terminal, else one log line per occurrence. */
 function progress(log: Logger, tty: boolean) {
   const started = monoNow();
-  const counts = { completed: 0, failed: 0, done: 0, missed: 0, 'not-due': 0, lost: 0, exhausted: 0, backoff: 0 };
+  const counts = {
+    completed: 0,
+    failed: 0,
+    done: 0,
+    missed: 0,
+    paused: 0,
+    'not-due': 0,
+    lost: 0,
+    exhausted: 0,
+    backoff: 0,
+  };
   let total = 0;
   let finished = 0;
   let drawn = false;
@@ -295,9 +307,9 @@ async function backfillWindows(
   const { config, log, signal } = session;
   if (!store.readWindows) throw new UsageError(`\`backfill\` is not supported by this store (${store.kind})`);
   const toRun = async (): Promise<SequenceWindow[]> => {
-    const states = (await store.readWindows!(config.name, keysOf(c))).windows;
+    const states = await store.readWindows!(config.name, keysOf(c));
     return c.windows
-      .filter((w) => c.rerun || states.get(w.key)?.completedAt == null)
+      .filter((w) => c.rerun || windowPending(states, w).pending)
       .map((w) => ({ key: w.key, scheduledAt: w.scheduledAt, rerun: c.rerun, role: 'backfill' as const }));
   };
   const pending = (await toRun()).length;

@@ -41,7 +41,13 @@ import type {
   WindowRow,
   WindowStates,
 } from '../contract.js';
-import { ACQUIRE_LOCK_TIMEOUT_MS, EVENT_TIMEOUT_MS, JOB_CHANGES_WINDOW_MS, NOT_COMPLETED_LISTED } from '../contract.js';
+import {
+  ACQUIRE_LOCK_TIMEOUT_MS,
+  EVENT_TIMEOUT_MS,
+  expectedFrom,
+  JOB_CHANGES_WINDOW_MS,
+  NOT_COMPLETED_LISTED,
+} from '../contract.js';
 
 export interface PoolOptions {
   /**
@@ -531,6 +537,7 @@ export class PgStore implements LeaseStore {
     const { rows } = await this.query(
       `SELECT ${epochMs('now()')} AS db_now_ms,
               (SELECT ${epochMs('j.created_at')} FROM ${this.s}.jobs j WHERE j.name = $1) AS registered_ms,
+              (SELECT ${epochMs('t.retained_from')} FROM ${this.s}.retention t WHERE t.job = $1) AS retained_ms,
               (SELECT coalesce(json_agg(json_build_object('k', w.window_key, 'o', w.outcome, 'a', w.attempts, 'c', ${epochMs('w.completed_at')})), '[]'::json)
                  FROM ${this.s}.windows w WHERE w.job = $1 AND w.window_key = ANY($2::text[])) AS windows`,
       [job, [...keys]],
@@ -543,6 +550,7 @@ export class PgStore implements LeaseStore {
     return {
       dbNow: new Date(r.db_now_ms),
       registeredAt: r.registered_ms === null ? undefined : new Date(r.registered_ms),
+      retainedFrom: r.retained_ms === null ? null : new Date(r.retained_ms),
       windows,
     };
   }
@@ -702,6 +710,7 @@ export class PgStore implements LeaseStore {
          LEFT JOIN LATERAL (
            SELECT w.window_key, w.completed_at, w.started_at, w.generation
              FROM ${s}.windows w WHERE dg.job IS NULL AND w.job = j.name AND w.completed_at IS NOT NULL
+              AND (w.scheduled_at IS NULL OR w.scheduled_at <= w.completed_at) -- not a window marked ahead of its tick
             ORDER BY w.completed_at DESC, w.generation DESC LIMIT 1) lc ON true
          LEFT JOIN (
            SELECT e.job, count(*)::int AS n FROM ${s}.events e
@@ -810,12 +819,14 @@ export class PgStore implements LeaseStore {
                 array_agg(d.window_key) || coalesce(array_agg(d.legacy_key) FILTER (WHERE d.legacy_key IS NOT NULL), '{}') AS probe
            FROM unnest($1::int[], $2::text[], $9::text[], $11::float8[]) AS d(grp, window_key, legacy_key, at_ms) GROUP BY d.grp),
        jg AS MATERIALIZED (
-         SELECT j.name, ${epochMs('j.created_at')} AS created_ms, g.grp FROM ${this.s}.jobs j JOIN g ON j.schedule = g.schedule
+         SELECT j.name, ${epochMs('j.created_at')} AS created_ms,
+                (SELECT ${epochMs('t.retained_from')} FROM ${this.s}.retention t WHERE t.job = j.name) AS retained_ms,
+                g.grp FROM ${this.s}.jobs j JOIN g ON j.schedule = g.schedule
             AND coalesce(j.tz, '') = coalesce(g.tz, '') AND coalesce(j.window_format, '') = coalesce(g.fmt, '')
             AND coalesce(j.window_offset, '') = coalesce(g.off, '') AND coalesce(j.alert_after_ms, -1) = coalesce(g.alert, -1)
             AND coalesce(j.alert_lookback_ms, -1) = coalesce(g.lookback, -1)
           WHERE j.window_mode = 'schedule' AND ($10::text IS NULL OR j.name = $10))
-       SELECT jg.name AS job, jg.grp, jg.created_ms,
+       SELECT jg.name AS job, jg.grp, jg.created_ms, jg.retained_ms,
               CASE WHEN f.probed THEN f.final ELSE ARRAY(SELECT x FROM unnest(k.probe) x WHERE dg.finals ? x OR dg.marks ? x) END AS final,
               coalesce(f.open_keys, o.open_keys) AS open_keys, coalesce(f.open_outcomes, o.open_outcomes) AS open_outcomes,
               coalesce(f.open_generations, o.open_generations) AS open_generations
@@ -864,11 +875,11 @@ export class PgStore implements LeaseStore {
       let count = 0;
       // As before in SQL, and as the embedded store: a due window is not final when it has no
       // final row (nor its legacy spelling); one without a row is expected only of a job
-      // registered by then; the oldest few are listed, and the key's latest window.
+      // registered by then, and not before its retention horizon (pruned: expectedFrom); the oldest few are listed, and the key's latest window.
       g.windows.forEach((w, i) => {
         if (final.has(w.window) || (w.legacy !== undefined && final.has(w.legacy))) return;
         const row = open.get(w.window);
-        if (row === undefined && w.scheduledAt.getTime() < r.created_ms) return;
+        if (row === undefined && expectedFrom(r.created_ms, r.retained_ms) > w.scheduledAt.getTime()) return;
         count++;
         if (count <= NOT_COMPLETED_LISTED || i === g.windows.length - 1)
           mine.push({

@@ -20,7 +20,7 @@ export class SqliteRetention implements RetentionStore {
   async read(name?: string): Promise<{ dbNow: Date; jobs: RetentionRow[] }> {
     const rows = this.db
       .prepare(
-        `SELECT j.name, j.max_delay_ms, t.retained_from, coalesce(t.pruned_through_seq, 0) AS pruned_through_seq,
+        `SELECT j.name, j.max_delay_ms, j.window_format, j.window_offset, j.tz, t.retained_from, coalesce(t.pruned_through_seq, 0) AS pruned_through_seq,
               coalesce(t.pruned_windows, 0) AS pruned_windows, l.acquired_at
          FROM jobs j LEFT JOIN retention t ON t.job = j.name LEFT JOIN leases l ON l.name = j.name
         WHERE ? IS NULL OR j.name = ? ORDER BY j.name`,
@@ -31,6 +31,9 @@ export class SqliteRetention implements RetentionStore {
       jobs: rows.map((r) => ({
         name: r.name as string,
         maxDelayMs: (r.max_delay_ms as number | null) ?? null,
+        windowFormat: (r.window_format as string | null) ?? null,
+        windowOffset: (r.window_offset as string | null) ?? null,
+        tz: (r.tz as string | null) ?? null,
         retainedFrom: r.retained_from == null ? null : new Date(r.retained_from as number),
         prunedThroughSeq: Number(r.pruned_through_seq),
         prunedWindows: Number(r.pruned_windows),

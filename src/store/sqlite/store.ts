@@ -46,7 +46,7 @@ import type {
   WindowRow,
   WindowStates,
 } from '../contract.js';
-import { JOB_CHANGES_WINDOW_MS, NOT_COMPLETED_LISTED, isNetworkError } from '../contract.js';
+import { expectedFrom, isNetworkError, JOB_CHANGES_WINDOW_MS, NOT_COMPLETED_LISTED } from '../contract.js';
 
 /** What is at `file`: `hidden` when a directory on the way cannot be searched by this user. */
 function fileKind(file: string): 'file' | 'directory' | 'other' | 'missing' | 'hidden' {
@@ -162,7 +162,10 @@ const budgetOutcome = (w: string): string =>
 export const JOB_ROWS_SQL = `
   SELECT j.*, l.owner, l.generation, l.expires_mono, l.boot_id, l.acquired_at,
          (SELECT json_object('window', w.window_key, 'completed_at', w.completed_at, 'started_at', w.started_at, 'generation', w.generation)
-            FROM windows w WHERE w.job = j.name AND w.completed_at IS NOT NULL ORDER BY w.completed_at DESC, w.generation DESC LIMIT 1) AS last,
+            FROM windows w WHERE w.job = j.name AND w.completed_at IS NOT NULL
+             -- A window marked ahead of its tick is final, never the latest completion (as PostgreSQL's 023).
+             AND (w.scheduled_at IS NULL OR w.scheduled_at <= w.completed_at)
+           ORDER BY w.completed_at DESC, w.generation DESC LIMIT 1) AS last,
          (SELECT json_group_array(json_object('window', o.window_key, 'attempts', o.attempts, 'outcome', ${budgetOutcome('o')}, 'generation', o.generation, 'maxAttempts', o.max_attempts))
             FROM (SELECT window_key, attempts, outcome, generation, max_attempts FROM windows w WHERE w.job = j.name AND w.completed_at IS NULL
                    ORDER BY started_at DESC LIMIT 10) o) AS open,
@@ -174,6 +177,17 @@ export const JOB_ROWS_SQL = `
     FROM jobs j LEFT JOIN leases l ON l.name = j.name
    WHERE @name IS NULL OR j.name = @name
    ORDER BY j.name`;
+
+/**
+ * The scheduled time of a window `leasejob mark` writes, when its key says it: an ISO-8601 key of
+ * a --window-from-schedule job without format or offset (as mark_window in PostgreSQL), else null.
+ */
+function markedScheduledAt(job: JobRecord, window: string): number | null {
+  if (job.window_mode !== 'schedule' || job.window_format !== null || job.window_offset !== null) return null;
+  if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/.test(window)) return null;
+  const at = Date.parse(window);
+  return Number.isNaN(at) ? null : at;
+}
 
 export class SqliteStore implements LeaseStore {
   readonly kind = 'sqlite' as const;
@@ -317,41 +331,39 @@ export class SqliteStore implements LeaseStore {
           ...(jobChanged ? { jobChanged } : {}),
         };
 
-        if (i.window !== undefined && !i.rerun) {
-          const w = this.db
-            .prepare('SELECT completed_at FROM windows WHERE job = ? AND window_key = ?')
-            .get(i.job, i.window) as { completed_at: number | null } | undefined;
-          if (w?.completed_at != null) return { ...none, outcome: 'done', completedAt: new Date(w.completed_at) };
-        }
-        // As sql/014_retention.sql: before the job's horizon the window may have been pruned; missed, never run.
-        if (i.window !== undefined && !i.rerun && i.scheduledAt) {
-          const horizon = this.db.prepare('SELECT retained_from FROM retention WHERE job = ?').pluck().get(i.job) as
-            number | null | undefined;
-          if (horizon != null && i.scheduledAt.getTime() < horizon) {
-            this.db
-              .prepare(
-                `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, outcome)
-             VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?, 'missed') ON CONFLICT (job, window_key) DO NOTHING`,
-              )
-              .run(i.job, i.window, i.scheduledAt.getTime(), i.owner, now, now, now);
-            this.recordEventSync(
-              {
-                job: i.job,
-                kind: 'window-missed',
-                window: i.window,
-                owner: i.owner,
-                hostTime: i.hostTime,
-                detail: { scheduled_at: i.scheduledAt.toISOString(), retained_from: new Date(horizon).toISOString() },
+        // As sql/020's window_gate: inside this immediate transaction nothing (a pause, a
+        // prune, a finish) comes between the decision and the lease.
+        const gate = this.windowGate(i, now);
+        if (gate.reason === 'done') return { ...none, outcome: 'done', completedAt: gate.completedAt };
+        if (gate.reason === 'retention' && i.window !== undefined && i.scheduledAt) {
+          const horizon = gate.retainedFrom!;
+          this.db
+            .prepare(
+              `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, outcome)
+           VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?, 'missed') ON CONFLICT (job, window_key) DO NOTHING`,
+            )
+            .run(i.job, i.window, i.scheduledAt.getTime(), i.owner, now, now, now);
+          this.recordEventSync(
+            {
+              job: i.job,
+              kind: 'window-missed',
+              window: i.window,
+              owner: i.owner,
+              hostTime: i.hostTime,
+              detail: {
+                scheduled_at: i.scheduledAt.toISOString(),
+                retained_from: new Date(horizon).toISOString(),
+                reason: 'retention',
               },
-              now,
-            );
-            return { ...none, outcome: 'missed' };
-          }
+            },
+            now,
+          );
+          return { ...none, outcome: 'missed' };
         }
         // As sql/012 (acquire, skip_paused): a paused job takes no lease and runs nothing; its
         // occurrence is recorded as skipped when it has no window yet.
         const job = this.db.prepare('SELECT * FROM jobs WHERE name = ?').get(i.job) as JobRecord | undefined;
-        if (job && isPaused(job, now)) {
+        if (job && gate.reason === 'paused') {
           this.recordEventSync(
             {
               job: i.job,
@@ -379,12 +391,7 @@ export class SqliteStore implements LeaseStore {
           }
           return { ...none, outcome: 'paused' };
         }
-        if (
-          i.window !== undefined &&
-          i.maxDelayMs !== undefined &&
-          i.scheduledAt &&
-          now - i.scheduledAt.getTime() > i.maxDelayMs
-        ) {
+        if (gate.reason === 'max-delay' && i.window !== undefined && i.scheduledAt) {
           this.db
             .prepare(
               `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, outcome)
@@ -728,11 +735,19 @@ export class SqliteStore implements LeaseStore {
         );
         this.db
           .prepare(
-            `INSERT INTO windows (job, window_key, owner, generation, attempts, first_started_at, started_at, finished_at, completed_at, outcome)
-         VALUES (@job, @window, @by, 0, 0, @now, @now, @now, @now, @outcome)
-         ON CONFLICT (job, window_key) DO UPDATE SET outcome = @outcome, finished_at = @now, completed_at = @now, exit_code = NULL`,
+            `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, completed_at, outcome)
+         VALUES (@job, @window, @at, @by, 0, 0, @now, @now, @now, @now, @outcome)
+         ON CONFLICT (job, window_key) DO UPDATE SET outcome = @outcome, finished_at = @now, completed_at = @now, exit_code = NULL,
+           scheduled_at = coalesce(scheduled_at, @at), owner = @by, generation = 0`,
           )
-          .run({ job: i.job, window: i.window, by: i.by, now, outcome: i.outcome });
+          .run({
+            job: i.job,
+            window: i.window,
+            at: markedScheduledAt(job, i.window),
+            by: i.by,
+            now,
+            outcome: i.outcome,
+          });
         return {
           status: 'done',
           version,
@@ -967,13 +982,25 @@ export class SqliteStore implements LeaseStore {
         const now = Date.now();
         const none = { attempt: null, completedAt: null, dbNow: new Date(now) };
         if (!this.heldLease(i.job, i.owner, i.generation, hostMonotonicMs())) return { ...none, outcome: 'not-held' };
-        if (!i.rerun) {
-          const w = this.db
-            .prepare('SELECT completed_at FROM windows WHERE job = ? AND window_key = ?')
-            .get(i.job, i.window) as { completed_at: number | null } | undefined;
-          if (w?.completed_at != null) return { ...none, outcome: 'done', completedAt: new Date(w.completed_at) };
+        const gate = this.windowGate(i, now);
+        if (gate.reason === 'done') return { ...none, outcome: 'done', completedAt: gate.completedAt };
+        if (gate.reason === 'paused') {
+          // As sql/020's window_refused: the sequence stops; this window stays open for after the resume.
+          this.recordEventSync(
+            {
+              job: i.job,
+              kind: 'paused-skip',
+              window: i.window,
+              owner: i.owner,
+              generation: i.generation,
+              hostTime: i.hostTime,
+              detail: { scheduled_at: i.scheduledAt?.toISOString(), reason: 'paused' },
+            },
+            now,
+          );
+          return { ...none, outcome: 'paused' };
         }
-        if (i.maxDelayMs !== undefined && i.scheduledAt && now - i.scheduledAt.getTime() > i.maxDelayMs) {
+        if (gate.reason === 'retention') {
           this.markMissed(i.job, i.owner, i.generation, i.window, i.scheduledAt, now, true);
           this.recordEventSync(
             {
@@ -983,7 +1010,27 @@ export class SqliteStore implements LeaseStore {
               owner: i.owner,
               generation: i.generation,
               hostTime: i.hostTime,
-              detail: { scheduled_at: i.scheduledAt.toISOString(), max_delay_ms: i.maxDelayMs, reason: 'max-delay' },
+              detail: {
+                scheduled_at: i.scheduledAt?.toISOString(),
+                retained_from: new Date(gate.retainedFrom!).toISOString(),
+                reason: 'retention',
+              },
+            },
+            now,
+          );
+          return { ...none, outcome: 'missed' };
+        }
+        if (gate.reason === 'max-delay') {
+          this.markMissed(i.job, i.owner, i.generation, i.window, i.scheduledAt!, now, true);
+          this.recordEventSync(
+            {
+              job: i.job,
+              kind: 'window-missed',
+              window: i.window,
+              owner: i.owner,
+              generation: i.generation,
+              hostTime: i.hostTime,
+              detail: { scheduled_at: i.scheduledAt!.toISOString(), max_delay_ms: i.maxDelayMs, reason: 'max-delay' },
             },
             now,
           );
@@ -1080,6 +1127,49 @@ export class SqliteStore implements LeaseStore {
         .prepare('UPDATE windows SET max_attempts = ? WHERE job = ? AND window_key = ?')
         .run(i.maxAttempts, i.job, key);
     return { outcome, attempt: w.attempts, expiresAt: nextAt === null ? null : new Date(nextAt) };
+  }
+
+  /**
+   * Whether a window may run now, and if not why: as sql/020's window_gate (done, retention,
+   * paused, max-delay), the one decision acquire and claimWindow make, inside their immediate
+   * transaction. A new condition is one more branch here.
+   */
+  private windowGate(
+    i: {
+      job: string;
+      window?: string | undefined;
+      scheduledAt?: Date | undefined;
+      rerun: boolean;
+      maxDelayMs?: number | undefined;
+    },
+    now: number,
+  ): {
+    reason: 'done' | 'retention' | 'paused' | 'max-delay' | null;
+    completedAt: Date | null;
+    retainedFrom: number | null;
+  } {
+    const r = { completedAt: null, retainedFrom: null };
+    if (i.window !== undefined && !i.rerun) {
+      const w = this.db
+        .prepare('SELECT completed_at FROM windows WHERE job = ? AND window_key = ?')
+        .get(i.job, i.window) as { completed_at: number | null } | undefined;
+      if (w?.completed_at != null) return { ...r, reason: 'done', completedAt: new Date(w.completed_at) };
+      const horizon = this.db.prepare('SELECT retained_from FROM retention WHERE job = ?').pluck().get(i.job) as
+        number | null | undefined;
+      if (i.scheduledAt && horizon != null && i.scheduledAt.getTime() < horizon)
+        return { ...r, reason: 'retention', retainedFrom: horizon };
+    }
+    const job = this.db.prepare('SELECT paused_at, paused_until FROM jobs WHERE name = ?').get(i.job) as
+      Pick<JobRecord, 'paused_at' | 'paused_until'> | undefined;
+    if (job && isPaused(job, now)) return { ...r, reason: 'paused' };
+    if (
+      i.window !== undefined &&
+      i.maxDelayMs !== undefined &&
+      i.scheduledAt &&
+      now - i.scheduledAt.getTime() > i.maxDelayMs
+    )
+      return { ...r, reason: 'max-delay' };
+    return { ...r, reason: null };
   }
 
   /** A window recorded missed unless final (and, with `again`, even when missed already); whether it was. */
@@ -1195,6 +1285,8 @@ export class SqliteStore implements LeaseStore {
     const now = Date.now();
     const registered = this.db.prepare('SELECT created_at FROM jobs WHERE name = ?').get(job) as
       { created_at: number } | undefined;
+    const horizon = this.db.prepare('SELECT retained_from FROM retention WHERE job = ?').pluck().get(job) as
+      number | null | undefined;
     const rows = this.db
       .prepare(
         'SELECT window_key, outcome, attempts, completed_at FROM windows WHERE job = ? AND window_key IN (SELECT value FROM json_each(?))',
@@ -1208,6 +1300,7 @@ export class SqliteStore implements LeaseStore {
     return {
       dbNow: new Date(now),
       registeredAt: registered ? new Date(registered.created_at) : undefined,
+      retainedFrom: horizon == null ? null : new Date(horizon),
       windows: new Map(
         rows.map((r) => [
           r.window_key,
@@ -1367,9 +1460,10 @@ export class SqliteStore implements LeaseStore {
 
   async readDueNotCompleted(groups: DueGroup[], name?: string): Promise<DueNotCompleted[]> {
     // `IS` is SQLite's NULL-safe equality. One primary-key probe per (job, due window), as the
-    // PostgreSQL store; a window without a row is expected only of a job registered by then.
+    // PostgreSQL store; a window without a row is expected only of a job registered by then,
+    // and not before its retention horizon (expectedFrom).
     const jobs = this.db.prepare(
-      `SELECT name, created_at FROM jobs
+      `SELECT name, created_at, (SELECT retained_from FROM retention t WHERE t.job = jobs.name) AS retained_from FROM jobs
         WHERE window_mode = 'schedule' AND schedule = ? AND tz IS ? AND window_format IS ? AND window_offset IS ?
           AND alert_after_ms IS ? AND alert_lookback_ms IS ? AND (? IS NULL OR name = ?)`,
     );
@@ -1387,7 +1481,7 @@ export class SqliteStore implements LeaseStore {
         g.alertLookbackMs,
         name ?? null,
         name ?? null,
-      ) as Array<{ name: string; created_at: number }>;
+      ) as Array<{ name: string; created_at: number; retained_from: number | null }>;
       for (const j of members) {
         const mine: DueNotCompleted[] = [];
         let count = 0;
@@ -1395,7 +1489,7 @@ export class SqliteStore implements LeaseStore {
           const r = row.get(j.name, w.window) as
             { outcome: string; generation: number; completed_at: number | null } | undefined;
           if (r?.completed_at != null) return;
-          if (r === undefined && w.scheduledAt.getTime() < j.created_at) return;
+          if (r === undefined && w.scheduledAt.getTime() < expectedFrom(j.created_at, j.retained_from)) return;
           if (
             w.legacy !== undefined &&
             (row.get(j.name, w.legacy) as { completed_at: number | null } | undefined)?.completed_at != null

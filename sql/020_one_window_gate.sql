@@ -1,0 +1,379 @@
+-- 020: one gate for every path that can start a child (issue 14). Where the day-2 operations
+-- met the runner, an occurrence could run twice or after a pause:
+-- - window_gate(): the one "may this window run" (done, retention horizon, paused, max delay),
+--   called by acquire() (twice: without locks, then under the lease row lock) and by
+--   claim_window() (catch-up, backfill), which had no horizon check: a pruned, completed
+--   window ran again. window_refused(): what a refused window leaves in the ledger.
+-- - The pause is read under the job's row lock once the lease row is held, so that `pause`
+--   and an acquisition are ordered: once pause has committed, no lease is taken until resume.
+--   A catch-up or backfill sequence stops at the next window (left open).
+-- - claim_window() and record_missed() refuse a token of an earlier history (fence epoch),
+--   as renew, finish and assert_lease do.
+-- - mark_window() makes the window the operator's (owner, generation 0), so that a stale
+--   holder's finish_window('completed') is told it lost the lease.
+-- Functions: acquire, claim_window, mark_window, record_missed, window_gate, window_refused, each its whole current definition from sql/functions/.
+-- CREATE OR REPLACE keeps the privileges granted on a function of the same signature;
+-- SECURITY DEFINER and the pinned search_path are restated, as CREATE OR REPLACE resets them.
+
+-- acquire: as in sql/functions/acquire.sql
+CREATE OR REPLACE FUNCTION acquire(
+  p_job text, p_owner text, p_ttl_ms integer, p_renew_ms integer,
+  p_window text, p_scheduled_at timestamptz, p_rerun boolean, p_max_delay_ms bigint,
+  p_host_time timestamptz, p_spec jsonb, p_lock_timeout_ms integer
+) RETURNS TABLE (
+  outcome text, generation bigint, attempt integer, db_now timestamptz,
+  holder text, holder_generation bigint, holder_window text, expires_at timestamptz,
+  completed_at timestamptz
+)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+#variable_conflict use_column
+DECLARE
+  v_prev leases%ROWTYPE;
+  v_gen bigint;
+  v_attempt integer;
+  v_stale boolean;
+  v_session_gone boolean;
+  v_epoch bigint; -- 011
+  v_gate record; -- 020
+BEGIN
+  db_now := now();
+
+  -- Lock order: the lease row first (finish() too, whoever holds it), so acquire and finish
+  -- of one job serialize there; the job's row (registry, event counter) before the window's
+  -- where no lease is taken (the missed path).
+
+  -- 020: the gate (window_gate): a completed window is final, so a late duplicate leaves
+  -- without touching the lease; one scheduled before the retention horizon is missed (014); a
+  -- paused job takes no lease and its occurrence is skipped (012); past --max-delay, missed.
+  -- Read here without locks, and again under the lease row lock before a lease is taken.
+  SELECT * INTO v_gate FROM window_gate(p_job, p_window, p_scheduled_at, p_rerun, p_max_delay_ms, false);
+  IF v_gate.reason IS NOT NULL THEN
+    -- The job's row before the window's, as everywhere.
+    PERFORM register_job(p_job, p_ttl_ms, p_spec);
+    outcome := window_refused(p_job, p_owner, NULL, p_window, p_scheduled_at, v_gate.reason, v_gate.retained_from,
+                              p_max_delay_ms, p_host_time);
+    completed_at := v_gate.completed_at;
+    RETURN NEXT; RETURN;
+  END IF;
+
+  SELECT * INTO v_prev FROM leases l WHERE l.name = p_job;
+
+  -- A lease that is plainly live is busy: answer from this read, without queueing for the
+  -- row lock behind every other contender (the upsert below would lock it to find out).
+  IF v_prev.expires_at > now() THEN
+    v_gen := NULL;
+  ELSE
+  -- 011: the fence epoch of this server's history, advanced first if the server was promoted,
+  -- restored or replaced since it was last read; the generation issued below is in it.
+  v_epoch := fence_epoch();
+  -- The upsert locks the row even when its WHERE fails, so it waits behind an open fenced
+  -- transaction (FOR SHARE). Bounded: a row locked that long means an owner is working (or
+  -- paused mid-transaction); we answer from a plain read below instead of hanging.
+  PERFORM set_config('lock_timeout', greatest(p_lock_timeout_ms, 1) || 'ms', true);
+  BEGIN
+  -- 007: the row as it is once ours to change. The plain read above may predate a finish
+  -- that committed while we queued for the lock: that owner released it, it did not lose it.
+  SELECT * INTO v_prev FROM leases l WHERE l.name = p_job FOR UPDATE;
+  -- Such a finish may have completed our very window (completion needs the lease row lock,
+  -- which we now hold), and a pause may have committed while we queued: the gate again, the
+  -- pause now under the job's row lock (020), before any generation is spent.
+  SELECT * INTO v_gate FROM window_gate(p_job, p_window, p_scheduled_at, p_rerun, p_max_delay_ms, true);
+  IF v_gate.reason IS NULL THEN
+  INSERT INTO leases AS l (name, owner, generation, acquired_at, renewed_at, expires_at,
+                           released_at, ttl_ms, renew_interval_ms, window_key, backend_pid, backend_start)
+  VALUES (p_job, p_owner, next_token(NULL, v_epoch), now(), now(), now() + make_interval(secs => p_ttl_ms / 1000.0),
+          NULL, p_ttl_ms, p_renew_ms, p_window, pg_backend_pid(),
+          (SELECT a.backend_start FROM pg_stat_get_activity(pg_backend_pid()) a))
+  ON CONFLICT (name) DO UPDATE SET
+    owner = EXCLUDED.owner, generation = next_token(l.generation, v_epoch), acquired_at = now(),
+    renewed_at = now(), expires_at = EXCLUDED.expires_at, released_at = NULL,
+    ttl_ms = EXCLUDED.ttl_ms, renew_interval_ms = EXCLUDED.renew_interval_ms,
+    window_key = EXCLUDED.window_key, backend_pid = EXCLUDED.backend_pid,
+    backend_start = EXCLUDED.backend_start
+  WHERE l.expires_at <= now()
+  RETURNING l.generation INTO v_gen;
+  END IF;
+  EXCEPTION WHEN lock_not_available THEN
+    v_gen := NULL;
+  END;
+  PERFORM set_config('lock_timeout', '0', true);
+  END IF;
+
+  IF v_gate.reason IS NOT NULL THEN
+    PERFORM register_job(p_job, p_ttl_ms, p_spec);
+    outcome := window_refused(p_job, p_owner, NULL, p_window, p_scheduled_at, v_gate.reason, v_gate.retained_from,
+                              p_max_delay_ms, p_host_time);
+    completed_at := v_gate.completed_at;
+    RETURN NEXT; RETURN;
+  END IF;
+
+  PERFORM register_job(p_job, p_ttl_ms, p_spec);
+
+  IF v_gen IS NULL THEN
+    -- Busy: describe the holder so the caller can skip, wait, or wait out a stale holder.
+    SELECT * INTO v_prev FROM leases l WHERE l.name = p_job;
+    holder := v_prev.owner; holder_generation := v_prev.generation;
+    holder_window := v_prev.window_key; expires_at := v_prev.expires_at;
+    -- Slack of half an interval absorbs a slow renewal round trip.
+    v_stale := now() > v_prev.renewed_at + make_interval(secs => v_prev.renew_interval_ms * 1.5 / 1000.0);
+    v_session_gone := v_prev.backend_pid IS NOT NULL AND NOT EXISTS (
+      SELECT 1 FROM pg_stat_get_activity(v_prev.backend_pid) a
+       WHERE a.pid = v_prev.backend_pid
+         -- backend_start is NULL for another role's session without pg_read_all_stats.
+         AND (a.backend_start IS NULL OR a.backend_start = v_prev.backend_start));
+    outcome := CASE WHEN v_stale OR v_session_gone THEN 'stale' ELSE 'busy' END;
+    RETURN NEXT; RETURN;
+  END IF;
+
+  generation := v_gen;
+  PERFORM record_event(p_job,
+    CASE WHEN v_prev.name IS NOT NULL AND v_prev.released_at IS NULL THEN 'stale-takeover' ELSE 'acquired' END,
+    p_window, p_owner, v_gen, p_host_time,
+    CASE WHEN v_prev.name IS NOT NULL AND v_prev.released_at IS NULL
+         THEN jsonb_build_object('previous_owner', v_prev.owner, 'previous_generation', v_prev.generation,
+                                 'previous_expired_at', v_prev.expires_at)
+         ELSE '{}'::jsonb END);
+
+  -- 007: the generation taken over lost its lease, whether or not its owner could say so:
+  -- its unfinished window is lost (a window it claimed and we claim again is reset below),
+  -- and the loss is recorded under its owner and host, once (record_event keeps one per
+  -- generation, so a finish that said so first, or comes late, adds nothing). Not when the
+  -- previous owner is this very runner: an acquisition whose answer it never got.
+  IF v_prev.name IS NOT NULL AND v_prev.released_at IS NULL AND v_prev.owner IS DISTINCT FROM p_owner THEN
+    UPDATE windows w SET outcome = 'lost', finished_at = now()
+     WHERE w.job = p_job AND w.generation = v_prev.generation AND w.completed_at IS NULL AND w.outcome = 'running';
+    PERFORM record_event(p_job, 'lease-lost', v_prev.window_key, v_prev.owner, v_prev.generation, p_host_time,
+      jsonb_build_object('recorded_by', 'takeover', 'taken_by', p_owner, 'taken_generation', v_gen));
+  END IF;
+
+  IF p_window IS NOT NULL THEN
+    INSERT INTO windows AS w (job, window_key, scheduled_at, owner, generation)
+    VALUES (p_job, p_window, p_scheduled_at, p_owner, v_gen)
+    ON CONFLICT (job, window_key) DO UPDATE SET
+      owner = EXCLUDED.owner, generation = EXCLUDED.generation,
+      attempts = w.attempts + 1, started_at = now(), finished_at = NULL,
+      completed_at = NULL, outcome = 'running', exit_code = NULL,
+      scheduled_at = coalesce(w.scheduled_at, EXCLUDED.scheduled_at)
+    WHERE w.completed_at IS NULL OR p_rerun
+    RETURNING w.attempts INTO v_attempt;
+
+    IF v_attempt IS NULL THEN
+      -- Completed between our check and the lease (cannot happen since the check is repeated
+      -- under the lease row lock, kept as a guard): give the lease back.
+      UPDATE leases l SET expires_at = now(), released_at = now() WHERE l.name = p_job;
+      outcome := 'done'; generation := NULL;
+      RETURN NEXT; RETURN;
+    END IF;
+    attempt := v_attempt;
+    PERFORM record_event(p_job, 'window-claimed', p_window, p_owner, v_gen, p_host_time,
+      jsonb_build_object('attempt', v_attempt, 'scheduled_at', p_scheduled_at, 'rerun', p_rerun));
+  ELSE
+    attempt := 1;
+  END IF;
+
+  outcome := 'acquired';
+  RETURN NEXT;
+END $$;
+
+-- claim_window: as in sql/functions/claim_window.sql
+CREATE OR REPLACE FUNCTION claim_window(
+  p_job text, p_owner text, p_generation bigint, p_window text, p_scheduled_at timestamptz,
+  p_rerun boolean, p_max_delay_ms bigint, p_host_time timestamptz, p_detail jsonb
+) RETURNS TABLE (outcome text, attempt integer, completed_at timestamptz, db_now timestamptz)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+#variable_conflict use_column
+DECLARE
+  v_lease leases%ROWTYPE;
+  v_gate record;
+  v_attempt integer;
+BEGIN
+  db_now := now();
+  -- The lease row first, as acquire() and finish() lock it: they serialize there.
+  SELECT * INTO v_lease FROM leases l WHERE l.name = p_job FOR UPDATE;
+  IF NOT FOUND OR v_lease.owner <> p_owner OR v_lease.generation <> p_generation
+     OR v_lease.expires_at <= now() OR v_lease.released_at IS NOT NULL
+     -- 020: a lease of an earlier history (before a failover or restore) claims nothing more.
+     OR NOT token_current(p_generation) THEN
+    outcome := 'not-held';
+    RETURN NEXT; RETURN;
+  END IF;
+
+  SELECT * INTO v_gate FROM window_gate(p_job, p_window, p_scheduled_at, p_rerun, p_max_delay_ms, true);
+  IF v_gate.reason IS NOT NULL THEN
+    outcome := window_refused(p_job, p_owner, p_generation, p_window, p_scheduled_at, v_gate.reason,
+                              v_gate.retained_from, p_max_delay_ms, p_host_time);
+    completed_at := v_gate.completed_at;
+    RETURN NEXT; RETURN;
+  END IF;
+
+  INSERT INTO windows AS w (job, window_key, scheduled_at, owner, generation)
+  VALUES (p_job, p_window, p_scheduled_at, p_owner, p_generation)
+  ON CONFLICT (job, window_key) DO UPDATE SET
+    owner = EXCLUDED.owner, generation = EXCLUDED.generation,
+    attempts = w.attempts + 1, started_at = now(), finished_at = NULL,
+    completed_at = NULL, outcome = 'running', exit_code = NULL,
+    scheduled_at = coalesce(w.scheduled_at, EXCLUDED.scheduled_at)
+  WHERE w.completed_at IS NULL OR p_rerun
+  RETURNING w.attempts INTO v_attempt;
+  -- The lease names the window being worked on (status, a contender's holder_window).
+  UPDATE leases l SET window_key = p_window WHERE l.name = p_job;
+  attempt := v_attempt;
+  PERFORM record_event(p_job, 'window-claimed', p_window, p_owner, p_generation, p_host_time,
+    coalesce(p_detail, '{}'::jsonb) || jsonb_build_object('attempt', v_attempt, 'scheduled_at', p_scheduled_at, 'rerun', p_rerun));
+  outcome := 'claimed';
+  RETURN NEXT;
+END $$;
+
+-- mark_window: as in sql/functions/mark_window.sql
+CREATE OR REPLACE FUNCTION mark_window(p_job text, p_window text, p_outcome text, p_reason text, p_expect bigint,
+                            p_by text, p_host_time timestamptz)
+RETURNS TABLE (status text, version bigint, seq bigint, holder text, holder_generation bigint, previous_outcome text, db_now timestamptz)
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+#variable_conflict use_column
+DECLARE
+  v jobs%ROWTYPE;
+  v_lease leases%ROWTYPE;
+  v_prev text;
+BEGIN
+  db_now := now();
+  IF p_outcome NOT IN ('completed', 'skipped') THEN RAISE EXCEPTION 'mark_window: outcome must be completed or skipped'; END IF;
+  SELECT * INTO v_lease FROM leases l WHERE l.name = p_job FOR UPDATE;
+  SELECT * INTO v FROM jobs j WHERE j.name = p_job FOR UPDATE;
+  IF NOT FOUND THEN status := 'unknown'; RETURN NEXT; RETURN; END IF;
+  version := v.version;
+  IF p_expect IS NOT NULL AND v.version <> p_expect THEN status := 'conflict'; RETURN NEXT; RETURN; END IF;
+  IF v_lease.expires_at > now() AND v_lease.window_key = p_window THEN
+    status := 'busy'; holder := v_lease.owner; holder_generation := v_lease.generation;
+    RETURN NEXT; RETURN;
+  END IF;
+  SELECT w.outcome INTO v_prev FROM windows w WHERE w.job = p_job AND w.window_key = p_window;
+  previous_outcome := v_prev;
+  UPDATE jobs j SET version = j.version + 1, updated_at = now() WHERE j.name = p_job RETURNING j.version INTO version;
+  seq := record_event(p_job, 'window-marked', p_window, p_by, NULL, p_host_time,
+    jsonb_strip_nulls(jsonb_build_object('outcome', p_outcome, 'reason', p_reason, 'by', p_by, 'version', version,
+      'previous_version', v.version, 'previous_outcome', v_prev)));
+  INSERT INTO windows AS w (job, window_key, owner, generation, attempts, outcome, finished_at, completed_at)
+  VALUES (p_job, p_window, p_by, 0, 0, p_outcome, now(), now())
+  -- 020: the window is the operator's now (owner, generation 0): a stale holder's finish finds
+  -- no window of its generation, and is told it lost the lease, not that it still holds it.
+  ON CONFLICT (job, window_key) DO UPDATE SET outcome = EXCLUDED.outcome, finished_at = now(), completed_at = now(), exit_code = NULL,
+    owner = EXCLUDED.owner, generation = 0;
+  status := 'done';
+  RETURN NEXT;
+END $$;
+
+-- record_missed: as in sql/functions/record_missed.sql
+CREATE OR REPLACE FUNCTION record_missed(
+  p_job text, p_owner text, p_generation bigint, p_windows text[], p_scheduled_at timestamptz[],
+  p_reason text, p_host_time timestamptz
+) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+#variable_conflict use_column
+DECLARE
+  v_lease leases%ROWTYPE;
+  v_n integer := 0;
+  v_key text;
+  v_at timestamptz;
+  v_row text;
+BEGIN
+  SELECT * INTO v_lease FROM leases l WHERE l.name = p_job FOR UPDATE;
+  IF NOT FOUND OR v_lease.owner <> p_owner OR v_lease.generation <> p_generation
+     OR v_lease.expires_at <= now() OR v_lease.released_at IS NOT NULL
+     -- 020: a lease of an earlier history (before a failover or restore) records nothing.
+     OR NOT token_current(p_generation) THEN
+    RETURN NULL;
+  END IF;
+  FOR i IN 1 .. coalesce(array_length(p_windows, 1), 0) LOOP
+    v_key := p_windows[i];
+    v_at := p_scheduled_at[i];
+    INSERT INTO windows AS w (job, window_key, scheduled_at, owner, generation, attempts, outcome, finished_at)
+    VALUES (p_job, v_key, v_at, p_owner, p_generation, 0, 'missed', now())
+    ON CONFLICT (job, window_key) DO UPDATE SET outcome = 'missed', finished_at = now()
+    WHERE w.completed_at IS NULL AND w.outcome <> 'missed'
+    RETURNING w.window_key INTO v_row;
+    IF v_row IS NOT NULL THEN
+      v_n := v_n + 1;
+      PERFORM record_event(p_job, 'window-missed', v_key, p_owner, p_generation, p_host_time,
+        jsonb_build_object('scheduled_at', v_at, 'reason', p_reason));
+    END IF;
+    v_row := NULL;
+  END LOOP;
+  RETURN v_n;
+END $$;
+
+-- window_gate: as in sql/functions/window_gate.sql
+CREATE OR REPLACE FUNCTION window_gate(
+  p_job text, p_window text, p_scheduled_at timestamptz, p_rerun boolean, p_max_delay_ms bigint, p_locked boolean
+) RETURNS TABLE (reason text, completed_at timestamptz, retained_from timestamptz)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+#variable_conflict use_column
+DECLARE
+  v_paused boolean;
+BEGIN
+  IF p_window IS NOT NULL AND NOT p_rerun THEN
+    SELECT w.completed_at INTO completed_at FROM windows w WHERE w.job = p_job AND w.window_key = p_window;
+    IF completed_at IS NOT NULL THEN reason := 'done'; RETURN NEXT; RETURN; END IF;
+    -- After the done check: prune raises the horizon before it deletes a window, so a window
+    -- found gone there finds the horizon here.
+    IF p_scheduled_at IS NOT NULL THEN
+      SELECT r.retained_from INTO retained_from FROM retention r WHERE r.job = p_job;
+      IF p_scheduled_at < retained_from THEN reason := 'retention'; RETURN NEXT; RETURN; END IF;
+    END IF;
+  END IF;
+  IF p_locked THEN
+    SELECT j.paused_at IS NOT NULL AND (j.paused_until IS NULL OR j.paused_until > now()) INTO v_paused
+      FROM jobs j WHERE j.name = p_job FOR NO KEY UPDATE;
+  ELSE
+    SELECT j.paused_at IS NOT NULL AND (j.paused_until IS NULL OR j.paused_until > now()) INTO v_paused
+      FROM jobs j WHERE j.name = p_job;
+  END IF;
+  IF v_paused THEN reason := 'paused'; RETURN NEXT; RETURN; END IF;
+  IF p_window IS NOT NULL AND p_max_delay_ms IS NOT NULL AND p_scheduled_at IS NOT NULL
+     AND now() - p_scheduled_at > make_interval(secs => p_max_delay_ms / 1000.0) THEN
+    reason := 'max-delay';
+  END IF;
+  RETURN NEXT;
+END $$;
+
+-- window_refused: as in sql/functions/window_refused.sql
+CREATE OR REPLACE FUNCTION window_refused(
+  p_job text, p_owner text, p_generation bigint, p_window text, p_scheduled_at timestamptz,
+  p_reason text, p_retained_from timestamptz, p_max_delay_ms bigint, p_host_time timestamptz
+) RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+#variable_conflict use_column
+BEGIN
+  IF p_reason = 'done' THEN RETURN 'done'; END IF;
+  IF p_reason = 'paused' THEN
+    IF p_generation IS NULL THEN
+      PERFORM skip_paused(p_job, p_owner, p_window, p_scheduled_at, p_host_time);
+    ELSE
+      PERFORM record_event(p_job, 'paused-skip', p_window, p_owner, p_generation, p_host_time,
+        jsonb_build_object('scheduled_at', p_scheduled_at, 'reason', 'paused'));
+    END IF;
+    RETURN 'paused';
+  END IF;
+  PERFORM record_event(p_job, 'window-missed', p_window, p_owner, p_generation, p_host_time,
+    CASE WHEN p_reason = 'retention'
+         THEN jsonb_build_object('scheduled_at', p_scheduled_at, 'retained_from', p_retained_from, 'reason', 'retention')
+         ELSE jsonb_build_object('scheduled_at', p_scheduled_at, 'max_delay_ms', p_max_delay_ms, 'reason', 'max-delay') END);
+  INSERT INTO windows AS w (job, window_key, scheduled_at, owner, generation, attempts, outcome, finished_at)
+  VALUES (p_job, p_window, p_scheduled_at, p_owner, coalesce(p_generation, 0), 0, 'missed', now())
+  ON CONFLICT (job, window_key) DO UPDATE SET outcome = 'missed', finished_at = now()
+  -- A run's own window keeps an earlier failure; a sequence's is recorded missed unless final.
+  WHERE p_generation IS NOT NULL AND w.completed_at IS NULL;
+  RETURN 'missed';
+END $$;
+
+-- New: window_gate, window_refused. Not executable by PUBLIC; executable by every role already given the
+-- others (the runner roles of `migrate --grant-to`), as for every leasejob function.
+DO $$
+DECLARE r record;
+BEGIN
+  EXECUTE format('REVOKE ALL ON ALL FUNCTIONS IN SCHEMA %I FROM PUBLIC', current_schema());
+  FOR r IN SELECT DISTINCT a.grantee::regrole::text AS role FROM pg_proc p, aclexplode(p.proacl) a
+            WHERE p.pronamespace = current_schema()::regnamespace AND p.proname = 'acquire'
+              AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0 AND a.grantee <> p.proowner LOOP
+    EXECUTE format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA %I TO %s', current_schema(), r.role);
+  END LOOP;
+END $$;
