@@ -36,6 +36,11 @@ export interface RunOptions {
    * wait DEFAULT_RETRY_DELAY_MS and triggers are not spaced.
    */
   retryDelayMs?: number | undefined;
+  /**
+   * A run of one window with retries: each try told as a sequence's windows are ('start',
+   * 'end'; at most once per try), so that each has its own reports (pings, webhook).
+   */
+  onTry?: ((e: WindowEvent) => void | Promise<void>) | undefined;
   /** Aborting it stops the task (e.g. SIGTERM to the runner), the lease is then released. */
   signal?: AbortSignal | undefined;
   /** What the registry records about the job (schedule, tz, window settings). */

@@ -157,7 +157,7 @@ function holdLease<T>(
   // The runner keeps one connection (a second opens only while one is stuck): an event whose
   // connection went silent must free it well before the next renewal needs it.
   const eventTimeoutMs = Math.min(EVENT_TIMEOUT_MS, held.timing.renewIntervalMs / 2);
-  const onWindow = windows.kind === 'sequence' ? windows.sequence.onWindow : undefined;
+  const onWindow = windows.kind === 'sequence' ? windows.sequence.onWindow : opts.onTry;
   const window = windows.kind === 'one' ? windows.window?.key : undefined;
   const lease: Lease<T> = {
     store,

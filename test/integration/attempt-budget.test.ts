@@ -7,6 +7,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, logLines, runCli, scrapeOnce, startCli } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
+import { startReceiver } from '../helpers/http-receiver.js';
 import { tempDir } from '../helpers/temp.js';
 
 const tmp = tempDir('leasejob-budget-');
@@ -242,6 +243,44 @@ describe.each(stores)('occurrence policies in %s', (store, conn) => {
     expect(Math.abs(nextAt.getTime() - failedAt - 3_600_000)).toBeLessThan(1_000);
     const text = await scrapeOnce(conn(), noDb, { timeoutMs: 120_000 });
     expect(metric(text, 'leasejob_attempt_skips_total', `job="${job}",reason="backoff"`)).toBe(1);
+  });
+});
+
+describe('--retries and the pings', () => {
+  it('each try its own start and end ping, then the lease released once (--ping-url)', async () => {
+    const rx = await startReceiver();
+    try {
+      const file = path.join(tmp, 'pings.jsonl');
+      const r = await runCli(
+        [
+          'run',
+          '--state-file',
+          path.join(tmp, 'pings.db'),
+          '--name',
+          'pings',
+          '--window',
+          'w1',
+          '--retries',
+          '1',
+          '--retry-delay',
+          '100ms',
+          '--ping-url',
+          `${rx.url}/ping/abc123`,
+          ...failing(file, 'w1'),
+        ],
+        noDb,
+      );
+      expect(r.exitCode, r.all).toBe(3);
+      expect(starts(file)).toHaveLength(2);
+      expect(rx.requests.map((q) => q.path)).toEqual([
+        '/ping/abc123/start',
+        '/ping/abc123/3',
+        '/ping/abc123/start',
+        '/ping/abc123/3',
+      ]);
+    } finally {
+      await rx.close();
+    }
   });
 });
 

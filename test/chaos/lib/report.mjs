@@ -36,6 +36,10 @@ const INVARIANTS = [
     'contenders',
     'one winner per 50-contender window (another claim only after the winner logged a lease loss); contenders exit 0, or 75 after a loss',
   ],
+  [
+    'budget',
+    'a runner given --max-attempts never starts its child past the budget; per window, budgeted child starts <= the budget',
+  ],
 ];
 
 export function summarize({
@@ -61,6 +65,8 @@ export function summarize({
   const effects = { attempts: 0, items: 0, repeatedItems: 0, itemsUnderSeveralTokens: 0 };
   let runs = 0;
   let crowdClaims = 0;
+  let exhaustedSkips = 0;
+  let budgetedStartsMax = 0;
   let windows = 0;
   let units = 0;
   for (const r of rounds) {
@@ -84,6 +90,8 @@ export function summarize({
     }
     runs += r.runs.length;
     crowdClaims += r.check.figures.crowdClaims ?? 0;
+    exhaustedSkips += r.check.figures.exhaustedSkips ?? 0;
+    budgetedStartsMax = Math.max(budgetedStartsMax, r.check.figures.budgetedStartsMax ?? 0);
     windows += r.windows;
     units += r.units;
   }
@@ -103,6 +111,7 @@ export function summarize({
     missedFaults: missed,
     invariants,
     violations,
+    budget: { exhaustedSkips, budgetedStartsMax },
     figures: {
       takeoverAfterCrashMs: {
         n: fig.takeoverMs.length,
@@ -173,6 +182,9 @@ export function printReport(s, out = process.stdout) {
   w(`  runner SIGKILL -> child gone: ${stats(s.raw.pdeathMs, [50, 'max'])}`);
   w(`  child end before its lease's last possible expiry (positive = before): ${stats(s.raw.marginMs, ['min', 50])}`);
   w(`  claims on 50-contender windows: ${s.crowdClaims} (1 per window unless a winner lost its lease)`);
+  w(
+    `  attempt budget (--max-attempts): exhausted skips ${s.budget.exhaustedSkips}, most budgeted child starts for one window ${s.budget.budgetedStartsMax}`,
+  );
   w(
     `  runs by host (held a lease): ${Object.entries(s.hosts)
       .map(([k, v]) => `${k} ${v.runs} (${v.held})`)
