@@ -275,8 +275,12 @@ async function runWindow<T>(
     // --retries: the failed try is recorded, the lease still held; the next one is a new attempt.
     if (!w || !at || lease.end !== 'held' || noRetry(lease.opts, tries, ran) !== undefined) return ended;
     const next = await retryClaim(lease, w, at, tries + 1, wlog);
-    if (next === undefined) return ended;
-    attempt = next;
+    if (next !== undefined) attempt = next;
+    // Told to stop during the backoff (a signal, the lease in doubt): that is the run's end, as
+    // during a try; the failed try keeps its own exit code in the ledger.
+    else if (lease.stopped && ended.result.status === 'failed')
+      return { result: { ...ended.result, aborted: lease.stopped }, last: true };
+    else return ended;
   }
 }
 

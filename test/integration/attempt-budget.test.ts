@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, logLines, runCli, scrapeOnce, startCli } from '../helpers/cli.js';
+import { fixture, logLines, runCli, scrapeOnce, startCli, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 import { startReceiver } from '../helpers/http-receiver.js';
 import { tempDir } from '../helpers/temp.js';
@@ -192,6 +192,39 @@ describe.each(stores)('occurrence policies in %s', (store, conn) => {
     expect(generations.size).toBe(1);
     expect(events.filter((e) => e.kind === 'acquired')).toHaveLength(1);
     expect(events.filter((e) => e.kind === 'released')).toHaveLength(1);
+  });
+
+  it('SIGTERM during the backoff ends the run as a signal does (143), the lease released, no more tries', async () => {
+    const job = `retry-signal-${tag}`;
+    const file = path.join(tmp, `${job}.jsonl`);
+    const p = startCli(
+      [
+        'run',
+        ...conn(),
+        '--name',
+        job,
+        '--window',
+        'w1',
+        '--retries',
+        '3',
+        '--retry-delay',
+        '1h',
+        ...failing(file, 'w1'),
+      ],
+      noDb,
+    );
+    let err = '';
+    p.stderr?.on('data', (d: Buffer) => (err += d.toString()));
+    await waitFor('the first retry to wait', () =>
+      logLines(err).some((l) => l.msg === 'try failed: retrying after the backoff, lease kept'),
+    );
+    p.kill('SIGTERM');
+    const r = await p;
+    expect(r.exitCode, r.all).toBe(143);
+    expect(starts(file)).toHaveLength(1);
+    const events = await history(job);
+    expect(events.filter((e) => e.kind === 'window-claimed')).toHaveLength(1);
+    expect(events.at(-1)!.kind).toBe('released');
   });
 
   it('--retries within --max-attempts: the budget stops the retries', async () => {
