@@ -294,6 +294,10 @@ function defineHistory(program: Command): void {
       .description("the job's events in sequence order (the latest --limit)")
       .option('--name <job>', 'job name (required)')
       .option('--limit <n>', 'how many of the latest events', '50')
+      .option(
+        '--window <key>',
+        "only this occurrence's events: how it was claimed, tried, skipped (busy, exhausted, backoff, paused) and ended",
+      )
       .option('--json', 'JSON instead of a table'),
   ).action(lazy(async () => (await import('./commands/status.js')).historyCommand));
 }

@@ -470,7 +470,8 @@ export interface LeaseStore {
    */
   readDueNotCompleted(groups: DueGroup[], name?: string): Promise<DueNotCompleted[]>;
   /** The job's latest `limit` events, oldest first. */
-  readHistory(job: string, limit: number): Promise<HistoryEvent[]>;
+  /** The job's latest `limit` events in sequence order; with `window`, only that occurrence's. */
+  readHistory(job: string, limit: number, window?: string): Promise<HistoryEvent[]>;
   /**
    * The job's windows for its status page: every open one (at most `limit`, newest started
    * first), then its latest `limit` completed ones (newest completed first). Two index reads,

@@ -94,7 +94,17 @@ describe.each(stores)('occurrence policies in %s', (store, conn) => {
     const spent = results.find((r) => r.exitCode === 3 && /exhausted; later triggers skip it/.test(r.stderr));
     expect(spent, 'the run of the last attempt says the occurrence is exhausted').toBeDefined();
 
-    const events = await history(job);
+    // The occurrence's own history (history --window): two attempts claimed and failed, the third skipped.
+    const own = await runCli(['history', ...conn(), '--name', job, '--window', 'w1', '--json'], noDb);
+    const events = JSON.parse(own.stdout) as Event[];
+    expect(new Set(events.map((e) => e.window))).toEqual(new Set(['w1']));
+    expect(events.map((e) => e.kind).filter((k) => k.startsWith('window-') || k.endsWith('-skip'))).toEqual([
+      'window-claimed',
+      'window-failed',
+      'window-claimed',
+      'window-failed',
+      'exhausted-skip',
+    ]);
     expect(events.filter((e) => e.kind === 'window-claimed')).toHaveLength(2);
     const skip = events.filter((e) => e.kind === 'exhausted-skip');
     expect(skip).toHaveLength(1);

@@ -896,13 +896,13 @@ export class PgStore implements LeaseStore {
     return out;
   }
 
-  async readHistory(job: string, limit: number): Promise<HistoryEvent[]> {
+  async readHistory(job: string, limit: number, window?: string): Promise<HistoryEvent[]> {
     const { rows } = await this.query(
       `SELECT * FROM (
          SELECT seq, kind, window_key, owner, host, generation, db_time, host_time, detail
-           FROM ${this.s}.events WHERE job = $1 ORDER BY seq DESC LIMIT $2) e
+           FROM ${this.s}.events WHERE job = $1 AND ($3::text IS NULL OR window_key = $3) ORDER BY seq DESC LIMIT $2) e
        ORDER BY seq`,
-      [job, limit],
+      [job, limit, window ?? null],
     );
     return rows.map((r) => ({
       seq: r.seq,

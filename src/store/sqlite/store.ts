@@ -1513,10 +1513,12 @@ export class SqliteStore implements LeaseStore {
     return out;
   }
 
-  async readHistory(job: string, limit: number): Promise<HistoryEvent[]> {
+  async readHistory(job: string, limit: number, window?: string): Promise<HistoryEvent[]> {
     const rows = this.db
-      .prepare('SELECT * FROM (SELECT * FROM events WHERE job = ? ORDER BY seq DESC LIMIT ?) ORDER BY seq')
-      .all(job, limit) as Array<Record<string, unknown>>;
+      .prepare(
+        'SELECT * FROM (SELECT * FROM events WHERE job = ? AND (? IS NULL OR window_key = ?) ORDER BY seq DESC LIMIT ?) ORDER BY seq',
+      )
+      .all(job, window ?? null, window ?? null, limit) as Array<Record<string, unknown>>;
     return rows.map((r) => ({
       seq: String(r.seq),
       kind: r.kind as string,
