@@ -29,7 +29,7 @@ function metrics(registry: Registry) {
     ),
     failed: rg(
       'leasejob_failed_occurrences',
-      'occurrences whose run failed (failed, lost, abandoned) and that no later run redid: due ones within the lookback, and those still within their grace',
+      'occurrences whose run failed (failed, lost, abandoned) and that no later run redid: due ones within the lookback, and those still within their grace (with run --max-attempts: once exhausted)',
     ),
     exhausted: rg(
       'leasejob_exhausted_occurrences',
