@@ -1,11 +1,15 @@
-// Lint: ESLint's and typescript-eslint's recommended rules, and the rooms of src/ as import
-// boundaries (a file imports only from its own room or a lower one). Formatting is Prettier's.
+// Lint: ESLint's and typescript-eslint's recommended rules; the rooms of src/ as import
+// boundaries (a file imports only from its own room or a lower one; a command never imports
+// another); no import circle in src/; and in src/ functions of at most 120 lines and lines of at
+// most 140 characters. Formatting is Prettier's.
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import js from '@eslint/js';
 import globals from 'globals';
+import stylistic from '@stylistic/eslint-plugin';
 import tseslint from 'typescript-eslint';
+import noImportCycle from './scripts/no-import-cycle.mjs';
 
 /**
  * The rooms of src/, lowest first, each with the rooms it may import besides its own. A room is
@@ -23,29 +27,14 @@ const ROOMS = {
   'src/store/sqlite': ['base', 'src/schedule', 'src/store/contract.ts'],
   'src/store/retention.ts': ['base', 'src/schedule', 'src/store/contract.ts'],
   'src/store/choice.ts': ['base', 'src/schedule', 'src/store/contract.ts', 'src/store/postgres', 'src/store/sqlite'],
-  'src/lease': [
-    'base',
-    'src/schedule',
-    'src/store/contract.ts',
-    'src/store/postgres',
-    'src/store/sqlite',
-    'src/store/choice.ts',
-  ],
-  'src/monitor': [
-    'base',
-    'src/schedule',
-    'src/store/contract.ts',
-    'src/store/postgres',
-    'src/store/sqlite',
-    'src/store/choice.ts',
-  ],
+  // Outside store/, a store is reached through the contract and choice.ts, never its own files.
+  'src/lease': ['base', 'src/schedule', 'src/store/contract.ts', 'src/store/choice.ts'],
+  'src/monitor': ['base', 'src/schedule', 'src/store/contract.ts', 'src/store/choice.ts'],
   'src/cli': [
     'base',
     'src/startup',
     'src/schedule',
     'src/store/contract.ts',
-    'src/store/postgres',
-    'src/store/sqlite',
     'src/store/choice.ts',
     'src/store/retention.ts',
     'src/lease',
@@ -79,6 +68,18 @@ const folders = {
   'src/cli': ['src/cli', 'src/cli/commands'],
 };
 
+/** Imports refused inside one folder of a room. */
+const WITHIN = {
+  // What two commands share lives below the commands (src/cli/*.ts), not in one of them.
+  'src/cli/commands': [
+    {
+      regex: '^\\./',
+      message:
+        'a command may not import another command: move what they share below the commands, into src/cli/ (eslint.config.js).',
+    },
+  ],
+};
+
 // A folder of src/ with code in no room would go unchecked: say so instead.
 const root = fileURLToPath(new URL('.', import.meta.url));
 const known = new Set(Object.values(folders).flat());
@@ -102,10 +103,15 @@ const boundaries = Object.entries(ROOMS).flatMap(([room, allowed]) => {
   const forbidden = ALL.filter((r) => r !== room && !allowed.includes(r));
   return folders[room].map((dir) => {
     const files = room === 'base' ? ['src/*.ts'] : isFile(room) ? [room] : [`${dir}/*.ts`];
-    const rules = forbidden.map((r) => ({
-      regex: reaching(dir, r),
-      message: `${room === 'base' ? 'src/*.ts (shared basics)' : room} may not import from ${r === 'base' ? 'src/*.ts' : r}: rooms import only from their own or a lower one (eslint.config.js).`,
-    }));
+    const rules = [
+      ...forbidden.map((r) => ({
+        regex: reaching(dir, r),
+        message:
+          `${room === 'base' ? 'src/*.ts (shared basics)' : room} may not import from ${r === 'base' ? 'src/*.ts' : r}: ` +
+          'rooms import only from their own or a lower one (eslint.config.js).',
+      })),
+      ...(WITHIN[dir] ?? []),
+    ];
     return {
       files,
       ignores: ['src/index.ts'],
@@ -151,4 +157,16 @@ export default tseslint.config(
     },
   },
   ...boundaries,
+  {
+    // A function a reader sees on one screen, a line without scrolling; no import circle (a
+    // reader following the imports comes back where they started). Prettier wraps code; long
+    // messages and comments are wrapped by hand.
+    files: ['src/**/*.ts'],
+    plugins: { '@stylistic': stylistic, leasejob: { rules: { 'no-import-cycle': noImportCycle } } },
+    rules: {
+      'max-lines-per-function': ['error', { max: 120 }],
+      '@stylistic/max-len': ['error', { code: 140 }],
+      'leasejob/no-import-cycle': 'error',
+    },
+  },
 );

@@ -21,7 +21,8 @@ export function validateName(
   // `--name --rerun`: commander takes the next word as the value, whatever it is.
   if (value.startsWith('-'))
     throw new UsageError(
-      `Expected \`${flag}\` to be ${example}, got the option \`${value}\`: give the name right after \`${flag}\` (a name never starts with -).`,
+      `Expected \`${flag}\` to be ${example}, got the option \`${value}\`: give the name right after ` +
+        `\`${flag}\` (a name never starts with -).`,
     );
   const problem = nameProblem(value);
   if (problem !== undefined) throw new UsageError(`Expected \`${flag}\` to ${problem.expected}, got ${problem.got}.`);
@@ -61,7 +62,8 @@ const SCHEMA = /^[a-z_][a-z0-9_]{0,62}$/;
 export function validateSchema(value: string): string {
   if (!SCHEMA.test(value)) {
     throw new UsageError(
-      `Expected \`--schema\` to be a lowercase identifier like leasejob (letters, digits, _; at most 63 characters), got ${value.length > 63 ? `one of ${value.length} characters` : JSON.stringify(value)}.`,
+      `Expected \`--schema\` to be a lowercase identifier like leasejob (letters, digits, _; at most ` +
+        `63 characters), got ${value.length > 63 ? `one of ${value.length} characters` : JSON.stringify(value)}.`,
     );
   }
   return value;

@@ -41,7 +41,8 @@ export interface ReplicationProblem {
 }
 
 const SYNC_HOWTO =
-  "For synchronous replication: in plain PostgreSQL set synchronous_standby_names (e.g. 'ANY 1 (standby1, standby2)') with synchronous_commit = on; " +
+  "For synchronous replication: in plain PostgreSQL set synchronous_standby_names (e.g. 'ANY 1 " +
+  "(standby1, standby2)') with synchronous_commit = on; " +
   'in Patroni set synchronous_mode: true (synchronous_mode_strict: true to refuse writes rather than lose them when no standby is left); ' +
   'in CloudNativePG set spec.postgresql.synchronous (method any, number 1) or minSyncReplicas: 1.';
 
@@ -56,7 +57,8 @@ export function replicationProblems(r: ReplicationReport): ReplicationProblem[] 
         {
           severity: 'critical',
           message:
-            'connected to a standby (the server is in recovery): `leasejob run` is refused here (read-only); point leasejob at the primary (the read-write address of the cluster)',
+            'connected to a standby (the server is in recovery): `leasejob run` is refused here ' +
+            '(read-only); point leasejob at the primary (the read-write address of the cluster)',
         },
       ];
     case 'asynchronous':
@@ -64,7 +66,8 @@ export function replicationProblems(r: ReplicationReport): ReplicationProblem[] 
         {
           severity: 'warning',
           message:
-            `primary with ${r.standbys} asynchronous standby(s) and no synchronous replication: a failover can lose the acquisitions, renewals and completed windows ` +
+            `primary with ${r.standbys} asynchronous standby(s) and no synchronous replication: a failover ` +
+            `can lose the acquisitions, renewals and completed windows ` +
             'the standby had not received (an owner then loses its lease, and a completed window may run again; tokens stay ordered). ' +
             SYNC_HOWTO,
         },
@@ -75,8 +78,10 @@ export function replicationProblems(r: ReplicationReport): ReplicationProblem[] 
           {
             severity: 'critical',
             message:
-              `synchronous replication is configured (synchronous_standby_names = '${r.synchronousStandbyNames}'), but no standby is connected in sync: ` +
-              'every commit waits until one is (runs time out). Bring a standby back, or let the HA manager drop the requirement (Patroni synchronous_mode without synchronous_mode_strict does).',
+              `synchronous replication is configured (synchronous_standby_names = ` +
+              `'${r.synchronousStandbyNames}'), but no standby is connected in sync: ` +
+              'every commit waits until one is (runs time out). Bring a standby back, or let the HA manager ' +
+              'drop the requirement (Patroni synchronous_mode without synchronous_mode_strict does).',
           },
         ];
       }
@@ -85,8 +90,11 @@ export function replicationProblems(r: ReplicationReport): ReplicationProblem[] 
           {
             severity: 'warning',
             message:
-              `synchronous replication is configured (synchronous_standby_names = '${r.synchronousStandbyNames}'), but synchronous_commit = ${r.synchronousCommit} for this role: ` +
-              "its commits do not wait for the standby, and a failover can lose them. Set synchronous_commit = on (or remote_apply) for leasejob's roles.",
+              `synchronous replication is configured (synchronous_standby_names = ` +
+              `'${r.synchronousStandbyNames}'), but synchronous_commit = ${r.synchronousCommit} for this role: ` +
+              `` +
+              'its commits do not wait for the standby, and a failover can lose them. Set synchronous_commit ' +
+              "= on (or remote_apply) for leasejob's roles.",
           },
         ];
       }
@@ -110,7 +118,10 @@ export function replicationSummary(r: ReplicationReport): string {
     case 'asynchronous':
       return `primary, ${r.standbys} asynchronous standby(s)${tl}${epoch}`;
     case 'synchronous':
-      return `primary, synchronous (${r.synchronousStandbys ?? '?'} of ${r.standbys ?? '?'} standby(s) synchronous, synchronous_standby_names = '${r.synchronousStandbyNames}')${tl}${epoch}`;
+      return (
+        `primary, synchronous (${r.synchronousStandbys ?? '?'} of ${r.standbys ?? '?'} standby(s) ` +
+        `synchronous, synchronous_standby_names = '${r.synchronousStandbyNames}')${tl}${epoch}`
+      );
     default:
       return `unknown${tl}${epoch}`;
   }
@@ -138,13 +149,16 @@ export function judgeReplication(x: ReplicationReadings): ReplicationReport {
   if (x.errors.senders) unchecked.push(`the standbys (pg_stat_replication): ${x.errors.senders}`);
   else if (x.senders && x.senders.hidden > 0) {
     unchecked.push(
-      `which standbys are synchronous: pg_stat_replication hides the details of ${x.senders.hidden} standby connection(s) from ${role} (grant it pg_monitor to see them)`,
+      `which standbys are synchronous: pg_stat_replication hides the details of ${x.senders.hidden} ` +
+        `standby connection(s) from ${role} (grant it pg_monitor to see them)`,
     );
   }
   if (x.errors.fence) unchecked.push(`the fence epoch: ${x.errors.fence}`);
   else if (x.fence && x.fence.timeline === null && x.inRecovery !== true) {
     unchecked.push(
-      "the server's timeline: hidden (pg_current_wal_lsn/pg_walfile_name not allowed), so tokens cannot tell a failover apart; use synchronous replication or a service that loses no commit on failover",
+      "the server's timeline: hidden (pg_current_wal_lsn/pg_walfile_name not allowed), so tokens " +
+        'cannot tell a failover apart; use synchronous replication or a service that loses no commit on ' +
+        'failover',
     );
   }
   const names = x.synchronousStandbyNames;

@@ -44,7 +44,8 @@ function reportOptions(cmd: Command): Command {
   return cmd
     .option(
       '--ping-url <url>',
-      "healthchecks.io-style ping URL: /start as each window's child starts, the URL on success, /<exit status> on failure or a lost lease (or LEASEJOB_PING_URL; a secret, never logged)",
+      "healthchecks.io-style ping URL: /start as each window's child starts, the URL on success, " +
+        '/<exit status> on failure or a lost lease (or LEASEJOB_PING_URL; a secret, never logged)',
     )
     .option(
       '--notify-url <url>',
@@ -52,7 +53,9 @@ function reportOptions(cmd: Command): Command {
     )
     .option(
       '--record-output [size]',
-      "keep the last bytes of the child's stdout and stderr with each window (default 4KiB when given, at most 64KiB): shown by history, sent with pings and the webhook; may hold secrets the child prints",
+      "keep the last bytes of the child's stdout and stderr with each window (default 4KiB when " +
+        'given, at most 64KiB): shown by history, sent with pings and the webhook; may hold secrets the ' +
+        'child prints',
     );
 }
 
@@ -68,77 +71,90 @@ const lazy =
     exitWith(await (await load())(flags));
   };
 
+/** `run`'s occurrence policies (src/cli/policies.ts): the attempt budget, retries, backoff. */
+function policyOptions(cmd: Command): Command {
+  return cmd
+    .option(
+      '--max-attempts <n>',
+      'attempts an occurrence may have in all, across triggers and hosts (1-1000; default: no limit); then it is ' +
+        'exhausted and later triggers skip it (exit 0) until --rerun or `leasejob mark`',
+    )
+    .option(
+      '--retries <n>',
+      'after a failed try, try again this many times inside this run, under the same lease (0-100; default 0), ' +
+        'each an attempt of its own',
+    )
+    .option(
+      '--retry-delay <duration>',
+      'backoff base: retry k waits between half and all of delay*2^(k-1), at most 16 delays (default with ' +
+        '--retries: 10s); given, a trigger within the backoff of the last failure skips (exit 0)',
+    );
+}
+
 function defineRun(program: Command): void {
   dbOptions(
     reportOptions(
-      program
-        .command('run')
-        .description('acquire the lease, claim the window, run the command, renew while it runs, record the outcome')
-        .usage('--name <job> [options] -- <command> [args...]')
-        // Required, but checked by the command (validateName): commander checks required options
-        // before unknown ones, and would answer `--nmae x` with "--name not specified".
-        .option('--name <job>', 'job name (required): the lease and the window ledger are keyed by it')
-        .option('--schedule <cron>', "5-field cron or @hourly/@daily/...: the job's schedule")
-        .option('--tz <zone>', 'IANA time zone of the schedule', DEFAULTS.tz)
-        .option(
-          '--window-from-schedule',
-          'derive the window from the scheduled occurrence (JOB_NAME, --scheduled-time, or the latest tick)',
-        )
-        .option('--window <key>', 'use this literal window key')
-        .option(
-          '--scheduled-time <iso>',
-          'the occurrence this run is for, ISO-8601 with offset (a tick of --schedule, if given)',
-        )
-        .option(
-          '--window-format <luxon>',
-          'format the occurrence as the window key (luxon tokens with every field from the year down, e.g. yyyy-MM-dd)',
-        )
-        .option(
-          '--window-offset <duration>',
-          'shift the occurrence before formatting, signed (e.g. -1d or -P1D to close yesterday)',
-        )
-        .option('--ttl <duration>', 'lease time to live, 1.5s to 24h; renewed every TTL/3', DEFAULTS.ttl)
-        .option(
-          '--kill-grace <duration>',
-          `SIGTERM-to-SIGKILL grace when the child must stop (default: ${DEFAULTS.killGrace}, or half of what a short --ttl leaves)`,
-        )
-        .addOption(
-          new Option('--on-busy <policy>', 'when a live owner holds the lease')
-            .choices(['skip', 'wait', 'fail'])
-            .default(DEFAULTS.onBusy),
-        )
-        .option('--wait-timeout <duration>', 'with --on-busy wait: give up (exit 75) after this long')
-        .option('--max-runtime <duration>', 'stop the child after this long (exit 124; at most 24 days)')
-        .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')
-        .option(
-          '--max-attempts <n>',
-          'attempts an occurrence may have in all, across triggers and hosts (1-1000; default: no limit); then it is exhausted and later triggers skip it (exit 0) until --rerun or `leasejob mark`',
-        )
-        .option(
-          '--retries <n>',
-          'after a failed try, try again this many times inside this run, under the same lease (0-100; default 0), each an attempt of its own',
-        )
-        .option(
-          '--retry-delay <duration>',
-          'backoff base: retry k waits between half and all of delay*2^(k-1), at most 16 delays (default with --retries: 10s); given, a trigger within the backoff of the last failure skips (exit 0)',
-        )
-        .option(
-          '--alert-after <duration>',
-          'grace after a scheduled tick before `check` and the exporter call its window overdue (default: half the interval, at most 1h)',
-        )
-        .option(
-          '--alert-lookback <duration>',
-          'how far back `check`, `status` and the exporter report due occurrences that did not complete (default: the longer of 24h and 3 intervals; at most the newest 24 occurrences)',
-        )
-        .option(
-          '--expect-duration <min>..<max>',
-          'how long a run should take, e.g. 30s..10m (either side may be left out: 1m.., ..2h); a run outside it is a `check` warning, a metric and an alert',
-        )
-        .option('--rerun', 'run an already completed window again'),
+      policyOptions(
+        program
+          .command('run')
+          .description('acquire the lease, claim the window, run the command, renew while it runs, record the outcome')
+          .usage('--name <job> [options] -- <command> [args...]')
+          // Required, but checked by the command (validateName): commander checks required options
+          // before unknown ones, and would answer `--nmae x` with "--name not specified".
+          .option('--name <job>', 'job name (required): the lease and the window ledger are keyed by it')
+          .option('--schedule <cron>', "5-field cron or @hourly/@daily/...: the job's schedule")
+          .option('--tz <zone>', 'IANA time zone of the schedule', DEFAULTS.tz)
+          .option(
+            '--window-from-schedule',
+            'derive the window from the scheduled occurrence (JOB_NAME, --scheduled-time, or the latest tick)',
+          )
+          .option('--window <key>', 'use this literal window key')
+          .option(
+            '--scheduled-time <iso>',
+            'the occurrence this run is for, ISO-8601 with offset (a tick of --schedule, if given)',
+          )
+          .option(
+            '--window-format <luxon>',
+            'format the occurrence as the window key (luxon tokens with every field from the year down, e.g. yyyy-MM-dd)',
+          )
+          .option(
+            '--window-offset <duration>',
+            'shift the occurrence before formatting, signed (e.g. -1d or -P1D to close yesterday)',
+          )
+          .option('--ttl <duration>', 'lease time to live, 1.5s to 24h; renewed every TTL/3', DEFAULTS.ttl)
+          .option(
+            '--kill-grace <duration>',
+            `SIGTERM-to-SIGKILL grace when the child must stop (default: ${DEFAULTS.killGrace}, or half of what a short --ttl leaves)`,
+          )
+          .addOption(
+            new Option('--on-busy <policy>', 'when a live owner holds the lease')
+              .choices(['skip', 'wait', 'fail'])
+              .default(DEFAULTS.onBusy),
+          )
+          .option('--wait-timeout <duration>', 'with --on-busy wait: give up (exit 75) after this long')
+          .option('--max-runtime <duration>', 'stop the child after this long (exit 124; at most 24 days)')
+          .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')
+          .option(
+            '--alert-after <duration>',
+            'grace after a scheduled tick before `check` and the exporter call its window overdue (default: half the interval, at most 1h)',
+          )
+          .option(
+            '--alert-lookback <duration>',
+            'how far back `check`, `status` and the exporter report due occurrences that did not complete ' +
+              '(default: the longer of 24h and 3 intervals; at most the newest 24 occurrences)',
+          )
+          .option(
+            '--expect-duration <min>..<max>',
+            'how long a run should take, e.g. 30s..10m (either side may be left out: 1m.., ..2h); a run ' +
+              'outside it is a `check` warning, a metric and an alert',
+          )
+          .option('--rerun', 'run an already completed window again'),
+      ),
     )
       .option(
         '--catch-up <duration>',
-        'first run the earlier occurrences of --schedule within this long before this one that never completed, oldest first, each its own window (needs --window-from-schedule)',
+        'first run the earlier occurrences of --schedule within this long before this one that never ' +
+          'completed, oldest first, each its own window (needs --window-from-schedule)',
       )
       .option(
         '--catch-up-limit <n>',
@@ -158,7 +174,8 @@ LEASEJOB_SCHEDULED_AT, LEASEJOB_OWNER, LEASEJOB_SCHEMA, and LEASEJOB_REQUIRE_SHA
 run uses PostgreSQL (a leasejob inside the child then refuses the one-host store); not the
 database URL, unless --pass-database-url.
 Exit codes: 0 ok or nothing to do; the child's own code; 128+N leasejob told to stop by
-signal N (whatever the child then did), or the child killed by signal N; 64 usage; 69 database unreachable, refusing the statement (read-only standby, cancelled,
+signal N (whatever the child then did), or the child killed by signal N; 64 usage; 69 database
+unreachable, refusing the statement (read-only standby, cancelled,
 rolled back on every try) or schema not migrated; 70 internal; 75 lease lost, acquired too
 late to start safely, busy (--on-busy fail, wait timeout), or the occurrence not yet due by
 the database clock; 124 --max-runtime exceeded; 126 the command is not executable, 127 not
@@ -307,7 +324,8 @@ function defineCheck(program: Command): void {
     program
       .command('check')
       .description(
-        'monitoring-plugin exit codes: 0 OK, 1 WARNING (a window failed), 2 CRITICAL (a due occurrence not completed, an owner stuck), 3 UNKNOWN (no answer: bad flags, database unreachable)',
+        'monitoring-plugin exit codes: 0 OK, 1 WARNING (a window failed), 2 CRITICAL (a due occurrence ' +
+          'not completed, an owner stuck), 3 UNKNOWN (no answer: bad flags, database unreachable)',
       )
       .option('--name <job>', 'only this job')
       .option('--all', 'every registered job (the default)')
@@ -342,7 +360,8 @@ function defineRelease(program: Command): void {
         .option('--name <job>', 'job name (required)')
         .option(
           '--force',
-          'release a holder that still renews: its child is stopped at its next renewal, its outcome is not recorded (the runner exits 75) and the window is redone by the next run',
+          'release a holder that still renews: its child is stopped at its next renewal, its outcome is ' +
+            'not recorded (the runner exits 75) and the window is redone by the next run',
         ),
     ),
   )
@@ -362,7 +381,8 @@ function definePause(program: Command): void {
         .option('--reason <text>', 'why, shown by status, check --json and the exporter')
         .option(
           '--until <iso|duration>',
-          'end the pause by itself then, on the database clock: an ISO-8601 instant with offset, or a duration (2h, 1d); default: until resumed',
+          'end the pause by itself then, on the database clock: an ISO-8601 instant with offset, or a ' +
+            'duration (2h, 1d); default: until resumed',
         ),
     ),
   )
@@ -414,7 +434,8 @@ function definePrune(program: Command): void {
     program
       .command('prune')
       .description(
-        "retention: delete events and finished windows older than --older-than, in small batches (never leases, the registry, open windows or a job's latest completion)",
+        'retention: delete events and finished windows older than --older-than, in small batches (never ' +
+          "leases, the registry, open windows or a job's latest completion)",
       )
       .option(
         '--older-than <duration>',
@@ -598,7 +619,8 @@ function requireDashDash(command: string[], cmd: Command): void {
   if (after.length === command.length && after.every((a, i) => a === command[i])) return;
   const before = dashes === -1 ? command : command.slice(0, command.length - after.length);
   throw new UsageError(
-    `Expected the command after \`--\` (leasejob run --name <job> [options] -- <command> [args...]), got \`${before.join(' ')}\` before it: ` +
+    `Expected the command after \`--\` (leasejob run --name <job> [options] -- <command> ` +
+      `[args...]), got \`${before.join(' ')}\` before it: ` +
       "without `--` the command's own options would be read as leasejob's.",
   );
 }

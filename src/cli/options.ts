@@ -379,7 +379,8 @@ function catchUpSettings(flags: RawRunFlags, schedule: Schedule | undefined, now
   }
   if (schedule === undefined || !flags.windowFromSchedule) {
     throw new UsageError(
-      '`--catch-up` needs `--schedule` and `--window-from-schedule`: the earlier occurrences come from the schedule, and each is its own window.',
+      '`--catch-up` needs `--schedule` and `--window-from-schedule`: the earlier occurrences come ' +
+        'from the schedule, and each is its own window.',
     );
   }
   const windowMs = parseDuration(flags.catchUp, '--catch-up');
@@ -388,7 +389,8 @@ function catchUpSettings(flags: RawRunFlags, schedule: Schedule | undefined, now
   const spans = Math.ceil(windowMs / typicalInterval(schedule, now));
   if (spans > MAX_CATCH_UP_TICKS) {
     throw new UsageError(
-      `Expected \`--catch-up\` to span at most ${MAX_CATCH_UP_TICKS} occurrences of \`--schedule\`, got \`${flags.catchUp}\` (about ${spans}); ` +
+      `Expected \`--catch-up\` to span at most ${MAX_CATCH_UP_TICKS} occurrences of \`--schedule\`, ` +
+        `got \`${flags.catchUp}\` (about ${spans}); ` +
         'shorten it, or use `leasejob backfill` for a long range.',
     );
   }

@@ -26,7 +26,8 @@ export function budgetSkip<T>(
   else
     log.info(
       { attempts, retryDelayMs: opts.retryDelayMs, nextAt },
-      `last attempt failed within its backoff (--retry-delay): skipped, command not started; next attempt allowed from ${nextAt?.toISOString()}`,
+      'last attempt failed within its backoff (--retry-delay): skipped, command not started; ' +
+        `next attempt allowed from ${nextAt?.toISOString()}`,
     );
   return { status: 'skipped', reason, attempts, nextAt };
 }

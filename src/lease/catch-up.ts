@@ -45,8 +45,9 @@ export function earlierWindows(
 
 /**
  * The earlier windows inside the catch-up window that never completed: no row, failed, lost,
- * abandoned. Not those recorded missed, not those before the retention horizon (pruned), not this run's own window, not occurrences from before
- * the job was first registered (it was not expected to run them). `dbNow` judges --max-delay.
+ * abandoned. Not those recorded missed, not those before the retention horizon (pruned), not
+ * this run's own window, not occurrences from before the job was first registered (it was not
+ * expected to run them). `dbNow` judges --max-delay.
  */
 export async function findCatchUp(
   store: Pick<LeaseStore, 'readWindows'>,

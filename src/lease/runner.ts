@@ -192,7 +192,8 @@ async function waitOutOutage(a: Acquiring, err: unknown, sent: Stamp): Promise<v
   if (!a.waiting || !transient || waitLeft <= 0 || left <= 0) {
     if (a.waiting && transient && waitLeft <= 0) {
       throw new LeaseUnavailableError(
-        `lease "${a.opts.name}" not acquired within --wait-timeout (${waitedMs(a)} ms): the database was unavailable (${(err as Error).message})`,
+        `lease "${a.opts.name}" not acquired within --wait-timeout (${waitedMs(a)} ms): the database ` +
+          `was unavailable (${(err as Error).message})`,
         'E_WAIT_TIMEOUT',
       );
     }

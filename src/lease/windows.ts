@@ -325,7 +325,9 @@ function notDueBy<T>(lease: Lease<T>, w: SequenceWindow | undefined, log: Logger
   const dbNow = lease.dbNowAt();
   const aheadMs = w.scheduledAt.getTime() - dbNow.getTime();
   if (aheadMs <= MAX_AHEAD_MS) return undefined;
-  const detail = `occurrence ${w.scheduledAt.toISOString()} is ${Math.round(aheadMs / 1000)} s ahead of the database clock (${dbNow.toISOString()})`;
+  const detail =
+    `occurrence ${w.scheduledAt.toISOString()} is ${Math.round(aheadMs / 1000)} s ahead of the ` +
+    `database clock (${dbNow.toISOString()})`;
   log.error(
     { generation: lease.held.generation, scheduledAt: w.scheduledAt, dbNow, aheadMs: Math.round(aheadMs) },
     'occurrence not due by the database clock: not started, window left open',

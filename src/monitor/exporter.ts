@@ -10,6 +10,24 @@ import { StatusPages } from './status-server.js';
 import type { LeaseStore } from '../store/contract.js';
 import { latestSchemaVersion } from '../store/choice.js';
 
+/** The attempt budget's families (run --max-attempts, --retry-delay). */
+function attemptMetrics() {
+  return {
+    exhausted: new MetricRows(
+      'leasejob_exhausted_occurrences',
+      'occurrences whose attempt budget (run --max-attempts) is spent and that did not complete: final until ' +
+        'run --rerun or leasejob mark (counted in leasejob_failed_occurrences too)',
+      'gauge',
+    ),
+    budgetSkips: new MetricRows(
+      'leasejob_attempt_skips_total',
+      'runs that skipped their occurrence for its attempts: reason exhausted (run --max-attempts spent) or ' +
+        'backoff (within --retry-delay of its last failure)',
+      'counter',
+    ),
+  };
+}
+
 function metrics(registry: Registry) {
   const g = (name: string, help: string, labelNames: string[] = []) =>
     new Gauge({ name, help, labelNames, registers: [registry] });
@@ -19,6 +37,7 @@ function metrics(registry: Registry) {
   const rg = (name: string, help: string) => new MetricRows(name, help, 'gauge');
   const rc = (name: string, help: string) => new MetricRows(name, help, 'counter');
   return {
+    ...attemptMetrics(),
     up: g('leasejob_up', '1 when the exporter reached the database on this scrape'),
     scrape: g('leasejob_scrape_duration_seconds', 'time spent reading the database for this scrape'),
     jobs: g('leasejob_jobs', 'registered jobs'),
@@ -29,11 +48,8 @@ function metrics(registry: Registry) {
     ),
     failed: rg(
       'leasejob_failed_occurrences',
-      'occurrences whose run failed (failed, lost, abandoned) and that no later run redid: due ones within the lookback, and those still within their grace (with run --max-attempts: once exhausted)',
-    ),
-    exhausted: rg(
-      'leasejob_exhausted_occurrences',
-      'occurrences whose attempt budget (run --max-attempts) is spent and that did not complete: final until run --rerun or leasejob mark (counted in leasejob_failed_occurrences too)',
+      'occurrences whose run failed (failed, lost, abandoned) and that no later run redid: due ones ' +
+        'within the lookback, and those still within their grace (with run --max-attempts: once exhausted)',
     ),
     lastCompleted: rg(
       'leasejob_last_completed_window_timestamp_seconds',
@@ -71,7 +87,8 @@ function metrics(registry: Registry) {
     ),
     durationUnexpected: rg(
       'leasejob_duration_outside_expected',
-      "1 when the run now past --expect-duration's maximum, or else the latest completed one, is outside the bounds; only for jobs with --expect-duration",
+      "1 when the run now past --expect-duration's maximum, or else the latest completed one, is " +
+        'outside the bounds; only for jobs with --expect-duration',
     ),
     expectMin: rg('leasejob_expected_duration_min_seconds', "--expect-duration's minimum; absent without one"),
     expectMax: rg('leasejob_expected_duration_max_seconds', "--expect-duration's maximum; absent without one"),
@@ -82,10 +99,6 @@ function metrics(registry: Registry) {
       'runs that skipped because their window was already completed (late duplicates, a second host)',
     ),
     pausedSkips: rc('leasejob_paused_skips_total', 'runs that skipped because the job was paused (leasejob pause)'),
-    budgetSkips: rc(
-      'leasejob_attempt_skips_total',
-      'runs that skipped their occurrence for its attempts: reason exhausted (run --max-attempts spent) or backoff (within --retry-delay of its last failure)',
-    ),
     lost: rc('leasejob_leases_lost_total', 'leases lost while running (child stopped)'),
     takeovers: rc('leasejob_stale_takeovers_total', 'leases taken over from a stale (crashed or paused) owner'),
     renewFailures: rc('leasejob_renew_failures_total', 'episodes of failed renewals that later recovered'),
@@ -109,7 +122,8 @@ function metrics(registry: Registry) {
     // What a failover can lose (replication.ts); absent when the server hides it.
     replicationMode: rg(
       'leasejob_replication_mode',
-      '1 for the replication setup leasejob sees: mode is synchronous, asynchronous (a failover can lose commits), single (no standby seen), standby (runs refused), embedded or unknown',
+      '1 for the replication setup leasejob sees: mode is synchronous, asynchronous (a failover can ' +
+        'lose commits), single (no standby seen), standby (runs refused), embedded or unknown',
     ),
     replicationStandbys: rg('leasejob_replication_standbys', 'streaming standbys of the server leasejob uses'),
     replicationSync: rg(

@@ -269,7 +269,10 @@ function legacyUtcKey(k: ScheduleKey, window: string): string | undefined {
 }
 
 const keyOf = (k: ScheduleKey): string =>
-  `${k.schedule}\u0000${k.tz ?? '\u0001'}\u0000${k.windowFormat ?? '\u0001'}\u0000${k.windowOffset ?? '\u0001'}\u0000${k.alertAfterMs ?? '\u0001'}\u0000${k.alertLookbackMs ?? '\u0001'}`;
+  [
+    k.schedule,
+    ...[k.tz, k.windowFormat, k.windowOffset, k.alertAfterMs, k.alertLookbackMs].map((v) => v ?? '\u0001'),
+  ].join('\u0000');
 
 // Schedules repeat across status calls and scrapes: parse and step each (expression, zone) once.
 const scheduleCache = new Map<string, Schedule | null>();
@@ -431,7 +434,9 @@ export function findProblems(jobs: JobState[], dbNow: Date, limits: CheckLimits)
         since: j.due.overdueSince,
         occurrences: j.notCompleted.filter((o) => o.window === j.due!.window),
         count: 1,
-        message: `window ${j.due.window} (scheduled ${j.due.scheduledAt.toISOString()}) not completed; overdue since ${j.due.overdueSince.toISOString()}`,
+        message:
+          `window ${j.due.window} (scheduled ${j.due.scheduledAt.toISOString()}) not completed; overdue ` +
+          `since ${j.due.overdueSince.toISOString()}`,
       });
     }
     // Earlier due occurrences that never completed (the latest is `overdue` above): a failed
@@ -453,7 +458,9 @@ export function findProblems(jobs: JobState[], dbNow: Date, limits: CheckLimits)
         since: earlier[0]!.overdueSince,
         occurrences: earlier,
         count,
-        message: `${count} earlier due ${count === 1 ? 'occurrence' : 'occurrences'} not completed: ${named}${more}; overdue since ${earlier[0]!.overdueSince.toISOString()}`,
+        message:
+          `${count} earlier due ${count === 1 ? 'occurrence' : 'occurrences'} not completed: ` +
+          `${named}${more}; overdue since ${earlier[0]!.overdueSince.toISOString()}`,
       });
     }
     if (limits.maxHoldMs !== undefined && j.held && j.heldForMs !== null && j.heldForMs > limits.maxHoldMs) {
@@ -463,7 +470,9 @@ export function findProblems(jobs: JobState[], dbNow: Date, limits: CheckLimits)
         severity: 'critical',
         kind: 'stuck-owner',
         since,
-        message: `owner ${j.holder} has held generation ${j.generation} since ${since.toISOString()}, longer than --max-hold (${humanMs(limits.maxHoldMs)})`,
+        message:
+          `owner ${j.holder} has held generation ${j.generation} since ${since.toISOString()}, longer ` +
+          `than --max-hold (${humanMs(limits.maxHoldMs)})`,
       });
     }
     if (j.durationUnexpected !== null)
@@ -473,7 +482,9 @@ export function findProblems(jobs: JobState[], dbNow: Date, limits: CheckLimits)
         job: j.name,
         severity: 'warning',
         kind: 'settings-disagree',
-        message: `its settings changed ${j.recentJobChanges} times within ${humanMs(JOB_CHANGES_WINDOW_MS)} (job-changed events in \`leasejob history\`): hosts or deployments run it with different flags`,
+        message:
+          `its settings changed ${j.recentJobChanges} times within ${humanMs(JOB_CHANGES_WINDOW_MS)} ` +
+          `(job-changed events in \`leasejob history\`): hosts or deployments run it with different flags`,
       });
     }
     for (const w of j.openWindows) {
@@ -482,7 +493,9 @@ export function findProblems(jobs: JobState[], dbNow: Date, limits: CheckLimits)
           job: j.name,
           severity: 'critical',
           kind: 'exhausted',
-          message: `window ${w.window} failed all ${w.attempts} of its attempts (run --max-attempts ${w.maxAttempts}): exhausted, later runs skip it; \`leasejob run --rerun\` runs it again, \`leasejob mark\` closes it`,
+          message:
+            `window ${w.window} failed all ${w.attempts} of its attempts (run --max-attempts ${w.maxAttempts}): exhausted, ` +
+            'later runs skip it; `leasejob run --rerun` runs it again, `leasejob mark` closes it',
         });
       } else if (w.attempts >= limits.maxAttempts && w.outcome !== 'running' && w.outcome !== 'missed') {
         problems.push({

@@ -22,13 +22,17 @@ code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font
 .summary a{display:inline-block;padding:.25rem .6rem;border:1px solid var(--line);border-radius:1rem;text-decoration:none;color:var(--fg)}
 .summary a[aria-current]{border-color:var(--fg);font-weight:600}
 form.search{display:flex;flex-wrap:wrap;gap:.5rem;margin:0 0 1rem}
-form.search input[type=search]{flex:1 1 14rem;min-width:0;padding:.45rem .6rem;font:inherit;border:1px solid var(--line);border-radius:.35rem;background:var(--bg);color:var(--fg)}
-form.search select,form.search button{padding:.45rem .6rem;font:inherit;border:1px solid var(--line);border-radius:.35rem;background:var(--head);color:var(--fg)}
+form.search input[type=search]{flex:1 1 14rem;min-width:0;padding:.45rem .6rem;font:inherit;border:1px solid var(--line);
+border-radius:.35rem;background:var(--bg);color:var(--fg)}
+form.search select,form.search button{padding:.45rem .6rem;font:inherit;border:1px solid var(--line);border-radius:.35rem;
+background:var(--head);color:var(--fg)}
 table{border-collapse:collapse;width:100%}
 th,td{text-align:left;vertical-align:top;padding:.4rem .5rem;border-bottom:1px solid var(--line)}
 th{background:var(--head);font-weight:600;font-size:.85rem}
-.state{display:inline-block;padding:.05rem .5rem;border-radius:.8rem;font-size:.8rem;font-weight:700;text-transform:uppercase;letter-spacing:.03em;border:1px solid currentColor}
-.state-overdue{color:var(--overdue)}.state-failing{color:var(--failing)}.state-running{color:var(--running)}.state-paused{color:var(--paused)}.state-healthy{color:var(--healthy)}
+.state{display:inline-block;padding:.05rem .5rem;border-radius:.8rem;font-size:.8rem;font-weight:700;text-transform:uppercase;
+letter-spacing:.03em;border:1px solid currentColor}
+.state-overdue{color:var(--overdue)}.state-failing{color:var(--failing)}.state-running{color:var(--running)}
+.state-paused{color:var(--paused)}.state-healthy{color:var(--healthy)}
 .outcome-failed,.outcome-lost,.outcome-abandoned,.outcome-missed,.outcome-no-run{color:var(--failing);font-weight:600}
 .banner{margin:0 0 1rem;padding:.6rem .8rem;border:1px solid currentColor;border-radius:.35rem}
 .banner-critical{color:var(--overdue)}.banner-warning{color:var(--failing)}.banner p{margin:.25rem 0 0;color:var(--fg)}
@@ -37,7 +41,8 @@ dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:.25rem 1rem;marg
 dl.facts dt{color:var(--muted)}dl.facts dd{margin:0;overflow-wrap:anywhere}
 .scroll{overflow-x:auto}
 pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:0}
-h3{font-size:1rem;margin:1rem 0 .25rem}pre.tail{padding:.5rem;border:1px solid var(--line);border-radius:.35rem;background:var(--head);max-height:30rem;overflow:auto}
+h3{font-size:1rem;margin:1rem 0 .25rem}
+pre.tail{padding:.5rem;border:1px solid var(--line);border-radius:.35rem;background:var(--head);max-height:30rem;overflow:auto}
 @media (max-width:700px){
  body{padding:.6rem}
  table.cards thead{display:none}
@@ -105,12 +110,19 @@ function scheduleCell(j: JobState): SafeHtml {
 function openWindowsCell(j: JobState): SafeHtml {
   if (j.openCount === 0) return markup`<span class="muted">none</span>`;
   const more = j.openCount - j.openWindows.length;
-  return markup`${j.openWindows.map((w, i) => markup`${i ? ', ' : ''}<code>${w.window}</code> <span class="outcome-${w.outcome}">${w.outcome}</span> ×${w.attempts}`)}${more > 0 ? markup` <span class="muted">(+${more} more)</span>` : ''}`;
+  return markup`${j.openWindows.map(
+    (w, i) =>
+      markup`${i ? ', ' : ''}<code>${w.window}</code> <span class="outcome-${
+        w.outcome
+      }">${w.outcome}</span> ×${w.attempts}`,
+  )}${more > 0 ? markup` <span class="muted">(+${more} more)</span>` : ''}`;
 }
 
 /** A pause: since when, until when, by whom, why. */
 function pauseText(p: NonNullable<JobState['pause']>, now: Date): SafeHtml {
-  return markup`paused ${when(p.since, now)}${p.until ? markup`, until ${when(p.until, now)}` : ', until resumed'}${p.by ? markup` by <code>${p.by}</code>` : ''}${p.reason ? markup`: ${p.reason}` : ''}`;
+  return markup`paused ${when(p.since, now)}${p.until ? markup`, until ${when(p.until, now)}` : ', until resumed'}${
+    p.by ? markup` by <code>${p.by}</code>` : ''
+  }${p.reason ? markup`: ${p.reason}` : ''}`;
 }
 
 /** `3 due occurrences not completed`: the count within the lookback, the latest included (as status and the metric count). */
@@ -126,7 +138,12 @@ function stateDetail(j: JobState, now: Date): SafeHtml {
   const oldest = j.notCompleted[0];
   if (oldest && j.notCompletedCount > (j.overdue ? 1 : 0))
     parts.push(
-      markup`<div class="not-completed">${notCompletedText(j.notCompletedCount)}, the oldest <code>${oldest.window}</code> (<span class="outcome-${oldest.outcome.replace(' ', '-')}">${oldest.outcome}</span>) overdue since ${when(oldest.overdueSince, now)}</div>`,
+      markup`<div class="not-completed">${notCompletedText(j.notCompletedCount)}, the oldest <code>${
+        oldest.window
+      }</code> (<span class="outcome-${oldest.outcome.replace(' ', '-')}">${oldest.outcome}</span>) overdue since ${when(
+        oldest.overdueSince,
+        now,
+      )}</div>`,
     );
   if (j.held)
     parts.push(
@@ -170,31 +187,49 @@ export function renderList(
 <td data-label="Job"><a href="${jobHref(j.name)}">${j.name}</a></td>
 <td data-label="State">${stateBadge(state)}${stateDetail(j, v.dbNow)}</td>
 <td data-label="Schedule">${scheduleCell(j)}</td>
-<td data-label="Last completed">${j.lastWindow ? markup`<code>${j.lastWindow}</code><br>${when(j.lastCompletedAt, v.dbNow)}` : markup`<span class="muted">never</span>`}</td>
+<td data-label="Last completed">${
+      j.lastWindow
+        ? markup`<code>${j.lastWindow}</code><br>${when(j.lastCompletedAt, v.dbNow)}`
+        : markup`<span class="muted">never</span>`
+    }</td>
 <td data-label="Next due">${when(nextDue, v.dbNow)}</td>
 <td data-label="Open windows">${openWindowsCell(j)}</td>
 </tr>`,
   );
   const body = markup`<header>
 <h1>leasejob status</h1>
-<p class="meta">${v.total} ${v.total === 1 ? 'job' : 'jobs'} · ${store.kind} ${store.location} · database time <time datetime="${iso(v.dbNow)}">${shortIso(v.dbNow)}</time> · <a href="/metrics">metrics</a></p>
+<p class="meta">${v.total} ${v.total === 1 ? 'job' : 'jobs'} · ${store.kind} ${store.location} · database time <time datetime="${iso(
+    v.dbNow,
+  )}">${shortIso(v.dbNow)}</time> · <a href="/metrics">metrics</a></p>
 </header>
 ${replicationBanner(replication)}
 <ul class="summary">
 <li><a href="${listHref(q, { state: '', page: 1 })}"${q.state === '' ? trusted(' aria-current="true"') : ''}>all ${v.total}</a></li>
-${JOB_STATES.map((s) => markup`<li><a class="state-${s}" href="${listHref(q, { state: s, page: 1 })}"${q.state === s ? trusted(' aria-current="true"') : ''}>${s} ${v.counts[s]}</a></li>`)}
+${JOB_STATES.map(
+  (s) =>
+    markup`<li><a class="state-${s}" href="${listHref(q, { state: s, page: 1 })}"${
+      q.state === s ? trusted(' aria-current="true"') : ''
+    }>${s} ${v.counts[s]}</a></li>`,
+)}
 </ul>
 <form class="search" method="get" action="/" role="search">
 <input type="search" name="q" value="${q.q}" placeholder="Search job names" aria-label="Search job names">
-<select name="state" aria-label="State"><option value="">any state</option>${JOB_STATES.map((s) => markup`<option value="${s}"${q.state === s ? trusted(' selected') : ''}>${s}</option>`)}</select>
+<select name="state" aria-label="State"><option value="">any state</option>${JOB_STATES.map(
+    (s) => markup`<option value="${s}"${q.state === s ? trusted(' selected') : ''}>${s}</option>`,
+  )}</select>
 ${q.per !== DEFAULT_PER_PAGE ? markup`<input type="hidden" name="per" value="${q.per}">` : ''}
 <button type="submit">Search</button>
 </form>
-<p class="muted" id="shown">${v.matched === 0 ? 'No job matches.' : `Jobs ${first}-${last} of ${v.matched}${v.matched !== v.total ? ` matching (${v.total} in all)` : ''}`}</p>
+<p class="muted" id="shown">${
+    v.matched === 0
+      ? 'No job matches.'
+      : `Jobs ${first}-${last} of ` + `${v.matched}${v.matched !== v.total ? ` matching (${v.total} in all)` : ''}`
+  }</p>
 ${
   v.items.length
     ? markup`<div class="scroll"><table class="cards" id="jobs">
-<thead><tr><th>Job</th><th>State</th><th>Schedule and zone</th><th>Last completed window</th><th>Next due</th><th>Open windows (attempts)</th></tr></thead>
+<thead><tr><th>Job</th><th>State</th><th>Schedule and zone</th><th>Last completed window</th><th>Next due</th>
+<th>Open windows (attempts)</th></tr></thead>
 <tbody>
 ${rows}
 </tbody>
@@ -210,9 +245,17 @@ function pager(v: ListView): SafeHtml {
   if (v.pages <= 1) return markup``;
   const q = v.query;
   return markup`<nav class="pager" aria-label="Pages">
-${q.page > 1 ? markup`<a rel="prev" href="${listHref(q, { page: q.page - 1 })}">← previous</a>` : markup`<span class="muted">← previous</span>`}
+${
+  q.page > 1
+    ? markup`<a rel="prev" href="${listHref(q, { page: q.page - 1 })}">← previous</a>`
+    : markup`<span class="muted">← previous</span>`
+}
 <span>page ${q.page} of ${v.pages}</span>
-${q.page < v.pages ? markup`<a rel="next" href="${listHref(q, { page: q.page + 1 })}">next →</a>` : markup`<span class="muted">next →</span>`}
+${
+  q.page < v.pages
+    ? markup`<a rel="next" href="${listHref(q, { page: q.page + 1 })}">next →</a>`
+    : markup`<span class="muted">next →</span>`
+}
 </nav>`;
 }
 
@@ -222,14 +265,26 @@ const MAX_HOSTS = 200;
 function hostsTable(hosts: HostClock[]): SafeHtml {
   if (hosts.length === 0) return markup`<h2>Host clocks</h2><p class="muted">No host has measured its clock yet.</p>`;
   return markup`<h2>Host clocks</h2>
-<p class="muted">Database clock minus the host's wall clock, at the host's latest run; leases use the database clock, crontab occurrences the host's.</p>
+<p class="muted">Database clock minus the host's wall clock, at the host's latest run; leases use the database clock,
+crontab occurrences the host's.</p>
 <div class="scroll"><table class="cards" id="hosts">
 <thead><tr><th>Host</th><th>Offset</th><th>Uncertainty</th></tr></thead>
 <tbody>
-${hosts.slice(0, MAX_HOSTS).map((h) => markup`<tr><td data-label="Host"><code>${h.host}</code></td><td data-label="Offset">${signedMs(h.offsetMs)}</td><td data-label="Uncertainty">± ${h.uncertaintyMs} ms</td></tr>`)}
+${hosts
+  .slice(0, MAX_HOSTS)
+  .map(
+    (h) =>
+      markup`<tr><td data-label="Host"><code>${h.host}</code></td><td data-label="Offset">${signedMs(
+        h.offsetMs,
+      )}</td><td data-label="Uncertainty">± ${h.uncertaintyMs} ms</td></tr>`,
+  )}
 </tbody>
 </table></div>
-${hosts.length > MAX_HOSTS ? markup`<p class="muted">${hosts.length - MAX_HOSTS} more hosts not shown (closest to the database clock).</p>` : ''}`;
+${
+  hosts.length > MAX_HOSTS
+    ? markup`<p class="muted">${hosts.length - MAX_HOSTS} more hosts not shown (closest to the database clock).</p>`
+    : ''
+}`;
 }
 
 const signedMs = (ms: number): string => `${ms > 0 ? '+' : ''}${ms} ms`;
@@ -262,12 +317,42 @@ ${stateDetail(j, now)}
 <h2>Job</h2>
 <dl class="facts">
 ${fact('Schedule', scheduleCell(j))}
-${fact('Window', markup`${j.windowMode ?? 'none'}${j.windowFormat ? markup`, format <code>${j.windowFormat}</code>` : ''}${j.windowOffset ? markup`, offset <code>${j.windowOffset}</code>` : ''}`)}
+${fact(
+  'Window',
+  markup`${j.windowMode ?? 'none'}${j.windowFormat ? markup`, format <code>${j.windowFormat}</code>` : ''}${
+    j.windowOffset ? markup`, offset <code>${j.windowOffset}</code>` : ''
+  }`,
+)}
 ${fact('Alert after', j.alertAfterMs !== null ? humanMs(j.alertAfterMs) : 'half the interval, at most 1h')}
-${fact('Due window', j.due ? markup`<code>${j.due.window}</code> scheduled ${when(j.due.scheduledAt, now)}, ${j.due.completed ? 'completed' : markup`<strong class="state-overdue">not completed</strong>, overdue since ${when(j.due.overdueSince, now)}`}` : markup`<span class="muted">none</span>`)}
+${fact(
+  'Due window',
+  j.due
+    ? markup`<code>${j.due.window}</code> scheduled ${when(j.due.scheduledAt, now)}, ${
+        j.due.completed
+          ? 'completed'
+          : markup`<strong class="state-overdue">not completed</strong>, overdue since ${when(j.due.overdueSince, now)}`
+      }`
+    : markup`<span class="muted">none</span>`,
+)}
 ${fact('Next due', when(d.nextDue, now))}
-${fact('Last completed', j.lastWindow ? markup`<code>${j.lastWindow}</code> ${when(j.lastCompletedAt, now)}${j.lastDurationMs !== null ? markup`, took ${humanMs(j.lastDurationMs)}` : ''}` : 'never')}
-${fact('Lease', j.generation === null ? 'never taken' : j.held ? markup`held by <code>${j.holder}</code>, generation ${j.generation}, expires in ${humanMs(j.expiresInMs)}, held for ${humanMs(j.heldForMs)}` : markup`free (last owner <code>${j.owner}</code>, generation ${j.generation})`)}
+${fact(
+  'Last completed',
+  j.lastWindow
+    ? markup`<code>${j.lastWindow}</code> ${when(j.lastCompletedAt, now)}${
+        j.lastDurationMs !== null ? markup`, took ${humanMs(j.lastDurationMs)}` : ''
+      }`
+    : 'never',
+)}
+${fact(
+  'Lease',
+  j.generation === null
+    ? 'never taken'
+    : j.held
+      ? markup`held by <code>${j.holder}</code>, generation ${
+          j.generation
+        }, expires in ${humanMs(j.expiresInMs)}, held for ${humanMs(j.heldForMs)}`
+      : markup`free (last owner <code>${j.owner}</code>, generation ${j.generation})`,
+)}
 ${fact('Pause', j.pause ? markup`${j.paused ? '' : 'last '}${pauseText(j.pause, now)}` : 'never paused')}
 ${fact('Version', j.version)}
 ${fact('Registered', when(j.createdAt, now))}
@@ -286,7 +371,10 @@ function notCompletedSection(d: JobPageData): SafeHtml {
   const now = d.dbNow;
   const more = j.notCompletedCount - j.notCompleted.length;
   return markup`<h2>Due occurrences not completed</h2>
-<p>${notCompletedText(j.notCompletedCount)} within the alert lookback, oldest first${more > 0 ? ` (${j.notCompleted.length} listed, the oldest and the latest; ${more} more between them)` : ''}. Each stays here until it completes (rerun it: <code>leasejob run --scheduled-time ...</code>), leaves the lookback, or is marked (<code>leasejob mark</code>).</p>
+<p>${notCompletedText(j.notCompletedCount)} within the alert lookback, oldest first${
+    more > 0 ? ` (${j.notCompleted.length} listed, the oldest and the latest; ${more} more between them)` : ''
+  }. Each stays here until it completes (rerun it: <code>leasejob run --scheduled-time ...</code>), leaves the lookback,
+or is marked (<code>leasejob mark</code>).</p>
 <div class="scroll"><table class="cards" id="not-completed">
 <thead><tr><th>Window</th><th>Outcome</th><th>Scheduled</th><th>Overdue since</th></tr></thead>
 <tbody>
@@ -314,7 +402,8 @@ function windowsSection(d: JobPageData): SafeHtml {
   return markup`<h2>Windows</h2>
 <p class="muted">Open windows first (newest started first), then the latest completed ones; ${d.job.openCount} open in all.</p>
 <div class="scroll"><table class="cards" id="windows">
-<thead><tr><th>Window</th><th>Outcome</th><th>Attempts</th><th>Generation</th><th>Owner</th><th>Started</th><th>Finished</th><th>Exit</th><th>Output</th></tr></thead>
+<thead><tr><th>Window</th><th>Outcome</th><th>Attempts</th><th>Generation</th><th>Owner</th><th>Started</th><th>Finished</th>
+<th>Exit</th><th>Output</th></tr></thead>
 <tbody>
 ${d.windows.map((w) => {
   const outcome = w.completedAt === null && w.outcome === 'running' && w.generation !== live ? 'abandoned' : w.outcome;
@@ -342,11 +431,14 @@ function outputsSection(d: JobPageData): SafeHtml {
   if (d.outputs.length === 0) return markup``;
   const now = d.dbNow;
   return markup`<h2>Recorded output</h2>
-<p class="muted">The tail of each window's latest recorded attempt (--record-output), newest first. It may hold whatever the command printed, secrets included.</p>
+<p class="muted">The tail of each window's latest recorded attempt (--record-output), newest first. It may hold whatever
+the command printed, secrets included.</p>
 ${d.outputs.map((o, i) => {
   const kept = o.tail.length < o.bytes ? `the last ${o.tail.length} of ${o.bytes} bytes` : `${o.bytes} bytes`;
   return markup`<section class="output" id="output-${i}">
-<h3><code>${o.window}</code> <span class="outcome-${o.outcome}">${o.outcome}</span>, attempt ${o.attempt}, generation ${o.generation}${o.exitCode !== null ? `, exit ${o.exitCode}` : ''}</h3>
+<h3><code>${o.window}</code> <span class="outcome-${o.outcome}">${o.outcome}</span>, attempt ${o.attempt}, generation ${
+    o.generation
+  }${o.exitCode !== null ? `, exit ${o.exitCode}` : ''}</h3>
 <p class="muted">recorded ${when(o.recordedAt, now)}, ${kept}</p>
 <pre class="mono tail">${o.tail.toString('utf8').replace(CONTROL, '\uFFFD')}</pre>
 </section>`;
@@ -368,13 +460,22 @@ function eventsSection(d: JobPageData): SafeHtml {
   const name = d.job.name;
   const more = d.events.length >= d.eventLimit;
   return markup`<h2>Events</h2>
-${d.prunedThroughSeq > 0 ? markup`<p>Events 1-${d.prunedThroughSeq} were pruned (leasejob prune); kept from seq ${d.prunedThroughSeq + 1}.</p>` : ''}
-<p class="muted">${more || d.prunedThroughSeq > 0 ? `The latest ${d.events.length}, ` : `All ${d.events.length}, `}in sequence order (the order they happened in; clocks are shown, never used to order). Offset: database time minus host time.
+${
+  d.prunedThroughSeq > 0
+    ? markup`<p>Events 1-${d.prunedThroughSeq} were pruned (leasejob prune); kept from seq ${
+        d.prunedThroughSeq + 1
+      }.</p>`
+    : ''
+}
+<p class="muted">${
+    more || d.prunedThroughSeq > 0 ? `The latest ${d.events.length}, ` : `All ${d.events.length}, `
+  }in sequence order (the order they happened in; clocks are shown, never used to order). Offset: database time minus host time.
 ${more ? markup` <a href="${`${jobHref(name)}&events=${Math.min(d.eventLimit * 5, 100_000)}`}">Show more</a>` : ''}</p>
 ${
   d.events.length
     ? markup`<div class="scroll"><table class="cards" id="events">
-<thead><tr><th>Seq</th><th>Kind</th><th>Window</th><th>Gen</th><th>Owner</th><th>Database time</th><th>Host time</th><th>Offset</th><th>Detail</th></tr></thead>
+<thead><tr><th>Seq</th><th>Kind</th><th>Window</th><th>Gen</th><th>Owner</th><th>Database time</th><th>Host time</th>
+<th>Offset</th><th>Detail</th></tr></thead>
 <tbody>
 ${d.events.map(
   (e) => markup`<tr>

@@ -13,9 +13,10 @@ const FAILED_OUTCOMES = new Set(['failed', 'lost', 'abandoned']);
 
 /**
  * One word for a job: overdue (a due occurrence past its grace not completed, the latest or an
- * earlier one within the lookback: what `check` calls critical and the alerts fire on), paused (leasejob pause: an operator's decision, shown over what it may be the answer to),
- * failing (an open window whose last attempt failed, was lost, or was abandoned by a crashed
- * runner), running (a live lease), else healthy. The page shows the holder, the pause and the
+ * earlier one within the lookback: what `check` calls critical and the alerts fire on), paused
+ * (leasejob pause: an operator's decision, shown over what it may be the answer to), failing
+ * (an open window whose last attempt failed, was lost, or was abandoned by a crashed runner),
+ * running (a live lease), else healthy. The page shows the holder, the pause and the
  * overdue window beside the word whatever it is.
  */
 export function stateOf(j: JobState): JobStateName {

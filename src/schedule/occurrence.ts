@@ -173,7 +173,8 @@ export function validateWindowFormat(format: string, tz = 'UTC'): void {
     if (earlier !== undefined && key !== previous) {
       throw new UsageError(
         `${expected}, got \`${format}\`: its keys recur (${iso(earlier)} and ${iso(at)} both give ${JSON.stringify(key)}), ` +
-          "so a later occurrence would find its window already completed and not run; include every larger field, from the year down, as yyyy-MM-dd'T'HH:mm does.",
+          'so a later occurrence would find its window already completed and not run; include every ' +
+          "larger field, from the year down, as yyyy-MM-dd'T'HH:mm does.",
       );
     }
     if (earlier === undefined) firstSeen.set(key, at);
@@ -181,7 +182,8 @@ export function validateWindowFormat(format: string, tz = 'UTC'): void {
   }
   if (firstSeen.size === 1) {
     throw new UsageError(
-      `${expected}, got \`${format}\`: in ${tz} it gives every occurrence the same window key (${JSON.stringify(previous)}), so the job would run once and never again.`,
+      `${expected}, got \`${format}\`: in ${tz} it gives every occurrence the same window key ` +
+        `(${JSON.stringify(previous)}), so the job would run once and never again.`,
     );
   }
   // Years apart, in the calendar's cycle: a format naming the year gives three keys. One whose
@@ -194,8 +196,10 @@ export function validateWindowFormat(format: string, tz = 'UTC'): void {
   ] as const) {
     if (far[i]!.key !== far[j]!.key) continue;
     throw new UsageError(
-      `${expected}, got \`${format}\`: its keys recur (${far[i]!.at.toISODate()} and ${far[j]!.at.toISODate()} both give ${JSON.stringify(far[i]!.key)} in ${tz}), ` +
-        "so a later occurrence would find its window already completed and not run; include every larger field, from the year down, as yyyy-MM-dd'T'HH:mm does.",
+      `${expected}, got \`${format}\`: its keys recur (${far[i]!.at.toISODate()} and ` +
+        `${far[j]!.at.toISODate()} both give ${JSON.stringify(far[i]!.key)} in ${tz}), ` +
+        'so a later occurrence would find its window already completed and not run; include every ' +
+        "larger field, from the year down, as yyyy-MM-dd'T'HH:mm does.",
     );
   }
 }
@@ -212,7 +216,8 @@ function checkIsTick(schedule: Schedule, at: DateTime, text: string): void {
   const around = offTick(schedule, at);
   if (around === undefined) return;
   throw new UsageError(
-    `Expected \`--scheduled-time\` to be an occurrence of \`--schedule\` ${JSON.stringify(schedule.expression)} in ${schedule.tz}, got \`${text}\`; ` +
+    `Expected \`--scheduled-time\` to be an occurrence of \`--schedule\` ` +
+      `${JSON.stringify(schedule.expression)} in ${schedule.tz}, got \`${text}\`; ` +
       `the occurrences around it are ${around}.`,
   );
 }
@@ -228,9 +233,11 @@ function checkJobNameIsTick(schedule: Schedule, at: DateTime, jobName: string): 
   if (around === undefined) return;
   throw new UsageError(
     `the Kubernetes JOB_NAME ${jobName} names the scheduled minute ${iso(at)}, which is not an occurrence of \`--schedule\` ` +
-      `${JSON.stringify(schedule.expression)} in ${schedule.tz} (the occurrences around it are ${around}). If the CronJob has a timeZone, ` +
+      `${JSON.stringify(schedule.expression)} in ${schedule.tz} (the occurrences around it are ` +
+      `${around}). If the CronJob has a timeZone, ` +
       'give the same one as `--tz`; a Job created by hand needs a name that does not end in digits (x-manual), or `--scheduled-time`. ' +
-      `If \`--tz\` is the CronJob's timeZone already, the controller's time zone rules differ from this Node's (tzdata ${process.versions.tz ?? 'unknown'}): update one or the other.`,
+      `If \`--tz\` is the CronJob's timeZone already, the controller's time zone rules differ from ` +
+      `this Node's (tzdata ${process.versions.tz ?? 'unknown'}): update one or the other.`,
   );
 }
 
@@ -250,10 +257,12 @@ function checkNotAhead(at: DateTime, now: Date, what: string, literalWindow: boo
   // behind the controller's must not fail every Job.
   if (at.toMillis() <= now.getTime() + MAX_AHEAD_OF_HOST_MS) return;
   const advice = literalWindow
-    ? "With a literal `--window`, leave `--scheduled-time` out to run it now (it only feeds `--max-delay` and LEASEJOB_SCHEDULED_AT), or check this host's clock."
+    ? 'With a literal `--window`, leave `--scheduled-time` out to run it now (it only feeds ' +
+      "`--max-delay` and LEASEJOB_SCHEDULED_AT), or check this host's clock."
     : "Use a literal `--window` to run something ahead on purpose, or check this host's clock.";
   throw new UsageError(
-    `${what} names an occurrence that has not come yet (${iso(at)}, this host's clock says ${iso(DateTime.fromJSDate(now, { zone: at.zone }))}); ` +
+    `${what} names an occurrence that has not come yet (${iso(at)}, this host's clock says ` +
+      `${iso(DateTime.fromJSDate(now, { zone: at.zone }))}); ` +
       `running it now would mark that window done before its time. ${advice}`,
   );
 }
@@ -265,7 +274,8 @@ function parseScheduledTime(text: string): DateTime {
   const parsed = DateTime.fromISO(trimmed, { setZone: true });
   if (!hasOffset || !parsed.isValid) {
     throw new UsageError(
-      `Expected \`--scheduled-time\` to be an ISO-8601 time with an offset like 2026-11-30T00:05:00-03:00 or 2026-11-30T03:05:00Z, got \`${text}\`.`,
+      `Expected \`--scheduled-time\` to be an ISO-8601 time with an offset like ` +
+        `2026-11-30T00:05:00-03:00 or 2026-11-30T03:05:00Z, got \`${text}\`.`,
     );
   }
   return parsed;

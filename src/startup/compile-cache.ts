@@ -1,7 +1,7 @@
 // Loads the CLI bundle (dist/leasejob.cjs) through V8's code cache. Compiling the bundle is a
 // good part of what a start costs (docs/performance.md, "Start-up code cache"), and Node 20 has
-// no built-in cache for it (module.enableCompileCache is Node 22.1+). After the command has run, V8 serializes every function it compiled on the
-// way; the next start of the same command reads them back instead of compiling. V8 checks a
+// no built-in cache for it (module.enableCompileCache is Node 22.1+). After the command has run,
+// V8 serializes every function it compiled on the way; the next start of the same command reads them back instead of compiling. V8 checks a
 // cache against the source and its own version and flags, and rejects a stale one, which is
 // then rewritten.
 //

@@ -89,7 +89,8 @@ export function chooseStore(flags: StoreFlags, env: NodeJS.ProcessEnv = process.
         ...PG_CONNECTION_VARIABLES.filter((v) => !!env[v] && !PG_WEAK_VARIABLES.has(v)),
       ];
       throw new UsageError(
-        `\`--state-file\` is for the embedded one-host store, but a PostgreSQL database is configured (${by.join(', ')}); use one or the other.`,
+        `\`--state-file\` is for the embedded one-host store, but a PostgreSQL database is configured ` +
+          `(${by.join(', ')}); use one or the other.`,
       );
     }
     const source = resolveConnection(flags.databaseUrl, env);
@@ -97,7 +98,9 @@ export function chooseStore(flags: StoreFlags, env: NodeJS.ProcessEnv = process.
     // rest); node-postgres does not read that file, so it would quietly connect elsewhere.
     if (source.from === 'PG environment' && env.PGSERVICE) {
       throw new UsageError(
-        `PGSERVICE is set (${JSON.stringify(env.PGSERVICE)}), but leasejob does not read pg_service.conf; give the connection as LEASEJOB_DATABASE_URL (or --database-url, or PGHOST, PGPORT, PGDATABASE and PGUSER) and unset PGSERVICE.`,
+        `PGSERVICE is set (${JSON.stringify(env.PGSERVICE)}), but leasejob does not read ` +
+          `pg_service.conf; give the connection as LEASEJOB_DATABASE_URL (or --database-url, or PGHOST, ` +
+          `PGPORT, PGDATABASE and PGUSER) and unset PGSERVICE.`,
       );
     }
     return {
@@ -117,10 +120,12 @@ export function chooseStore(flags: StoreFlags, env: NodeJS.ProcessEnv = process.
     // Inside a leasejob child (LEASEJOB_OWNER set): its runner set LEASEJOB_REQUIRE_SHARED.
     const nested =
       env.LEASEJOB_OWNER && !env.KUBERNETES_SERVICE_HOST
-        ? ' (this runs inside a leasejob child on PostgreSQL, which sets LEASEJOB_REQUIRE_SHARED; the outer `run --pass-database-url` gives the child its DATABASE_URL)'
+        ? ' (this runs inside a leasejob child on PostgreSQL, which sets LEASEJOB_REQUIRE_SHARED; the ' +
+          'outer `run --pass-database-url` gives the child its DATABASE_URL)'
         : '';
     throw new UsageError(
-      `no shared database configured and ${why}; set LEASEJOB_DATABASE_URL (or --database-url) to a PostgreSQL that every runner reaches${nested}.`,
+      `no shared database configured and ${why}; set LEASEJOB_DATABASE_URL (or --database-url) to a ` +
+        `PostgreSQL that every runner reaches${nested}.`,
     );
   }
   if (flags.stateFile !== undefined && flags.stateFile.trim() === '')
@@ -128,7 +133,9 @@ export function chooseStore(flags: StoreFlags, env: NodeJS.ProcessEnv = process.
   // A schema would separate nothing here: jobs meant to be kept apart would share one file.
   if (flags.schema !== undefined) {
     throw new UsageError(
-      '`--schema` names a PostgreSQL schema, but no PostgreSQL is configured and the embedded store has none; leave it out, give each group of jobs its own --state-file, or set LEASEJOB_DATABASE_URL.',
+      '`--schema` names a PostgreSQL schema, but no PostgreSQL is configured and the embedded store ' +
+        'has none; leave it out, give each group of jobs its own --state-file, or set ' +
+        'LEASEJOB_DATABASE_URL.',
     );
   }
   // An empty variable is unset, as a chart's `value: ""` means.

@@ -61,8 +61,10 @@ export function checkHorizon(jobs: RetentionRow[], olderThanMs: number, olderTha
   );
   if (longest !== undefined && lateRunMs(longest) > olderThanMs) {
     throw new UsageError(
-      `Expected \`--older-than\` to be at least the longest --max-delay of the jobs it prunes (job "${longest.name}": ${humanMs(lateRunMs(longest))}), got \`${olderThan}\`: ` +
-        "an occurrence that job may still run would be recorded as missed. Prune with a longer --older-than (or lower that job's --max-delay).",
+      `Expected \`--older-than\` to be at least the longest --max-delay of the jobs it prunes (job ` +
+        `"${longest.name}": ${humanMs(lateRunMs(longest))}), got \`${olderThan}\`: ` +
+        'an occurrence that job may still run would be recorded as missed. Prune with a longer ' +
+        "--older-than (or lower that job's --max-delay).",
     );
   }
 }

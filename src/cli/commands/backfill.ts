@@ -46,7 +46,8 @@ function parseInstant(text: string | undefined, flag: '--from' | '--to', now: Da
   const parsed = DateTime.fromISO(trimmed, { setZone: true });
   if (!/T.*(?:Z|[+-]\d{2}(?::?\d{2})?)$/i.test(trimmed) || !parsed.isValid) {
     throw new UsageError(
-      `Expected \`${flag}\` to be an ISO-8601 time with an offset like 2026-11-01T00:00:00Z or 2026-11-01T00:00:00-03:00${flag === '--to' ? ', or now' : ''}, got \`${text}\`.`,
+      `Expected \`${flag}\` to be an ISO-8601 time with an offset like 2026-11-01T00:00:00Z or ` +
+        `2026-11-01T00:00:00-03:00${flag === '--to' ? ', or now' : ''}, got \`${text}\`.`,
     );
   }
   return parsed.toJSDate();
@@ -68,7 +69,8 @@ export function normalizeBackfillOptions(
 ): BackfillConfig {
   if (flags.schedule === undefined)
     throw new UsageError(
-      "`backfill` needs `--schedule` (and the same --tz, --window-format and --window-offset as the job's `run`): the occurrences come from it.",
+      '`backfill` needs `--schedule` (and the same --tz, --window-format and --window-offset as the ' +
+        "job's `run`): the occurrences come from it.",
     );
   for (const [flag, value] of [
     ['--window', flags.window],
@@ -98,7 +100,8 @@ export function normalizeBackfillOptions(
   }
   if (to.getTime() > now.getTime()) {
     throw new UsageError(
-      `Expected \`--to\` to be no later than now (${now.toISOString()}), got \`${flags.to}\`: an occurrence run before its time would be marked done, ` +
+      `Expected \`--to\` to be no later than now (${now.toISOString()}), got \`${flags.to}\`: an ` +
+        `occurrence run before its time would be marked done, ` +
         'and its own run would then skip it. Use `--to now`, and let the schedule run the rest.',
     );
   }
@@ -108,10 +111,13 @@ export function normalizeBackfillOptions(
       : DEFAULT_MAX_WINDOWS;
   // Refused before walking when plainly too long: the walk itself takes a while (see MAX_TICKS).
   const estimate = (to.getTime() - from.getTime()) / typicalInterval(run.schedule!, from);
+  const raiseMax = `, or raise --max-windows (at most ${MAX_WINDOWS_LIMIT})`;
   if (estimate > 2 * MAX_TICKS || (flags.windowFormat === undefined && estimate > 2 * max)) {
     throw new UsageError(
-      `the range ${from.toISOString()} to ${to.toISOString()} holds about ${Math.round(estimate)} occurrences of \`--schedule\` ${JSON.stringify(run.schedule!.expression)}, ` +
-        `more than ${flags.windowFormat === undefined ? `${max} windows` : `${MAX_TICKS} occurrences`}; narrow it${flags.windowFormat === undefined && max < MAX_WINDOWS_LIMIT ? `, or raise --max-windows (at most ${MAX_WINDOWS_LIMIT})` : ''}.`,
+      `the range ${from.toISOString()} to ${to.toISOString()} holds about ${Math.round(estimate)} ` +
+        `occurrences of \`--schedule\` ${JSON.stringify(run.schedule!.expression)}, ` +
+        `more than ${flags.windowFormat === undefined ? `${max} windows` : `${MAX_TICKS} occurrences`}; ` +
+        `narrow it${flags.windowFormat === undefined && max < MAX_WINDOWS_LIMIT ? raiseMax : ''}.`,
     );
   }
   let windows: RangeWindow[];
@@ -130,13 +136,15 @@ export function normalizeBackfillOptions(
   } catch (err) {
     if (!(err instanceof TooManyWindows)) throw err;
     throw new UsageError(
-      `the range ${from.toISOString()} to ${to.toISOString()} holds more than ${max} windows of \`--schedule\` ${JSON.stringify(run.schedule!.expression)}` +
+      `the range ${from.toISOString()} to ${to.toISOString()} holds more than ${max} windows of ` +
+        `\`--schedule\` ${JSON.stringify(run.schedule!.expression)}` +
         `${max < MAX_WINDOWS_LIMIT ? `; narrow it, or raise --max-windows (at most ${MAX_WINDOWS_LIMIT})` : '; narrow it'}.`,
     );
   }
   if (windows.length === 0) {
     throw new UsageError(
-      `no occurrence of \`--schedule\` ${JSON.stringify(run.schedule!.expression)} in ${run.tz} lies between --from ${from.toISOString()} and --to ${to.toISOString()}.`,
+      `no occurrence of \`--schedule\` ${JSON.stringify(run.schedule!.expression)} in ${run.tz} lies ` +
+        `between --from ${from.toISOString()} and --to ${to.toISOString()}.`,
     );
   }
   return { run, windows, dryRun: !!flags.dryRun, rerun: !!flags.rerun, keepGoing: !!flags.keepGoing };
@@ -201,14 +209,17 @@ async function dryRun(c: BackfillConfig, choice: StoreChoice): Promise<number> {
     });
     process.stdout.write(renderTable(['WINDOW', 'SCHEDULED AT', 'STATE', 'ACTION'], rows));
     process.stdout.write(
-      `${c.windows.length} window(s) of ${c.run.name}: ${toRun} to run, ${c.windows.length - toRun} completed or pruned (skipped)${c.rerun || toRun === c.windows.length ? '' : '; --rerun runs them too'}. Dry run: nothing was run or written.\n`,
+      `${c.windows.length} window(s) of ${c.run.name}: ${toRun} to run, ${c.windows.length - toRun} ` +
+        `completed or pruned (skipped)${c.rerun || toRun === c.windows.length ? '' : '; --rerun runs them too'}. ` +
+        `Dry run: nothing was run or written.\n`,
     );
     if (paused !== undefined) {
       const p = paused;
-      process.stdout.write(
-        `The job is paused${p ? ` since ${p.since.toISOString()}${p.by ? ` by ${p.by}` : ''}${p.until ? ` until ${p.until.toISOString()}` : ''}${p.reason ? ` (${p.reason})` : ''}` : ''}: ` +
-          'a backfill now runs nothing (`leasejob resume` first).\n',
-      );
+      const since = p
+        ? ` since ${p.since.toISOString()}${p.by ? ` by ${p.by}` : ''}` +
+          `${p.until ? ` until ${p.until.toISOString()}` : ''}${p.reason ? ` (${p.reason})` : ''}`
+        : '';
+      process.stdout.write(`The job is paused${since}: ` + 'a backfill now runs nothing (`leasejob resume` first).\n');
     }
     return 0;
   } catch (err) {
@@ -240,7 +251,8 @@ function progress(log: Logger, tty: boolean) {
     const elapsed = monoNow() - started;
     const eta = finished > 0 ? (elapsed / finished) * (total - finished) : undefined;
     process.stderr.write(
-      `\r\x1b[Kbackfill ${finished}/${total}  ${state} ${window}  elapsed ${humanMs(elapsed)}${eta !== undefined ? `  about ${humanMs(eta)} left` : ''}`,
+      `\r\x1b[Kbackfill ${finished}/${total}  ${state} ${window}  elapsed ` +
+        `${humanMs(elapsed)}${eta !== undefined ? `  about ${humanMs(eta)} left` : ''}`,
     );
     drawn = true;
   };
@@ -357,7 +369,9 @@ async function backfillWindows(
     'backfill finished',
   );
   process.stdout.write(
-    `backfill ${config.name}: ${n.completed} completed, ${n.failed} failed${n.lost > 0 ? `, ${n.lost} lost with the lease` : ''}, ${left} left open${stopWhy(result, signal)}${left > 0 ? '; run the same command again to resume' : ''}.\n`,
+    `backfill ${config.name}: ${n.completed} completed, ${n.failed} ` +
+      `failed${n.lost > 0 ? `, ${n.lost} lost with the lease` : ''}, ${left} left ` +
+      `open${stopWhy(result, signal)}${left > 0 ? '; run the same command again to resume' : ''}.\n`,
   );
   return code;
 }

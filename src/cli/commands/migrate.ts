@@ -50,7 +50,8 @@ export async function migrateCommand(flags: DbFlags & { grantTo?: string[]; lock
     {
       createStore: true,
       permissionHint:
-        "migrate creates and replaces the schema's tables and functions, so run it as the schema's owner (or a role that may create schemas in this database), and give runner roles --grant-to",
+        "migrate creates and replaces the schema's tables and functions, so run it as the schema's " +
+        'owner (or a role that may create schemas in this database), and give runner roles --grant-to',
     },
   );
 }

@@ -18,7 +18,8 @@ interface OperatorFlags extends DbFlags {
 
 /** Operator writes are administrative: as `release`, the schema owner's (runner roles may not write the tables). */
 const PERMISSION_HINT =
-  "pause, resume, mark and release change the job outside the runners' rules, so run them as the schema owner (the role that ran `leasejob migrate`), not a runner role";
+  "pause, resume, mark and release change the job outside the runners' rules, so run them as the " +
+  'schema owner (the role that ran `leasejob migrate`), not a runner role';
 
 const MAX_REASON_LENGTH = 500;
 /** A pause longer than this is a typo (and past what a timestamp comparison should hold). */
@@ -39,7 +40,8 @@ function parseExpectVersion(text: string | undefined): number | undefined {
   if (text === undefined) return undefined;
   if (!/^\d{1,15}$/.test(text))
     throw new UsageError(
-      `Expected \`--expect-version\` to be a whole number (the job's version, as \`leasejob status --json\` shows it), got ${JSON.stringify(text)}.`,
+      `Expected \`--expect-version\` to be a whole number (the job's version, as \`leasejob status ` +
+        `--json\` shows it), got ${JSON.stringify(text)}.`,
     );
   return Number(text);
 }
@@ -49,7 +51,8 @@ function parseReason(text: string | undefined): string | undefined {
   // eslint-disable-next-line no-control-regex
   if (text.trim() === '' || text.length > MAX_REASON_LENGTH || /[\u0000-\u001f\u007f]/.test(text)) {
     throw new UsageError(
-      `Expected \`--reason\` to be one line of text of 1 to ${MAX_REASON_LENGTH} characters, got ${text.length > 40 ? `${text.length} characters` : JSON.stringify(text)}.`,
+      `Expected \`--reason\` to be one line of text of 1 to ${MAX_REASON_LENGTH} characters, got ` +
+        `${text.length > 40 ? `${text.length} characters` : JSON.stringify(text)}.`,
     );
   }
   return text;
@@ -62,7 +65,8 @@ export function parseUntil(text: string | undefined, hostNow = new Date()): { un
     const at = DateTime.fromISO(text, { setZone: true });
     if (!at.isValid || !/(Z|[+-]\d{2}(:?\d{2})?)$/i.test(text)) {
       throw new UsageError(
-        `Expected \`--until\` to be an ISO-8601 instant with its offset (2026-12-24T08:00:00Z, 2026-12-24T06:00:00-03:00) or a duration (2h, 1d), got ${JSON.stringify(text)}.`,
+        `Expected \`--until\` to be an ISO-8601 instant with its offset (2026-12-24T08:00:00Z, ` +
+          `2026-12-24T06:00:00-03:00) or a duration (2h, 1d), got ${JSON.stringify(text)}.`,
       );
     }
     // The database clock decides (the store refuses an end already past on it); a host clock
@@ -78,7 +82,8 @@ export function parseUntil(text: string | undefined, hostNow = new Date()): { un
     // A duration out of range (0s, 400d) is told as such; anything else was not a duration.
     if (err instanceof UsageError && /positive|at most/.test(err.message)) throw err;
     throw new UsageError(
-      `Expected \`--until\` to be an ISO-8601 instant with its offset (2026-12-24T08:00:00Z) or a duration (2h, 1d), got ${JSON.stringify(text)}.`,
+      `Expected \`--until\` to be an ISO-8601 instant with its offset (2026-12-24T08:00:00Z) or a ` +
+        `duration (2h, 1d), got ${JSON.stringify(text)}.`,
     );
   }
   if (!(ms > 0) || ms > MAX_PAUSE_MS)
@@ -102,7 +107,8 @@ async function readJob(
 function describe(j: JobRow): string {
   const pause =
     j.paused && j.pause
-      ? `paused since ${j.pause.since.toISOString()} by ${j.pause.by ?? 'unknown'}${j.pause.until ? ` until ${j.pause.until.toISOString()}` : ''}${j.pause.reason ? ` (${j.pause.reason})` : ''}`
+      ? `paused since ${j.pause.since.toISOString()} by ${j.pause.by ?? 'unknown'}` +
+        `${j.pause.until ? ` until ${j.pause.until.toISOString()}` : ''}${j.pause.reason ? ` (${j.pause.reason})` : ''}`
       : 'not paused';
   const lease = j.held ? `held by ${j.owner} (generation ${j.generation})` : 'lease not held';
   return `version ${j.version}, ${pause}, ${lease}`;
@@ -113,7 +119,8 @@ async function conflict(store: LeaseStore, name: string, read: number, r: Operat
   const now = rows[0] ? describe(rows[0]) : `version ${r.version}`;
   return new ConflictError(
     `job "${name}" changed since version ${read} was read; nothing written. It is now at ${now}. ` +
-      `Look again (\`leasejob status --name ${name}\`, \`leasejob history --name ${name}\`) and retry, with \`--expect-version ${r.version}\` to write over exactly that.`,
+      `Look again (\`leasejob status --name ${name}\`, \`leasejob history --name ${name}\`) and ` +
+      `retry, with \`--expect-version ${r.version}\` to write over exactly that.`,
   );
 }
 
@@ -148,12 +155,14 @@ export async function pauseCommand(flags: OperatorFlags & { reason?: string; unt
       if (r.status === 'conflict') throw await conflict(store, name, version, r);
       if (r.status === 'bad-until')
         throw new UsageError(
-          `\`--until\` ${flags.until} is not after the store's clock (${r.dbNow.toISOString()}); nothing written. Give a later instant or a duration.`,
+          `\`--until\` ${flags.until} is not after the store's clock (${r.dbNow.toISOString()}); nothing ` +
+            `written. Give a later instant or a duration.`,
         );
       report(
         flags,
         r,
-        `paused ${name}: version ${r.version}, event ${r.seq}${r.pausedUntil ? `, until ${r.pausedUntil.toISOString()}` : ', until resumed'}` +
+        `paused ${name}: version ${r.version}, event ` +
+          `${r.seq}${r.pausedUntil ? `, until ${r.pausedUntil.toISOString()}` : ', until resumed'}` +
           '. A run already holding the lease goes on (`leasejob release` stops it).',
       );
       return 0;
@@ -252,7 +261,8 @@ export async function markCommand(
       if (r.status === 'conflict') throw await conflict(store, name, version, r);
       if (r.status === 'busy') {
         throw new LeaseUnavailableError(
-          `window ${window} of job "${name}" is being run by a live owner (${r.holder}, generation ${r.holderGeneration}); nothing written. ` +
+          `window ${window} of job "${name}" is being run by a live owner (${r.holder}, generation ` +
+            `${r.holderGeneration}); nothing written. ` +
             'Wait for it to finish, or stop it first with `leasejob release --force`.',
           'E_LEASE_BUSY',
         );
@@ -271,7 +281,8 @@ export async function markCommand(
 
 /** What --force does to a live holder (said when refusing, and when forced). */
 const FORCE_CONSEQUENCE =
-  "its child is stopped at the owner's next renewal (within a third of its TTL), its outcome is not recorded (that runner exits 75), and its window stays open, so the next run does it again";
+  "its child is stopped at the owner's next renewal (within a third of its TTL), its outcome is " +
+  'not recorded (that runner exits 75), and its window stays open, so the next run does it again';
 
 export async function releaseCommand(flags: OperatorFlags & { force?: boolean }): Promise<number> {
   const name = validateName(flags.name);
@@ -291,7 +302,9 @@ export async function releaseCommand(flags: OperatorFlags & { force?: boolean })
       if (r.status === 'conflict') throw await conflict(store, name, version, r);
       if (r.status === 'busy') {
         throw new LeaseUnavailableError(
-          `job "${name}" is held by a live owner (${r.holder}, generation ${r.holderGeneration}${r.holderWindow ? `, window ${r.holderWindow}` : ''}) that still renews; nothing released. ` +
+          `job "${name}" is held by a live owner (${r.holder}, generation ` +
+            `${r.holderGeneration}${r.holderWindow ? `, window ${r.holderWindow}` : ''}) that still renews; ` +
+            `nothing released. ` +
             `With --force, ${FORCE_CONSEQUENCE}.`,
           'E_LEASE_BUSY',
         );
@@ -309,13 +322,16 @@ export async function releaseCommand(flags: OperatorFlags & { force?: boolean })
       report(
         flags,
         r,
-        `released ${name} (owner ${r.holder}, generation ${r.holderGeneration}${r.live ? ', live: forced' : ', stale'}): version ${r.version}, event ${r.seq}`,
+        `released ${name} (owner ${r.holder}, generation ` +
+          `${r.holderGeneration}${r.live ? ', live: forced' : ', stale'}): version ${r.version}, event ` +
+          `${r.seq}`,
       );
       return 0;
     },
     {
       permissionHint:
-        "release ends a lease outside the runners' rules, so run it as the schema owner (the role that ran `leasejob migrate`), not a runner role",
+        "release ends a lease outside the runners' rules, so run it as the schema owner (the role that " +
+        'ran `leasejob migrate`), not a runner role',
     },
   );
 }

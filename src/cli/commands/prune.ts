@@ -44,7 +44,8 @@ export async function pruneCommand(flags: PruneFlags): Promise<number> {
     async (store, log, choice) => {
       if (flags.vacuum && choice.kind !== 'sqlite') {
         throw new UsageError(
-          '`--vacuum` is for the embedded store; on PostgreSQL autovacuum makes the space reusable (VACUUM FULL or pg_repack give it back to the file system).',
+          '`--vacuum` is for the embedded store; on PostgreSQL autovacuum makes the space reusable ' +
+            '(VACUUM FULL or pg_repack give it back to the file system).',
         );
       }
       const r = retentionOf(store);
@@ -88,7 +89,9 @@ export async function pruneCommand(flags: PruneFlags): Promise<number> {
       if (space?.mode === 'none') {
         log.warn(
           { location: store.location },
-          'this state file predates incremental vacuum: freed pages are reused but the file does not shrink; run `leasejob prune --vacuum` once at a quiet time (it rewrites the file and holds runs meanwhile)',
+          'this state file predates incremental vacuum: freed pages are reused but the file does not ' +
+            'shrink; run `leasejob prune --vacuum` once at a quiet time (it rewrites the file and holds runs ' +
+            'meanwhile)',
         );
       }
       log.info(
@@ -122,7 +125,9 @@ function renderSummary(s: PruneSummary, olderThan: string, freedBytes: number | 
       `horizon: ${s.horizon.toISOString()} (--older-than ${olderThan}); ${s.jobsPruned} of ${s.jobs} job(s) had rows older`,
       `events:  ${s.events} ${verb}`,
       `windows: ${s.windows} ${verb}`,
-      `hosts:   ${s.hosts} not seen since the horizon ${s.dryRun ? 'would be forgotten' : 'forgotten'} (clock readings; their event counts kept under "(pruned)")`,
+      `hosts:   ${s.hosts} not seen since the horizon ` +
+        `${s.dryRun ? 'would be forgotten' : 'forgotten'} (clock readings; their event counts kept under ` +
+        `"(pruned)")`,
       s.dryRun
         ? `counted in ${humanMs(s.elapsedMs)}`
         : `${rows} rows in ${(s.elapsedMs / 1000).toFixed(1)}s, ${rate(rows, s.elapsedMs)} rows/s, ${s.batches} batches`,

@@ -148,6 +148,7 @@ function warnIfLateWallClock(config: RunConfig, log: Logger): void {
   const lateMinutes = Math.round(lateMs / 60_000);
   log.warn(
     { window: w.key, scheduledAt: w.scheduledAt.toISOString(), lateMinutes, tz: config.tz },
-    `the latest occurrence of --schedule in ${config.tz} is ${lateMinutes} min old: if cron fires this job in another time zone (the host's, or CRON_TZ), give that zone as --tz`,
+    `the latest occurrence of --schedule in ${config.tz} is ${lateMinutes} min old: if cron fires ` +
+      `this job in another time zone (the host's, or CRON_TZ), give that zone as --tz`,
   );
 }

@@ -131,7 +131,8 @@ export async function historyCommand(
       const pruned = (await store.retention?.read(name))?.jobs[0];
       if (pruned && pruned.prunedThroughSeq > 0) {
         out(
-          `events 1-${pruned.prunedThroughSeq} pruned (leasejob prune, horizon ${pruned.retainedFrom?.toISOString() ?? '-'}); kept from seq ${pruned.prunedThroughSeq + 1}\n`,
+          `events 1-${pruned.prunedThroughSeq} pruned (leasejob prune, horizon ` +
+            `${pruned.retainedFrom?.toISOString() ?? '-'}); kept from seq ${pruned.prunedThroughSeq + 1}\n`,
         );
       }
       out(

@@ -34,7 +34,8 @@ function checked(source: ConnectionSource, env: NodeJS.ProcessEnv): ConnectionSo
       url = new URL(value);
     } catch {
       throw new UsageError(
-        `Expected ${name} to be a valid postgres:// URL, got one that does not parse (special characters in the password must be percent-encoded).`,
+        `Expected ${name} to be a valid postgres:// URL, got one that does not parse (special ` +
+          `characters in the password must be percent-encoded).`,
       );
     }
     checkOptionNames(url.searchParams.entries(), name);
@@ -47,8 +48,15 @@ function checked(source: ConnectionSource, env: NodeJS.ProcessEnv): ConnectionSo
     checkEnvOptions(new Set(keywords.keys()), env);
     return { ...source, connectionString: keywordsToUrl(keywords) };
   }
+  const got =
+    value.trim() === ''
+      ? 'an empty string'
+      : /^[a-z][a-z0-9+.-]*:\/\//i.test(value)
+        ? `a ${value.slice(0, value.indexOf(':'))}:// URL`
+        : 'something else';
   throw new UsageError(
-    `Expected ${name} to be a URL like postgres://user@host:5432/db (the password in it or in PGPASSWORD), got ${value.trim() === '' ? 'an empty string' : /^[a-z][a-z0-9+.-]*:\/\//i.test(value) ? `a ${value.slice(0, value.indexOf(':'))}:// URL` : 'something else'}.`,
+    `Expected ${name} to be a URL like postgres://user@host:5432/db (the password in it or in ` +
+      `PGPASSWORD), got ${got}.`,
   );
 }
 
@@ -114,14 +122,18 @@ const KNOWN_OPTIONS = new Set([
  * less safely than psql does with the same string: refused (exit 64), saying why.
  */
 const NO_REVOCATION =
-  'node-postgres does not check certificate revocation lists, so a revoked server certificate would be accepted; leave it out only knowing that.';
+  'node-postgres does not check certificate revocation lists, so a revoked server certificate ' +
+  'would be accepted; leave it out only knowing that.';
 const UNSUPPORTED_OPTIONS: Record<string, string> = {
   service:
-    'leasejob (node-postgres) does not read pg_service.conf, so it would connect elsewhere than psql does; give host, port, dbname and user instead.',
+    'leasejob (node-postgres) does not read pg_service.conf, so it would connect elsewhere than ' +
+    'psql does; give host, port, dbname and user instead.',
   sslcrl: NO_REVOCATION,
   sslcrldir: NO_REVOCATION,
   require_auth:
-    'node-postgres answers whichever authentication the server asks for, so a server asking for a plain password would get it; leave it out, with sslmode=verify-full so that only the real server can ask.',
+    'node-postgres answers whichever authentication the server asks for, so a server asking for a ' +
+    'plain password would get it; leave it out, with sslmode=verify-full so that only the real ' +
+    'server can ask.',
   requirepeer:
     'node-postgres does not check which user runs the server on a Unix socket; leave it out only knowing that.',
 };
@@ -130,7 +142,9 @@ const UNSUPPORTED_OPTIONS: Record<string, string> = {
 const UNSUPPORTED_VALUES: Record<string, { value: string; why: string }> = {
   channel_binding: {
     value: 'require',
-    why: 'node-postgres falls back to SCRAM without channel binding when the server does not offer it, so it cannot require it; use sslmode=verify-full.',
+    why:
+      'node-postgres falls back to SCRAM without channel binding when the server does not offer it, ' +
+      'so it cannot require it; use sslmode=verify-full.',
   },
   gssencmode: {
     value: 'require',

@@ -22,7 +22,11 @@ function serverRefusal(code: string): string | undefined {
   if (code === '25006') return 'the server is read-only (a standby?): point leasejob at the primary';
   if (code === '57014') return 'the server cancelled the statement (statement_timeout, or pg_cancel_backend)';
   if (code === '40001') {
-    return 'a serialization failure on every try: leasejob needs no more than read committed (is default_transaction_isolation set higher for this role or database?), and on a standby a recovery conflict cancels reads';
+    return (
+      'a serialization failure on every try: leasejob needs no more than read committed (is ' +
+      'default_transaction_isolation set higher for this role or database?), and on a standby a ' +
+      'recovery conflict cancels reads'
+    );
   }
   if (code === '40P01')
     return "a deadlock on every try, with another session holding locks leasejob needs (a child's transaction on leasejob's rows?)";
@@ -95,7 +99,8 @@ export function classifyDbError(
   }
   if (code === '42501') {
     return new DatabaseError(
-      `permission denied on ${ctx.target} (${raw}); ${ctx.permissionHint ?? 'grant the role with `leasejob migrate --grant-to <role>` as the schema owner'}`,
+      `permission denied on ${ctx.target} (${raw}); ` +
+        `${ctx.permissionHint ?? 'grant the role with `leasejob migrate --grant-to <role>` as the schema owner'}`,
       'E_DB_PERMISSION',
       { cause: err },
     );
@@ -110,7 +115,9 @@ export function classifyDbError(
   // before answering, in a plain Error.
   if ((AUTH_CODES.has(code) && /empty password returned by client/.test(raw)) || NO_PASSWORD.test(raw)) {
     return new DatabaseError(
-      `database refused the connection to ${ctx.target}: it asks for a password and none was found (${raw}); give one in the URL, PGPASSWORD, ~/.pgpass or PGPASSFILE (a password file others may read is ignored: chmod 600 it)`,
+      `database refused the connection to ${ctx.target}: it asks for a password and none was found ` +
+        `(${raw}); give one in the URL, PGPASSWORD, ~/.pgpass or PGPASSFILE (a password file others may ` +
+        `read is ignored: chmod 600 it)`,
       'E_DB_AUTH',
       { cause: err },
     );
@@ -129,7 +136,8 @@ export function classifyDbError(
     // Our own bound: no answer in time is not always no database.
     if ((err as { noAnswer?: unknown }).noAnswer === true) {
       return new DatabaseError(
-        `database at ${ctx.target} did not answer in time: ${raw} (unreachable, overloaded, or the statement waiting for a lock: a migration, a long transaction)`,
+        `database at ${ctx.target} did not answer in time: ${raw} (unreachable, overloaded, or the ` +
+          `statement waiting for a lock: a migration, a long transaction)`,
         'E_DB_UNREACHABLE',
         { cause: err },
       );

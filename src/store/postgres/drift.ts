@@ -106,9 +106,11 @@ export async function reconcileSchema(
   const missing = [...want.columns].filter((c) => !haveColumns.has(c)).sort();
   if (missing.length > 0) {
     throw new DatabaseError(
-      `schema "${schema}" differs from what leasejob's migrations make, in tables it cannot mend: missing ${missing.slice(0, 5).join(', ')}${missing.length > 5 ? ` and ${missing.length - 5} more` : ''}. ` +
+      `schema "${schema}" differs from what leasejob's migrations make, in tables it cannot mend: ` +
+        `missing ${missing.slice(0, 5).join(', ')}${missing.length > 5 ? ` and ${missing.length - 5} more` : ''}. ` +
         'It was most likely made by a development build whose migrations changed later. Nothing was changed. ' +
-        `Keep what you need from it, then re-create it (DROP SCHEMA "${schema}" CASCADE; leasejob migrate), or add what is missing by hand.`,
+        `Keep what you need from it, then re-create it (DROP SCHEMA "${schema}" CASCADE; leasejob ` +
+        `migrate), or add what is missing by hand.`,
       'E_SCHEMA_DRIFT',
     );
   }
@@ -149,8 +151,10 @@ export async function reconcileSchema(
     } catch (err) {
       await client.query('ROLLBACK TO SAVEPOINT leasejob_repair');
       throw new DatabaseError(
-        `schema "${schema}" differs from what leasejob's migrations make: its function ${key(f)} cannot be replaced by this build's (${(err as Error).message}). Nothing was changed. ` +
-          `Re-create the schema (DROP SCHEMA "${schema}" CASCADE; leasejob migrate) once what you need is kept, or drop that function by hand and migrate again.`,
+        `schema "${schema}" differs from what leasejob's migrations make: its function ${key(f)} cannot ` +
+          `be replaced by this build's (${(err as Error).message}). Nothing was changed. ` +
+          `Re-create the schema (DROP SCHEMA "${schema}" CASCADE; leasejob migrate) once what you need is ` +
+          `kept, or drop that function by hand and migrate again.`,
         'E_SCHEMA_DRIFT',
         { cause: err },
       );

@@ -95,8 +95,10 @@ export async function migrate(pool: pg.Pool, schema: string, opts: MigrateOption
     await client.query('ROLLBACK').catch(() => {});
     if ((err as { code?: string }).code === '55P03') {
       throw new DatabaseError(
-        `migrate could not take a lock on schema "${schema}" within ${lockTimeoutMs} ms (${(err as Error).message}): a transaction on its tables holds it, ` +
-          "most likely a child's long fenced transaction or a session left open (see pg_stat_activity). Nothing was changed, and runs waited no longer than that. " +
+        `migrate could not take a lock on schema "${schema}" within ${lockTimeoutMs} ms ` +
+          `(${(err as Error).message}): a transaction on its tables holds it, ` +
+          "most likely a child's long fenced transaction or a session left open (see pg_stat_activity). " +
+          'Nothing was changed, and runs waited no longer than that. ' +
           'Try again when it ends, or give --lock-timeout more time.',
         'E_MIGRATE_LOCKED',
         { cause: err },

@@ -16,7 +16,8 @@ export class PgRetention implements RetentionStore {
   async read(name?: string): Promise<{ dbNow: Date; jobs: RetentionRow[] }> {
     const s = this.s;
     const { rows } = await this.query(
-      `SELECT now() AS db_now, j.name, j.max_delay_ms, j.window_format, j.window_offset, j.tz, t.retained_from, coalesce(t.pruned_through_seq, 0) AS pruned_through_seq,
+      `SELECT now() AS db_now, j.name, j.max_delay_ms, j.window_format, j.window_offset, j.tz, t.retained_from,
+        coalesce(t.pruned_through_seq, 0) AS pruned_through_seq,
               coalesce(t.pruned_windows, 0) AS pruned_windows, l.acquired_at
          FROM (SELECT 1) one
          LEFT JOIN ${s}.jobs j ON $1::text IS NULL OR j.name = $1

@@ -182,7 +182,8 @@ const CLOSE_LIMIT_MS = 2_000;
  * attempts reached the budget it was claimed (or refused) under (024).
  */
 const budgetOutcome = (w: string): string =>
-  `CASE WHEN ${w}.max_attempts IS NOT NULL AND ${w}.attempts >= ${w}.max_attempts AND ${w}.outcome IN ('failed', 'lost') THEN 'exhausted' ELSE ${w}.outcome END`;
+  `CASE WHEN ${w}.max_attempts IS NOT NULL AND ${w}.attempts >= ${w}.max_attempts AND ${w}.outcome IN ('failed', 'lost') ` +
+  `THEN 'exhausted' ELSE ${w}.outcome END`;
 
 /** The attempt budget as acquire() and claim_window() read it from their jsonb (024). */
 const budgetFields = (b: AttemptBudget): Record<string, number> => ({
@@ -538,7 +539,8 @@ export class PgStore implements LeaseStore {
       `SELECT ${epochMs('now()')} AS db_now_ms,
               (SELECT ${epochMs('j.created_at')} FROM ${this.s}.jobs j WHERE j.name = $1) AS registered_ms,
               (SELECT ${epochMs('t.retained_from')} FROM ${this.s}.retention t WHERE t.job = $1) AS retained_ms,
-              (SELECT coalesce(json_agg(json_build_object('k', w.window_key, 'o', w.outcome, 'a', w.attempts, 'c', ${epochMs('w.completed_at')})), '[]'::json)
+              (SELECT coalesce(json_agg(json_build_object('k', w.window_key, 'o', w.outcome, 'a', w.attempts, 'c',
+                ${epochMs('w.completed_at')})), '[]'::json)
                  FROM ${this.s}.windows w WHERE w.job = $1 AND w.window_key = ANY($2::text[])) AS windows`,
       [job, [...keys]],
     );
@@ -697,7 +699,8 @@ export class PgStore implements LeaseStore {
               coalesce(dg.last_window, lc.window_key) AS last_window,
               ${epochMs('coalesce(dg.last_completed_at, lc.completed_at)')} AS last_completed_ms,
               CASE WHEN coalesce(dg.last_generation, lc.generation) > 0 -- a window marked or skipped by hand ran nothing
-                   THEN round(date_part('epoch', coalesce(dg.last_completed_at, lc.completed_at) - coalesce(dg.last_started_at, lc.started_at)) * 1000)
+                   THEN round(date_part('epoch', coalesce(dg.last_completed_at, lc.completed_at) - coalesce(dg.last_started_at,
+                     lc.started_at)) * 1000)
               END AS duration_ms,
               ow.open AS open_windows, coalesce(ow.n, 0)::int AS open_count, ${epochMs('now()')} AS db_now_ms,
               j.version, ${epochMs('j.paused_at')} AS paused_at_ms, ${epochMs('j.paused_until')} AS paused_until_ms,
@@ -718,11 +721,14 @@ export class PgStore implements LeaseStore {
               AND ($1::text IS NULL OR e.job = $1)
             GROUP BY e.job) jc ON jc.job = j.name
          LEFT JOIN (
-           SELECT o.job, jsonb_agg(jsonb_build_object('window', o.window_key, 'attempts', o.attempts, 'outcome', ${budgetOutcome('o')}, 'generation', o.generation, 'maxAttempts', o.max_attempts) ORDER BY o.started_at) AS open,
+           SELECT o.job, jsonb_agg(jsonb_build_object('window', o.window_key, 'attempts', o.attempts,
+             'outcome', ${budgetOutcome('o')}, 'generation', o.generation, 'maxAttempts', o.max_attempts)
+             ORDER BY o.started_at) AS open,
                   max(o.n) AS n
              FROM (SELECT w.job, w.window_key, w.attempts, w.outcome, w.generation, w.started_at, w.max_attempts,
                           row_number() OVER (PARTITION BY w.job ORDER BY w.started_at DESC) AS rn,
-                          row_number() OVER (PARTITION BY w.job ORDER BY w.outcome NOT IN ('running', 'missed') DESC, w.attempts DESC, w.started_at DESC) AS worst,
+                          row_number() OVER (PARTITION BY w.job ORDER BY w.outcome NOT IN ('running', 'missed') DESC,
+                            w.attempts DESC, w.started_at DESC) AS worst,
                           count(*) OVER (PARTITION BY w.job) AS n
                      FROM ${s}.windows w WHERE w.completed_at IS NULL AND ($1::text IS NULL OR w.job = $1)) o
             WHERE o.rn <= 10 OR o.worst = 1 GROUP BY o.job) ow ON ow.job = j.name
@@ -875,7 +881,8 @@ export class PgStore implements LeaseStore {
       let count = 0;
       // As before in SQL, and as the embedded store: a due window is not final when it has no
       // final row (nor its legacy spelling); one without a row is expected only of a job
-      // registered by then, and not before its retention horizon (pruned: expectedFrom); the oldest few are listed, and the key's latest window.
+      // registered by then, and not before its retention horizon (pruned: expectedFrom); the
+      // oldest few are listed, and the key's latest window.
       g.windows.forEach((w, i) => {
         if (final.has(w.window) || (w.legacy !== undefined && final.has(w.legacy))) return;
         const row = open.get(w.window);
@@ -923,7 +930,8 @@ export class PgStore implements LeaseStore {
     const { rows } = await this.query(
       `(SELECT ${cols} FROM ${this.s}.windows WHERE job = $1 AND completed_at IS NULL ORDER BY started_at DESC LIMIT $2)
        UNION ALL
-       (SELECT ${cols} FROM ${this.s}.windows WHERE job = $1 AND completed_at IS NOT NULL ORDER BY completed_at DESC, generation DESC LIMIT $2)`,
+       (SELECT ${cols} FROM ${this.s}.windows WHERE job = $1 AND completed_at IS NOT NULL ORDER BY completed_at DESC,
+         generation DESC LIMIT $2)`,
       [job, limit],
     );
     return rows.map((r) => ({

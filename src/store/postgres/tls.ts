@@ -102,7 +102,8 @@ function sslFor(mode: SslMode, get: (k: Keyword) => string | undefined): false |
     case 'verify-ca':
       if (files.ca === undefined) {
         throw new UsageError(
-          "sslmode=verify-ca needs sslrootcert (the CA that signed the server's certificate); use verify-full to verify the host name against the system's CAs.",
+          "sslmode=verify-ca needs sslrootcert (the CA that signed the server's certificate); use " +
+            "verify-full to verify the host name against the system's CAs.",
         );
       }
       return { ...files, checkServerIdentity: () => undefined };
@@ -123,7 +124,8 @@ function readCertFile(keyword: Keyword, file: string): string {
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code ?? 'unreadable';
     throw new UsageError(
-      `Cannot read ${keyword} ${JSON.stringify(file)} (${code}); give a readable PEM file (${KEYWORDS[keyword]} or ${keyword}= in the connection string).`,
+      `Cannot read ${keyword} ${JSON.stringify(file)} (${code}); give a readable PEM file ` +
+        `(${KEYWORDS[keyword]} or ${keyword}= in the connection string).`,
     );
   }
 }

@@ -20,7 +20,8 @@ export class SqliteRetention implements RetentionStore {
   async read(name?: string): Promise<{ dbNow: Date; jobs: RetentionRow[] }> {
     const rows = this.db
       .prepare(
-        `SELECT j.name, j.max_delay_ms, j.window_format, j.window_offset, j.tz, t.retained_from, coalesce(t.pruned_through_seq, 0) AS pruned_through_seq,
+        `SELECT j.name, j.max_delay_ms, j.window_format, j.window_offset, j.tz, t.retained_from, coalesce(t.pruned_through_seq,
+          0) AS pruned_through_seq,
               coalesce(t.pruned_windows, 0) AS pruned_windows, l.acquired_at
          FROM jobs j LEFT JOIN retention t ON t.job = j.name LEFT JOIN leases l ON l.name = j.name
         WHERE ? IS NULL OR j.name = ? ORDER BY j.name`,
@@ -45,7 +46,8 @@ export class SqliteRetention implements RetentionStore {
   async raiseHorizon(jobs: readonly string[], horizon: Date): Promise<void> {
     const raise = this.db.prepare(
       `INSERT INTO retention (job, retained_from, pruned_at) VALUES (?, ?, ?)
-       ON CONFLICT (job) DO UPDATE SET retained_from = max(coalesce(retained_from, excluded.retained_from), excluded.retained_from), pruned_at = excluded.pruned_at`,
+       ON CONFLICT (job) DO UPDATE SET retained_from = max(coalesce(retained_from, excluded.retained_from),
+         excluded.retained_from), pruned_at = excluded.pruned_at`,
     );
     const now = Date.now();
     this.db

@@ -153,7 +153,8 @@ function withWorst(newest: JobRow['openWindows'], worst: string | null): JobRow[
 
 /** As the PostgreSQL store's: `exhausted` once a failed or lost window's attempts reached its budget. */
 const budgetOutcome = (w: string): string =>
-  `CASE WHEN ${w}.max_attempts IS NOT NULL AND ${w}.attempts >= ${w}.max_attempts AND ${w}.outcome IN ('failed', 'lost') THEN 'exhausted' ELSE ${w}.outcome END`;
+  `CASE WHEN ${w}.max_attempts IS NOT NULL AND ${w}.attempts >= ${w}.max_attempts AND ${w}.outcome IN ('failed', 'lost') ` +
+  `THEN 'exhausted' ELSE ${w}.outcome END`;
 
 /**
  * Every job with its lease, last completed window and newest open windows (`?` twice: a job
@@ -166,10 +167,13 @@ export const JOB_ROWS_SQL = `
              -- A window marked ahead of its tick is final, never the latest completion (as PostgreSQL's 023).
              AND (w.scheduled_at IS NULL OR w.scheduled_at <= w.completed_at)
            ORDER BY w.completed_at DESC, w.generation DESC LIMIT 1) AS last,
-         (SELECT json_group_array(json_object('window', o.window_key, 'attempts', o.attempts, 'outcome', ${budgetOutcome('o')}, 'generation', o.generation, 'maxAttempts', o.max_attempts))
-            FROM (SELECT window_key, attempts, outcome, generation, max_attempts FROM windows w WHERE w.job = j.name AND w.completed_at IS NULL
+         (SELECT json_group_array(json_object('window', o.window_key, 'attempts', o.attempts, 'outcome', ${budgetOutcome('o')},
+           'generation', o.generation, 'maxAttempts', o.max_attempts))
+            FROM (SELECT window_key, attempts, outcome, generation, max_attempts FROM windows w
+                   WHERE w.job = j.name AND w.completed_at IS NULL
                    ORDER BY started_at DESC LIMIT 10) o) AS open,
-         (SELECT json_object('window', w.window_key, 'attempts', w.attempts, 'outcome', ${budgetOutcome('w')}, 'generation', w.generation, 'maxAttempts', w.max_attempts)
+         (SELECT json_object('window', w.window_key, 'attempts', w.attempts, 'outcome', ${budgetOutcome('w')},
+           'generation', w.generation, 'maxAttempts', w.max_attempts)
             FROM windows w WHERE w.job = j.name AND w.completed_at IS NULL
            ORDER BY w.outcome NOT IN ('running', 'missed') DESC, w.attempts DESC, w.started_at DESC LIMIT 1) AS worst,
          (SELECT count(*) FROM windows w WHERE w.job = j.name AND w.completed_at IS NULL) AS open_count,
@@ -216,23 +220,29 @@ export class SqliteStore implements LeaseStore {
     const kind = fileKind(file);
     if (kind === 'directory') {
       throw new UsageError(
-        `the state file ${file} is a directory; give a file path (--state-file or LEASEJOB_STATE_FILE), e.g. ${path.join(file, 'leasejob.db')}.`,
+        `the state file ${file} is a directory; give a file path (--state-file or LEASEJOB_STATE_FILE), ` +
+          `e.g. ${path.join(file, 'leasejob.db')}.`,
       );
     }
     if (kind === 'other') {
       throw new UsageError(
-        `the state file ${file} is not a regular file (a device, a FIFO or a socket); give the path of a file (--state-file or LEASEJOB_STATE_FILE).`,
+        `the state file ${file} is not a regular file (a device, a FIFO or a socket); give the path of ` +
+          `a file (--state-file or LEASEJOB_STATE_FILE).`,
       );
     }
     if (kind === 'hidden') {
       throw new DatabaseError(
-        `state file ${file}: this user cannot look into its directory (EACCES); every command, status and history included, needs to write the state file and its directory: run it as the user that runs the jobs`,
+        `state file ${file}: this user cannot look into its directory (EACCES); every command, status ` +
+          `and history included, needs to write the state file and its directory: run it as the user that ` +
+          `runs the jobs`,
         'E_STATE_FILE',
       );
     }
     if (opts.create === false && kind === 'missing') {
       throw new DatabaseError(
-        `no embedded store at ${file}: no job has run with it. If the jobs run as another user, or with another --state-file, LEASEJOB_STATE_FILE or XDG_STATE_HOME, give theirs (and run as their user); \`leasejob migrate\` creates an empty one`,
+        `no embedded store at ${file}: no job has run with it. If the jobs run as another user, or with ` +
+          `another --state-file, LEASEJOB_STATE_FILE or XDG_STATE_HOME, give theirs (and run as their ` +
+          `user); \`leasejob migrate\` creates an empty one`,
         'E_STATE_FILE',
       );
     }
@@ -242,7 +252,8 @@ export class SqliteStore implements LeaseStore {
       // A system account's home (/nonexistent), a read-only root filesystem: said in one line.
       const code = (err as NodeJS.ErrnoException).code ?? 'error';
       throw new DatabaseError(
-        `state file ${file}: cannot create its directory ${dir} (${code}); give a writable --state-file or LEASEJOB_STATE_FILE, or set LEASEJOB_DATABASE_URL`,
+        `state file ${file}: cannot create its directory ${dir} (${code}); give a writable --state-file ` +
+          `or LEASEJOB_STATE_FILE, or set LEASEJOB_DATABASE_URL`,
         'E_STATE_FILE',
         { cause: err },
       );
@@ -314,232 +325,242 @@ export class SqliteStore implements LeaseStore {
   }
 
   async acquire(i: AcquireInput): Promise<AcquireRow> {
-    return this.db
-      .transaction((): AcquireRow => {
-        const now = Date.now();
-        const nowMono = hostMonotonicMs();
-        const jobChanged = i.spec ? this.registerJob(i, now) : undefined;
-        const none = {
-          generation: null,
-          attempt: null,
-          dbNow: new Date(now),
-          holder: null,
-          holderGeneration: null,
-          holderWindow: null,
-          expiresAt: null,
-          completedAt: null,
-          ...(jobChanged ? { jobChanged } : {}),
-        };
+    return this.db.transaction((): AcquireRow => this.acquireSync(i)).immediate();
+  }
 
-        // As sql/020's window_gate: inside this immediate transaction nothing (a pause, a
-        // prune, a finish) comes between the decision and the lease.
-        const gate = this.windowGate(i, now);
-        if (gate.reason === 'done') return { ...none, outcome: 'done', completedAt: gate.completedAt };
-        if (gate.reason === 'retention' && i.window !== undefined && i.scheduledAt) {
-          const horizon = gate.retainedFrom!;
-          this.db
-            .prepare(
-              `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, outcome)
-           VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?, 'missed') ON CONFLICT (job, window_key) DO NOTHING`,
-            )
-            .run(i.job, i.window, i.scheduledAt.getTime(), i.owner, now, now, now);
-          this.recordEventSync(
-            {
-              job: i.job,
-              kind: 'window-missed',
-              window: i.window,
-              owner: i.owner,
-              hostTime: i.hostTime,
-              detail: {
-                scheduled_at: i.scheduledAt.toISOString(),
-                retained_from: new Date(horizon).toISOString(),
-                reason: 'retention',
-              },
-            },
-            now,
-          );
-          return { ...none, outcome: 'missed' };
-        }
-        // As sql/012 (acquire, skip_paused): a paused job takes no lease and runs nothing; its
-        // occurrence is recorded as skipped when it has no window yet.
-        const job = this.db.prepare('SELECT * FROM jobs WHERE name = ?').get(i.job) as JobRecord | undefined;
-        if (job && gate.reason === 'paused') {
-          this.recordEventSync(
-            {
-              job: i.job,
-              kind: 'paused-skip',
-              window: i.window,
-              owner: i.owner,
-              hostTime: i.hostTime,
-              detail: {
-                reason: job.pause_reason,
-                paused_by: job.paused_by,
-                paused_at: iso(job.paused_at),
-                paused_until: iso(job.paused_until),
-                scheduled_at: i.scheduledAt?.toISOString(),
-              },
-            },
-            now,
-          );
-          if (i.window !== undefined) {
-            this.db
-              .prepare(
-                `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, completed_at, outcome)
-             VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?, ?, 'skipped') ON CONFLICT (job, window_key) DO NOTHING`,
-              )
-              .run(i.job, i.window, i.scheduledAt?.getTime() ?? null, i.owner, now, now, now, now);
-          }
-          return { ...none, outcome: 'paused' };
-        }
-        if (gate.reason === 'max-delay' && i.window !== undefined && i.scheduledAt) {
-          this.db
-            .prepare(
-              `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, outcome)
-           VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?, 'missed') ON CONFLICT (job, window_key) DO NOTHING`,
-            )
-            .run(i.job, i.window, i.scheduledAt.getTime(), i.owner, now, now, now);
-          this.recordEventSync(
-            {
-              job: i.job,
-              kind: 'window-missed',
-              window: i.window,
-              owner: i.owner,
-              hostTime: i.hostTime,
-              detail: { scheduled_at: i.scheduledAt.toISOString(), max_delay_ms: i.maxDelayMs },
-            },
-            now,
-          );
-          return { ...none, outcome: 'missed' };
-        }
+  /** acquire() inside its immediate transaction: nothing (a pause, a prune, a finish) comes between decision and lease. */
+  private acquireSync(i: AcquireInput): AcquireRow {
+    const now = Date.now();
+    const nowMono = hostMonotonicMs();
+    const jobChanged = i.spec ? this.registerJob(i, now) : undefined;
+    const none = {
+      generation: null,
+      attempt: null,
+      dbNow: new Date(now),
+      holder: null,
+      holderGeneration: null,
+      holderWindow: null,
+      expiresAt: null,
+      completedAt: null,
+      ...(jobChanged ? { jobChanged } : {}),
+    };
+    const gated = this.gateAcquire(i, now);
+    if (gated) return { ...none, ...gated };
+    // As sql/024 (acquire, attempt_budget): the budget and the backoff, before the lease.
+    const refused = this.budgetRefusal(i, i.window, undefined, now);
+    if (refused) return { ...none, ...refused };
 
-        // As sql/024 (acquire, attempt_budget): the budget and the backoff, before the lease.
-        const refused = this.budgetRefusal(i, i.window, undefined, now);
-        if (refused) return { ...none, ...refused };
+    const prev = this.db.prepare('SELECT * FROM leases WHERE name = ?').get(i.job) as LeaseRecord | undefined;
+    if (prev && !this.expired(prev, nowMono)) {
+      // Slack of half an interval absorbs a slow renewal; a holder on this host whose process
+      // is gone crashed, whatever its last renewal says.
+      const overdue = nowMono > prev.renewed_mono + prev.renew_interval_ms * 1.5;
+      const dead = prev.holder_pid !== null && hostOf(prev.owner) === this.host && !pidAlive(prev.holder_pid);
+      return {
+        ...none,
+        outcome: overdue || dead ? 'stale' : 'busy',
+        holder: prev.owner,
+        holderGeneration: String(prev.generation),
+        holderWindow: prev.window_key,
+        expiresAt: this.wallOf(prev.expires_mono, nowMono, now),
+      };
+    }
+    const generation = this.takeLease(i, prev, now, nowMono);
+    // Asked again: an abandoned attempt found by the takeover (now lost) counts, as in sql/024.
+    const spent = this.budgetRefusal(i, i.window, String(generation), now);
+    if (spent) {
+      this.db.prepare('UPDATE leases SET released_at = ?, expires_mono = ? WHERE name = ?').run(now, nowMono, i.job);
+      return { ...none, ...spent };
+    }
+    const attempt = i.window !== undefined ? this.claimOwnWindow(i, generation, now) : 1;
+    return { ...none, outcome: 'acquired', generation: String(generation), attempt };
+  }
 
-        const prev = this.db.prepare('SELECT * FROM leases WHERE name = ?').get(i.job) as LeaseRecord | undefined;
-        if (prev && !this.expired(prev, nowMono)) {
-          // Slack of half an interval absorbs a slow renewal; a holder on this host whose process
-          // is gone crashed, whatever its last renewal says.
-          const overdue = nowMono > prev.renewed_mono + prev.renew_interval_ms * 1.5;
-          const dead = prev.holder_pid !== null && hostOf(prev.owner) === this.host && !pidAlive(prev.holder_pid);
-          return {
-            ...none,
-            outcome: overdue || dead ? 'stale' : 'busy',
-            holder: prev.owner,
-            holderGeneration: String(prev.generation),
-            holderWindow: prev.window_key,
-            expiresAt: this.wallOf(prev.expires_mono, nowMono, now),
-          };
-        }
+  /**
+   * As sql/020's window_gate: the window done, before the retention horizon, the job paused, or
+   * the occurrence past --max-delay: what the acquire answers instead of a lease (undefined: go on).
+   */
+  private gateAcquire(
+    i: AcquireInput,
+    now: number,
+  ): { outcome: 'done'; completedAt: Date | null } | { outcome: 'missed' | 'paused' } | undefined {
+    const gate = this.windowGate(i, now);
+    if (gate.reason === 'done') return { outcome: 'done', completedAt: gate.completedAt };
+    if (gate.reason === 'retention' && i.window !== undefined && i.scheduledAt) {
+      this.recordOwnMissed(i, i.scheduledAt, now, {
+        retained_from: new Date(gate.retainedFrom!).toISOString(),
+        reason: 'retention',
+      });
+      return { outcome: 'missed' };
+    }
+    // As sql/012 (acquire, skip_paused): a paused job takes no lease and runs nothing; its
+    // occurrence is recorded as skipped when it has no window yet.
+    const job = this.db.prepare('SELECT * FROM jobs WHERE name = ?').get(i.job) as JobRecord | undefined;
+    if (job && gate.reason === 'paused') {
+      this.recordPausedSkip(i, job, now);
+      return { outcome: 'paused' };
+    }
+    if (gate.reason === 'max-delay' && i.window !== undefined && i.scheduledAt) {
+      this.recordOwnMissed(i, i.scheduledAt, now, { max_delay_ms: i.maxDelayMs });
+      return { outcome: 'missed' };
+    }
+    return undefined;
+  }
 
-        const generation = (prev?.generation ?? 0) + 1;
-        this.db
-          .prepare(
-            `INSERT INTO leases (name, owner, generation, acquired_at, renewed_at, released_at, renewed_mono, expires_mono, boot_id, ttl_ms, renew_interval_ms, window_key, holder_pid)
+  /** The acquire's own occurrence recorded missed (its window, if it has none yet, and the event). */
+  private recordOwnMissed(i: AcquireInput, scheduledAt: Date, now: number, detail: Record<string, unknown>): void {
+    this.db
+      .prepare(
+        `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at,
+           finished_at, outcome)
+         VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?, 'missed') ON CONFLICT (job, window_key) DO NOTHING`,
+      )
+      .run(i.job, i.window, scheduledAt.getTime(), i.owner, now, now, now);
+    this.recordEventSync(
+      {
+        job: i.job,
+        kind: 'window-missed',
+        window: i.window,
+        owner: i.owner,
+        hostTime: i.hostTime,
+        detail: { scheduled_at: scheduledAt.toISOString(), ...detail },
+      },
+      now,
+    );
+  }
+
+  /** A paused job's occurrence: the paused-skip event, and its window skipped when it has none yet. */
+  private recordPausedSkip(i: AcquireInput, job: JobRecord, now: number): void {
+    this.recordEventSync(
+      {
+        job: i.job,
+        kind: 'paused-skip',
+        window: i.window,
+        owner: i.owner,
+        hostTime: i.hostTime,
+        detail: {
+          reason: job.pause_reason,
+          paused_by: job.paused_by,
+          paused_at: iso(job.paused_at),
+          paused_until: iso(job.paused_until),
+          scheduled_at: i.scheduledAt?.toISOString(),
+        },
+      },
+      now,
+    );
+    if (i.window === undefined) return;
+    this.db
+      .prepare(
+        `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at,
+           finished_at, completed_at, outcome)
+         VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?, ?, 'skipped') ON CONFLICT (job, window_key) DO NOTHING`,
+      )
+      .run(i.job, i.window, i.scheduledAt?.getTime() ?? null, i.owner, now, now, now, now);
+  }
+
+  /** The lease taken for the next generation (a free one, or a stale holder's taken over): the generation. */
+  private takeLease(i: AcquireInput, prev: LeaseRecord | undefined, now: number, nowMono: number): number {
+    const generation = (prev?.generation ?? 0) + 1;
+    this.db
+      .prepare(
+        `INSERT INTO leases (name, owner, generation, acquired_at, renewed_at, released_at, renewed_mono, expires_mono, boot_id,
+           ttl_ms, renew_interval_ms, window_key, holder_pid)
          VALUES (@name, @owner, @generation, @now, @now, NULL, @mono, @expires, @boot, @ttl, @renew, @window, @pid)
          ON CONFLICT (name) DO UPDATE SET owner = @owner, generation = @generation, acquired_at = @now, renewed_at = @now,
            released_at = NULL, renewed_mono = @mono, expires_mono = @expires, boot_id = @boot, ttl_ms = @ttl,
            renew_interval_ms = @renew, window_key = @window, holder_pid = @pid`,
-          )
-          .run({
-            name: i.job,
-            owner: i.owner,
-            generation,
-            now,
-            mono: nowMono,
-            expires: nowMono + i.ttlMs,
-            boot: this.boot,
-            ttl: i.ttlMs,
-            renew: i.renewIntervalMs,
-            window: i.window ?? null,
-            pid: pidOf(i.owner),
-          });
-        const takeover = prev !== undefined && prev.released_at === null;
-        this.recordEventSync(
-          {
-            job: i.job,
-            kind: takeover ? 'stale-takeover' : 'acquired',
-            window: i.window,
-            owner: i.owner,
-            generation: String(generation),
-            hostTime: i.hostTime,
-            detail: takeover ? { previous_owner: prev.owner, previous_generation: prev.generation } : {},
-          },
-          now,
-        );
-        // As sql/007_lost_once.sql: the generation taken over lost its lease, said once, and its
-        // unfinished window is lost (not when it was this very runner's unanswered acquisition).
-        if (takeover && prev.owner !== i.owner) {
-          this.db
-            .prepare(
-              `UPDATE windows SET outcome = 'lost', finished_at = ? WHERE job = ? AND generation = ? AND completed_at IS NULL AND outcome = 'running'`,
-            )
-            .run(now, i.job, prev.generation);
-          this.recordEventSync(
-            {
-              job: i.job,
-              kind: 'lease-lost',
-              window: prev.window_key ?? undefined,
-              owner: prev.owner,
-              generation: String(prev.generation),
-              hostTime: i.hostTime,
-              detail: { recorded_by: 'takeover', taken_by: i.owner, taken_generation: generation },
-            },
-            now,
-          );
-        }
+      )
+      .run({
+        name: i.job,
+        owner: i.owner,
+        generation,
+        now,
+        mono: nowMono,
+        expires: nowMono + i.ttlMs,
+        boot: this.boot,
+        ttl: i.ttlMs,
+        renew: i.renewIntervalMs,
+        window: i.window ?? null,
+        pid: pidOf(i.owner),
+      });
+    const takeover = prev !== undefined && prev.released_at === null;
+    this.recordEventSync(
+      {
+        job: i.job,
+        kind: takeover ? 'stale-takeover' : 'acquired',
+        window: i.window,
+        owner: i.owner,
+        generation: String(generation),
+        hostTime: i.hostTime,
+        detail: takeover ? { previous_owner: prev.owner, previous_generation: prev.generation } : {},
+      },
+      now,
+    );
+    // As sql/007_lost_once.sql: the generation taken over lost its lease, said once, and its
+    // unfinished window is lost (not when it was this very runner's unanswered acquisition).
+    if (takeover && prev.owner !== i.owner) this.recordTakenOver(i, prev, generation, now);
+    return generation;
+  }
 
-        let attempt = 1;
-        if (i.window !== undefined) {
-          // Asked again: an abandoned attempt found above (now lost) counts, as in sql/024.
-          const spent = this.budgetRefusal(i, i.window, String(generation), now);
-          if (spent) {
-            this.db
-              .prepare('UPDATE leases SET released_at = ?, expires_mono = ? WHERE name = ?')
-              .run(now, nowMono, i.job);
-            return { ...none, ...spent };
-          }
-          const claimed = this.db
-            .prepare(
-              `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, first_started_at, started_at, max_attempts)
-           VALUES (@job, @window, @scheduled, @owner, @generation, @now, @now, @max)
-           ON CONFLICT (job, window_key) DO UPDATE SET owner = @owner, generation = @generation, attempts = attempts + 1,
-             started_at = @now, finished_at = NULL, completed_at = NULL, outcome = 'running', exit_code = NULL,
-             scheduled_at = coalesce(scheduled_at, @scheduled), max_attempts = @max
-           WHERE completed_at IS NULL OR @rerun
-           RETURNING attempts`,
-            )
-            .get({
-              job: i.job,
-              window: i.window,
-              scheduled: i.scheduledAt?.getTime() ?? null,
-              owner: i.owner,
-              generation,
-              now,
-              rerun: i.rerun ? 1 : 0,
-              max: i.maxAttempts ?? null,
-            }) as { attempts: number } | undefined;
-          if (!claimed)
-            throw new Error(
-              'window completed while its lease was free (cannot happen inside one immediate transaction)',
-            );
-          attempt = claimed.attempts;
-          this.recordEventSync(
-            {
-              job: i.job,
-              kind: 'window-claimed',
-              window: i.window,
-              owner: i.owner,
-              generation: String(generation),
-              hostTime: i.hostTime,
-              detail: { attempt, scheduled_at: i.scheduledAt?.toISOString(), rerun: i.rerun },
-            },
-            now,
-          );
-        }
-        return { ...none, outcome: 'acquired', generation: String(generation), attempt };
-      })
-      .immediate();
+  private recordTakenOver(i: AcquireInput, prev: LeaseRecord, generation: number, now: number): void {
+    this.db
+      .prepare(
+        `UPDATE windows SET outcome = 'lost', finished_at = ?
+          WHERE job = ? AND generation = ? AND completed_at IS NULL AND outcome = 'running'`,
+      )
+      .run(now, i.job, prev.generation);
+    this.recordEventSync(
+      {
+        job: i.job,
+        kind: 'lease-lost',
+        window: prev.window_key ?? undefined,
+        owner: prev.owner,
+        generation: String(prev.generation),
+        hostTime: i.hostTime,
+        detail: { recorded_by: 'takeover', taken_by: i.owner, taken_generation: generation },
+      },
+      now,
+    );
+  }
+
+  /** The acquire's own window claimed for `generation`: its attempt. */
+  private claimOwnWindow(i: AcquireInput, generation: number, now: number): number {
+    const claimed = this.db
+      .prepare(
+        `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, first_started_at, started_at, max_attempts)
+         VALUES (@job, @window, @scheduled, @owner, @generation, @now, @now, @max)
+         ON CONFLICT (job, window_key) DO UPDATE SET owner = @owner, generation = @generation, attempts = attempts + 1,
+           started_at = @now, finished_at = NULL, completed_at = NULL, outcome = 'running', exit_code = NULL,
+           scheduled_at = coalesce(scheduled_at, @scheduled), max_attempts = @max
+         WHERE completed_at IS NULL OR @rerun
+         RETURNING attempts`,
+      )
+      .get({
+        job: i.job,
+        window: i.window,
+        scheduled: i.scheduledAt?.getTime() ?? null,
+        owner: i.owner,
+        generation,
+        now,
+        rerun: i.rerun ? 1 : 0,
+        max: i.maxAttempts ?? null,
+      }) as { attempts: number } | undefined;
+    if (!claimed)
+      throw new Error('window completed while its lease was free (cannot happen inside one immediate transaction)');
+    const attempt = claimed.attempts;
+    this.recordEventSync(
+      {
+        job: i.job,
+        kind: 'window-claimed',
+        window: i.window,
+        owner: i.owner,
+        generation: String(generation),
+        hostTime: i.hostTime,
+        detail: { attempt, scheduled_at: i.scheduledAt?.toISOString(), rerun: i.rerun },
+      },
+      now,
+    );
+    return attempt;
   }
 
   /**
@@ -566,9 +587,11 @@ export class SqliteStore implements LeaseStore {
     if (!old) {
       this.db
         .prepare(
-          `INSERT INTO jobs (name, schedule, tz, window_mode, window_format, window_offset, ttl_ms, max_delay_ms, alert_after_ms, alert_lookback_ms,
+          `INSERT INTO jobs (name, schedule, tz, window_mode, window_format, window_offset, ttl_ms, max_delay_ms,
+            alert_after_ms, alert_lookback_ms,
            expect_min_ms, expect_max_ms, created_at, updated_at, version)
-         VALUES (@name, @schedule, @tz, @window_mode, @window_format, @window_offset, @ttl_ms, @max_delay_ms, @alert_after_ms, @alert_lookback_ms,
+         VALUES (@name, @schedule, @tz, @window_mode, @window_format, @window_offset, @ttl_ms, @max_delay_ms, @alert_after_ms,
+           @alert_lookback_ms,
            @expect_min_ms, @expect_max_ms, @now, @now, 1)`,
         )
         .run({ name: i.job, ...next, now });
@@ -580,7 +603,8 @@ export class SqliteStore implements LeaseStore {
     if (old.schedule !== null && next.schedule === null && next.window_mode !== 'schedule') return undefined;
     const { version } = this.db
       .prepare(
-        `UPDATE jobs SET schedule = @schedule, tz = @tz, window_mode = @window_mode, window_format = @window_format, window_offset = @window_offset,
+        `UPDATE jobs SET schedule = @schedule, tz = @tz, window_mode = @window_mode, window_format = @window_format,
+          window_offset = @window_offset,
          ttl_ms = @ttl_ms, max_delay_ms = @max_delay_ms, alert_after_ms = @alert_after_ms, alert_lookback_ms = @alert_lookback_ms,
          expect_min_ms = @expect_min_ms, expect_max_ms = @expect_max_ms, updated_at = @now, version = version + 1
        WHERE name = @name RETURNING version`,
@@ -735,7 +759,8 @@ export class SqliteStore implements LeaseStore {
         );
         this.db
           .prepare(
-            `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, completed_at, outcome)
+            `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at,
+              finished_at, completed_at, outcome)
          VALUES (@job, @window, @at, @by, 0, 0, @now, @now, @now, @now, @outcome)
          ON CONFLICT (job, window_key) DO UPDATE SET outcome = @outcome, finished_at = @now, completed_at = @now, exit_code = NULL,
            scheduled_at = coalesce(scheduled_at, @at), owner = @by, generation = 0`,
@@ -811,7 +836,8 @@ export class SqliteStore implements LeaseStore {
     const r = this.db
       .prepare(
         `UPDATE leases SET renewed_mono = @mono, expires_mono = @expires, renewed_at = @now
-        WHERE name = @job AND owner = @owner AND generation = @generation AND boot_id = @boot AND expires_mono > @mono AND released_at IS NULL`,
+        WHERE name = @job AND owner = @owner AND generation = @generation AND boot_id = @boot AND expires_mono > @mono AND
+          released_at IS NULL`,
       )
       .run({
         job,
@@ -874,7 +900,8 @@ export class SqliteStore implements LeaseStore {
           !held &&
           this.db
             .prepare(
-              `SELECT 1 FROM events WHERE job = ? AND generation = ? AND owner = ? AND kind = 'released' AND json_extract(detail, '$.by') IS NULL`,
+              `SELECT 1 FROM events WHERE job = ? AND generation = ? AND owner = ? AND kind = 'released' AND
+                json_extract(detail, '$.by') IS NULL`,
             )
             .get(i.job, Number(i.generation), i.owner) !== undefined
         )
@@ -883,7 +910,8 @@ export class SqliteStore implements LeaseStore {
         if (held && i.window !== undefined && (i.outcome === 'completed' || i.outcome === 'failed')) {
           this.db
             .prepare(
-              `UPDATE windows SET outcome = @outcome, exit_code = @exit, finished_at = @now, completed_at = CASE WHEN @outcome = 'completed' THEN @now END
+              `UPDATE windows SET outcome = @outcome, exit_code = @exit, finished_at = @now, completed_at = CASE WHEN @outcome
+                = 'completed' THEN @now END
             WHERE job = @job AND window_key = @window AND generation = @generation`,
             )
             .run({
@@ -916,7 +944,8 @@ export class SqliteStore implements LeaseStore {
           this.db
             .prepare(
               `INSERT INTO hosts (host, offset_ms, uncertainty_ms, measured_at) VALUES (?, ?, ?, ?)
-           ON CONFLICT (host) DO UPDATE SET offset_ms = excluded.offset_ms, uncertainty_ms = excluded.uncertainty_ms, measured_at = excluded.measured_at`,
+           ON CONFLICT (host) DO UPDATE SET offset_ms = excluded.offset_ms, uncertainty_ms = excluded.uncertainty_ms,
+             measured_at = excluded.measured_at`,
             )
             .run(hostOf(i.owner), detail.offset_ms, Number(detail.uncertainty_ms ?? 0), now);
         }
@@ -1184,7 +1213,8 @@ export class SqliteStore implements LeaseStore {
   ): boolean {
     const r = this.db
       .prepare(
-        `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at, finished_at, outcome)
+        `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, attempts, first_started_at, started_at,
+          finished_at, outcome)
        VALUES (@job, @key, @at, @owner, @generation, 0, @now, @now, @now, 'missed')
        ON CONFLICT (job, window_key) DO UPDATE SET outcome = 'missed', finished_at = @now
        WHERE completed_at IS NULL AND (@again OR outcome <> 'missed')`,
@@ -1216,7 +1246,8 @@ export class SqliteStore implements LeaseStore {
         if (held && (i.outcome === 'completed' || i.outcome === 'failed')) {
           this.db
             .prepare(
-              `UPDATE windows SET outcome = @outcome, exit_code = @exit, finished_at = @now, completed_at = CASE WHEN @outcome = 'completed' THEN @now END
+              `UPDATE windows SET outcome = @outcome, exit_code = @exit, finished_at = @now, completed_at = CASE WHEN @outcome
+                = 'completed' THEN @now END
             WHERE job = @job AND window_key = @window AND generation = @generation`,
             )
             .run({
@@ -1324,7 +1355,8 @@ export class SqliteStore implements LeaseStore {
         () =>
           this.db
             .prepare(
-              `UPDATE windows SET output_tail = ?, output_bytes = ?, output_generation = generation, output_attempt = attempts, output_at = ?
+              `UPDATE windows SET output_tail = ?, output_bytes = ?, output_generation = generation, output_attempt = attempts,
+                output_at = ?
         WHERE job = ? AND window_key = ? AND generation = ?`,
             )
             .run(i.tail, i.bytes, Date.now(), i.job, i.window, Number(i.generation)).changes === 1,
@@ -1537,7 +1569,8 @@ export class SqliteStore implements LeaseStore {
       .prepare(
         `SELECT * FROM (SELECT * FROM windows WHERE job = ? AND completed_at IS NULL ORDER BY started_at DESC LIMIT ?)
        UNION ALL
-       SELECT * FROM (SELECT * FROM windows WHERE job = ? AND completed_at IS NOT NULL ORDER BY completed_at DESC, generation DESC LIMIT ?)`,
+       SELECT * FROM (SELECT * FROM windows WHERE job = ? AND completed_at IS NOT NULL ORDER BY completed_at DESC, generation
+         DESC LIMIT ?)`,
       )
       .all(job, limit, job, limit) as Array<Record<string, unknown>>;
     const at = (v: unknown): Date | null => (v == null ? null : new Date(v as number));
