@@ -9,9 +9,9 @@
 --   A catch-up or backfill sequence stops at the next window (left open).
 -- - claim_window() and record_missed() refuse a token of an earlier history (fence epoch),
 --   as renew, finish and assert_lease do.
--- - mark_window() makes the window the operator's (owner, generation 0), so that a stale
---   holder's finish_window('completed') is told it lost the lease.
--- Functions: acquire, claim_window, mark_window, record_missed, window_gate, window_refused, each its whole current definition from sql/functions/.
+-- (A stale holder's finish_window('completed') of a window marked by hand meanwhile is told
+-- it lost the lease: finish_window, in 021, which carries its final definition.)
+-- Functions: acquire, claim_window, record_missed, window_gate, window_refused, each its whole current definition from sql/functions/.
 -- CREATE OR REPLACE keeps the privileges granted on a function of the same signature;
 -- SECURITY DEFINER and the pinned search_path are restated, as CREATE OR REPLACE resets them.
 
@@ -221,44 +221,6 @@ BEGIN
   PERFORM record_event(p_job, 'window-claimed', p_window, p_owner, p_generation, p_host_time,
     coalesce(p_detail, '{}'::jsonb) || jsonb_build_object('attempt', v_attempt, 'scheduled_at', p_scheduled_at, 'rerun', p_rerun));
   outcome := 'claimed';
-  RETURN NEXT;
-END $$;
-
--- mark_window: as in sql/functions/mark_window.sql
-CREATE OR REPLACE FUNCTION mark_window(p_job text, p_window text, p_outcome text, p_reason text, p_expect bigint,
-                            p_by text, p_host_time timestamptz)
-RETURNS TABLE (status text, version bigint, seq bigint, holder text, holder_generation bigint, previous_outcome text, db_now timestamptz)
-LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
-#variable_conflict use_column
-DECLARE
-  v jobs%ROWTYPE;
-  v_lease leases%ROWTYPE;
-  v_prev text;
-BEGIN
-  db_now := now();
-  IF p_outcome NOT IN ('completed', 'skipped') THEN RAISE EXCEPTION 'mark_window: outcome must be completed or skipped'; END IF;
-  SELECT * INTO v_lease FROM leases l WHERE l.name = p_job FOR UPDATE;
-  SELECT * INTO v FROM jobs j WHERE j.name = p_job FOR UPDATE;
-  IF NOT FOUND THEN status := 'unknown'; RETURN NEXT; RETURN; END IF;
-  version := v.version;
-  IF p_expect IS NOT NULL AND v.version <> p_expect THEN status := 'conflict'; RETURN NEXT; RETURN; END IF;
-  IF v_lease.expires_at > now() AND v_lease.window_key = p_window THEN
-    status := 'busy'; holder := v_lease.owner; holder_generation := v_lease.generation;
-    RETURN NEXT; RETURN;
-  END IF;
-  SELECT w.outcome INTO v_prev FROM windows w WHERE w.job = p_job AND w.window_key = p_window;
-  previous_outcome := v_prev;
-  UPDATE jobs j SET version = j.version + 1, updated_at = now() WHERE j.name = p_job RETURNING j.version INTO version;
-  seq := record_event(p_job, 'window-marked', p_window, p_by, NULL, p_host_time,
-    jsonb_strip_nulls(jsonb_build_object('outcome', p_outcome, 'reason', p_reason, 'by', p_by, 'version', version,
-      'previous_version', v.version, 'previous_outcome', v_prev)));
-  INSERT INTO windows AS w (job, window_key, owner, generation, attempts, outcome, finished_at, completed_at)
-  VALUES (p_job, p_window, p_by, 0, 0, p_outcome, now(), now())
-  -- 020: the window is the operator's now (owner, generation 0): a stale holder's finish finds
-  -- no window of its generation, and is told it lost the lease, not that it still holds it.
-  ON CONFLICT (job, window_key) DO UPDATE SET outcome = EXCLUDED.outcome, finished_at = now(), completed_at = now(), exit_code = NULL,
-    owner = EXCLUDED.owner, generation = 0;
-  status := 'done';
   RETURN NEXT;
 END $$;
 

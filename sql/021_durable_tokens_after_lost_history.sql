@@ -12,9 +12,14 @@
 --   a hybrid logical clock, stepped once per server start, so tokens stay small counters until
 --   the first restart. It assumes the new server's clock is not behind the clock the lost
 --   tokens were issued by (docs/fencing.md).
+-- - finish_window(): a retry is recognised by its exit code too (or, without one, its own
+--   window-<outcome> event), so that a holder whose window was marked by hand meanwhile is told
+--   it lost the lease, not that it still holds it (020's part, here with its final definition).
+-- mark_window() is left as 023 defines it (its commit is made durable by the caller: the
+-- operator commands call durable_commit() in the same statement).
 -- fence_epoch gains started_at and token_floor (a row from before 021 records its start on
 -- first use, without a floor).
--- Functions: acquire, claim_window, clock_token_floor, durable_commit, fence_epoch, finish, finish_window, mark_window, pause_job, record_missed, release_lease, renew, resume_job, each its whole current definition from sql/functions/.
+-- Functions: acquire, claim_window, clock_token_floor, durable_commit, fence_epoch, finish, finish_window, pause_job, record_missed, release_lease, renew, resume_job, each its whole current definition from sql/functions/.
 -- CREATE OR REPLACE keeps the privileges granted on a function of the same signature;
 -- SECURITY DEFINER and the pinned search_path are restated, as CREATE OR REPLACE resets them.
 
@@ -362,6 +367,9 @@ BEGIN
 END $$;
 
 -- finish_window: as in sql/functions/finish_window.sql
+-- finish_window(): record a window's outcome without releasing the lease, as finish() records
+-- it (the current definition; catch-up and backfill, 013). Safe to repeat: an attempt that
+-- committed with its answer lost is recognised by the window's own outcome.
 CREATE OR REPLACE FUNCTION finish_window(
   p_job text, p_owner text, p_generation bigint, p_window text, p_outcome text,
   p_exit_code integer, p_host_time timestamptz, p_detail jsonb
@@ -381,8 +389,15 @@ BEGIN
           AND token_current(p_generation);
   SELECT * INTO v_window FROM windows w WHERE w.job = p_job AND w.window_key = p_window AND w.generation = p_generation;
 
-  -- A retry of an attempt that committed (its answer lost): the window already says so.
-  IF v_window.finished_at IS NOT NULL AND v_window.outcome = p_outcome THEN
+  -- A retry of an attempt that committed (its answer lost): the window already says so, with
+  -- this exit code. 020: not a window marked by hand meanwhile (`mark` keeps the generation and
+  -- clears the exit code): its stale holder is told it lost the lease. Without an exit code (a
+  -- library task), the attempt's own window-<outcome> event tells (a rare path: retries, marks).
+  IF v_window.finished_at IS NOT NULL AND v_window.outcome = p_outcome
+     AND v_window.exit_code IS NOT DISTINCT FROM p_exit_code
+     AND (p_exit_code IS NOT NULL OR EXISTS (
+           SELECT 1 FROM events e WHERE e.job = p_job AND e.generation = p_generation
+              AND e.kind = 'window-' || p_outcome AND e.window_key = p_window)) THEN
     held := true;
     RETURN NEXT; RETURN;
   END IF;
@@ -403,45 +418,6 @@ BEGIN
     PERFORM record_event(p_job, 'lease-lost', p_window, p_owner, p_generation, p_host_time,
       jsonb_strip_nulls(jsonb_build_object('outcome', p_outcome, 'aborted', p_detail->'aborted')));
   END IF;
-  RETURN NEXT;
-END $$;
-
--- mark_window: as in sql/functions/mark_window.sql
-CREATE OR REPLACE FUNCTION mark_window(p_job text, p_window text, p_outcome text, p_reason text, p_expect bigint,
-                            p_by text, p_host_time timestamptz)
-RETURNS TABLE (status text, version bigint, seq bigint, holder text, holder_generation bigint, previous_outcome text, db_now timestamptz)
-LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
-#variable_conflict use_column
-DECLARE
-  v jobs%ROWTYPE;
-  v_lease leases%ROWTYPE;
-  v_prev text;
-BEGIN
-  PERFORM durable_commit(); -- 021: its commit survives a crash, whatever synchronous_commit says
-  db_now := now();
-  IF p_outcome NOT IN ('completed', 'skipped') THEN RAISE EXCEPTION 'mark_window: outcome must be completed or skipped'; END IF;
-  SELECT * INTO v_lease FROM leases l WHERE l.name = p_job FOR UPDATE;
-  SELECT * INTO v FROM jobs j WHERE j.name = p_job FOR UPDATE;
-  IF NOT FOUND THEN status := 'unknown'; RETURN NEXT; RETURN; END IF;
-  version := v.version;
-  IF p_expect IS NOT NULL AND v.version <> p_expect THEN status := 'conflict'; RETURN NEXT; RETURN; END IF;
-  IF v_lease.expires_at > now() AND v_lease.window_key = p_window THEN
-    status := 'busy'; holder := v_lease.owner; holder_generation := v_lease.generation;
-    RETURN NEXT; RETURN;
-  END IF;
-  SELECT w.outcome INTO v_prev FROM windows w WHERE w.job = p_job AND w.window_key = p_window;
-  previous_outcome := v_prev;
-  UPDATE jobs j SET version = j.version + 1, updated_at = now() WHERE j.name = p_job RETURNING j.version INTO version;
-  seq := record_event(p_job, 'window-marked', p_window, p_by, NULL, p_host_time,
-    jsonb_strip_nulls(jsonb_build_object('outcome', p_outcome, 'reason', p_reason, 'by', p_by, 'version', version,
-      'previous_version', v.version, 'previous_outcome', v_prev)));
-  INSERT INTO windows AS w (job, window_key, owner, generation, attempts, outcome, finished_at, completed_at)
-  VALUES (p_job, p_window, p_by, 0, 0, p_outcome, now(), now())
-  -- 020: the window is the operator's now (owner, generation 0): a stale holder's finish finds
-  -- no window of its generation, and is told it lost the lease, not that it still holds it.
-  ON CONFLICT (job, window_key) DO UPDATE SET outcome = EXCLUDED.outcome, finished_at = now(), completed_at = now(), exit_code = NULL,
-    owner = EXCLUDED.owner, generation = 0;
-  status := 'done';
   RETURN NEXT;
 END $$;
 

@@ -20,8 +20,15 @@ BEGIN
           AND token_current(p_generation);
   SELECT * INTO v_window FROM windows w WHERE w.job = p_job AND w.window_key = p_window AND w.generation = p_generation;
 
-  -- A retry of an attempt that committed (its answer lost): the window already says so.
-  IF v_window.finished_at IS NOT NULL AND v_window.outcome = p_outcome THEN
+  -- A retry of an attempt that committed (its answer lost): the window already says so, with
+  -- this exit code. 020: not a window marked by hand meanwhile (`mark` keeps the generation and
+  -- clears the exit code): its stale holder is told it lost the lease. Without an exit code (a
+  -- library task), the attempt's own window-<outcome> event tells (a rare path: retries, marks).
+  IF v_window.finished_at IS NOT NULL AND v_window.outcome = p_outcome
+     AND v_window.exit_code IS NOT DISTINCT FROM p_exit_code
+     AND (p_exit_code IS NOT NULL OR EXISTS (
+           SELECT 1 FROM events e WHERE e.job = p_job AND e.generation = p_generation
+              AND e.kind = 'window-' || p_outcome AND e.window_key = p_window)) THEN
     held := true;
     RETURN NEXT; RETURN;
   END IF;

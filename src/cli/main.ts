@@ -324,8 +324,8 @@ function defineCheck(program: Command): void {
     program
       .command('check')
       .description(
-        'monitoring-plugin exit codes: 0 OK, 1 WARNING (a window failed), 2 CRITICAL (a due occurrence ' +
-          'not completed, an owner stuck), 3 UNKNOWN (no answer: bad flags, database unreachable)',
+        'monitoring-plugin exit codes: 0 OK, 1 WARNING (a window failed, a run outside --expect-duration), ' +
+          '2 CRITICAL (a due occurrence not completed, an owner stuck), 3 UNKNOWN (no answer: bad flags, database unreachable)',
       )
       .option('--name <job>', 'only this job')
       .option('--all', 'every registered job (the default)')

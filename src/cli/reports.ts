@@ -45,7 +45,7 @@ export async function loadHooks(
 }
 
 /** The window a report is about: the run's own, or (backfill, --catch-up) each window in turn. */
-export interface ReportedWindow {
+interface ReportedWindow {
   job: string;
   window?: string | undefined;
   scheduledAt?: Date | undefined;

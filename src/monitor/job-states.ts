@@ -103,6 +103,9 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
     j.overdue = false;
     j.notCompleted = [];
     j.notCompletedCount = 0;
+    j.failedOccurrences = 0; // counted below, once the not-completed list is known
+    j.exhaustedOccurrences = 0;
+    j.durationUnexpected = durationJudgement(j);
     j.intervalMs = d?.intervalMs ?? null;
     j.due = undefined;
     // Recorded as running, but its generation no longer holds the lease: its owner was killed
@@ -114,9 +117,6 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
           ? 'abandoned'
           : outcome;
     for (const w of j.openWindows) w.outcome = exhaustedIfSpent(w, abandoned(w.outcome, w.generation));
-    j.failedOccurrences = 0;
-    j.exhaustedOccurrences = 0;
-    j.durationUnexpected = durationJudgement(j);
     const open = due.notCompleted.get(j.name);
     if (d?.windows && open) {
       j.notCompletedCount = open[0]!.count;
@@ -184,8 +184,8 @@ function durationJudgement(j: JobRow): string | null {
   return null;
 }
 
-/** A run's outcome that failed the occurrence, as `check` reports it as failing. */
-export function failedOutcome(outcome: string): boolean {
+/** A run's outcome that failed its occurrence (failed, lost, abandoned): what `check` calls failing. */
+function failedOutcome(outcome: string): boolean {
   return outcome !== 'running' && outcome !== 'missed' && outcome !== 'no run';
 }
 
@@ -497,7 +497,7 @@ export function findProblems(jobs: JobState[], dbNow: Date, limits: CheckLimits)
             `window ${w.window} failed all ${w.attempts} of its attempts (run --max-attempts ${w.maxAttempts}): exhausted, ` +
             'later runs skip it; `leasejob run --rerun` runs it again, `leasejob mark` closes it',
         });
-      } else if (w.attempts >= limits.maxAttempts && w.outcome !== 'running' && w.outcome !== 'missed') {
+      } else if (w.attempts >= limits.maxAttempts && failedOutcome(w.outcome)) {
         problems.push({
           job: j.name,
           severity: 'warning',

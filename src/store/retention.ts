@@ -3,10 +3,9 @@
 // sqlite/retention.ts), the command's flags and output cli/commands/prune.ts's.
 import { hostname } from 'node:os';
 import { monoNow } from '../clock.js';
-import { humanMs } from '../schedule/duration.js';
+import { humanMs, parseIsoOffset } from '../schedule/duration.js';
 import { UsageError } from '../errors.js';
 import type { LeaseStore, RetentionRow, RetentionStore } from './contract.js';
-import { parseIsoOffset } from '../schedule/duration.js';
 import { windowStart } from '../schedule/window-range.js';
 
 /**

@@ -31,6 +31,7 @@ import { checkRound, loadRound } from './lib/checks.mjs';
 import { BIN, startCluster, startHosts } from './lib/cluster.mjs';
 import { FAULT_KINDS, Injector, planFaults } from './lib/faults.mjs';
 import { Fleet, windowOf } from './lib/fleet.mjs';
+import { checkOperators, installOperatorWatch, Operators } from './lib/operators.mjs';
 import { stream } from './lib/prng.mjs';
 import { printReport, summarize } from './lib/report.mjs';
 
@@ -94,7 +95,7 @@ try {
 
 // What to tear down if the harness itself is interrupted (Ctrl-C, a test runner's timeout):
 // runners are detached process groups and would otherwise outlive it.
-const live = { fleets: new Set(), stops: [] };
+const live = { fleets: new Set(), operators: new Set(), stops: [] };
 /** SIGKILL a run's process group and its child's (each leads its own). */
 function killRun(r) {
   for (const target of [-r.pid, r.child ? -r.child.pid : undefined]) {
@@ -106,6 +107,7 @@ function killRun(r) {
   }
 }
 function killFleets() {
+  for (const ops of live.operators) ops.kill();
   for (const fleet of live.fleets) {
     fleet.closed = true;
     for (const r of fleet.live()) killRun(r);
@@ -142,6 +144,7 @@ async function main() {
     }
   }
   const cluster = await startCluster({ schema: 'leasejob', isolation: args.isolation, failover: args.failover });
+  await installOperatorWatch(cluster.pool, 'leasejob');
   live.stops.push(() => cluster.stop());
   let hostsCtl;
   const rounds = [];
@@ -201,6 +204,15 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
   writeFileSync(effectsFile, '');
   const fleet = new Fleet({ cluster, effectsFile });
   live.fleets.add(fleet);
+  // The day-2 commands beside the runs, on jobs of their own (lib/operators.mjs).
+  const ops = new Operators({
+    url: cluster.directUrl,
+    schema: 'leasejob',
+    rng: stream(SEED, `round-${round}/operators`),
+    round,
+    workDir,
+  });
+  live.operators.add(ops);
   const jobs = Array.from({ length: JOBS }, (_, i) => ({
     name: `r${round}-job${i + 1}`,
     mode: i % 2 === 0 ? 'schedule' : 'literal',
@@ -280,6 +292,7 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
     `round ${round}: ${jobs.length} jobs, ${plan.length} faults planned: ${plan.map((f) => `${f.kind}@${(f.at / 1000).toFixed(1)}s`).join(' ')}`,
   );
   const t0 = Date.now();
+  ops.start(cluster.pool);
   const timers = plan.map((f) =>
     setTimeout(() => {
       say(
@@ -317,6 +330,8 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
   await injector.settle();
   hostsCtl.healAll();
   hostsCtl.resetClocks();
+  await ops.stop();
+  live.operators.delete(ops);
 
   // Drain: no new runners; everything alive ends by itself (waiters time out after 20 s).
   say(`round ${round}: faults over; draining ${fleet.live().length} runners`);
@@ -385,6 +400,11 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
     effects,
     parentDeathSignal,
   });
+  const opsCheck = await checkOperators(
+    cluster.pool,
+    ops.jobs.map((j) => j.name),
+  );
+  for (const [name, list] of Object.entries(opsCheck.violations)) check.invariants.set(name, list);
   const checkEnd = Date.now();
   const violations = [...check.invariants.values()].reduce((n, l) => n + l.length, 0);
   if (violations > 0 || args.keep) dumpRuns(path.join(workDir, `round${round}-runs`), fleet.runs, injector.done);
@@ -392,6 +412,7 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
   return {
     round,
     runs: fleet.runs,
+    operators: ops.actions,
     faults: injector.done,
     check,
     windows: targeted.size,

@@ -64,8 +64,8 @@ describe('npm pack, then npm install --omit=dev of the tarball', () => {
     for (const m of sqlite) expect(files).toContain(m);
     const allowed = /^(package\.json|README\.md|LICENSE(\.\w+)?|bin\/([^/]+\.c?js|package\.json)|dist\/.+\.(c?js|d\.ts|js\.map|d\.ts\.map)|sql\/\d+_[a-z0-9_]+\.sql|sql\/sqlite\/[a-z0-9_]+\.sql)$/;
     expect(files.filter((f) => !allowed.test(f))).toEqual([]);
-    // The single executable and its bundle are built beside, never shipped in, the package.
-    expect(files.filter((f) => f.startsWith('dist/single-file') || f === 'dist/leasejob-single-file.cjs')).toEqual([]);
+    // The single executable, its bundle and its main script are built beside, never shipped in, the package.
+    expect(files.filter((f) => /^dist\/(single-file\/|leasejob-single-file\.cjs|single-file-loader\.cjs)/.test(f))).toEqual([]);
   });
 
   it('installs the production dependencies only', () => {

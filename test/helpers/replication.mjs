@@ -69,33 +69,8 @@ function run(tool, args, user, cwd) {
  * restored. `restore(file)` feeds a plain-SQL dump to psql.
  */
 export async function startServer() {
-  const user = serverUser();
-  const parent = mkdtempSync(path.join(tmpdir(), 'leasejob-repl-'));
-  chmodSync(parent, 0o755);
-  if (user.uid !== undefined) chownSync(parent, user.uid, user.gid);
-  const port = await freePort();
-  const data = path.join(parent, 'data');
-  await run(
-    'initdb',
-    ['-D', data, '--auth=trust', '--username=postgres', '--locale=C', '--encoding=UTF8'],
-    user,
-    parent,
-  );
-  appendFileSync(
-    path.join(data, 'postgresql.conf'),
-    ["listen_addresses = '127.0.0.1'", `unix_socket_directories = '${parent}'`, `port = ${port}`, 'fsync = off'].join(
-      '\n',
-    ) + '\n',
-  );
-  await run('pg_ctl', ['-D', data, '-l', path.join(parent, 'server.log'), '-w', '-t', '60', 'start'], user, parent);
-  return {
-    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
-    port,
-    stop: async () => {
-      await run('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop'], user, parent).catch(() => {});
-      rmSync(parent, { recursive: true, force: true });
-    },
-  };
+  const s = await startLocalServer();
+  return { url: s.url, port: s.port, stop: s.stop };
 }
 
 /**

@@ -647,7 +647,9 @@ export class PgStore implements LeaseStore {
   }
 
   async mark(i: MarkInput): Promise<OperatorResult> {
-    const { rows } = await this.query(`SELECT * FROM ${this.s}.mark_window($1, $2, $3, $4, $5, $6, $7)`, [
+    // durable_commit() in the same statement: the mark survives a crash whatever synchronous_commit says (021).
+    const sql = `SELECT m.* FROM ${this.s}.durable_commit() d, ${this.s}.mark_window($1, $2, $3, $4, $5, $6, $7) m`;
+    const { rows } = await this.query(sql, [
       i.job,
       i.window,
       i.outcome,

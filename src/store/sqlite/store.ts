@@ -523,9 +523,22 @@ export class SqliteStore implements LeaseStore {
     );
   }
 
-  /** The acquire's own window claimed for `generation`: its attempt. */
-  private claimOwnWindow(i: AcquireInput, generation: number, now: number): number {
-    const claimed = this.db
+  /**
+   * A window claimed for `generation` (acquire's own, or one of a sequence's): its row started
+   * again, its attempt counted; undefined when it is completed and this is not a rerun.
+   */
+  private claimRow(
+    i: AttemptBudget & {
+      job: string;
+      window: string;
+      scheduledAt?: Date | undefined;
+      owner: string;
+      rerun?: boolean | undefined;
+    },
+    generation: number,
+    now: number,
+  ): { attempts: number } | undefined {
+    return this.db
       .prepare(
         `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, first_started_at, started_at, max_attempts)
          VALUES (@job, @window, @scheduled, @owner, @generation, @now, @now, @max)
@@ -545,6 +558,11 @@ export class SqliteStore implements LeaseStore {
         rerun: i.rerun ? 1 : 0,
         max: i.maxAttempts ?? null,
       }) as { attempts: number } | undefined;
+  }
+
+  /** The acquire's own window claimed for `generation`: its attempt. */
+  private claimOwnWindow(i: AcquireInput, generation: number, now: number): number {
+    const claimed = this.claimRow({ ...i, window: i.window! }, generation, now);
     if (!claimed)
       throw new Error('window completed while its lease was free (cannot happen inside one immediate transaction)');
     const attempt = claimed.attempts;
@@ -1067,26 +1085,8 @@ export class SqliteStore implements LeaseStore {
         }
         const refused = this.budgetRefusal(i, i.window, i.generation, now);
         if (refused) return { ...none, outcome: refused.outcome, attempt: refused.attempt, nextAt: refused.expiresAt };
-        const claimed = this.db
-          .prepare(
-            `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, first_started_at, started_at, max_attempts)
-         VALUES (@job, @window, @scheduled, @owner, @generation, @now, @now, @max)
-         ON CONFLICT (job, window_key) DO UPDATE SET owner = @owner, generation = @generation, attempts = attempts + 1,
-           started_at = @now, finished_at = NULL, completed_at = NULL, outcome = 'running', exit_code = NULL,
-           scheduled_at = coalesce(scheduled_at, @scheduled), max_attempts = @max
-         WHERE completed_at IS NULL OR @rerun
-         RETURNING attempts`,
-          )
-          .get({
-            job: i.job,
-            window: i.window,
-            scheduled: i.scheduledAt?.getTime() ?? null,
-            owner: i.owner,
-            generation: Number(i.generation),
-            now,
-            rerun: i.rerun ? 1 : 0,
-            max: i.maxAttempts ?? null,
-          }) as { attempts: number };
+        // The gate above found the window open (or a rerun): it is claimed.
+        const claimed = this.claimRow(i, Number(i.generation), now)!;
         this.db.prepare('UPDATE leases SET window_key = ? WHERE name = ?').run(i.window, i.job);
         this.recordEventSync(
           {

@@ -26,12 +26,22 @@ const INVARIANTS = [
     'every unit of a completed window once; no window completed or claimed twice; effect tokens never go down per key',
   ],
   ['completion', 'every window completed eventually (faults stopped, up to 3 clean reruns)'],
-  ['generations', 'per job, generations +1 at each acquisition in event order; no event ahead of its generation'],
+  [
+    'generations',
+    'per job, generations +1 at each acquisition in event order (after a server start: above it); no event ahead of its generation',
+  ],
   [
     'child-lifetime',
     'no child outlives its lease (see checks.mjs for the exact rule); pauses and kills by their own rules',
   ],
   ['exit-codes', 'exit codes match what happened (0 done/skipped, 75 lost, 69 outage, SIGKILL when killed)'],
+  ['completes-once', "operators' jobs: no window key completes twice (events kept aside from prune)"],
+  [
+    'one-owner-per-token',
+    "operators' jobs: no token issued to two owners (crash restarts with synchronous_commit = off)",
+  ],
+  ['pause-holds', "operators' jobs: no acquisition or claim after an acknowledged pause until the resume"],
+  ['pruned-never-runs', "operators' jobs: no occurrence claimed again once prune deleted its window"],
   [
     'contenders',
     'one winner per 50-contender window (another claim only after the winner logged a lease loss); contenders exit 0, or 75 after a loss',
@@ -67,6 +77,7 @@ export function summarize({
   let crowdClaims = 0;
   let exhaustedSkips = 0;
   let budgetedStartsMax = 0;
+  const operators = {};
   let windows = 0;
   let units = 0;
   for (const r of rounds) {
@@ -89,6 +100,11 @@ export function summarize({
       if (run.generation !== undefined) h.held += 1;
     }
     runs += r.runs.length;
+    for (const a of r.operators ?? []) {
+      const o = (operators[a.kind] ??= { runs: 0, exits: {} });
+      o.runs += 1;
+      o.exits[a.signal ?? String(a.code)] = (o.exits[a.signal ?? String(a.code)] ?? 0) + 1;
+    }
     crowdClaims += r.check.figures.crowdClaims ?? 0;
     exhaustedSkips += r.check.figures.exhaustedSkips ?? 0;
     budgetedStartsMax = Math.max(budgetedStartsMax, r.check.figures.budgetedStartsMax ?? 0);
@@ -112,6 +128,7 @@ export function summarize({
     invariants,
     violations,
     budget: { exhaustedSkips, budgetedStartsMax },
+    operators,
     figures: {
       takeoverAfterCrashMs: {
         n: fig.takeoverMs.length,
@@ -167,6 +184,14 @@ export function printReport(s, out = process.stdout) {
       `  ${k.kind.padEnd(18)} ${String(s.faults[k.kind]).padStart(3)}  ${skipped ? `SKIPPED: ${skipped}` : k.what}${missed ? `  (not injected ${missed.length}x: ${[...new Set(missed)].join('; ')})` : ''}`,
     );
   }
+  w();
+  w('operator actions (by exit):');
+  for (const [kind, o] of Object.entries(s.operators ?? {}))
+    w(
+      `  ${kind.padEnd(18)} ${String(o.runs).padStart(3)}  ${Object.entries(o.exits)
+        .map(([x, n]) => `${x}: ${n}`)
+        .join(', ')}`,
+    );
   w();
   w('invariants:');
   for (const [name, what] of INVARIANTS) {
