@@ -2,8 +2,10 @@
 -- outcome: acquired | busy (live holder) | stale (holder stopped renewing or lost its session:
 -- wait until expires_at and try again) | done (window already completed) | missed (occurrence
 -- older than max delay, or scheduled before the job's retention horizon: 014) | paused (the job
--- is paused: occurrence skipped, no lease; 012). A takeover records the loss of the generation it
--- replaces, once.
+-- is paused: occurrence skipped, no lease; 012) | exhausted (the window's attempts reached the
+-- budget, p_spec's max_attempts) | backoff (its last attempt failed less than the backoff ago,
+-- p_spec's retry_delay_ms: expires_at is then when it may run again; both 024, attempt_budget(),
+-- asked beside the gate). A takeover records the loss of the generation it replaces, once.
 -- 020 (one gate): every "may this window run" is window_gate()'s, read again once the lease
 -- row is locked, the pause then under the job's row lock, so that an acquisition and `pause`
 -- are ordered: once pause has committed, no lease is taken until resume.
@@ -31,6 +33,9 @@ DECLARE
   v_epoch bigint; -- 011
   v_gate record; -- 020
   v_floor bigint; -- 021
+  v_max integer := (p_spec->>'max_attempts')::integer; -- 024
+  v_delay bigint := (p_spec->>'retry_delay_ms')::bigint;
+  v_budget record;
 BEGIN
   db_now := now();
   -- 021: durable before the child starts, whatever synchronous_commit says.
@@ -51,6 +56,17 @@ BEGIN
     outcome := window_refused(p_job, p_owner, NULL, p_window, p_scheduled_at, v_gate.reason, v_gate.retained_from,
                               p_max_delay_ms, p_host_time);
     completed_at := v_gate.completed_at;
+    RETURN NEXT; RETURN;
+  END IF;
+
+  -- 024: the attempt budget and the backoff, read without a lock: the common refusal (a
+  -- trigger of an exhausted occurrence) takes no lease. Asked again below under the lease row.
+  SELECT * INTO v_budget FROM attempt_budget(p_job, p_window, v_max, v_delay, p_rerun);
+  IF v_budget.reason IS NOT NULL THEN
+    PERFORM register_job(p_job, p_ttl_ms, p_spec);
+    PERFORM skip_budget(p_job, p_owner, NULL, p_window, v_budget.reason, v_budget.attempts, v_max,
+                        v_budget.next_at, p_host_time);
+    outcome := v_budget.reason; attempt := v_budget.attempts; expires_at := v_budget.next_at;
     RETURN NEXT; RETURN;
   END IF;
 
@@ -148,13 +164,24 @@ BEGIN
   END IF;
 
   IF p_window IS NOT NULL THEN
-    INSERT INTO windows AS w (job, window_key, scheduled_at, owner, generation)
-    VALUES (p_job, p_window, p_scheduled_at, p_owner, v_gen)
+    -- 024: asked again under the lease row, which every claim of this job holds: an attempt that
+    -- ended since the read above, or one just found abandoned (lost above), counts.
+    SELECT * INTO v_budget FROM attempt_budget(p_job, p_window, v_max, v_delay, p_rerun);
+    IF v_budget.reason IS NOT NULL THEN
+      UPDATE leases l SET expires_at = now(), released_at = now() WHERE l.name = p_job;
+      PERFORM skip_budget(p_job, p_owner, v_gen, p_window, v_budget.reason, v_budget.attempts, v_max,
+                          v_budget.next_at, p_host_time);
+      outcome := v_budget.reason; attempt := v_budget.attempts; expires_at := v_budget.next_at;
+      generation := NULL;
+      RETURN NEXT; RETURN;
+    END IF;
+    INSERT INTO windows AS w (job, window_key, scheduled_at, owner, generation, max_attempts)
+    VALUES (p_job, p_window, p_scheduled_at, p_owner, v_gen, v_max)
     ON CONFLICT (job, window_key) DO UPDATE SET
       owner = EXCLUDED.owner, generation = EXCLUDED.generation,
       attempts = w.attempts + 1, started_at = now(), finished_at = NULL,
       completed_at = NULL, outcome = 'running', exit_code = NULL,
-      scheduled_at = coalesce(w.scheduled_at, EXCLUDED.scheduled_at)
+      scheduled_at = coalesce(w.scheduled_at, EXCLUDED.scheduled_at), max_attempts = EXCLUDED.max_attempts
     WHERE w.completed_at IS NULL OR p_rerun
     RETURNING w.attempts INTO v_attempt;
 

@@ -3,7 +3,9 @@
 -- claimed | done (completed, skipped or marked: left alone) | missed (older than the max delay,
 -- or before the retention horizon: recorded) | paused (the job was paused: not run, left open;
 -- the sequence stops) | not-held (the lease is no longer this generation's, or the token is of
--- an earlier history: fence epoch). 020: the decision is window_gate()'s, as acquire()'s.
+-- an earlier history: fence epoch) | exhausted | backoff (024: attempt_budget() beside the gate,
+-- with the budget and delay in p_detail's max_attempts and retry_delay_ms; for backoff,
+-- completed_at is when the window may run again). 020: the decision is window_gate()'s, as acquire()'s.
 CREATE OR REPLACE FUNCTION claim_window(
   p_job text, p_owner text, p_generation bigint, p_window text, p_scheduled_at timestamptz,
   p_rerun boolean, p_max_delay_ms bigint, p_host_time timestamptz, p_detail jsonb
@@ -14,6 +16,8 @@ DECLARE
   v_lease leases%ROWTYPE;
   v_gate record;
   v_attempt integer;
+  v_max integer := (p_detail->>'max_attempts')::integer; -- 024
+  v_budget record;
 BEGIN
   PERFORM durable_commit(); -- 021: its commit survives a crash, whatever synchronous_commit says
   db_now := now();
@@ -35,13 +39,21 @@ BEGIN
     RETURN NEXT; RETURN;
   END IF;
 
-  INSERT INTO windows AS w (job, window_key, scheduled_at, owner, generation)
-  VALUES (p_job, p_window, p_scheduled_at, p_owner, p_generation)
+  SELECT * INTO v_budget FROM attempt_budget(p_job, p_window, v_max, (p_detail->>'retry_delay_ms')::bigint, p_rerun);
+  IF v_budget.reason IS NOT NULL THEN
+    PERFORM skip_budget(p_job, p_owner, p_generation, p_window, v_budget.reason, v_budget.attempts, v_max,
+                        v_budget.next_at, p_host_time);
+    outcome := v_budget.reason; attempt := v_budget.attempts; completed_at := v_budget.next_at;
+    RETURN NEXT; RETURN;
+  END IF;
+
+  INSERT INTO windows AS w (job, window_key, scheduled_at, owner, generation, max_attempts)
+  VALUES (p_job, p_window, p_scheduled_at, p_owner, p_generation, v_max)
   ON CONFLICT (job, window_key) DO UPDATE SET
     owner = EXCLUDED.owner, generation = EXCLUDED.generation,
     attempts = w.attempts + 1, started_at = now(), finished_at = NULL,
     completed_at = NULL, outcome = 'running', exit_code = NULL,
-    scheduled_at = coalesce(w.scheduled_at, EXCLUDED.scheduled_at)
+    scheduled_at = coalesce(w.scheduled_at, EXCLUDED.scheduled_at), max_attempts = EXCLUDED.max_attempts
   WHERE w.completed_at IS NULL OR p_rerun
   RETURNING w.attempts INTO v_attempt;
   -- The lease names the window being worked on (status, a contender's holder_window).

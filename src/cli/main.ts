@@ -71,63 +71,85 @@ const lazy =
     exitWith(await (await load())(flags));
   };
 
+/** `run`'s occurrence policies (src/cli/policies.ts): the attempt budget, retries, backoff. */
+function policyOptions(cmd: Command): Command {
+  return cmd
+    .option(
+      '--max-attempts <n>',
+      'attempts an occurrence may have in all, across triggers and hosts (1-1000; default: no limit); then it is ' +
+        'exhausted and later triggers skip it (exit 0) until --rerun or `leasejob mark`',
+    )
+    .option(
+      '--retries <n>',
+      'after a failed try, try again this many times inside this run, under the same lease (0-100; default 0), ' +
+        'each an attempt of its own',
+    )
+    .option(
+      '--retry-delay <duration>',
+      'backoff base: retry k waits between half and all of delay*2^(k-1), at most 16 delays (default with ' +
+        '--retries: 10s); given, a trigger within the backoff of the last failure skips (exit 0)',
+    );
+}
+
 function defineRun(program: Command): void {
   dbOptions(
     reportOptions(
-      program
-        .command('run')
-        .description('acquire the lease, claim the window, run the command, renew while it runs, record the outcome')
-        .usage('--name <job> [options] -- <command> [args...]')
-        // Required, but checked by the command (validateName): commander checks required options
-        // before unknown ones, and would answer `--nmae x` with "--name not specified".
-        .option('--name <job>', 'job name (required): the lease and the window ledger are keyed by it')
-        .option('--schedule <cron>', "5-field cron or @hourly/@daily/...: the job's schedule")
-        .option('--tz <zone>', 'IANA time zone of the schedule', DEFAULTS.tz)
-        .option(
-          '--window-from-schedule',
-          'derive the window from the scheduled occurrence (JOB_NAME, --scheduled-time, or the latest tick)',
-        )
-        .option('--window <key>', 'use this literal window key')
-        .option(
-          '--scheduled-time <iso>',
-          'the occurrence this run is for, ISO-8601 with offset (a tick of --schedule, if given)',
-        )
-        .option(
-          '--window-format <luxon>',
-          'format the occurrence as the window key (luxon tokens with every field from the year down, e.g. yyyy-MM-dd)',
-        )
-        .option(
-          '--window-offset <duration>',
-          'shift the occurrence before formatting, signed (e.g. -1d or -P1D to close yesterday)',
-        )
-        .option('--ttl <duration>', 'lease time to live, 1.5s to 24h; renewed every TTL/3', DEFAULTS.ttl)
-        .option(
-          '--kill-grace <duration>',
-          `SIGTERM-to-SIGKILL grace when the child must stop (default: ${DEFAULTS.killGrace}, or half of what a short --ttl leaves)`,
-        )
-        .addOption(
-          new Option('--on-busy <policy>', 'when a live owner holds the lease')
-            .choices(['skip', 'wait', 'fail'])
-            .default(DEFAULTS.onBusy),
-        )
-        .option('--wait-timeout <duration>', 'with --on-busy wait: give up (exit 75) after this long')
-        .option('--max-runtime <duration>', 'stop the child after this long (exit 124; at most 24 days)')
-        .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')
-        .option(
-          '--alert-after <duration>',
-          'grace after a scheduled tick before `check` and the exporter call its window overdue (default: half the interval, at most 1h)',
-        )
-        .option(
-          '--alert-lookback <duration>',
-          'how far back `check`, `status` and the exporter report due occurrences that did not complete ' +
-            '(default: the longer of 24h and 3 intervals; at most the newest 24 occurrences)',
-        )
-        .option(
-          '--expect-duration <min>..<max>',
-          'how long a run should take, e.g. 30s..10m (either side may be left out: 1m.., ..2h); a run ' +
-            'outside it is a `check` warning, a metric and an alert',
-        )
-        .option('--rerun', 'run an already completed window again'),
+      policyOptions(
+        program
+          .command('run')
+          .description('acquire the lease, claim the window, run the command, renew while it runs, record the outcome')
+          .usage('--name <job> [options] -- <command> [args...]')
+          // Required, but checked by the command (validateName): commander checks required options
+          // before unknown ones, and would answer `--nmae x` with "--name not specified".
+          .option('--name <job>', 'job name (required): the lease and the window ledger are keyed by it')
+          .option('--schedule <cron>', "5-field cron or @hourly/@daily/...: the job's schedule")
+          .option('--tz <zone>', 'IANA time zone of the schedule', DEFAULTS.tz)
+          .option(
+            '--window-from-schedule',
+            'derive the window from the scheduled occurrence (JOB_NAME, --scheduled-time, or the latest tick)',
+          )
+          .option('--window <key>', 'use this literal window key')
+          .option(
+            '--scheduled-time <iso>',
+            'the occurrence this run is for, ISO-8601 with offset (a tick of --schedule, if given)',
+          )
+          .option(
+            '--window-format <luxon>',
+            'format the occurrence as the window key (luxon tokens with every field from the year down, e.g. yyyy-MM-dd)',
+          )
+          .option(
+            '--window-offset <duration>',
+            'shift the occurrence before formatting, signed (e.g. -1d or -P1D to close yesterday)',
+          )
+          .option('--ttl <duration>', 'lease time to live, 1.5s to 24h; renewed every TTL/3', DEFAULTS.ttl)
+          .option(
+            '--kill-grace <duration>',
+            `SIGTERM-to-SIGKILL grace when the child must stop (default: ${DEFAULTS.killGrace}, or half of what a short --ttl leaves)`,
+          )
+          .addOption(
+            new Option('--on-busy <policy>', 'when a live owner holds the lease')
+              .choices(['skip', 'wait', 'fail'])
+              .default(DEFAULTS.onBusy),
+          )
+          .option('--wait-timeout <duration>', 'with --on-busy wait: give up (exit 75) after this long')
+          .option('--max-runtime <duration>', 'stop the child after this long (exit 124; at most 24 days)')
+          .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')
+          .option(
+            '--alert-after <duration>',
+            'grace after a scheduled tick before `check` and the exporter call its window overdue (default: half the interval, at most 1h)',
+          )
+          .option(
+            '--alert-lookback <duration>',
+            'how far back `check`, `status` and the exporter report due occurrences that did not complete ' +
+              '(default: the longer of 24h and 3 intervals; at most the newest 24 occurrences)',
+          )
+          .option(
+            '--expect-duration <min>..<max>',
+            'how long a run should take, e.g. 30s..10m (either side may be left out: 1m.., ..2h); a run ' +
+              'outside it is a `check` warning, a metric and an alert',
+          )
+          .option('--rerun', 'run an already completed window again'),
+      ),
     )
       .option(
         '--catch-up <duration>',
@@ -289,6 +311,10 @@ function defineHistory(program: Command): void {
       .description("the job's events in sequence order (the latest --limit)")
       .option('--name <job>', 'job name (required)')
       .option('--limit <n>', 'how many of the latest events', '50')
+      .option(
+        '--window <key>',
+        "only this occurrence's events: how it was claimed, tried, skipped (busy, exhausted, backoff, paused) and ended",
+      )
       .option('--json', 'JSON instead of a table'),
   ).action(lazy(async () => (await import('./commands/status.js')).historyCommand));
 }

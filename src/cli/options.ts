@@ -13,6 +13,7 @@ import { parseRecordOutputSize } from '../lease/output-tail.js';
 import { canonicalZone, parseSchedule, typicalInterval, validateZone, type Schedule } from '../schedule/cron.js';
 import { MAX_CATCH_UP_TICKS, type CatchUpSettings } from '../lease/catch-up.js';
 import type { WindowNaming } from '../schedule/window-range.js';
+import { attemptPolicy, type AttemptPolicy } from './policies.js';
 
 /** Raw flags as commander hands them over. */
 export interface RawRunFlags {
@@ -43,6 +44,9 @@ export interface RawRunFlags {
   recordOutput?: string | boolean;
   catchUp?: string;
   catchUpLimit?: string;
+  maxAttempts?: string;
+  retries?: string;
+  retryDelay?: string;
 }
 
 export interface RunConfig {
@@ -79,6 +83,8 @@ export interface RunConfig {
   recordOutputBytes?: number | undefined;
   /** --catch-up: the earlier occurrences to look for, and how the job names its windows. */
   catchUp?: (CatchUpSettings & { naming: WindowNaming }) | undefined;
+  /** The occurrence policies (policies.ts): the attempt budget and the retries. */
+  policy: AttemptPolicy;
 }
 
 const ON_BUSY: readonly OnBusy[] = ['skip', 'wait', 'fail'];
@@ -105,6 +111,7 @@ export function normalizeRunOptions(
   const schedule = flags.schedule !== undefined ? parseSchedule(flags.schedule, tz) : undefined;
   checkWindowFlags(flags, delays.maxDelayMs);
   const catchUp = catchUpSettings(flags, schedule, now);
+  const policy = attemptPolicy(flags, flags.window !== undefined || !!flags.windowFromSchedule);
   const window = runWindow(flags, { schedule, tz, env, now, maxDelayMs: delays.maxDelayMs });
 
   const pingUrl = hookUrl(flags.pingUrl ?? nonEmpty(env.LEASEJOB_PING_URL), '--ping-url', 'LEASEJOB_PING_URL');
@@ -132,6 +139,7 @@ export function normalizeRunOptions(
     schema,
     logLevel,
     passDatabaseUrl: !!flags.passDatabaseUrl,
+    policy,
     catchUp:
       catchUp && schedule
         ? {

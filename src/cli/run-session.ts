@@ -32,7 +32,10 @@ export interface RunSession {
    * (the window, the registry's spec, a sequence) is given. A window whose start was pinged is
    * reported ended when it throws.
    */
-  run(store: LeaseStore, opts: Pick<RunOptions, 'window' | 'spec' | 'sequence'>): Promise<RunResult<ChildResult>>;
+  run(
+    store: LeaseStore,
+    opts: Pick<RunOptions, 'window' | 'spec' | 'sequence' | 'onTry'>,
+  ): Promise<RunResult<ChildResult>>;
 }
 
 /**
@@ -81,6 +84,7 @@ export async function withRunSession<T>(
             onBusy: config.onBusy,
             waitTimeoutMs: config.waitTimeoutMs,
             maxRuntimeMs: config.maxRuntimeMs,
+            ...config.policy,
             signal: cancel.signal,
             output: () => supervised.tail?.read(),
             ...opts,

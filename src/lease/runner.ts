@@ -16,6 +16,7 @@ import { LeaseUnavailableError, UsageError } from '../errors.js';
 import { hostName } from '../host-name.js';
 import { stopAfterMs, type LeaseTiming } from './keeper.js';
 import type { Logger } from '../log.js';
+import { budgetSkip } from './attempts.js';
 import { runWindows, type Held, type Windows } from './windows.js';
 import type { RunOptions, RunResult, TaskContext, WindowClaim } from './types.js';
 import { isTransient, type AcquireInput, type AcquireRow, type LeaseStore as Store } from '../store/contract.js';
@@ -163,6 +164,8 @@ function acquireInput(a: Acquiring, sent: Stamp): AcquireInput {
     maxDelayMs: win?.maxDelayMs,
     hostTime: new Date(sent.wall),
     spec: opts.spec,
+    maxAttempts: win ? opts.maxAttempts : undefined,
+    retryDelayMs: win ? opts.retryDelayMs : undefined,
     // With --on-busy wait, never past --wait-timeout once waiting (at least a short round trip).
     answerTimeoutMs: Math.min(
       stopAfterMs(a.timing),
@@ -243,6 +246,7 @@ async function notToRun<T>(a: Acquiring, row: AcquireRow): Promise<RunResult<T> 
     log.warn({ scheduledAt: win?.scheduledAt, maxDelayMs: win?.maxDelayMs }, 'window missed');
     return { status: 'skipped', reason: 'missed' };
   }
+  if (row.outcome === 'exhausted' || row.outcome === 'backoff') return budgetSkip(log, a.opts, row.outcome, row);
   return undefined;
 }
 

@@ -26,6 +26,21 @@ export interface RunOptions {
   onBusy?: OnBusy;
   waitTimeoutMs?: number | undefined;
   maxRuntimeMs?: number | undefined;
+  /** Attempts a window may have in all (run --max-attempts); undefined: no limit. */
+  maxAttempts?: number | undefined;
+  /** Tries after a failed one inside this run, under the same lease (run --retries). */
+  retries?: number | undefined;
+  /**
+   * The backoff's base (run --retry-delay): retries wait jitteredBackoffMs, and an acquire
+   * within backoffMs of the window's last failure skips it ('backoff'). Undefined: retries
+   * wait DEFAULT_RETRY_DELAY_MS and triggers are not spaced.
+   */
+  retryDelayMs?: number | undefined;
+  /**
+   * A run of one window with retries: each try told as a sequence's windows are ('start',
+   * 'end'; at most once per try), so that each has its own reports (pings, webhook).
+   */
+  onTry?: ((e: WindowEvent) => void | Promise<void>) | undefined;
   /** Aborting it stops the task (e.g. SIGTERM to the runner), the lease is then released. */
   signal?: AbortSignal | undefined;
   /** What the registry records about the job (schedule, tz, window settings). */
@@ -72,9 +87,12 @@ export type RunResult<T> =
   | { status: 'failed'; error: unknown; generation: string; attempt: number; aborted?: AbortReason; released: boolean }
   | {
       status: 'skipped';
-      reason: 'busy' | 'done' | 'missed' | 'paused' | 'cancelled';
+      reason: 'busy' | 'done' | 'missed' | 'paused' | 'cancelled' | 'exhausted' | 'backoff';
       holder?: string | null;
       completedAt?: Date | null;
+      /** exhausted, backoff: the attempts the window has had; backoff: when it may run again. */
+      attempts?: number;
+      nextAt?: Date | null;
     };
 
 /** One window of a sequence. */
@@ -121,7 +139,7 @@ export type WindowEvent =
        * the database clock; lost: the lease was found gone at the claim or the finish, or the
        * outcome could not be recorded (not recorded; the sequence stops after not-due and lost).
        */
-      outcome: 'completed' | 'failed' | 'done' | 'missed' | 'paused' | 'not-due' | 'lost';
+      outcome: 'completed' | 'failed' | 'done' | 'missed' | 'paused' | 'not-due' | 'lost' | 'exhausted' | 'backoff';
       attempt?: number | undefined;
       durationMs?: number | undefined;
       exitCode?: number | undefined;

@@ -3,11 +3,12 @@
 // recorded. A single run is a sequence of one window (its claim came with the acquire, and its
 // finish releases the lease); run --catch-up and backfill are longer ones, claimed one by one
 // and released once at the end. What differs is data (Windows), not a second loop.
-import { MAX_AHEAD_MS, monoNow, type OffsetMeasurement, type Stamp } from '../clock.js';
+import { MAX_AHEAD_MS, monoNow, sleep, type OffsetMeasurement, type Stamp } from '../clock.js';
 import { LeaseUnavailableError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { EVENT_TIMEOUT_MS, isTransient, type LeaseStore as Store } from '../store/contract.js';
 import { unlessAborted } from './acquire.js';
+import { budgetSkip, noRetry, retryWaitMs } from './attempts.js';
 import { exitCodeOf, finishDetail, finishWithRetry, recordLoss, recordOutput, stoppedExitCode } from './finish.js';
 import { keepRunLease, startRunLease, type LeaseKeeper, type LeaseTiming } from './keeper.js';
 import type {
@@ -47,6 +48,11 @@ interface Lease<T> {
   log: Logger;
   held: Held;
   windows: Windows;
+  /**
+   * A window's finish also releases the lease: the one window of a run without retries. With
+   * --retries each try is recorded under the lease kept, and the lease released after the last.
+   */
+  finishReleases: boolean;
   keeper: LeaseKeeper;
   eventTimeoutMs: number;
   startedMono: number;
@@ -151,7 +157,7 @@ function holdLease<T>(
   // The runner keeps one connection (a second opens only while one is stuck): an event whose
   // connection went silent must free it well before the next renewal needs it.
   const eventTimeoutMs = Math.min(EVENT_TIMEOUT_MS, held.timing.renewIntervalMs / 2);
-  const onWindow = windows.kind === 'sequence' ? windows.sequence.onWindow : undefined;
+  const onWindow = windows.kind === 'sequence' ? windows.sequence.onWindow : opts.onTry;
   const window = windows.kind === 'one' ? windows.window?.key : undefined;
   const lease: Lease<T> = {
     store,
@@ -160,6 +166,7 @@ function holdLease<T>(
     log,
     held,
     windows,
+    finishReleases: windows.kind === 'one' && !(windows.window && (opts.retries ?? 0) > 0),
     eventTimeoutMs,
     keeper: keepRunLease(
       store,
@@ -260,9 +267,54 @@ async function runWindow<T>(
   }
   const claimed = windows.kind === 'one' ? { attempt: windows.attempt } : await claim(lease, w!, at!, wlog);
   if ('result' in claimed) return claimed;
-  if (at) await lease.tell({ phase: 'start', ...at, attempt: claimed.attempt });
-  const ran = await runTask(lease, w, claimed.attempt, notDue, wlog);
-  return recordWindow(lease, w, ran, at, wlog);
+  let attempt = claimed.attempt;
+  for (let tries = 0; ; tries++) {
+    if (at) await lease.tell({ phase: 'start', ...at, attempt });
+    const ran = await runTask(lease, w, attempt, notDue, wlog);
+    const ended = await recordWindow(lease, w, ran, at, wlog);
+    // --retries: the failed try is recorded, the lease still held; the next one is a new attempt.
+    if (!w || !at || lease.end !== 'held' || noRetry(lease.opts, tries, ran) !== undefined) return ended;
+    const next = await retryClaim(lease, w, at, tries + 1, wlog);
+    if (next !== undefined) attempt = next;
+    // Told to stop during the backoff (a signal, the lease in doubt): that is the run's end, as
+    // during a try; the failed try keeps its own exit code in the ledger.
+    else if (lease.stopped && ended.result.status === 'failed')
+      return { result: { ...ended.result, aborted: lease.stopped }, last: true };
+    else return ended;
+  }
+}
+
+/**
+ * Retry number `retry` of a failed window: after its backoff (cut short when the lease is in
+ * doubt or a signal comes), claimed again under the same lease, the budget judging it as any
+ * claim. Its attempt, or undefined when it is not to be tried (stopped, past --max-delay, the
+ * budget spent, the lease gone).
+ */
+async function retryClaim<T>(
+  lease: Lease<T>,
+  w: SequenceWindow,
+  at: At,
+  retry: number,
+  log: Logger,
+): Promise<number | undefined> {
+  const waitMs = Math.round(retryWaitMs(lease.opts, retry));
+  log.warn({ retry, of: lease.opts.retries, waitMs }, 'try failed: retrying after the backoff, lease kept');
+  const run: WindowRun = { controller: new AbortController() };
+  lease.current = run;
+  if (lease.stopped) abortWindow(run, lease.stopped);
+  await sleep(waitMs, run.controller.signal);
+  lease.current = undefined;
+  if (lease.stopped || run.aborted) return undefined;
+  if (
+    w.maxDelayMs !== undefined &&
+    w.scheduledAt &&
+    lease.dbNowAt().getTime() - w.scheduledAt.getTime() > w.maxDelayMs
+  ) {
+    log.warn({ maxDelayMs: w.maxDelayMs }, 'not retried: the occurrence is now older than --max-delay');
+    return undefined;
+  }
+  const c = await claim(lease, w, at, log, true);
+  return 'result' in c ? undefined : c.attempt;
 }
 
 /** The window's occurrence, ahead of the database clock by more than MAX_AHEAD_MS: not to be run now. */
@@ -295,9 +347,10 @@ async function claim<T>(
   w: SequenceWindow,
   at: At,
   log: Logger,
+  retry = false,
 ): Promise<{ attempt: number } | WindowEnded<T>> {
   const { opts, held } = lease;
-  const seq = (lease.windows as { sequence: SequenceOptions }).sequence;
+  const seq = lease.windows.kind === 'sequence' ? lease.windows.sequence : undefined;
   const c = await lease.store.claimWindow!({
     job: opts.name,
     owner: held.owner,
@@ -306,8 +359,11 @@ async function claim<T>(
     scheduledAt: w.scheduledAt,
     rerun: w.rerun ?? false,
     maxDelayMs: w.maxDelayMs,
+    maxAttempts: opts.maxAttempts,
+    // A retry inside the run waited its own (jittered) backoff: only a new trigger is spaced.
+    retryDelayMs: retry ? undefined : opts.retryDelayMs,
     hostTime: new Date(),
-    detail: { ...seq.detail, ...(w.role ? { role: w.role } : {}) },
+    detail: { ...seq?.detail, ...(w.role ? { role: w.role } : {}) },
   });
   if (c.outcome === 'not-held') {
     lease.end = 'not-held';
@@ -334,6 +390,11 @@ async function claim<T>(
     log.warn({ scheduledAt: w.scheduledAt, maxDelayMs: w.maxDelayMs }, 'window missed');
     const result: RunResult<T> = { status: 'skipped', reason: 'missed' };
     await lease.tell({ phase: 'end', ...at, outcome: 'missed', result });
+    return { result, last: false };
+  }
+  if (c.outcome === 'exhausted' || c.outcome === 'backoff') {
+    const result = budgetSkip<T>(log, opts, c.outcome, c);
+    await lease.tell({ phase: 'end', ...at, outcome: c.outcome, result });
     return { result, last: false };
   }
   const attempt = c.attempt ?? 1;
@@ -427,7 +488,7 @@ async function recordWindow<T>(
   log: Logger,
 ): Promise<WindowEnded<T>> {
   const { store, opts, held, keeper } = lease;
-  const one = lease.windows.kind === 'one';
+  const one = lease.finishReleases;
   // This finish releases the lease: nothing more to renew.
   if (one) keeper.stop();
   if (ran.started && w) await recordOutput(store, opts, w.key, held.generation, lease.eventTimeoutMs, log);
@@ -481,7 +542,7 @@ async function recordWindow<T>(
     return { result, last: true };
   }
   if (one) lease.end = 'released';
-  logOutcome(log, w, ran, exitCode, held.generation);
+  logOutcome(log, w, ran, exitCode, held.generation, w?.rerun ? undefined : opts.maxAttempts);
   if (one) log.info({ generation: held.generation }, 'lease released');
   const result: RunResult<T> = ran.ok
     ? { status: 'completed', value: ran.value as T, generation: held.generation, attempt: ran.attempt }
@@ -497,10 +558,16 @@ function logOutcome<T>(
   ran: TaskEnd<T>,
   exitCode: number | undefined,
   generation: string,
+  maxAttempts: number | undefined,
 ): void {
   const aborted = ran.aborted ? { aborted: ran.aborted.kind } : {};
   const outcome = ran.ok ? 'completed' : 'failed';
   if (w && ran.ok) log.info({ generation, attempt: ran.attempt, outcome }, 'window completed');
+  else if (w && maxAttempts !== undefined && ran.attempt >= maxAttempts)
+    log.warn(
+      { generation, attempt: ran.attempt, maxAttempts, outcome: 'exhausted', exitCode, ...aborted },
+      'window failed its last attempt (--max-attempts): exhausted; later triggers skip it until run --rerun or leasejob mark',
+    );
   else if (w) log.warn({ generation, attempt: ran.attempt, outcome, exitCode, ...aborted }, 'window left open');
   else if (!ran.ok) log.warn({ generation, exitCode, ...aborted }, 'run failed');
 }

@@ -10,6 +10,24 @@ import { StatusPages } from './status-server.js';
 import type { LeaseStore } from '../store/contract.js';
 import { latestSchemaVersion } from '../store/choice.js';
 
+/** The attempt budget's families (run --max-attempts, --retry-delay). */
+function attemptMetrics() {
+  return {
+    exhausted: new MetricRows(
+      'leasejob_exhausted_occurrences',
+      'occurrences whose attempt budget (run --max-attempts) is spent and that did not complete: final until ' +
+        'run --rerun or leasejob mark (counted in leasejob_failed_occurrences too)',
+      'gauge',
+    ),
+    budgetSkips: new MetricRows(
+      'leasejob_attempt_skips_total',
+      'runs that skipped their occurrence for its attempts: reason exhausted (run --max-attempts spent) or ' +
+        'backoff (within --retry-delay of its last failure)',
+      'counter',
+    ),
+  };
+}
+
 function metrics(registry: Registry) {
   const g = (name: string, help: string, labelNames: string[] = []) =>
     new Gauge({ name, help, labelNames, registers: [registry] });
@@ -19,6 +37,7 @@ function metrics(registry: Registry) {
   const rg = (name: string, help: string) => new MetricRows(name, help, 'gauge');
   const rc = (name: string, help: string) => new MetricRows(name, help, 'counter');
   return {
+    ...attemptMetrics(),
     up: g('leasejob_up', '1 when the exporter reached the database on this scrape'),
     scrape: g('leasejob_scrape_duration_seconds', 'time spent reading the database for this scrape'),
     jobs: g('leasejob_jobs', 'registered jobs'),
@@ -30,7 +49,7 @@ function metrics(registry: Registry) {
     failed: rg(
       'leasejob_failed_occurrences',
       'occurrences whose run failed (failed, lost, abandoned) and that no later run redid: due ones ' +
-        'within the lookback, and those still within their grace',
+        'within the lookback, and those still within their grace (with run --max-attempts: once exhausted)',
     ),
     lastCompleted: rg(
       'leasejob_last_completed_window_timestamp_seconds',
@@ -143,7 +162,15 @@ const PER_JOB: Record<
   'paused-skip': 'pausedSkips',
 };
 /** The event kinds a scrape exports; the others (acquired, released, ...) are not read. */
-const EXPORTED_KINDS = [...Object.keys(RUN_KINDS), ...Object.keys(PER_JOB), 'busy-skip', 'done-skip', 'clock-jump'];
+const BUDGET_SKIPS: Record<string, string> = { 'exhausted-skip': 'exhausted', 'backoff-skip': 'backoff' };
+const EXPORTED_KINDS = [
+  ...Object.keys(RUN_KINDS),
+  ...Object.keys(PER_JOB),
+  ...Object.keys(BUDGET_SKIPS),
+  'busy-skip',
+  'done-skip',
+  'clock-jump',
+];
 
 export class Exporter {
   readonly registry = new Registry();
@@ -228,6 +255,7 @@ export class Exporter {
       if (j.due || j.notCompletedCount > 0) m.notCompleted.add(job, j.notCompletedCount);
       // Every job from its registration: LeasejobDueOccurrencesNotCompleted reads it with `unless`.
       m.failed.add(job, j.failedOccurrences);
+      m.exhausted.add(job, j.exhaustedOccurrences);
       if (j.lastCompletedAt) m.lastCompleted.add(job, j.lastCompletedAt.getTime() / 1000);
       m.held.add(job, j.held ? 1 : 0);
       if (j.generation !== null) m.generation.add(job, Number(j.generation));
@@ -263,7 +291,9 @@ export class Exporter {
     for (const r of counts) {
       const outcome = RUN_KINDS[r.kind];
       const family = PER_JOB[r.kind];
+      const skip = BUDGET_SKIPS[r.kind];
       if (outcome) m.runs.addTo(`${r.job}\u0000${outcome}`, labelText({ job: r.job, outcome }), r.n);
+      else if (skip) m.budgetSkips.addTo(`${r.job}\u0000${skip}`, labelText({ job: r.job, reason: skip }), r.n);
       else if (family) m[family].addTo(r.job, labelText({ job: r.job }), r.n);
       else if (r.kind === 'busy-skip') m.skips.add(labelText({ job: r.job, host: r.host }), r.n);
       else if (r.kind === 'done-skip') m.doneSkips.add(labelText({ job: r.job, host: r.host }), r.n);

@@ -48,6 +48,11 @@ export interface JobState extends JobRow {
    */
   failedOccurrences: number;
   /**
+   * Occurrences whose attempt budget (run --max-attempts) is spent and that did not complete:
+   * final until `run --rerun` or `leasejob mark`. Counted in failedOccurrences too.
+   */
+  exhaustedOccurrences: number;
+  /**
    * `run --expect-duration`: why the job's run is outside what is expected of it (the one
    * running now past the maximum, else the latest completed one too short or too long), or null.
    */
@@ -99,6 +104,7 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
     j.notCompleted = [];
     j.notCompletedCount = 0;
     j.failedOccurrences = 0; // counted below, once the not-completed list is known
+    j.exhaustedOccurrences = 0;
     j.durationUnexpected = durationJudgement(j);
     j.intervalMs = d?.intervalMs ?? null;
     j.due = undefined;
@@ -110,7 +116,7 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
         : outcome === 'running' && !(j.held && String(generation) === j.generation)
           ? 'abandoned'
           : outcome;
-    for (const w of j.openWindows) w.outcome = abandoned(w.outcome, w.generation);
+    for (const w of j.openWindows) w.outcome = exhaustedIfSpent(w, abandoned(w.outcome, w.generation));
     const open = due.notCompleted.get(j.name);
     if (d?.windows && open) {
       j.notCompletedCount = open[0]!.count;
@@ -140,6 +146,7 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
       }
     }
     j.failedOccurrences = countFailed(j, d);
+    j.exhaustedOccurrences = countExhausted(j);
     // A job registered after the due tick was not yet expected to have run it, unless a run
     // claimed it (a first run given its --scheduled-time): then it is judged like any other.
     const claimed =
@@ -191,10 +198,28 @@ function countFailed(j: JobState, d: DueWindows | undefined): number {
   const failed = new Set<string>();
   for (const o of j.notCompleted) if (failedOutcome(o.outcome)) failed.add(o.window);
   for (const w of j.openWindows) {
+    // A failure with attempts left under its budget (run --max-attempts) is not final yet: it
+    // counts once its attempts are spent (exhausted), or as any other once past its grace.
+    if (attemptsLeft(w)) continue;
     if (failedOutcome(w.outcome) && (!d?.windows || d.windows.has(w.window) || d.pending?.has(w.window)))
       failed.add(w.window);
   }
   return failed.size;
+}
+
+const attemptsLeft = (w: JobRow['openWindows'][number]): boolean =>
+  w.maxAttempts !== undefined && w.maxAttempts !== null && w.attempts < w.maxAttempts;
+
+/** An abandoned window (its owner gone) whose attempts reached its budget is exhausted as a failed one is. */
+function exhaustedIfSpent(w: JobRow['openWindows'][number], outcome: string): string {
+  return outcome === 'abandoned' && w.maxAttempts != null && w.attempts >= w.maxAttempts ? 'exhausted' : outcome;
+}
+
+function countExhausted(j: JobState): number {
+  const spent = new Set<string>();
+  for (const o of j.notCompleted) if (o.outcome === 'exhausted') spent.add(o.window);
+  for (const w of j.openWindows) if (w.outcome === 'exhausted') spent.add(w.window);
+  return spent.size;
 }
 
 /** Each distinct schedule's due windows, and each job's due windows that are not final. */
@@ -369,7 +394,15 @@ export function statesToJson(doc: { store: string; location: string; dbNow: Date
 export interface Problem {
   job: string;
   severity: 'critical' | 'warning';
-  kind: 'overdue' | 'not-completed' | 'stuck-owner' | 'failing' | 'duration' | 'settings-disagree' | 'replication';
+  kind:
+    | 'overdue'
+    | 'not-completed'
+    | 'stuck-owner'
+    | 'failing'
+    | 'exhausted'
+    | 'duration'
+    | 'settings-disagree'
+    | 'replication';
   message: string;
   since?: Date | undefined;
   /**
@@ -455,7 +488,16 @@ export function findProblems(jobs: JobState[], dbNow: Date, limits: CheckLimits)
       });
     }
     for (const w of j.openWindows) {
-      if (w.attempts >= limits.maxAttempts && failedOutcome(w.outcome)) {
+      if (w.outcome === 'exhausted') {
+        problems.push({
+          job: j.name,
+          severity: 'critical',
+          kind: 'exhausted',
+          message:
+            `window ${w.window} failed all ${w.attempts} of its attempts (run --max-attempts ${w.maxAttempts}): exhausted, ` +
+            'later runs skip it; `leasejob run --rerun` runs it again, `leasejob mark` closes it',
+        });
+      } else if (w.attempts >= limits.maxAttempts && failedOutcome(w.outcome)) {
         problems.push({
           job: j.name,
           severity: 'warning',

@@ -3,10 +3,26 @@
 // semantics: generation never restarts, completed windows are final, events are gap-free.
 import type { ReplicationReport } from '../replication.js';
 
-/** `paused`: the job is paused (leasejob pause); its occurrence was recorded as skipped, no lease taken. */
-export type AcquireOutcome = 'acquired' | 'busy' | 'stale' | 'done' | 'missed' | 'paused';
+/**
+ * `paused`: the job is paused (leasejob pause); its occurrence was recorded as skipped, no lease taken.
+ * `exhausted`, `backoff`: the attempt budget (see AttemptBudget) refused the window, no lease kept.
+ */
+export type AcquireOutcome = 'acquired' | 'busy' | 'stale' | 'done' | 'missed' | 'paused' | BudgetRefusal;
 
-export interface AcquireInput {
+/** Why the attempt budget refused a window: its attempts are spent, or its last failure is too recent. */
+export type BudgetRefusal = 'exhausted' | 'backoff';
+
+/**
+ * An occurrence's attempt budget (run --max-attempts, --retry-delay), judged in the claiming
+ * transaction: a window whose attempts reached maxAttempts is exhausted; one whose last attempt
+ * failed less than backoffMs(retryDelayMs, attempts) ago is in backoff. Unset: no limit.
+ */
+export interface AttemptBudget {
+  maxAttempts?: number | undefined;
+  retryDelayMs?: number | undefined;
+}
+
+export interface AcquireInput extends AttemptBudget {
   job: string;
   owner: string;
   ttlMs: number;
@@ -24,11 +40,13 @@ export interface AcquireInput {
 export interface AcquireRow {
   outcome: AcquireOutcome;
   generation: string | null;
+  /** The attempt claimed; for exhausted and backoff, the attempts made. */
   attempt: number | null;
   dbNow: Date | null;
   holder: string | null;
   holderGeneration: string | null;
   holderWindow: string | null;
+  /** The holder's expiry; for backoff, when the window may run again. */
   expiresAt: Date | null;
   completedAt: Date | null;
   /**
@@ -79,7 +97,7 @@ export interface FinishInput {
 }
 
 /** Claiming one more window under a lease already held (catch-up, backfill: see LeaseStore.claimWindow). */
-export interface ClaimWindowInput {
+export interface ClaimWindowInput extends AttemptBudget {
   job: string;
   owner: string;
   generation: string;
@@ -96,12 +114,16 @@ export interface ClaimWindowInput {
 /**
  * claimed: run it; done: completed, skipped or marked already; missed: older than the max delay
  * or the retention horizon, recorded so; paused: the job was paused (not run, left open); not-held:
- * the lease is gone, or its token is of an earlier history.
+ * the lease is gone, or its token is of an earlier history; exhausted, backoff: refused by the
+ * attempt budget (recorded).
  */
 export interface ClaimWindowRow {
-  outcome: 'claimed' | 'done' | 'missed' | 'paused' | 'not-held';
+  outcome: 'claimed' | 'done' | 'missed' | 'paused' | 'not-held' | BudgetRefusal;
+  /** The attempt claimed; for exhausted and backoff, the attempts made. */
   attempt: number | null;
   completedAt: Date | null;
+  /** For backoff: when the window may run again. */
+  nextAt?: Date | null | undefined;
   dbNow: Date;
 }
 
@@ -172,7 +194,15 @@ export interface JobRow {
    * recorded, except that monitor/job-states.ts reads a `running` window whose generation no longer holds
    * the lease as `abandoned`.
    */
-  openWindows: Array<{ window: string; attempts: number; outcome: string; generation: number }>;
+  openWindows: Array<{
+    window: string;
+    attempts: number;
+    /** As recorded, or `exhausted`: failed or lost with its attempts at the budget (maxAttempts). */
+    outcome: string;
+    generation: number;
+    /** The attempt budget it was claimed or refused under (run --max-attempts); null: none. */
+    maxAttempts?: number | null;
+  }>;
   /** Every open window of the job, listed or not. */
   openCount: number;
   /** The job record's version: bumped by every registry change, pause, resume, mark and administrative release. */
@@ -440,7 +470,8 @@ export interface LeaseStore {
    */
   readDueNotCompleted(groups: DueGroup[], name?: string): Promise<DueNotCompleted[]>;
   /** The job's latest `limit` events, oldest first. */
-  readHistory(job: string, limit: number): Promise<HistoryEvent[]>;
+  /** The job's latest `limit` events in sequence order; with `window`, only that occurrence's. */
+  readHistory(job: string, limit: number, window?: string): Promise<HistoryEvent[]>;
   /**
    * The job's windows for its status page: every open one (at most `limit`, newest started
    * first), then its latest `limit` completed ones (newest completed first). Two index reads,

@@ -82,6 +82,8 @@ const BOUNDED_BUDGET_S = 240;
 const MAX_LIVE = 12;
 const DRAIN_LIMIT_MS = 60_000;
 const SETTLE_ATTEMPTS = 3;
+// The attempt budget of the budgeted job's fault-phase runners (the invariant `budget`).
+const MAX_ATTEMPTS = 2;
 
 if (!Number.isInteger(ROUNDS) || ROUNDS < 1 || !(DURATION_S >= 20) || !Number.isInteger(JOBS) || JOBS < 1) {
   process.stderr.write(
@@ -233,6 +235,9 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
     completed: new Set(),
     target: 2,
     nextLaunchAt: 0,
+    // The second job's fault-phase runners get an attempt budget (run --max-attempts); the
+    // clean reruns after the faults do not, so its exhausted windows still complete.
+    maxAttempts: i === 1 ? MAX_ATTEMPTS : undefined,
   }));
   const crowdJob = { name: `r${round}-crowd`, mode: 'literal', units: 6 };
   const crowdWindows = [];
@@ -246,6 +251,7 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
       units: job.units,
       delayMs: rng.int(80, 220),
       phase: 'chaos',
+      maxAttempts: job.maxAttempts,
     });
 
   const injector = new Injector({

@@ -82,6 +82,12 @@ refused('maxDelay', '6 hours');
 looser({ maxDelay: 'P-1D' }, 'a negative ISO component');
 accepted('catchUp', '1d', 'PT6H');
 refused('catchUp', '1 day', '-1h');
+accepted('maxAttempts', 1, 1000);
+refused('maxAttempts', 0, 1001);
+accepted('retries', 2);
+refused('retries', 101);
+accepted('retryDelay', '30s');
+refused('retryDelay', '30 seconds');
 rows.push({ patch: { catchUp: '1d', catchUpLimit: 50 }, cli: 'accepts' });
 rows.push({ patch: { catchUp: '1d', catchUpLimit: 1001 }, cli: 'refuses' });
 looser({ catchUpLimit: 5 }, 'catchUpLimit without catchUp');
@@ -149,7 +155,7 @@ describe('values.schema.json refuses what `leasejob run` refuses, and only that'
 
   it('the table has values of every job setting the CLI checks, accepted and refused', () => {
     const keys = (cli: Row['cli']): Set<string> => new Set(rows.filter((r) => r.cli === cli && !r.differs).flatMap((r) => Object.keys(r.patch)));
-    for (const key of ['name', 'schedule', 'timeZone', 'windowFormat', 'windowOffset', 'ttl', 'killGrace', 'onBusy', 'waitTimeout', 'maxRuntime', 'maxDelay', 'catchUp', 'alertAfter', 'alertLookback']) {
+    for (const key of ['name', 'schedule', 'timeZone', 'windowFormat', 'windowOffset', 'ttl', 'killGrace', 'onBusy', 'waitTimeout', 'maxRuntime', 'maxDelay', 'maxAttempts', 'retries', 'retryDelay', 'catchUp', 'alertAfter', 'alertLookback']) {
       expect(keys('accepts'), key).toContain(key);
       expect(keys('refuses'), key).toContain(key);
     }

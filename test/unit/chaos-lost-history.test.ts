@@ -108,6 +108,32 @@ describe('chaos checker: lost history', () => {
     expect(Object.keys(v).sort()).toEqual(['exit-codes', 'generations']);
   });
 
+  it('a budgeted start the restore made the database forget is not held against --max-attempts', () => {
+    // Each run logged attempt 1 of 1: the first one's attempt was lost with the history after the backup.
+    const budgeted = (id: number, from: number, to: number) => ({
+      ...run(id, '', from, to),
+      generation: undefined,
+      maxAttempts: 1,
+      attempt: 1,
+      child: { pid: 100 + id },
+    });
+    const budget = (faults: object[]) =>
+      checkRound({
+        data: history(),
+        runs: [budgeted(1, 6, 9), budgeted(2, 19.9, 21.2)],
+        faults,
+        jobs: ['j'],
+        unitsOf: () => 0,
+        crowdWindows: [],
+        stragglers: [],
+        clockOffsetMs: 0,
+        effects: [],
+        parentDeathSignal: true,
+      }).invariants.get('budget');
+    expect(budget([restore])).toEqual([]);
+    expect(budget([])?.join('\n')).toMatch(/j w1: 2 budgeted child starts \(0 across lost history\), budget 1/);
+  });
+
   it('a window the restored database saw completed twice is still a violation', () => {
     const v = check(history([ev(21.05, 'window-completed', FLOOR)]), [restore]);
     expect(v['exactly-once']?.join('\n')).toMatch(/j w1: completed twice/);

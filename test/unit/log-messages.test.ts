@@ -9,6 +9,7 @@ const RUN_PATH = [
   'src/lease/acquire.ts',
   'src/lease/finish.ts',
   'src/lease/windows.ts',
+  'src/lease/attempts.ts',
   'src/lease/keeper.ts',
   'src/cli/commands/run.ts',
   'src/cli/commands/backfill.ts',

@@ -233,7 +233,17 @@ async function dryRun(c: BackfillConfig, choice: StoreChoice): Promise<number> {
 /** Progress: a line rewritten in place on a terminal, else one log line per occurrence. */
 function progress(log: Logger, tty: boolean) {
   const started = monoNow();
-  const counts = { completed: 0, failed: 0, done: 0, missed: 0, paused: 0, 'not-due': 0, lost: 0 };
+  const counts = {
+    completed: 0,
+    failed: 0,
+    done: 0,
+    missed: 0,
+    paused: 0,
+    'not-due': 0,
+    lost: 0,
+    exhausted: 0,
+    backoff: 0,
+  };
   let total = 0;
   let finished = 0;
   let drawn = false;

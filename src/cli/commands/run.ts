@@ -64,8 +64,11 @@ async function runWindows(store: LeaseStore, session: RunSession): Promise<numbe
   const hooks = await session.loadHooks(store);
   // Each window of a catch-up is reported as it ends, as a run reports its one.
   if (hooks && sequence) sequence.onWindow = sequenceReports(hooks, config.name, supervised, signal);
+  // With --retries, each try of the run's one window is reported as it ends, as a sequence's windows are.
+  const onTry =
+    hooks && config.policy.retries > 0 ? sequenceReports(hooks, config.name, supervised, signal) : undefined;
   const runOnce = (seq: SequenceOptions | undefined) =>
-    session.run(store, { window: config.window, spec: config.spec, sequence: seq });
+    session.run(store, { window: config.window, spec: config.spec, sequence: seq, onTry: seq ? undefined : onTry });
   let result = await runOnce(sequence);
   // A sequence's acquire names no window, so a pause written since the read above did not
   // record this run's own occurrence: acquiring it alone does (skipped, paused).
@@ -79,8 +82,8 @@ async function runWindows(store: LeaseStore, session: RunSession): Promise<numbe
   } catch (err) {
     failure = err;
   }
-  // A sequence reported each window as it ended (sequenceReports).
-  if (hooks && (sequence === undefined || supervised.endPending)) {
+  // A sequence reported each window as it ended (sequenceReports), and --retries each try.
+  if (hooks && ((sequence === undefined && onTry === undefined) || supervised.endPending)) {
     const t = monoNow();
     const w = sequence ? windowOfRun(supervised, config.name) : windowOf(config);
     await report(hooks, w, supervised, result, code, signal);

@@ -3,7 +3,7 @@ import { maskPasswords } from '../../secrets.js';
 import { parseDuration } from '../../schedule/duration.js';
 import { ExitCode, LeasejobError, UsageError } from '../../errors.js';
 import { findProblems, readJobStates, statesToJson, type JobState } from '../../monitor/job-states.js';
-import { validateName } from '../../names.js';
+import { validateName, validateWindowKey } from '../../names.js';
 import { humanMs, renderTable } from '../../monitor/table.js';
 import type { Logger } from '../../log.js';
 import { replicationProblems, type ReplicationReport } from '../../replication.js';
@@ -98,14 +98,15 @@ export async function statusCommand(flags: DbFlags & { name?: string; json?: boo
 }
 
 export async function historyCommand(
-  flags: DbFlags & { name?: string; limit?: string; json?: boolean },
+  flags: DbFlags & { name?: string; limit?: string; window?: string; json?: boolean },
 ): Promise<number> {
   const name = validateName(flags.name);
+  const window = flags.window === undefined ? undefined : validateWindowKey(flags.window);
   const limit = flags.limit === undefined ? 50 : Number(flags.limit);
   if (!Number.isInteger(limit) || limit < 1 || limit > 100_000)
     throw new UsageError(`Expected \`--limit\` to be a whole number from 1 to 100000, got \`${flags.limit}\`.`);
   return withStore(flags, async (store) => {
-    const events = await store.readHistory(name, limit);
+    const events = await store.readHistory(name, limit, window);
     if (events.length === 0 && (await store.readJobRows(name)).rows.length === 0)
       throw unknownJob(name, store.location);
     const outputs = await outputsOf(store, name, events);

@@ -14,6 +14,7 @@ import { driverTls } from './tls.js';
 import type {
   AcquireInput,
   AcquireRow,
+  AttemptBudget,
   AdoptInput,
   ClaimWindowInput,
   ClaimWindowRow,
@@ -176,6 +177,31 @@ const ROLLBACK_MIN_LEFT_MS = 250;
 const CLOSE_LIMIT_MS = 2_000;
 
 /** finish() and finish_window() take the same arguments, in this order. */
+/**
+ * A window's outcome as monitoring reports it: `exhausted` once a failed or lost window's
+ * attempts reached the budget it was claimed (or refused) under (024).
+ */
+const budgetOutcome = (w: string): string =>
+  `CASE WHEN ${w}.max_attempts IS NOT NULL AND ${w}.attempts >= ${w}.max_attempts AND ${w}.outcome IN ('failed', 'lost') ` +
+  `THEN 'exhausted' ELSE ${w}.outcome END`;
+
+/** The attempt budget as acquire() and claim_window() read it from their jsonb (024). */
+const budgetFields = (b: AttemptBudget): Record<string, number> => ({
+  ...(b.maxAttempts !== undefined ? { max_attempts: b.maxAttempts } : {}),
+  ...(b.retryDelayMs !== undefined ? { retry_delay_ms: b.retryDelayMs } : {}),
+});
+
+/**
+ * acquire()'s p_spec: the registry settings, the owner (register_job records who changed them;
+ * it is not one of them) and the attempt budget (attempt_budget()), so that acquire's signature
+ * stays as it is. None of them: NULL (nothing registered).
+ */
+function acquireSpec(i: AcquireInput): string | null {
+  const budget = budgetFields(i);
+  if (!i.spec && Object.keys(budget).length === 0) return null;
+  return JSON.stringify({ ...i.spec, owner: i.owner, ...budget });
+}
+
 const finishParams = (i: FinishInput): unknown[] => [
   i.job,
   i.owner,
@@ -362,8 +388,6 @@ export class PgStore implements LeaseStore {
     const notices: Notice[] = [];
     const { rows } = await this.query(
       `SELECT * FROM ${this.s}.acquire($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-      // The owner rides along in the spec (register_job records who changed the settings; it
-      // is not one of them), so acquire's signature stays as it is.
       [
         i.job,
         i.owner,
@@ -374,7 +398,7 @@ export class PgStore implements LeaseStore {
         i.rerun,
         i.maxDelayMs ?? null,
         i.hostTime,
-        i.spec ? JSON.stringify({ ...i.spec, owner: i.owner }) : null,
+        acquireSpec(i),
         ACQUIRE_LOCK_TIMEOUT_MS,
       ],
       i.answerTimeoutMs ?? this.readTimeoutMs,
@@ -465,12 +489,20 @@ export class PgStore implements LeaseStore {
         i.rerun,
         i.maxDelayMs ?? null,
         i.hostTime,
-        JSON.stringify(i.detail ?? {}),
+        JSON.stringify({ ...i.detail, ...budgetFields(i) }),
       ],
       i.answerTimeoutMs ?? this.readTimeoutMs,
     );
     const r = rows[0];
-    return { outcome: r.outcome, attempt: r.attempt, completedAt: r.completed_at, dbNow: r.db_now };
+    // For backoff, claim_window answers the next allowed time in completed_at (its signature kept).
+    const backoff = r.outcome === 'backoff';
+    return {
+      outcome: r.outcome,
+      attempt: r.attempt,
+      completedAt: backoff ? null : r.completed_at,
+      nextAt: backoff ? r.completed_at : null,
+      dbNow: r.db_now,
+    };
   }
 
   /** See LeaseStore.finishWindow: finish() without the release. */
@@ -691,10 +723,11 @@ export class PgStore implements LeaseStore {
               AND ($1::text IS NULL OR e.job = $1)
             GROUP BY e.job) jc ON jc.job = j.name
          LEFT JOIN (
-           SELECT o.job, jsonb_agg(jsonb_build_object('window', o.window_key, 'attempts', o.attempts, 'outcome', o.outcome,
-             'generation', o.generation) ORDER BY o.started_at) AS open,
+           SELECT o.job, jsonb_agg(jsonb_build_object('window', o.window_key, 'attempts', o.attempts,
+             'outcome', ${budgetOutcome('o')}, 'generation', o.generation, 'maxAttempts', o.max_attempts)
+             ORDER BY o.started_at) AS open,
                   max(o.n) AS n
-             FROM (SELECT w.job, w.window_key, w.attempts, w.outcome, w.generation, w.started_at,
+             FROM (SELECT w.job, w.window_key, w.attempts, w.outcome, w.generation, w.started_at, w.max_attempts,
                           row_number() OVER (PARTITION BY w.job ORDER BY w.started_at DESC) AS rn,
                           row_number() OVER (PARTITION BY w.job ORDER BY w.outcome NOT IN ('running', 'missed') DESC,
                             w.attempts DESC, w.started_at DESC) AS worst,
@@ -812,12 +845,12 @@ export class PgStore implements LeaseStore {
                   count(*) FILTER (WHERE w.completed_at IS NOT NULL AND w.window_key = ANY(k.due)) AS due_final,
                   array_agg(w.window_key) FILTER (WHERE w.completed_at IS NOT NULL) AS final,
                   array_agg(w.window_key) FILTER (WHERE w.completed_at IS NULL AND w.window_key = ANY(k.due)) AS open_keys,
-                  array_agg(w.outcome) FILTER (WHERE w.completed_at IS NULL AND w.window_key = ANY(k.due)) AS open_outcomes,
+                  array_agg(${budgetOutcome('w')}) FILTER (WHERE w.completed_at IS NULL AND w.window_key = ANY(k.due)) AS open_outcomes,
                   array_agg(w.generation::text) FILTER (WHERE w.completed_at IS NULL AND w.window_key = ANY(k.due)) AS open_generations
              FROM ${this.s}.windows w
             WHERE (dg.job IS NULL OR dg.floor_ms >= k.oldest_ms OR dg.marks_full) AND w.job = jg.name AND w.window_key = ANY(k.probe)) f
          CROSS JOIN LATERAL (
-           SELECT array_agg(w.window_key) AS open_keys, array_agg(w.outcome) AS open_outcomes,
+           SELECT array_agg(w.window_key) AS open_keys, array_agg(${budgetOutcome('w')}) AS open_outcomes,
                   array_agg(w.generation::text) AS open_generations
              FROM ${this.s}.windows w
             WHERE dg.job IS NOT NULL AND dg.floor_ms < k.oldest_ms AND NOT dg.marks_full
@@ -872,13 +905,13 @@ export class PgStore implements LeaseStore {
     return out;
   }
 
-  async readHistory(job: string, limit: number): Promise<HistoryEvent[]> {
+  async readHistory(job: string, limit: number, window?: string): Promise<HistoryEvent[]> {
     const { rows } = await this.query(
       `SELECT * FROM (
          SELECT seq, kind, window_key, owner, host, generation, db_time, host_time, detail
-           FROM ${this.s}.events WHERE job = $1 ORDER BY seq DESC LIMIT $2) e
+           FROM ${this.s}.events WHERE job = $1 AND ($3::text IS NULL OR window_key = $3) ORDER BY seq DESC LIMIT $2) e
        ORDER BY seq`,
-      [job, limit],
+      [job, limit, window ?? null],
     );
     return rows.map((r) => ({
       seq: r.seq,

@@ -11,12 +11,15 @@ import { monoNow } from '../../clock.js';
 import { DatabaseError, UsageError } from '../../errors.js';
 import { hostName } from '../../host-name.js';
 import type { ReplicationReport } from '../../replication.js';
+import { backoffMs } from '../../schedule/backoff.js';
 import { migrateSqlite } from './schema.js';
 import { SqliteRetention } from './retention.js';
 import type {
   AcquireInput,
   AcquireRow,
   AdoptInput,
+  AttemptBudget,
+  BudgetRefusal,
   ClaimWindowInput,
   ClaimWindowRow,
   DueGroup,
@@ -148,6 +151,11 @@ function withWorst(newest: JobRow['openWindows'], worst: string | null): JobRow[
   return newest.some((n) => n.window === w.window) ? newest : [w, ...newest];
 }
 
+/** As the PostgreSQL store's: `exhausted` once a failed or lost window's attempts reached its budget. */
+const budgetOutcome = (w: string): string =>
+  `CASE WHEN ${w}.max_attempts IS NOT NULL AND ${w}.attempts >= ${w}.max_attempts AND ${w}.outcome IN ('failed', 'lost') ` +
+  `THEN 'exhausted' ELSE ${w}.outcome END`;
+
 /**
  * Every job with its lease, last completed window and newest open windows (`?` twice: a job
  * name, or NULL for all). Exported for the test that checks its plan uses the indexes.
@@ -159,11 +167,13 @@ export const JOB_ROWS_SQL = `
              -- A window marked ahead of its tick is final, never the latest completion (as PostgreSQL's 023).
              AND (w.scheduled_at IS NULL OR w.scheduled_at <= w.completed_at)
            ORDER BY w.completed_at DESC, w.generation DESC LIMIT 1) AS last,
-         (SELECT json_group_array(json_object('window', o.window_key, 'attempts', o.attempts, 'outcome', o.outcome,
-           'generation', o.generation))
-            FROM (SELECT window_key, attempts, outcome, generation FROM windows w WHERE w.job = j.name AND w.completed_at IS NULL
+         (SELECT json_group_array(json_object('window', o.window_key, 'attempts', o.attempts, 'outcome', ${budgetOutcome('o')},
+           'generation', o.generation, 'maxAttempts', o.max_attempts))
+            FROM (SELECT window_key, attempts, outcome, generation, max_attempts FROM windows w
+                   WHERE w.job = j.name AND w.completed_at IS NULL
                    ORDER BY started_at DESC LIMIT 10) o) AS open,
-         (SELECT json_object('window', w.window_key, 'attempts', w.attempts, 'outcome', w.outcome, 'generation', w.generation)
+         (SELECT json_object('window', w.window_key, 'attempts', w.attempts, 'outcome', ${budgetOutcome('w')},
+           'generation', w.generation, 'maxAttempts', w.max_attempts)
             FROM windows w WHERE w.job = j.name AND w.completed_at IS NULL
            ORDER BY w.outcome NOT IN ('running', 'missed') DESC, w.attempts DESC, w.started_at DESC LIMIT 1) AS worst,
          (SELECT count(*) FROM windows w WHERE w.job = j.name AND w.completed_at IS NULL) AS open_count,
@@ -336,6 +346,9 @@ export class SqliteStore implements LeaseStore {
     };
     const gated = this.gateAcquire(i, now);
     if (gated) return { ...none, ...gated };
+    // As sql/024 (acquire, attempt_budget): the budget and the backoff, before the lease.
+    const refused = this.budgetRefusal(i, i.window, undefined, now);
+    if (refused) return { ...none, ...refused };
 
     const prev = this.db.prepare('SELECT * FROM leases WHERE name = ?').get(i.job) as LeaseRecord | undefined;
     if (prev && !this.expired(prev, nowMono)) {
@@ -353,6 +366,12 @@ export class SqliteStore implements LeaseStore {
       };
     }
     const generation = this.takeLease(i, prev, now, nowMono);
+    // Asked again: an abandoned attempt found by the takeover (now lost) counts, as in sql/024.
+    const spent = this.budgetRefusal(i, i.window, String(generation), now);
+    if (spent) {
+      this.db.prepare('UPDATE leases SET released_at = ?, expires_mono = ? WHERE name = ?').run(now, nowMono, i.job);
+      return { ...none, ...spent };
+    }
     const attempt = i.window !== undefined ? this.claimOwnWindow(i, generation, now) : 1;
     return { ...none, outcome: 'acquired', generation: String(generation), attempt };
   }
@@ -509,17 +528,23 @@ export class SqliteStore implements LeaseStore {
    * again, its attempt counted; undefined when it is completed and this is not a rerun.
    */
   private claimRow(
-    i: { job: string; window: string; scheduledAt?: Date | undefined; owner: string; rerun?: boolean | undefined },
+    i: AttemptBudget & {
+      job: string;
+      window: string;
+      scheduledAt?: Date | undefined;
+      owner: string;
+      rerun?: boolean | undefined;
+    },
     generation: number,
     now: number,
   ): { attempts: number } | undefined {
     return this.db
       .prepare(
-        `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, first_started_at, started_at)
-         VALUES (@job, @window, @scheduled, @owner, @generation, @now, @now)
+        `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, first_started_at, started_at, max_attempts)
+         VALUES (@job, @window, @scheduled, @owner, @generation, @now, @now, @max)
          ON CONFLICT (job, window_key) DO UPDATE SET owner = @owner, generation = @generation, attempts = attempts + 1,
            started_at = @now, finished_at = NULL, completed_at = NULL, outcome = 'running', exit_code = NULL,
-           scheduled_at = coalesce(scheduled_at, @scheduled)
+           scheduled_at = coalesce(scheduled_at, @scheduled), max_attempts = @max
          WHERE completed_at IS NULL OR @rerun
          RETURNING attempts`,
       )
@@ -531,6 +556,7 @@ export class SqliteStore implements LeaseStore {
         generation,
         now,
         rerun: i.rerun ? 1 : 0,
+        max: i.maxAttempts ?? null,
       }) as { attempts: number } | undefined;
   }
 
@@ -1057,6 +1083,8 @@ export class SqliteStore implements LeaseStore {
           );
           return { ...none, outcome: 'missed' };
         }
+        const refused = this.budgetRefusal(i, i.window, i.generation, now);
+        if (refused) return { ...none, outcome: refused.outcome, attempt: refused.attempt, nextAt: refused.expiresAt };
         // The gate above found the window open (or a rerun): it is claimed.
         const claimed = this.claimRow(i, Number(i.generation), now)!;
         this.db.prepare('UPDATE leases SET window_key = ? WHERE name = ?').run(i.window, i.job);
@@ -1080,6 +1108,54 @@ export class SqliteStore implements LeaseStore {
         return { ...none, outcome: 'claimed', attempt: claimed.attempts };
       })
       .immediate();
+  }
+
+  /**
+   * As sql/024's attempt_budget() and skip_budget(): the window's attempts spent (exhausted) or its
+   * last failure too recent (backoff, expiresAt the next allowed time), recorded with its event;
+   * undefined when it may run.
+   */
+  private budgetRefusal(
+    i: AttemptBudget & { job: string; owner: string; rerun: boolean; hostTime: Date },
+    key: string | undefined,
+    generation: string | undefined,
+    now: number,
+  ): { outcome: BudgetRefusal; attempt: number; expiresAt: Date | null } | undefined {
+    if (key === undefined || i.rerun || (i.maxAttempts === undefined && i.retryDelayMs === undefined)) return undefined;
+    const w = this.db
+      .prepare('SELECT attempts, outcome, finished_at, completed_at FROM windows WHERE job = ? AND window_key = ?')
+      .get(i.job, key) as
+      { attempts: number; outcome: string; finished_at: number | null; completed_at: number | null } | undefined;
+    if (!w || w.completed_at !== null || (w.outcome !== 'failed' && w.outcome !== 'lost')) return undefined;
+    let outcome: BudgetRefusal;
+    let nextAt: number | null = null;
+    if (i.maxAttempts !== undefined && w.attempts >= i.maxAttempts) outcome = 'exhausted';
+    else if (i.retryDelayMs !== undefined && w.finished_at !== null) {
+      nextAt = w.finished_at + backoffMs(i.retryDelayMs, w.attempts);
+      if (nextAt <= now) return undefined;
+      outcome = 'backoff';
+    } else return undefined;
+    this.recordEventSync(
+      {
+        job: i.job,
+        kind: `${outcome}-skip`,
+        window: key,
+        owner: i.owner,
+        generation,
+        hostTime: i.hostTime,
+        detail: {
+          attempts: w.attempts,
+          ...(i.maxAttempts !== undefined ? { max_attempts: i.maxAttempts } : {}),
+          ...(nextAt !== null ? { next_at: new Date(nextAt).toISOString() } : {}),
+        },
+      },
+      now,
+    );
+    if (outcome === 'exhausted')
+      this.db
+        .prepare('UPDATE windows SET max_attempts = ? WHERE job = ? AND window_key = ?')
+        .run(i.maxAttempts, i.job, key);
+    return { outcome, attempt: w.attempts, expiresAt: nextAt === null ? null : new Date(nextAt) };
   }
 
   /**
@@ -1424,7 +1500,7 @@ export class SqliteStore implements LeaseStore {
           AND alert_after_ms IS ? AND alert_lookback_ms IS ? AND (? IS NULL OR name = ?)`,
     );
     const row = this.db.prepare(
-      'SELECT outcome, generation, completed_at FROM windows WHERE job = ? AND window_key = ?',
+      `SELECT ${budgetOutcome('windows')} AS outcome, generation, completed_at FROM windows WHERE job = ? AND window_key = ?`,
     );
     const out: DueNotCompleted[] = [];
     for (const g of groups) {
@@ -1469,10 +1545,12 @@ export class SqliteStore implements LeaseStore {
     return out;
   }
 
-  async readHistory(job: string, limit: number): Promise<HistoryEvent[]> {
+  async readHistory(job: string, limit: number, window?: string): Promise<HistoryEvent[]> {
     const rows = this.db
-      .prepare('SELECT * FROM (SELECT * FROM events WHERE job = ? ORDER BY seq DESC LIMIT ?) ORDER BY seq')
-      .all(job, limit) as Array<Record<string, unknown>>;
+      .prepare(
+        'SELECT * FROM (SELECT * FROM events WHERE job = ? AND (? IS NULL OR window_key = ?) ORDER BY seq DESC LIMIT ?) ORDER BY seq',
+      )
+      .all(job, window ?? null, window ?? null, limit) as Array<Record<string, unknown>>;
     return rows.map((r) => ({
       seq: String(r.seq),
       kind: r.kind as string,

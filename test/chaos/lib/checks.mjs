@@ -124,6 +124,7 @@ export function checkRound({
     'child-lifetime',
     'exit-codes',
     'contenders',
+    'budget',
   ])
     inv.set(name, []);
   const figures = { takeoverMs: [], lossToStopMs: [], pdeathMs: [], marginMs: [], effects: {} };
@@ -567,7 +568,13 @@ export function checkRound({
     const j = J(r.job);
     const completedByMe = r.generation !== undefined && j.completed.has(r.generation);
     const skipped =
-      r.generation === undefined && r.lines.some((l) => l.msg === 'lease busy' || l.msg === 'window already completed');
+      r.generation === undefined &&
+      r.lines.some(
+        (l) =>
+          l.msg === 'lease busy' ||
+          l.msg === 'window already completed' ||
+          String(l.msg).startsWith('occurrence exhausted'),
+      );
     const takenOver = r.generation !== undefined && j.successorOf.has(r.generation);
     const lost = r.lostAt !== undefined || r.lines.some((l) => LOSS_MESSAGES.has(l.msg));
     const fenceRefused = r.child?.exitCode === 75;
@@ -604,6 +611,8 @@ export function checkRound({
     if (completedByMe && r.code !== 0)
       violate('exit-codes', `${who}: its generation completed the window, yet it exited ${got}`);
   }
+
+  checkBudget(runs, violate, figures, (r) => acrossFailover(r) !== undefined);
 
   const tooLate = (r) => r.lines.some((l) => l.msg === 'lease acquired too late to start safely');
   // --- contenders: one winner per 50-runner window. A further claim is only allowed as the
@@ -667,4 +676,41 @@ export function checkRound({
   for (const e of data.events) counts[e.kind] = (counts[e.kind] ?? 0) + 1;
   figures.events = counts;
   return { invariants: inv, figures };
+}
+
+/**
+ * budget (run --max-attempts): a runner given a budget never starts its child for an attempt
+ * beyond it, and a window's children started by budgeted runners are never more than the
+ * budget, whatever the faults did to the attempts before (kills, losses, takeovers). Runners
+ * without a budget (the clean reruns after the faults) are not counted. A failover or a restore
+ * in place can forget attempts (the window's count goes back with the database): a start by a
+ * run alive across one (`acrossLoss`) may be one the database no longer counts, and is not held
+ * against the budget.
+ */
+function checkBudget(runs, violate, figures, acrossLoss) {
+  const perWindow = new Map();
+  for (const r of runs) {
+    if (!r.maxAttempts) continue;
+    if (r.lines.some((l) => String(l.msg).startsWith('occurrence exhausted')))
+      figures.exhaustedSkips = (figures.exhaustedSkips ?? 0) + 1;
+    if (!r.child) continue;
+    if (typeof r.attempt !== 'number' || r.attempt > r.maxAttempts)
+      violate(
+        'budget',
+        `${r.job} ${r.window} run #${r.id}: child started for attempt ${r.attempt}, budget ${r.maxAttempts}`,
+      );
+    const key = `${r.job} ${r.window}`;
+    const w = perWindow.get(key) ?? { starts: 0, forgettable: 0, budget: r.maxAttempts };
+    w.starts += 1;
+    if (acrossLoss(r)) w.forgettable += 1;
+    perWindow.set(key, w);
+  }
+  for (const [key, w] of perWindow) {
+    if (w.starts - w.forgettable > w.budget)
+      violate(
+        'budget',
+        `${key}: ${w.starts} budgeted child starts (${w.forgettable} across lost history), budget ${w.budget}`,
+      );
+    figures.budgetedStartsMax = Math.max(figures.budgetedStartsMax ?? 0, w.starts);
+  }
 }

@@ -48,7 +48,8 @@ export class Fleet {
 
   /**
    * @param {{ job: {name: string, mode: string}, windowIndex: number, host: object, onBusy: 'skip'|'wait',
-   *           units: number, delayMs: number, phase: string, nice?: boolean, waitTimeout?: string }} o
+   *           units: number, delayMs: number, phase: string, nice?: boolean, waitTimeout?: string,
+   *           maxAttempts?: number }} o
    */
   launch(o) {
     if (this.closed) throw new Error('the harness is stopping: no more runners');
@@ -71,6 +72,8 @@ export class Fleet {
       '--on-busy',
       o.onBusy,
       ...(o.onBusy === 'wait' ? ['--wait-timeout', o.waitTimeout ?? WAIT_TIMEOUT] : []),
+      // An attempt budget for the job (issue 17): the checker holds it as the invariant `budget`.
+      ...(o.maxAttempts ? ['--max-attempts', String(o.maxAttempts)] : []),
       '--',
       process.execPath,
       WRITER,
@@ -98,6 +101,8 @@ export class Fleet {
       onBusy: o.onBusy,
       phase: o.phase,
       units: o.units,
+      maxAttempts: o.maxAttempts,
+      attempt: undefined,
       pid: proc.pid,
       startedAt: Date.now(),
       exitedAt: undefined,
@@ -159,6 +164,7 @@ export class Fleet {
       case 'lease acquired':
         run.generation = String(rec.generation);
         run.acquiredAt = at;
+        run.attempt = rec.attempt;
         break;
       case 'child started': {
         const st = procStat(rec.childPid);

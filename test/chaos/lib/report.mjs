@@ -46,6 +46,10 @@ const INVARIANTS = [
     'contenders',
     'one winner per 50-contender window (another claim only after the winner logged a lease loss); contenders exit 0, or 75 after a loss',
   ],
+  [
+    'budget',
+    'a runner given --max-attempts never starts its child past the budget; per window, budgeted child starts <= the budget',
+  ],
 ];
 
 export function summarize({
@@ -72,6 +76,8 @@ export function summarize({
   let runs = 0;
   let crowdClaims = 0;
   const lostHistory = { generations: 0, windows: 0, completedAgain: 0 };
+  let exhaustedSkips = 0;
+  let budgetedStartsMax = 0;
   const operators = {};
   let windows = 0;
   let units = 0;
@@ -102,6 +108,8 @@ export function summarize({
     }
     crowdClaims += r.check.figures.crowdClaims ?? 0;
     for (const [k, v] of Object.entries(r.check.figures.lostHistory ?? {})) lostHistory[k] += v;
+    exhaustedSkips += r.check.figures.exhaustedSkips ?? 0;
+    budgetedStartsMax = Math.max(budgetedStartsMax, r.check.figures.budgetedStartsMax ?? 0);
     windows += r.windows;
     units += r.units;
   }
@@ -121,6 +129,7 @@ export function summarize({
     missedFaults: missed,
     invariants,
     violations,
+    budget: { exhaustedSkips, budgetedStartsMax },
     operators,
     figures: {
       takeoverAfterCrashMs: {
@@ -206,6 +215,9 @@ export function printReport(s, out = process.stdout) {
     w(
       `  lost history (failover, restore in place): ${lh.generations} generations that ran children forgotten, on ${lh.windows} windows, ${lh.completedAgain} of them completed again`,
     );
+  w(
+    `  attempt budget (--max-attempts): exhausted skips ${s.budget.exhaustedSkips}, most budgeted child starts for one window ${s.budget.budgetedStartsMax}`,
+  );
   w(
     `  runs by host (held a lease): ${Object.entries(s.hosts)
       .map(([k, v]) => `${k} ${v.runs} (${v.held})`)

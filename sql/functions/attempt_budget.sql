@@ -1,0 +1,35 @@
+-- attempt_budget(): whether an occurrence's attempt budget and backoff let it run now (024,
+-- `run --max-attempts <n>`, `--retry-delay <dur>`), asked by acquire() and claim_window() in the
+-- claiming transaction; at one gate (window_gate) it is one more branch. reason: NULL (may run) |
+-- exhausted (the window's attempts reached p_max_attempts: final until --rerun or mark) |
+-- backoff (its last attempt failed less than the backoff ago: next_at says when it may run).
+-- The backoff after attempt k is p_retry_delay_ms * 2^(k-1), capped at 16 times the delay. A
+-- window running now (or abandoned by a dead owner: the takeover marks it lost first) is not
+-- judged here. attempts: the attempts made so far (0 when the window has no row).
+CREATE OR REPLACE FUNCTION attempt_budget(
+  p_job text, p_window text, p_max_attempts integer, p_retry_delay_ms bigint, p_rerun boolean
+) RETURNS TABLE (reason text, attempts integer, next_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path FROM CURRENT AS $$
+#variable_conflict use_column
+DECLARE
+  w windows%ROWTYPE;
+BEGIN
+  attempts := 0;
+  IF p_window IS NULL OR p_rerun OR (p_max_attempts IS NULL AND p_retry_delay_ms IS NULL) THEN
+    RETURN NEXT; RETURN;
+  END IF;
+  SELECT * INTO w FROM windows x WHERE x.job = p_job AND x.window_key = p_window;
+  IF NOT FOUND OR w.completed_at IS NOT NULL OR w.outcome NOT IN ('failed', 'lost') THEN
+    attempts := coalesce(w.attempts, 0);
+    RETURN NEXT; RETURN;
+  END IF;
+  attempts := w.attempts;
+  IF p_max_attempts IS NOT NULL AND w.attempts >= p_max_attempts THEN
+    reason := 'exhausted';
+  ELSIF p_retry_delay_ms IS NOT NULL AND w.finished_at IS NOT NULL THEN
+    next_at := w.finished_at + make_interval(secs =>
+      least(p_retry_delay_ms * power(2, greatest(w.attempts, 1) - 1), p_retry_delay_ms * 16) / 1000.0);
+    IF next_at > now() THEN reason := 'backoff'; ELSE next_at := NULL; END IF;
+  END IF;
+  RETURN NEXT;
+END $$;
