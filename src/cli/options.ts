@@ -87,7 +87,7 @@ export interface RunConfig {
   policy: AttemptPolicy;
 }
 
-const ON_BUSY: readonly OnBusy[] = ['skip', 'wait', 'fail'];
+const ON_BUSY: readonly OnBusy[] = ['skip', 'wait', 'fail', 'replace'];
 
 export function normalizeRunOptions(
   flags: RawRunFlags,
@@ -194,11 +194,11 @@ function busyAndRuntime(flags: RawRunFlags): {
 } {
   const onBusy = (flags.onBusy ?? DEFAULTS.onBusy) as OnBusy;
   if (!ON_BUSY.includes(onBusy))
-    throw new UsageError(`Expected \`--on-busy\` to be one of skip, wait, fail, got \`${flags.onBusy}\`.`);
+    throw new UsageError(`Expected \`--on-busy\` to be one of skip, wait, fail, replace, got \`${flags.onBusy}\`.`);
   const waitTimeoutMs =
     flags.waitTimeout !== undefined ? parseDuration(flags.waitTimeout, '--wait-timeout') : undefined;
-  if (waitTimeoutMs !== undefined && onBusy !== 'wait')
-    throw new UsageError('`--wait-timeout` only applies with `--on-busy wait`.');
+  if (waitTimeoutMs !== undefined && onBusy !== 'wait' && onBusy !== 'replace')
+    throw new UsageError('`--wait-timeout` only applies with `--on-busy wait` or `--on-busy replace`.');
   const maxRuntimeMs = flags.maxRuntime !== undefined ? parseDuration(flags.maxRuntime, '--max-runtime') : undefined;
   // A timer past Node's limit fires at once: 30d would kill the child as it starts.
   if (maxRuntimeMs !== undefined && maxRuntimeMs > MAX_TIMER_MS) {
