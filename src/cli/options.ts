@@ -113,6 +113,12 @@ export function normalizeRunOptions(
   const catchUp = catchUpSettings(flags, schedule, now);
   const policy = attemptPolicy(flags, flags.window !== undefined || !!flags.windowFromSchedule);
   const window = runWindow(flags, { schedule, tz, env, now, maxDelayMs: delays.maxDelayMs });
+  // Replace compares occurrences: without a time there is no "earlier" to stop.
+  if (busy.onBusy === 'replace' && (window?.scheduledAt === undefined || catchUp !== undefined))
+    throw new UsageError(
+      '`--on-busy replace` needs one occurrence with a time: `--window-from-schedule` (or `--window` with ' +
+        '`--scheduled-time`), without `--catch-up`.',
+    );
 
   const pingUrl = hookUrl(flags.pingUrl ?? nonEmpty(env.LEASEJOB_PING_URL), '--ping-url', 'LEASEJOB_PING_URL');
   const notifyUrl = hookUrl(

@@ -109,6 +109,19 @@ describe.each(stores)('--on-busy replace in %s', (store, conn) => {
     expect((await history(job, KEY0)).map((e) => e.kind)).toContain('window-completed');
   });
 
+  it('refuses --on-busy replace without an occurrence time (exit 64, nothing written)', async () => {
+    const job = `replace-usage-${tag}`;
+    const r = await runCli(
+      ['run', ...conn(), '--name', job, '--window', 'w1', '--on-busy', 'replace', '--', process.execPath, '-e', ''],
+      noDb,
+    );
+    expect(r.exitCode, r.all).toBe(64);
+    expect(r.stderr).toContain('`--on-busy replace` needs one occurrence with a time');
+    // Nothing written: the job was never registered.
+    const h = await runCli(['history', ...conn(), '--name', job, '--json'], noDb);
+    expect(h.stderr).toContain(`no job named "${job}"`);
+  });
+
   it('a later occurrence is never replaced by an earlier one (not-earlier: skips as busy)', async () => {
     const job = `replace-later-${tag}`;
     const pidFile = path.join(tmp, `${job}.pid`);
