@@ -144,7 +144,7 @@ function acquiring(store: Store, opts: RunOptions, log: Logger): Acquiring {
 }
 
 /** How long --on-busy replace waits for the holder to yield by default: a few TTLs. */
-export const REPLACE_WAIT_TTLS = 3;
+const REPLACE_WAIT_TTLS = 3;
 
 /**
  * What --wait-timeout leaves at `now`: with --on-busy wait (else no bound), and with --on-busy
@@ -361,13 +361,21 @@ async function whenBusy<T>(a: Acquiring, row: AcquireRow): Promise<RunResult<T> 
 async function askToReplace(a: Acquiring, row: AcquireRow): Promise<'skip' | 'replace'> {
   const { opts, log, win } = a;
   if (!win?.scheduledAt || !a.store.requestReplace) return 'skip';
-  const asked = await a.store.requestReplace({
-    job: opts.name,
-    window: win.key,
-    scheduledAt: win.scheduledAt,
-    requester: a.owner,
-    hostTime: new Date(),
-  });
+  let asked;
+  try {
+    asked = await a.store.requestReplace({
+      job: opts.name,
+      window: win.key,
+      scheduledAt: win.scheduledAt,
+      requester: a.owner,
+      hostTime: new Date(),
+    });
+  } catch (err) {
+    // A database that does not answer now: keep waiting (bounded), and ask again at the next poll.
+    if (!isTransient(a.store, err)) throw err;
+    log.debug({ err: (err as Error).message }, 'could not ask the holder to stop; asking again');
+    return 'replace';
+  }
   const holder = { holder: asked.holder ?? row.holder, holderWindow: asked.holderWindow ?? row.holderWindow };
   if (asked.outcome === 'same-window' || asked.outcome === 'not-earlier') {
     log.info(
