@@ -1,5 +1,5 @@
 -- finish(): record the window's outcome if this generation still holds the lease, then release
--- it (expire, never delete); the current definition. p_outcome: completed | failed | lost | none
+-- it (expire, never delete); the current definition. p_outcome: completed | failed | replaced | lost | none
 -- (no window). Returns held=false when the lease was no longer ours (nothing recorded but the
 -- event). Safe to retry: an earlier attempt that committed with its reply lost is recognised by
 -- this owner's and generation's released event (index events_released), whoever holds the
@@ -36,7 +36,7 @@ BEGIN
     RETURN;
   END IF;
 
-  IF held AND p_window IS NOT NULL AND p_outcome IN ('completed', 'failed') THEN
+  IF held AND p_window IS NOT NULL AND p_outcome IN ('completed', 'failed', 'replaced') THEN
     UPDATE windows w SET
       outcome = p_outcome, exit_code = p_exit_code, finished_at = now(),
       completed_at = CASE WHEN p_outcome = 'completed' THEN now() ELSE NULL END

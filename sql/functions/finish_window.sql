@@ -33,7 +33,7 @@ BEGIN
     RETURN NEXT; RETURN;
   END IF;
 
-  IF held AND p_outcome IN ('completed', 'failed') THEN
+  IF held AND p_outcome IN ('completed', 'failed', 'replaced') THEN
     UPDATE windows w SET
       outcome = p_outcome, exit_code = p_exit_code, finished_at = now(),
       completed_at = CASE WHEN p_outcome = 'completed' THEN now() ELSE NULL END

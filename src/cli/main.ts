@@ -91,6 +91,11 @@ function policyOptions(cmd: Command): Command {
     );
 }
 
+const ON_BUSY_HELP =
+  'when a live owner holds the lease; replace: stop a holder that runs an *earlier* occurrence ' +
+  '(never the same window), then take the lease';
+const WAIT_TIMEOUT_HELP = 'with --on-busy wait or replace: give up (exit 75) after this long (replace: default 3 TTLs)';
+
 function defineRun(program: Command): void {
   dbOptions(
     reportOptions(
@@ -127,11 +132,11 @@ function defineRun(program: Command): void {
             `SIGTERM-to-SIGKILL grace when the child must stop (default: ${DEFAULTS.killGrace}, or half of what a short --ttl leaves)`,
           )
           .addOption(
-            new Option('--on-busy <policy>', 'when a live owner holds the lease')
-              .choices(['skip', 'wait', 'fail'])
+            new Option('--on-busy <policy>', ON_BUSY_HELP)
+              .choices(['skip', 'wait', 'fail', 'replace'])
               .default(DEFAULTS.onBusy),
           )
-          .option('--wait-timeout <duration>', 'with --on-busy wait: give up (exit 75) after this long')
+          .option('--wait-timeout <duration>', WAIT_TIMEOUT_HELP)
           .option('--max-runtime <duration>', 'stop the child after this long (exit 124; at most 24 days)')
           .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')
           .option(

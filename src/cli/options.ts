@@ -87,7 +87,7 @@ export interface RunConfig {
   policy: AttemptPolicy;
 }
 
-const ON_BUSY: readonly OnBusy[] = ['skip', 'wait', 'fail'];
+const ON_BUSY: readonly OnBusy[] = ['skip', 'wait', 'fail', 'replace'];
 
 export function normalizeRunOptions(
   flags: RawRunFlags,
@@ -113,6 +113,12 @@ export function normalizeRunOptions(
   const catchUp = catchUpSettings(flags, schedule, now);
   const policy = attemptPolicy(flags, flags.window !== undefined || !!flags.windowFromSchedule);
   const window = runWindow(flags, { schedule, tz, env, now, maxDelayMs: delays.maxDelayMs });
+  // Replace compares occurrences: without a time there is no "earlier" to stop.
+  if (busy.onBusy === 'replace' && (window?.scheduledAt === undefined || catchUp !== undefined))
+    throw new UsageError(
+      '`--on-busy replace` needs one occurrence with a time: `--window-from-schedule` (or `--window` with ' +
+        '`--scheduled-time`), without `--catch-up`.',
+    );
 
   const pingUrl = hookUrl(flags.pingUrl ?? nonEmpty(env.LEASEJOB_PING_URL), '--ping-url', 'LEASEJOB_PING_URL');
   const notifyUrl = hookUrl(
@@ -194,11 +200,11 @@ function busyAndRuntime(flags: RawRunFlags): {
 } {
   const onBusy = (flags.onBusy ?? DEFAULTS.onBusy) as OnBusy;
   if (!ON_BUSY.includes(onBusy))
-    throw new UsageError(`Expected \`--on-busy\` to be one of skip, wait, fail, got \`${flags.onBusy}\`.`);
+    throw new UsageError(`Expected \`--on-busy\` to be one of skip, wait, fail, replace, got \`${flags.onBusy}\`.`);
   const waitTimeoutMs =
     flags.waitTimeout !== undefined ? parseDuration(flags.waitTimeout, '--wait-timeout') : undefined;
-  if (waitTimeoutMs !== undefined && onBusy !== 'wait')
-    throw new UsageError('`--wait-timeout` only applies with `--on-busy wait`.');
+  if (waitTimeoutMs !== undefined && onBusy !== 'wait' && onBusy !== 'replace')
+    throw new UsageError('`--wait-timeout` only applies with `--on-busy wait` or `--on-busy replace`.');
   const maxRuntimeMs = flags.maxRuntime !== undefined ? parseDuration(flags.maxRuntime, '--max-runtime') : undefined;
   // A timer past Node's limit fires at once: 30d would kill the child as it starts.
   if (maxRuntimeMs !== undefined && maxRuntimeMs > MAX_TIMER_MS) {

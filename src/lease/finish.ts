@@ -196,7 +196,8 @@ export function finishDetail(
  * The exit code of a run leasejob stopped, whatever its child then did (exited, trapped the
  * signal and exited 0, or was SIGKILLed after the grace): 128+N when leasejob was told to stop by
  * signal N (its AbortSignal's reason a signal name, as `leasejob run` gives it), 124 past
- * --max-runtime, 75 when the lease could not be kept. Recorded in the ledger and the
+ * --max-runtime, 75 when the lease could not be kept or a later occurrence replaced the run
+ * (--on-busy replace). Recorded in the ledger and the
  * window-failed event, and what `leasejob run` exits with, so the three always agree; the
  * child's own status is in the `child exited` log line. Undefined for a run not stopped.
  */
@@ -204,6 +205,7 @@ export function stoppedExitCode(aborted: AbortReason | undefined): number | unde
   switch (aborted?.kind) {
     case 'lease-lost':
     case 'deadline':
+    case 'replaced':
     case 'not-due':
       return ExitCode.leaseLost;
     case 'max-runtime':

@@ -184,6 +184,12 @@ export class LeaseKeeper {
         this.log.warn({ jumpMs: jump }, 'wall clock jump detected');
         this.onClockJump(jump);
       }
+      // A later occurrence asked this holder to stop (--on-busy replace): the lease is still ours,
+      // so the child is stopped with its grace and the window recorded before the lease moves.
+      if (row.replaceFor) {
+        this.lose({ kind: 'replaced', detail: `replaced by the run of occurrence ${row.replaceFor}` });
+        return;
+      }
       this.scheduleRenewal(this.timing.renewIntervalMs - (monoNow() - sent.mono));
     } catch (err) {
       if (this.stopped) return;
@@ -237,15 +243,14 @@ export function keepRunLease(
     sent,
     log,
     (loss) => {
-      log.warn(
-        {
-          generation: lease.generation,
-          reason: loss.kind,
-          detail: loss.detail,
-          remainingMs: Math.round(keeper.remainingMs()),
-        },
-        'lease lost',
-      );
+      const fields = {
+        generation: lease.generation,
+        reason: loss.kind,
+        detail: loss.detail,
+        remainingMs: Math.round(keeper.remainingMs()),
+      };
+      if (loss.kind === 'replaced') log.warn(fields, 'replaced by a later occurrence; stopping the command');
+      else log.warn(fields, 'lease lost');
       const graceMs = Math.max(0, Math.min(timing.killGraceMs, keeper.remainingMs() - safetyMarginMs(timing.ttlMs)));
       stop({ ...loss, graceMs });
     },

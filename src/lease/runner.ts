@@ -143,10 +143,17 @@ function acquiring(store: Store, opts: RunOptions, log: Logger): Acquiring {
   };
 }
 
-/** What --wait-timeout leaves at `now` (with --on-busy wait; else no bound). */
+/** How long --on-busy replace waits for the holder to yield by default: a few TTLs. */
+const REPLACE_WAIT_TTLS = 3;
+
+/**
+ * What --wait-timeout leaves at `now`: with --on-busy wait (else no bound), and with --on-busy
+ * replace (by default REPLACE_WAIT_TTLS TTLs: a holder that yields does so within one TTL).
+ */
 function waitLeftMs(a: Acquiring, now = monoNow()): number {
-  const { onBusy, waitTimeoutMs } = a.opts;
-  return onBusy === 'wait' && waitTimeoutMs !== undefined ? waitTimeoutMs - (now - a.waitStart) : Infinity;
+  const { onBusy, waitTimeoutMs, ttlMs } = a.opts;
+  const bound = onBusy === 'replace' ? (waitTimeoutMs ?? REPLACE_WAIT_TTLS * ttlMs) : waitTimeoutMs;
+  return (onBusy === 'wait' || onBusy === 'replace') && bound !== undefined ? bound - (now - a.waitStart) : Infinity;
 }
 
 const waitedMs = (a: Acquiring): number => Math.round(monoNow() - a.waitStart);
@@ -315,7 +322,8 @@ async function whenBusy<T>(a: Acquiring, row: AcquireRow): Promise<RunResult<T> 
     await sleep(waitMs, opts.signal);
     return undefined;
   }
-  const policy = opts.onBusy ?? 'skip';
+  let policy = opts.onBusy ?? 'skip';
+  if (policy === 'replace') policy = await askToReplace(a, row);
   if (policy === 'skip') {
     log.info(holder, 'lease busy');
     const detail = { holder: row.holder, holder_generation: row.holderGeneration, holder_window: row.holderWindow };
@@ -336,12 +344,52 @@ async function whenBusy<T>(a: Acquiring, row: AcquireRow): Promise<RunResult<T> 
     );
   }
   // Said once at info (an operator sees why nothing happens), then at each poll at debug.
-  log[a.saidWaiting ? 'debug' : 'info'](holder, 'lease busy, waiting');
+  if (policy !== 'replace') log[a.saidWaiting ? 'debug' : 'info'](holder, 'lease busy, waiting');
   a.saidWaiting = true;
   a.waiting = true;
   // Poll at most once a second, never past the holder's expiry or our own timeout.
   await sleep(Math.max(50, Math.min(1_000, untilExpiryMs + 50, remaining)), opts.signal);
   return undefined;
+}
+
+/**
+ * --on-busy replace: ask a live holder running an earlier occurrence to stop (through the lease
+ * row; it yields at its next renewal), then wait for the lease as --on-busy wait does, bounded.
+ * A holder of the same window, or of one not earlier, is never replaced: the run skips as busy.
+ * A lease found free meanwhile is acquired again at once (as a wait).
+ */
+async function askToReplace(a: Acquiring, row: AcquireRow): Promise<'skip' | 'replace'> {
+  const { opts, log, win } = a;
+  if (!win?.scheduledAt || !a.store.requestReplace) return 'skip';
+  let asked;
+  try {
+    asked = await a.store.requestReplace({
+      job: opts.name,
+      window: win.key,
+      scheduledAt: win.scheduledAt,
+      requester: a.owner,
+      hostTime: new Date(),
+    });
+  } catch (err) {
+    // A database that does not answer now: keep waiting (bounded), and ask again at the next poll.
+    if (!isTransient(a.store, err)) throw err;
+    log.debug({ err: (err as Error).message }, 'could not ask the holder to stop; asking again');
+    return 'replace';
+  }
+  const holder = { holder: asked.holder ?? row.holder, holderWindow: asked.holderWindow ?? row.holderWindow };
+  if (asked.outcome === 'same-window' || asked.outcome === 'not-earlier') {
+    log.info(
+      { ...holder, reason: asked.outcome },
+      'lease busy with this or a later occurrence: not replaced (--on-busy replace only stops an earlier one)',
+    );
+    return 'skip';
+  }
+  if (asked.outcome === 'requested' && !a.saidWaiting)
+    log.info(
+      { ...holder, holderGeneration: asked.holderGeneration },
+      'asked the holder of an earlier occurrence to stop; waiting',
+    );
+  return 'replace';
 }
 
 /**

@@ -3,9 +3,11 @@
 // that those modules import them from here, not from one another.
 import type { OutputTail } from './output-tail.js';
 
-export type LossReason = { kind: 'lease-lost'; detail: string } | { kind: 'deadline'; detail: string };
+/** `replaced`: a later occurrence asked, through the lease, for this run to stop (--on-busy replace). */
+export type LossReason =
+  { kind: 'lease-lost'; detail: string } | { kind: 'deadline'; detail: string } | { kind: 'replaced'; detail: string };
 
-export type OnBusy = 'skip' | 'wait' | 'fail';
+export type OnBusy = 'skip' | 'wait' | 'fail' | 'replace';
 
 export interface WindowClaim {
   key: string;

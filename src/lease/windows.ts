@@ -493,7 +493,7 @@ async function recordWindow<T>(
   if (one) keeper.stop();
   if (ran.started && w) await recordOutput(store, opts, w.key, held.generation, lease.eventTimeoutMs, log);
   const exitCode = ran.ok ? 0 : (stoppedExitCode(ran.aborted) ?? exitCodeOf(ran.error));
-  const outcome = !w ? 'none' : ran.ok ? 'completed' : 'failed';
+  const outcome = !w ? 'none' : ran.ok ? 'completed' : ran.aborted?.kind === 'replaced' ? 'replaced' : 'failed';
   const finisher = one
     ? store
     : { finish: store.finishWindow!.bind(store), isTransient: store.isTransient?.bind(store) };
@@ -561,7 +561,7 @@ function logOutcome<T>(
   maxAttempts: number | undefined,
 ): void {
   const aborted = ran.aborted ? { aborted: ran.aborted.kind } : {};
-  const outcome = ran.ok ? 'completed' : 'failed';
+  const outcome = ran.ok ? 'completed' : ran.aborted?.kind === 'replaced' ? 'replaced' : 'failed';
   if (w && ran.ok) log.info({ generation, attempt: ran.attempt, outcome }, 'window completed');
   else if (w && maxAttempts !== undefined && ran.attempt >= maxAttempts)
     log.warn(

@@ -68,6 +68,29 @@ export interface JobChange {
 export interface RenewRow {
   dbNow: Date;
   expiresAt: Date;
+  /** The window of a later occurrence that asked this holder to stop (requestReplace), if any. */
+  replaceFor?: string | null | undefined;
+}
+
+/** `run --on-busy replace` asking the lease's live holder to stop (LeaseStore.requestReplace). */
+export interface ReplaceRequest {
+  job: string;
+  window: string;
+  scheduledAt: Date;
+  requester: string;
+  hostTime: Date;
+}
+
+/**
+ * requested: the holder runs an earlier occurrence and is asked to stop; same-window: it runs
+ * this one (never replaced); not-earlier: its window is not scheduled earlier (or it has none);
+ * free: no live holder (acquire again).
+ */
+export interface ReplaceAnswer {
+  outcome: 'requested' | 'same-window' | 'not-earlier' | 'free';
+  holder: string | null;
+  holderGeneration: string | null;
+  holderWindow: string | null;
 }
 
 /** Taking up a lease whose acquire committed but whose answer never came (see LeaseStore.adopt). */
@@ -81,7 +104,8 @@ export interface AdoptInput {
   answerTimeoutMs: number;
 }
 
-export type FinishOutcome = 'completed' | 'failed' | 'none';
+/** `replaced`: stopped for a later occurrence (run --on-busy replace); the window stays open. */
+export type FinishOutcome = 'completed' | 'failed' | 'replaced' | 'none';
 
 export interface FinishInput {
   job: string;
@@ -399,6 +423,8 @@ export interface LeaseStore {
    */
   isTransient?(err: unknown): boolean;
   acquire(i: AcquireInput): Promise<AcquireRow>;
+  /** Ask the lease's live holder to stop if it runs an earlier occurrence (run --on-busy replace). */
+  requestReplace?(i: ReplaceRequest): Promise<ReplaceAnswer>;
   /** Undefined when the lease is no longer ours (taken, expired or released). */
   renew(
     job: string,

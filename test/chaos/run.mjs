@@ -333,7 +333,11 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
       if (fleet.live((r) => r.phase === 'chaos').length >= MAX_LIVE) break;
       if (fleet.live((r) => r.job === job.name && r.phase === 'chaos').length >= job.target) continue;
       const index = job.current > 0 && rng.chance(0.08) ? rng.int(0, job.current - 1) : job.current;
-      launchFor(job, rng.pick(hostWeights), undefined, index);
+      // --on-busy replace (issue 17): now and then a scheduled job's next occurrence comes while
+      // the current one runs, and asks its holder to stop; the replaced window is run again.
+      const replacing = job.mode === 'schedule' && index === job.current && rng.chance(0.15);
+      if (replacing) launchFor(job, rng.pick(hostWeights), 'replace', index + 1);
+      else launchFor(job, rng.pick(hostWeights), undefined, index);
       job.target = rng.chance(0.3) ? 3 : 2;
       // Rate-limited: every runner and child is a Node process starting on 2 cores.
       job.nextLaunchAt = Date.now() + rng.int(500, 1_200);

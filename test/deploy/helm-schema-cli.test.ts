@@ -68,8 +68,10 @@ refused('killGrace', '5 s');
 looser({ killGrace: 'PT80S' }, "no room in ttl 90s, in an ISO form the chart's template does not compute");
 
 accepted('onBusy', 'fail');
+accepted('onBusy', 'replace');
 refused('onBusy', 'queue');
 rows.push({ patch: { onBusy: 'wait', waitTimeout: '5m' }, cli: 'accepts' });
+rows.push({ patch: { onBusy: 'replace', waitTimeout: '5m' }, cli: 'accepts' });
 rows.push({ patch: { onBusy: 'skip', waitTimeout: '5m' }, cli: 'refuses' });
 rows.push({ patch: { onBusy: 'wait', waitTimeout: '5 min' }, cli: 'refuses' });
 looser({ waitTimeout: '5m' }, 'without onBusy wait, which jobDefaults (skip) gives');

@@ -36,6 +36,8 @@ import type {
   RecordOutputInput,
   ReleaseInput,
   RenewRow,
+  ReplaceAnswer,
+  ReplaceRequest,
   ScheduleKey,
   WindowOutput,
   WindowRow,
@@ -432,12 +434,28 @@ export class PgStore implements LeaseStore {
     // Client-side bound: a black-holed connection is dropped and the next renewal reconnects.
     // Sent again (rolled back): its lock wait still ends 500 ms before the answer is given up on.
     const { rows } = await this.query(
-      `SELECT * FROM ${this.s}.renew($1, $2, $3, $4, $5)`,
+      // The replace request rides in the renewal's statement (025): no round trip of its own.
+      `SELECT r.*, ${this.s}.replace_requested($1, $3) AS replace_for FROM ${this.s}.renew($1, $2, $3, $4, $5) r`,
       (leftMs) => [job, owner, generation, ttlMs, Math.floor(Math.max(50, Math.min(lockTimeoutMs, leftMs - 500)))],
       answerTimeoutMs,
     );
     const r = rows[0];
-    return r ? { dbNow: r.db_now, expiresAt: r.expires_at } : undefined;
+    return r ? { dbNow: r.db_now, expiresAt: r.expires_at, replaceFor: r.replace_for } : undefined;
+  }
+
+  async requestReplace(i: ReplaceRequest): Promise<ReplaceAnswer> {
+    const { rows } = await this.query(
+      `SELECT * FROM ${this.s}.request_replace($1, $2, $3, $4, $5)`,
+      [i.job, i.window, i.scheduledAt, i.requester, i.hostTime],
+      EVENT_TIMEOUT_MS,
+    );
+    const r = rows[0];
+    return {
+      outcome: r.outcome,
+      holder: r.holder,
+      holderGeneration: r.holder_generation === null ? null : String(r.holder_generation),
+      holderWindow: r.holder_window,
+    };
   }
 
   /** See LeaseStore.adopt: renew() as any renewal, and the attempt of the window that generation claimed. */

@@ -41,6 +41,8 @@ import type {
   RecordOutputInput,
   ReleaseInput,
   RenewRow,
+  ReplaceAnswer,
+  ReplaceRequest,
   ScheduleKey,
   WindowOutput,
   WindowRow,
@@ -131,6 +133,9 @@ interface LeaseRecord {
   renew_interval_ms: number;
   window_key: string | null;
   holder_pid: number | null;
+  /** Version 8: the window of the run that asked this generation to stop (run --on-busy replace). */
+  replace_window: string | null;
+  replace_generation: number | null;
 }
 
 const hostOf = (owner: string | undefined | null): string => (owner ? owner.split(':')[0] || 'unknown' : 'unknown');
@@ -866,7 +871,53 @@ export class SqliteStore implements LeaseStore {
         now,
         boot: this.boot,
       });
-    return r.changes === 1 ? { dbNow: new Date(now), expiresAt: new Date(now + ttlMs) } : undefined;
+    if (r.changes !== 1) return undefined;
+    const asked = this.db
+      .prepare('SELECT replace_window FROM leases WHERE name = ? AND replace_generation = ?')
+      .get(job, Number(generation)) as { replace_window: string | null } | undefined;
+    return { dbNow: new Date(now), expiresAt: new Date(now + ttlMs), replaceFor: asked?.replace_window ?? null };
+  }
+
+  /** See LeaseStore.requestReplace; as sql/functions/request_replace.sql. */
+  async requestReplace(i: ReplaceRequest): Promise<ReplaceAnswer> {
+    return this.db
+      .transaction((): ReplaceAnswer => {
+        const now = Date.now();
+        const lease = this.db.prepare('SELECT * FROM leases WHERE name = ?').get(i.job) as LeaseRecord | undefined;
+        if (!lease || lease.released_at !== null || this.expired(lease, hostMonotonicMs()))
+          return { outcome: 'free', holder: null, holderGeneration: null, holderWindow: null };
+        const holder = {
+          holder: lease.owner,
+          holderGeneration: String(lease.generation),
+          holderWindow: lease.window_key,
+        };
+        if (lease.window_key === i.window) return { outcome: 'same-window', ...holder };
+        const held = this.db
+          .prepare('SELECT scheduled_at FROM windows WHERE job = ? AND window_key = ? AND generation = ?')
+          .get(i.job, lease.window_key, lease.generation) as { scheduled_at: number | null } | undefined;
+        const heldAt = held?.scheduled_at ?? null;
+        if (lease.window_key === null || heldAt === null || heldAt >= i.scheduledAt.getTime())
+          return { outcome: 'not-earlier', ...holder };
+        if (lease.replace_generation !== lease.generation) {
+          this.db
+            .prepare('UPDATE leases SET replace_by = ?, replace_window = ?, replace_generation = ? WHERE name = ?')
+            .run(i.requester, i.window, lease.generation, i.job);
+          this.recordEventSync(
+            {
+              job: i.job,
+              kind: 'replace-requested',
+              window: lease.window_key,
+              owner: lease.owner,
+              generation: String(lease.generation),
+              hostTime: i.hostTime,
+              detail: { by: i.requester, for_window: i.window },
+            },
+            now,
+          );
+        }
+        return { outcome: 'requested', ...holder };
+      })
+      .immediate();
   }
 
   /** See LeaseStore.adopt (a local acquire always answers; kept for the contract). */
@@ -925,7 +976,11 @@ export class SqliteStore implements LeaseStore {
         )
           return { held: true, dbNow: new Date(now) };
         const detail = i.detail ?? {};
-        if (held && i.window !== undefined && (i.outcome === 'completed' || i.outcome === 'failed')) {
+        if (
+          held &&
+          i.window !== undefined &&
+          (i.outcome === 'completed' || i.outcome === 'failed' || i.outcome === 'replaced')
+        ) {
           this.db
             .prepare(
               `UPDATE windows SET outcome = @outcome, exit_code = @exit, finished_at = @now, completed_at = CASE WHEN @outcome
@@ -1243,7 +1298,7 @@ export class SqliteStore implements LeaseStore {
           { outcome: string; finished_at: number | null } | undefined;
         if (w?.finished_at != null && w.outcome === i.outcome) return { held: true, dbNow: new Date(now) };
         const detail = i.detail ?? {};
-        if (held && (i.outcome === 'completed' || i.outcome === 'failed')) {
+        if (held && (i.outcome === 'completed' || i.outcome === 'failed' || i.outcome === 'replaced')) {
           this.db
             .prepare(
               `UPDATE windows SET outcome = @outcome, exit_code = @exit, finished_at = @now, completed_at = CASE WHEN @outcome

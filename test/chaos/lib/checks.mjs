@@ -24,6 +24,8 @@ const RESUME_SLACK_MS = 1_500;
 const LOSS_MESSAGES = new Set([
   'lease was no longer held at finish; outcome not recorded',
   'lease acquired too late to start safely',
+  // --on-busy replace: a later occurrence asked this holder to stop (the lease kept until released).
+  'replaced by a later occurrence; stopping the command',
 ]);
 
 // A token is epoch * 10^12 + n (sql/011_failover_fencing.sql): n counts acquisitions, the epoch
@@ -125,6 +127,7 @@ export function checkRound({
     'exit-codes',
     'contenders',
     'budget',
+    'replace',
   ])
     inv.set(name, []);
   const figures = { takeoverMs: [], lossToStopMs: [], pdeathMs: [], marginMs: [], effects: {} };
@@ -572,6 +575,8 @@ export function checkRound({
       r.lines.some(
         (l) =>
           l.msg === 'lease busy' ||
+          // --on-busy replace finding the same window, or a later one: skipped as busy.
+          String(l.msg).startsWith('lease busy with this or a later occurrence') ||
           l.msg === 'window already completed' ||
           String(l.msg).startsWith('occurrence exhausted'),
       );
@@ -613,6 +618,7 @@ export function checkRound({
   }
 
   checkBudget(runs, violate, figures, (r) => acrossFailover(r) !== undefined);
+  checkReplace(data, runs, violate, figures);
 
   const tooLate = (r) => r.lines.some((l) => l.msg === 'lease acquired too late to start safely');
   // --- contenders: one winner per 50-runner window. A further claim is only allowed as the
@@ -676,6 +682,32 @@ export function checkRound({
   for (const e of data.events) counts[e.kind] = (counts[e.kind] ?? 0) + 1;
   figures.events = counts;
   return { invariants: inv, figures };
+}
+
+/**
+ * replace (run --on-busy replace): only an earlier occurrence is asked to stop; a replaced window
+ * completes later (the settle phase reruns it); the replaced run exits 75.
+ */
+function checkReplace(data, runs, violate, figures) {
+  const completed = new Set(data.windows.filter((w) => w.completed_at !== null).map((w) => k2(w.job, w.window_key)));
+  for (const e of data.events) {
+    if (e.kind === 'replace-requested') {
+      figures.replaceRequests = (figures.replaceRequests ?? 0) + 1;
+      // Window keys of the scheduled jobs are ISO hours: their order is the occurrences' order.
+      if (!(String(e.detail?.for_window) > String(e.window_key)))
+        violate(
+          'replace',
+          `${e.job} ${e.window_key}: replace asked for ${e.detail?.for_window}, not a later occurrence`,
+        );
+    }
+    if (e.kind !== 'window-replaced') continue;
+    figures.replaced = (figures.replaced ?? 0) + 1;
+    if (!completed.has(k2(e.job, e.window_key)))
+      violate('replace', `${e.job} ${e.window_key}: replaced (generation ${e.generation}) and never completed later`);
+    const run = runs.find((r) => r.job === e.job && r.generation === e.generation);
+    if (run && run.code !== 75)
+      violate('replace', `${e.job} ${e.window_key}: run #${run.id} was replaced but exited ${run.signal ?? run.code}`);
+  }
 }
 
 /**

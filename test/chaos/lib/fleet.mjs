@@ -47,7 +47,7 @@ export class Fleet {
   }
 
   /**
-   * @param {{ job: {name: string, mode: string}, windowIndex: number, host: object, onBusy: 'skip'|'wait',
+   * @param {{ job: {name: string, mode: string}, windowIndex: number, host: object, onBusy: 'skip'|'wait'|'replace',
    *           units: number, delayMs: number, phase: string, nice?: boolean, waitTimeout?: string,
    *           maxAttempts?: number }} o
    */
@@ -71,7 +71,7 @@ export class Fleet {
       '--pass-database-url',
       '--on-busy',
       o.onBusy,
-      ...(o.onBusy === 'wait' ? ['--wait-timeout', o.waitTimeout ?? WAIT_TIMEOUT] : []),
+      ...(o.onBusy === 'wait' || o.onBusy === 'replace' ? ['--wait-timeout', o.waitTimeout ?? WAIT_TIMEOUT] : []),
       // An attempt budget for the job (issue 17): the checker holds it as the invariant `budget`.
       ...(o.maxAttempts ? ['--max-attempts', String(o.maxAttempts)] : []),
       '--',

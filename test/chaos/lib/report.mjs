@@ -50,6 +50,10 @@ const INVARIANTS = [
     'budget',
     'a runner given --max-attempts never starts its child past the budget; per window, budgeted child starts <= the budget',
   ],
+  [
+    'replace',
+    '--on-busy replace only asks an earlier occurrence to stop; a replaced window completes later; the replaced run exits 75',
+  ],
 ];
 
 export function summarize({
