@@ -315,6 +315,12 @@ function defineHistory(program: Command): void {
         '--window <key>',
         "only this occurrence's events: how it was claimed, tried, skipped (busy, exhausted, backoff, paused) and ended",
       )
+      .option(
+        '--by-occurrence',
+        'one line per occurrence (the latest --limit, at most 1000) with the reason it ended as: completed, ' +
+          'caught-up, backfilled, running, failed (attempts left), exhausted, skipped-{paused,marked,busy,' +
+          'replaced,backoff}, missed-{max-delay,catch-up-limit,other}; and the runs that skipped it, per host',
+      )
       .option('--json', 'JSON instead of a table'),
   ).action(lazy(async () => (await import('./commands/status.js')).historyCommand));
 }
