@@ -65,6 +65,8 @@ describe('sql/sqlite: the embedded store schema as numbered files', () => {
       ['003_retention.sql', 'df1cf7b3de37b0af0ca18e815efecc5d5ab319b058e8a74fa582704e56c3a4b1'],
       ['004_output_tail.sql', '733ea6f18fc7d200ca2a22a1bae0cb8638a14dc8cc9e249250b9e7460ff5f076'],
       ['005_alert_lookback.sql', '53a7733fdb3a50402a7edd6fcf73f004f05d9b3c3c704d532a2df6fc76b55700'],
+      ['006_expect_duration.sql', 'bb7201e2d56bc59a0e90596f4de2f726defc1456ed1b273f1d3fc5c864a4b204'],
+      ['007_attempt_budget.sql', '9cffdd76be2b493fa9827bfa392d0d342929e22d7e5f741465ef036154317693'],
     ];
     for (const [file, hash] of frozen) {
       const sha = createHash('sha256')

@@ -27,6 +27,10 @@ const FROZEN: Array<[string, string]> = [
   ['017_failover_fencing_after_merge.sql', 'd01ce269d8ff4698159d52fb9e849269df1c1b3d0f93ec3c71e9162d0e40d90c'],
   ['018_alert_lookback_registry.sql', '2b106950b9f9f87eb44612aab0d072c7a5d8c3e6307c1a9f69a7cc0143f40cad'],
   ['019_window_digest.sql', '185a308f1a61e737e286b306c699d3878d7972b6eec195bc87cbab40a9831da4'],
+  ['020_one_window_gate.sql', '012a9464abde71b19c53d417799e5af77e462e54eab1c9e4ada9d2348fde36af'],
+  ['021_durable_tokens_after_lost_history.sql', '362d6c44d6c5e3bc7dbd73ed208e1a43907eb17be8161c567b04d469b8cbb4f8'],
+  ['023_expect_duration_marks_ahead.sql', '3074ee1faf110cf7ba1cdf940e41808be06951f36117049110fa721e6fcfc5d0'],
+  ['024_attempt_budget.sql', '81140e6a8f30c3572ab906b0d506c60a50a587d9d660cb247cc12f5f2035f708'],
 ];
 
 const sqlDir = path.join(ROOT, 'sql');
