@@ -23,7 +23,7 @@ function attemptMetrics() {
       'leasejob_occurrences',
       "occurrences scheduled within the job's lookback (--alert-lookback, else a day) by the reason each ended as, " +
         'each counted once: completed (caught up and backfilled ones included), running, failed (attempts left), ' +
-        'exhausted, skipped-paused, skipped-marked, missed-max-delay, missed-catch-up-limit, missed-other',
+        'exhausted, skipped-paused, skipped-marked, skipped-replaced, missed-max-delay, missed-catch-up-limit, missed-other',
       'gauge',
     ),
     budgetSkips: new MetricRows(

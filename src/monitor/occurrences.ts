@@ -87,6 +87,8 @@ export function occurrenceReason(row: WindowRow | undefined, events: HistoryEven
       return completedReason(events);
     case 'skipped':
       return latest(events, 'paused-skip') ? 'skipped-paused' : 'skipped-marked';
+    case 'replaced': // --on-busy replace: stopped for a later occurrence
+      return 'skipped-replaced';
     case 'failed':
     case 'lost':
       return row.maxAttempts != null && row.attempts >= row.maxAttempts ? 'exhausted' : 'failed';

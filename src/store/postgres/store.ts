@@ -962,6 +962,7 @@ export class PgStore implements LeaseStore {
     const { rows } = await this.query(
       `SELECT w.job, CASE
          WHEN w.outcome = 'running' THEN 'running'
+           WHEN w.outcome = 'replaced' THEN 'skipped-replaced'
          WHEN w.outcome IN ('failed', 'lost') THEN
            CASE WHEN (to_jsonb(w) ->> 'max_attempts')::int <= w.attempts THEN 'exhausted' ELSE 'failed' END
          WHEN w.outcome = 'missed' THEN coalesce((SELECT CASE WHEN e.detail ->> 'reason' = 'catch-up-limit'

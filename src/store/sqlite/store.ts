@@ -1598,6 +1598,7 @@ export class SqliteStore implements LeaseStore {
       .prepare(
         `SELECT w.job, CASE
            WHEN w.outcome = 'running' THEN 'running'
+           WHEN w.outcome = 'replaced' THEN 'skipped-replaced'
            WHEN w.outcome IN ('failed', 'lost') THEN
              CASE WHEN w.max_attempts <= w.attempts THEN 'exhausted' ELSE 'failed' END
            WHEN w.outcome = 'missed' THEN coalesce((SELECT CASE WHEN json_extract(e.detail, '$.reason') = 'catch-up-limit'
