@@ -3,7 +3,6 @@
 // skipped (paused, marked, busy) and backfilled; `history --by-occurrence` says each one's
 // reason, with the busy skips against the occurrence they skipped, per host.
 import { existsSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, runCli, scrapeOnce, waitFor } from '../helpers/cli.js';
@@ -42,8 +41,11 @@ interface Occurrence {
 
 describe.each(stores)('every occurrence accounted for, in %s', (store, conn) => {
   const job = `acct-${store === 'PostgreSQL' ? 'pg' : 'lite'}`;
-  const run = (at: number, extra: string[], child: string[] = ['true']) =>
-    runCli(['run', ...conn(), '--name', job, ...SCHEDULE, '--scheduled-time', T(at), ...extra, '--', ...child], noDb);
+  const run = (at: number, extra: string[], child: string[] = ['true'], node?: string) =>
+    runCli(['run', ...conn(), '--name', job, ...SCHEDULE, '--scheduled-time', T(at), ...extra, '--', ...child], {
+      ...noDb,
+      LEASEJOB_NODE_NAME: node,
+    });
   const fail = ['sh', '-c', 'exit 3'];
 
   it('history --by-occurrence gives each occurrence its final reason, busy skips per host', async () => {
@@ -66,8 +68,9 @@ describe.each(stores)('every occurrence accounted for, in %s', (store, conn) => 
       ['sh', '-c', ': > "$0"; exec "$1" "$2" "$3"', started, process.execPath, fixture('wait-for-file.mjs'), release],
     );
     await waitFor('the holder to start its child', () => existsSync(started));
-    expect((await run(6, [])).exitCode).toBe(0);
-    expect((await run(8, [])).exitCode).toBe(0);
+    // Each from its own node (the host a run records in Kubernetes).
+    expect((await run(6, [], ['true'], 'node-a')).exitCode).toBe(0);
+    expect((await run(8, [], ['true'], 'node-b')).exitCode).toBe(0);
     writeFileSync(release, '');
     expect((await holder).exitCode).toBe(0);
 
@@ -94,18 +97,15 @@ describe.each(stores)('every occurrence accounted for, in %s', (store, conn) => 
     });
     // Newest scheduled first (T(6) has no scheduled time: placed by when it was skipped).
     expect(found.filter((o) => o.window !== T(6)).map((o) => o.window)).toEqual([8, 7, 5, 4, 3, 2, 1, 0].map(T));
-    const host = os.hostname();
     const of = (i: number) => found.find((o) => o.window === T(i))!;
-    expect(of(6)).toMatchObject({ outcome: null, skips: { 'busy-skip': { [host]: 1 } } });
-    expect(of(8)).toMatchObject({ outcome: 'completed', skips: { 'busy-skip': { [host]: 1 } } });
+    expect(of(6)).toMatchObject({ outcome: null, skips: { 'busy-skip': { 'node-a': 1 } } });
+    expect(of(8)).toMatchObject({ outcome: 'completed', skips: { 'busy-skip': { 'node-b': 1 } } });
     expect(of(2)).toMatchObject({ attempts: 1, maxAttempts: 2 });
     expect(of(3)).toMatchObject({ attempts: 1, maxAttempts: 1 });
 
     const table = await runCli(['history', ...conn(), '--name', job, '--by-occurrence'], noDb);
     expect(table.exitCode, table.all).toBe(0);
-    expect(table.stdout).toMatch(
-      new RegExp(`${T(6)}\\s+\\S+\\s+skipped-busy\\s+-\\s+0\\s+\\S+\\s+busy-skip ${host}×1`),
-    );
+    expect(table.stdout).toMatch(new RegExp(`${T(6)}\\s+\\S+\\s+skipped-busy\\s+-\\s+0\\s+\\S+\\s+busy-skip node-a×1`));
     expect(table.stdout).toMatch(new RegExp(`${T(3)}\\s+\\S+\\s+exhausted\\s+failed\\s+1/1`));
 
     // Counted once each by its final reason: status --json and the exporter agree (caught up
@@ -129,7 +129,8 @@ describe.each(stores)('every occurrence accounted for, in %s', (store, conn) => 
       .filter((l) => l.startsWith(`leasejob_occurrences{job="${job}",`))
       .map((l) => /reason="([^"]+)"\} (\d+)/.exec(l)!.slice(1));
     expect(Object.fromEntries(series.map(([r, n]) => [r, Number(n)]))).toEqual(counts);
-    expect(text).toContain(`leasejob_busy_skips_total{job="${job}",host="${host}"} 2`);
+    expect(text).toContain(`leasejob_busy_skips_total{job="${job}",host="node-a"} 1`);
+    expect(text).toContain(`leasejob_busy_skips_total{job="${job}",host="node-b"} 1`);
   });
 
   it('--by-occurrence with --window, or a --limit past 1000, is refused with exit 64', async () => {
