@@ -300,7 +300,10 @@ function defineStatus(program: Command): void {
       .command('status')
       .description('one line per job: holder, generation, expiry, last completed window, open windows, overdue')
       .option('--name <job>', 'only this job')
-      .option('--json', 'JSON instead of a table'),
+      .option(
+        '--json',
+        "JSON instead of a table, with each job's occurrences within its lookback counted by the reason each ended as",
+      ),
   ).action(lazy(async () => (await import('./commands/status.js')).statusCommand));
 }
 
