@@ -305,7 +305,10 @@ function defineStatus(program: Command): void {
       .command('status')
       .description('one line per job: holder, generation, expiry, last completed window, open windows, overdue')
       .option('--name <job>', 'only this job')
-      .option('--json', 'JSON instead of a table'),
+      .option(
+        '--json',
+        "JSON instead of a table, with each job's occurrences within its lookback counted by the reason each ended as",
+      ),
   ).action(lazy(async () => (await import('./commands/status.js')).statusCommand));
 }
 
@@ -319,6 +322,12 @@ function defineHistory(program: Command): void {
       .option(
         '--window <key>',
         "only this occurrence's events: how it was claimed, tried, skipped (busy, exhausted, backoff, paused) and ended",
+      )
+      .option(
+        '--by-occurrence',
+        'one line per occurrence (the latest --limit, at most 1000) with the reason it ended as: completed, ' +
+          'caught-up, backfilled, running, failed (attempts left), exhausted, skipped-{paused,marked,busy,' +
+          'replaced,backoff}, missed-{max-delay,catch-up-limit,other}; and the runs that skipped it, per host',
       )
       .option('--json', 'JSON instead of a table'),
   ).action(lazy(async () => (await import('./commands/status.js')).historyCommand));

@@ -19,6 +19,13 @@ function attemptMetrics() {
         'run --rerun or leasejob mark (counted in leasejob_failed_occurrences too)',
       'gauge',
     ),
+    occurrences: new MetricRows(
+      'leasejob_occurrences',
+      "occurrences scheduled within the job's lookback (--alert-lookback, else a day) by the reason each ended as, " +
+        'each counted once: completed (caught up and backfilled ones included), running, failed (attempts left), ' +
+        'exhausted, skipped-paused, skipped-marked, skipped-replaced, missed-max-delay, missed-catch-up-limit, missed-other',
+      'gauge',
+    ),
     budgetSkips: new MetricRows(
       'leasejob_attempt_skips_total',
       'runs that skipped their occurrence for its attempts: reason exhausted (run --max-attempts spent) or ' +
@@ -224,7 +231,7 @@ export class Exporter {
       this.expectedSchema = undefined; // read again at the next scrape
       throw err;
     });
-    const [{ jobs }, counts, hosts, schema, expected, replication] = await Promise.all([
+    const [{ jobs }, counts, hosts, schema, expected, replication, occurrences] = await Promise.all([
       readJobStates(this.store),
       this.store.readEventCounts(EXPORTED_KINDS),
       this.store.readHostClocks(),
@@ -235,8 +242,10 @@ export class Exporter {
         this.log.warn({ err: (err as Error).message }, 'scrape could not read the replication setup');
         return undefined;
       }),
+      this.store.readOccurrenceCounts?.(),
     ]);
     const m = this.m;
+    for (const o of occurrences ?? []) m.occurrences.add(labelText({ job: o.job, reason: o.reason }), Number(o.n));
     m.jobs.set(jobs.length);
     // A schema behind still works, without what its missing migrations bring; said by a
     // scrape, since `run` does not check (it would cost a statement on every run).

@@ -239,6 +239,13 @@ export interface JobRow {
   recentJobChanges: number;
 }
 
+/** How many of a job's occurrences ended with one reason (readOccurrenceCounts). */
+export interface OccurrenceCount {
+  job: string;
+  reason: string;
+  n: number;
+}
+
 export interface HistoryEvent {
   seq: string;
   kind: string;
@@ -265,6 +272,8 @@ export interface WindowRow {
   finishedAt: Date | null;
   completedAt: Date | null;
   exitCode: number | null;
+  /** The attempt budget it was claimed or refused under (run --max-attempts); null: none. */
+  maxAttempts?: number | null;
 }
 
 /** A window's recorded output (--record-output): the tail of its latest recorded attempt. */
@@ -505,6 +514,12 @@ export interface LeaseStore {
    * windows status reads.
    */
   readJobWindows?(job: string, limit: number): Promise<WindowRow[]>;
+  /**
+   * Occurrences by job and final reason (monitor/occurrences.ts), of windows scheduled (else
+   * first claimed) within the job's --alert-lookback, else the last day: one grouped read of the
+   * ledger. Optional for a store of your own (then not reported).
+   */
+  readOccurrenceCounts?(job?: string): Promise<OccurrenceCount[]>;
   /** Event counts by (job, kind, host), of these kinds only (a scrape exports a few of them). */
   readEventCounts(kinds: readonly string[]): Promise<EventCount[]>;
   readHostClocks(): Promise<HostClock[]>;

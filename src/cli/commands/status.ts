@@ -12,6 +12,7 @@ import { latestSchemaVersion } from '../../store/choice.js';
 import { unknownJob, withStore, type DbFlags } from '../with-store.js';
 import { Reach, noteReach } from '../../startup/start-reach.js';
 import { visibleControls } from '../terminal-text.js';
+import { countsByJob, readOccurrences, type Occurrence } from '../../monitor/occurrences.js';
 
 /** readJobStates() reads the job rows and the due-window judgement side by side. */
 const JOB_STATES_POOL = 2;
@@ -69,11 +70,17 @@ async function checkSchemaVersion(
 export async function statusCommand(flags: DbFlags & { name?: string; json?: boolean }): Promise<number> {
   const name = flags.name !== undefined ? validateName(flags.name) : undefined;
   return withStore({ ...flags, poolSize: JOB_STATES_POOL }, async (store, log) => {
-    const { dbNow, jobs } = await readJobStates(store, name);
+    // The counts by reason only for --json (the table has no column for them): one grouped read.
+    const [{ dbNow, jobs }, counts] = await Promise.all([
+      readJobStates(store, name),
+      flags.json ? store.readOccurrenceCounts?.(name) : undefined,
+    ]);
     await checkSchemaVersion(store, log);
     if (name !== undefined && jobs.length === 0) throw unknownJob(name, store.location);
     if (flags.json) {
-      out(statesToJson({ store: store.kind, location: store.location, dbNow, jobs }) + '\n');
+      const byJob = countsByJob(counts);
+      const withCounts = jobs.map((j) => Object.assign(j, { occurrences: byJob.get(j.name) ?? {} }));
+      out(statesToJson({ store: store.kind, location: store.location, dbNow, jobs: withCounts }) + '\n');
     } else {
       out(`store: ${store.kind}, ${store.location}, time ${dbNow.toISOString()}\n`);
       out(
@@ -98,13 +105,19 @@ export async function statusCommand(flags: DbFlags & { name?: string; json?: boo
 }
 
 export async function historyCommand(
-  flags: DbFlags & { name?: string; limit?: string; window?: string; json?: boolean },
+  flags: DbFlags & { name?: string; limit?: string; window?: string; byOccurrence?: boolean; json?: boolean },
 ): Promise<number> {
   const name = validateName(flags.name);
   const window = flags.window === undefined ? undefined : validateWindowKey(flags.window);
+  const most = flags.byOccurrence ? MAX_OCCURRENCES : 100_000;
   const limit = flags.limit === undefined ? 50 : Number(flags.limit);
-  if (!Number.isInteger(limit) || limit < 1 || limit > 100_000)
-    throw new UsageError(`Expected \`--limit\` to be a whole number from 1 to 100000, got \`${flags.limit}\`.`);
+  if (!Number.isInteger(limit) || limit < 1 || limit > most)
+    throw new UsageError(`Expected \`--limit\` to be a whole number from 1 to ${most}, got \`${flags.limit}\`.`);
+  if (flags.byOccurrence && window !== undefined)
+    throw new UsageError(
+      "`--by-occurrence` lists occurrences; `--window` shows one occurrence's events: give one of them.",
+    );
+  if (flags.byOccurrence) return occurrencesCommand(flags, name, limit);
   return withStore(flags, async (store) => {
     const events = await store.readHistory(name, limit, window);
     if (events.length === 0 && (await store.readJobRows(name)).rows.length === 0)
@@ -160,6 +173,45 @@ export async function historyCommand(
         out(text.endsWith('\n') || text === '' ? text : `${text}\n`);
       }
     }
+    return 0;
+  });
+}
+
+/** How many occurrences `history --by-occurrence` lists at most (it reads each one's events). */
+const MAX_OCCURRENCES = 1000;
+
+/** `history --by-occurrence`: one line per occurrence with the reason it ended as. */
+function occurrencesCommand(flags: DbFlags & { json?: boolean }, name: string, limit: number): Promise<number> {
+  return withStore(flags, async (store) => {
+    const found = await readOccurrences(store, name, limit);
+    if (found.length === 0 && (await store.readJobRows(name)).rows.length === 0) throw unknownJob(name, store.location);
+    if (flags.json) {
+      out(JSON.stringify(found, null, 2) + '\n');
+      return 0;
+    }
+    const skipText = (o: Occurrence) =>
+      Object.entries(o.skips)
+        .map(
+          ([kind, hosts]) =>
+            `${kind} ${Object.entries(hosts)
+              .map(([h, n]) => `${h}×${n}`)
+              .join(',')}`,
+        )
+        .join('; ');
+    out(
+      renderTable(
+        ['WINDOW', 'SCHEDULED', 'REASON', 'OUTCOME', 'ATTEMPTS', 'ENDED', 'SKIPS (HOST×N)'],
+        found.map((o) => [
+          o.window,
+          o.scheduledAt?.toISOString() ?? '-',
+          o.reason,
+          o.outcome ?? '-',
+          o.maxAttempts === null ? String(o.attempts) : `${o.attempts}/${o.maxAttempts}`,
+          o.endedAt?.toISOString() ?? '-',
+          visibleControls(skipText(o)),
+        ]),
+      ),
+    );
     return 0;
   });
 }

@@ -21,6 +21,7 @@ import type {
   DueGroup,
   DueNotCompleted,
   EventCount,
+  OccurrenceCount,
   FinishInput,
   HistoryEvent,
   HostClock,
@@ -946,11 +947,13 @@ export class PgStore implements LeaseStore {
 
   async readJobWindows(job: string, limit: number): Promise<WindowRow[]> {
     const cols =
-      'window_key, scheduled_at, outcome, attempts, generation, owner, first_started_at, started_at, finished_at, completed_at, exit_code';
+      'window_key, scheduled_at, outcome, attempts, generation, owner, first_started_at, started_at, finished_at, completed_at, ' +
+      // From the row as JSON: a schema before 024 has no such column, and the page still reads.
+      "exit_code, (to_jsonb(w) ->> 'max_attempts')::int AS max_attempts";
     const { rows } = await this.query(
-      `(SELECT ${cols} FROM ${this.s}.windows WHERE job = $1 AND completed_at IS NULL ORDER BY started_at DESC LIMIT $2)
+      `(SELECT ${cols} FROM ${this.s}.windows w WHERE job = $1 AND completed_at IS NULL ORDER BY started_at DESC LIMIT $2)
        UNION ALL
-       (SELECT ${cols} FROM ${this.s}.windows WHERE job = $1 AND completed_at IS NOT NULL ORDER BY completed_at DESC,
+       (SELECT ${cols} FROM ${this.s}.windows w WHERE job = $1 AND completed_at IS NOT NULL ORDER BY completed_at DESC,
          generation DESC LIMIT $2)`,
       [job, limit],
     );
@@ -966,7 +969,33 @@ export class PgStore implements LeaseStore {
       finishedAt: r.finished_at,
       completedAt: r.completed_at,
       exitCode: r.exit_code,
+      maxAttempts: r.max_attempts,
     }));
+  }
+
+  async readOccurrenceCounts(job?: string): Promise<OccurrenceCount[]> {
+    const e = `${this.s}.events e WHERE e.job = w.job AND e.window_key = w.window_key`;
+    // The CASE as monitor/occurrences.ts judges one occurrence; events are read only for the
+    // rare windows that need them (missed, handled by hand), through their kind's index.
+    const { rows } = await this.query(
+      `SELECT w.job, CASE
+         WHEN w.outcome = 'running' THEN 'running'
+           WHEN w.outcome = 'replaced' THEN 'skipped-replaced'
+         WHEN w.outcome IN ('failed', 'lost') THEN
+           CASE WHEN (to_jsonb(w) ->> 'max_attempts')::int <= w.attempts THEN 'exhausted' ELSE 'failed' END
+         WHEN w.outcome = 'missed' THEN coalesce((SELECT CASE WHEN e.detail ->> 'reason' = 'catch-up-limit'
+             THEN 'missed-catch-up-limit' WHEN e.detail ? 'max_delay_ms' THEN 'missed-max-delay' END
+           FROM ${e} AND e.kind = 'window-missed' ORDER BY e.seq DESC LIMIT 1), 'missed-other')
+         WHEN w.generation = 0 AND EXISTS (SELECT 1 FROM ${e} AND e.kind = 'window-marked') THEN 'skipped-marked'
+         WHEN w.outcome = 'skipped' THEN 'skipped-paused'
+         ELSE 'completed' END AS reason, count(*)::int AS n
+       FROM ${this.s}.windows w JOIN ${this.s}.jobs j ON j.name = w.job
+       WHERE coalesce(w.scheduled_at, w.first_started_at) >= now() - coalesce(j.alert_lookback_ms, 86400000) * interval '1 millisecond'
+         AND ($1::text IS NULL OR w.job = $1)
+       GROUP BY 1, 2`,
+      [job ?? null],
+    );
+    return rows.map((r) => ({ job: r.job, reason: r.reason, n: r.n }));
   }
 
   async readEventCounts(kinds: readonly string[]): Promise<EventCount[]> {

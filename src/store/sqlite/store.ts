@@ -25,6 +25,7 @@ import type {
   DueGroup,
   DueNotCompleted,
   EventCount,
+  OccurrenceCount,
   FinishInput,
   HistoryEvent,
   HostClock,
@@ -406,7 +407,7 @@ export class SqliteStore implements LeaseStore {
       return { outcome: 'paused' };
     }
     if (gate.reason === 'max-delay' && i.window !== undefined && i.scheduledAt) {
-      this.recordOwnMissed(i, i.scheduledAt, now, { max_delay_ms: i.maxDelayMs });
+      this.recordOwnMissed(i, i.scheduledAt, now, { max_delay_ms: i.maxDelayMs, reason: 'max-delay' });
       return { outcome: 'missed' };
     }
     return undefined;
@@ -1641,7 +1642,32 @@ export class SqliteStore implements LeaseStore {
       finishedAt: at(r.finished_at),
       completedAt: at(r.completed_at),
       exitCode: (r.exit_code as number | null) ?? null,
+      maxAttempts: (r.max_attempts as number | null) ?? null,
     }));
+  }
+
+  async readOccurrenceCounts(job?: string): Promise<OccurrenceCount[]> {
+    const e = 'events e WHERE e.job = w.job AND e.window_key = w.window_key';
+    // As PostgreSQL's (monitor/occurrences.ts judges one occurrence the same way).
+    return this.db
+      .prepare(
+        `SELECT w.job, CASE
+           WHEN w.outcome = 'running' THEN 'running'
+           WHEN w.outcome = 'replaced' THEN 'skipped-replaced'
+           WHEN w.outcome IN ('failed', 'lost') THEN
+             CASE WHEN w.max_attempts <= w.attempts THEN 'exhausted' ELSE 'failed' END
+           WHEN w.outcome = 'missed' THEN coalesce((SELECT CASE WHEN json_extract(e.detail, '$.reason') = 'catch-up-limit'
+               THEN 'missed-catch-up-limit' WHEN json_type(e.detail, '$.max_delay_ms') IS NOT NULL THEN 'missed-max-delay' END
+             FROM ${e} AND e.kind = 'window-missed' ORDER BY e.seq DESC LIMIT 1), 'missed-other')
+           WHEN w.generation = 0 AND EXISTS (SELECT 1 FROM ${e} AND e.kind = 'window-marked') THEN 'skipped-marked'
+           WHEN w.outcome = 'skipped' THEN 'skipped-paused'
+           ELSE 'completed' END AS reason, count(*) AS n
+         FROM windows w JOIN jobs j ON j.name = w.job
+         WHERE coalesce(w.scheduled_at, w.first_started_at) >= ? - coalesce(j.alert_lookback_ms, 86400000)
+           AND (? IS NULL OR w.job = ?)
+         GROUP BY 1, 2`,
+      )
+      .all(Date.now(), job ?? null, job ?? null) as OccurrenceCount[];
   }
 
   async readEventCounts(kinds: readonly string[]): Promise<EventCount[]> {
