@@ -67,6 +67,7 @@ describe('sql/sqlite: the embedded store schema as numbered files', () => {
       ['005_alert_lookback.sql', '53a7733fdb3a50402a7edd6fcf73f004f05d9b3c3c704d532a2df6fc76b55700'],
       ['006_expect_duration.sql', 'bb7201e2d56bc59a0e90596f4de2f726defc1456ed1b273f1d3fc5c864a4b204'],
       ['007_attempt_budget.sql', '9cffdd76be2b493fa9827bfa392d0d342929e22d7e5f741465ef036154317693'],
+      ['008_on_busy_replace.sql', '8dcc0995a88610516e4fabccdebf4a874e07253505ec91c797fa2fbd8caf98dc'],
     ];
     for (const [file, hash] of frozen) {
       const sha = createHash('sha256')

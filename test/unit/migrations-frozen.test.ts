@@ -31,6 +31,7 @@ const FROZEN: Array<[string, string]> = [
   ['021_durable_tokens_after_lost_history.sql', '362d6c44d6c5e3bc7dbd73ed208e1a43907eb17be8161c567b04d469b8cbb4f8'],
   ['023_expect_duration_marks_ahead.sql', '3074ee1faf110cf7ba1cdf940e41808be06951f36117049110fa721e6fcfc5d0'],
   ['024_attempt_budget.sql', '81140e6a8f30c3572ab906b0d506c60a50a587d9d660cb247cc12f5f2035f708'],
+  ['025_on_busy_replace.sql', '8875f563f0302e66106985cee63c3928062bcaa2b05ddeb75b4729f25eb9beac'],
 ];
 
 const sqlDir = path.join(ROOT, 'sql');
