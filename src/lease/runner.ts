@@ -158,6 +158,12 @@ function waitLeftMs(a: Acquiring, now = monoNow()): number {
 
 const waitedMs = (a: Acquiring): number => Math.round(monoNow() - a.waitStart);
 
+/** Which bound ran out, as said in the error: --wait-timeout, or replace's default. */
+const waitBound = (a: Acquiring): string =>
+  a.opts.onBusy === 'replace' && a.opts.waitTimeoutMs === undefined
+    ? `(--on-busy replace waits ${REPLACE_WAIT_TTLS} TTLs unless --wait-timeout is given)`
+    : '(--wait-timeout)';
+
 function acquireInput(a: Acquiring, sent: Stamp): AcquireInput {
   const { opts, win } = a;
   return {
@@ -312,7 +318,7 @@ async function whenBusy<T>(a: Acquiring, row: AcquireRow): Promise<RunResult<T> 
     const waitLeft = waitLeftMs(a);
     if (waitLeft <= 0) {
       throw new LeaseUnavailableError(
-        `lease "${opts.name}" still held by a stale owner (${row.holder}) after waiting ${waitedMs(a)} ms (--wait-timeout)`,
+        `lease "${opts.name}" still held by a stale owner (${row.holder}) after waiting ${waitedMs(a)} ms ${waitBound(a)}`,
         'E_WAIT_TIMEOUT',
       );
     }
@@ -339,7 +345,7 @@ async function whenBusy<T>(a: Acquiring, row: AcquireRow): Promise<RunResult<T> 
   const remaining = waitLeftMs(a);
   if (remaining <= 0) {
     throw new LeaseUnavailableError(
-      `lease "${opts.name}" still held by ${row.holder} after waiting ${waitedMs(a)} ms (--wait-timeout)`,
+      `lease "${opts.name}" still held by ${row.holder} after waiting ${waitedMs(a)} ms ${waitBound(a)}`,
       'E_WAIT_TIMEOUT',
     );
   }
