@@ -213,9 +213,25 @@ export async function startReplicaSet(opts = {}) {
   const start = async (data, name) =>
     run('pg_ctl', ['-D', data, '-l', path.join(parent, `${name}.log`), '-w', '-t', '60', 'start'], user, parent);
   await start(pdata, 'primary');
-
-  // The standby streams through a proxy: stallWal() black-holes it (WAL shipping lags).
   const walProxy = await startProxy(url(primaryPort));
+  try {
+    return await withStandby({ user, parent, pdata, sdata, primaryPort, standbyPort, url, start, walProxy });
+  } catch (err) {
+    // A set-up that failed half way leaves nothing running behind it (a busy machine once left
+    // a primary up after its standby did not start), and says what the standby's log said.
+    await walProxy.close().catch(() => {});
+    for (const d of [sdata, pdata])
+      if (existsSync(path.join(d, 'postmaster.pid')))
+        await run('pg_ctl', ['-D', d, '-m', 'immediate', '-w', 'stop'], user, parent).catch(() => {});
+    const log = path.join(parent, 'standby.log');
+    const tail = existsSync(log) ? readFileSync(log, 'utf8').slice(-2000) : '';
+    rmSync(parent, { recursive: true, force: true });
+    throw new Error(`${err.message}${tail ? `\n--- standby.log\n${tail}` : ''}`, { cause: err });
+  }
+}
+
+async function withStandby({ user, parent, pdata, sdata, primaryPort, standbyPort, url, start, walProxy }) {
+  // The standby streams through a proxy: stallWal() black-holes it (WAL shipping lags).
   await run(
     'pg_basebackup',
     ['-h', '127.0.0.1', '-p', String(walProxy.port), '-U', 'postgres', '-D', sdata, '-R', '-X', 'stream', '-c', 'fast'],
