@@ -1103,7 +1103,11 @@ export class SqliteStore implements LeaseStore {
           );
           return { ...none, outcome: 'paused' };
         }
-        if (gate.reason === 'retention') {
+        if (gate.reason === 'retention' || gate.reason === 'max-delay') {
+          const why =
+            gate.reason === 'retention'
+              ? { retained_from: new Date(gate.retainedFrom!).toISOString() }
+              : { max_delay_ms: i.maxDelayMs };
           this.markMissed(i.job, i.owner, i.generation, i.window, i.scheduledAt, now, true);
           this.recordEventSync(
             {
@@ -1113,27 +1117,7 @@ export class SqliteStore implements LeaseStore {
               owner: i.owner,
               generation: i.generation,
               hostTime: i.hostTime,
-              detail: {
-                scheduled_at: i.scheduledAt?.toISOString(),
-                retained_from: new Date(gate.retainedFrom!).toISOString(),
-                reason: 'retention',
-              },
-            },
-            now,
-          );
-          return { ...none, outcome: 'missed' };
-        }
-        if (gate.reason === 'max-delay') {
-          this.markMissed(i.job, i.owner, i.generation, i.window, i.scheduledAt!, now, true);
-          this.recordEventSync(
-            {
-              job: i.job,
-              kind: 'window-missed',
-              window: i.window,
-              owner: i.owner,
-              generation: i.generation,
-              hostTime: i.hostTime,
-              detail: { scheduled_at: i.scheduledAt!.toISOString(), max_delay_ms: i.maxDelayMs, reason: 'max-delay' },
+              detail: { scheduled_at: i.scheduledAt?.toISOString(), ...why, reason: gate.reason },
             },
             now,
           );
