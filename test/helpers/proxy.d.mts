@@ -1,6 +1,8 @@
 export interface Proxy {
   port: number;
   readonly state: 'open' | 'reset' | 'blackhole' | 'hold';
+  /** The connections accepted so far, in order: when each opened and closed (ms since the epoch). */
+  connections(): Array<{ openedAt: number; closedAt: number | undefined }>;
   /** 'reset': open connections reset, new ones refused; 'blackhole': everything held until heal(). */
   cut(mode?: 'reset' | 'blackhole'): void;
   /** The next statement containing `text` and everything after it on its connection go nowhere; resolves when it was sent. */

@@ -31,6 +31,8 @@ export async function startProxy(target) {
   let slow = { text: '', ms: 0, until: undefined };
   /** 'open' | 'reset' | 'blackhole' | 'hold' */
   let state = 'open';
+  /** Every connection accepted, in order: when it opened and (once it did) closed, ms since the epoch. */
+  const accepted = [];
 
   const forward = (client) => {
     const upstream = net.connect(targetPort, targetHost);
@@ -84,6 +86,11 @@ export async function startProxy(target) {
 
   // Paused until forwarded: what a held client sends waits in its socket.
   const server = net.createServer({ pauseOnConnect: true }, (client) => {
+    const seen = { openedAt: Date.now(), closedAt: undefined };
+    accepted.push(seen);
+    client.on('close', () => {
+      seen.closedAt = Date.now();
+    });
     if (state === 'reset') {
       client.resetAndDestroy();
       return;
@@ -102,6 +109,10 @@ export async function startProxy(target) {
     port,
     get state() {
       return state;
+    },
+    /** A copy of the connections accepted so far: counts and overlaps tell what a client did, whatever the machine's load. */
+    connections() {
+      return accepted.map((c) => ({ ...c }));
     },
     /** Partition the route to the database: 'reset' (the default) or 'blackhole'. */
     cut(mode = 'reset') {

@@ -25,6 +25,11 @@ const stores: Array<[string, () => string[]]> = [
   ['the embedded store', () => ['--state-file', path.join(tmp, 'leasejob.db')]],
 ];
 
+// A holder's lease must not expire on its own while a test looks at it: on a busy 2-core machine
+// (the chaos suite beside it) a 3 s TTL once let a holder stop its child and lose its lease
+// before the contender arrived. It sees a replace request at its next renewal (TTL/3 = 5 s).
+const HOLDER_TTL = '15s';
+
 const HOUR0 = '2026-01-01T00:00:00Z';
 const HOUR1 = '2026-01-01T01:00:00Z';
 const KEY0 = '2026-01-01T00:00Z';
@@ -74,7 +79,7 @@ describe.each(stores)('--on-busy replace in %s', (store, conn) => {
   it('stops an earlier occurrence (child SIGTERMed), records it replaced and open; the new occurrence runs; the same window is never replaced', async () => {
     const job = `replace-${tag}`;
     const pidFile = path.join(tmp, `${job}.pid`);
-    const holder = run(job, HOUR0, ['--ttl', '3s'], [fixture('forever.mjs'), pidFile]);
+    const holder = run(job, HOUR0, ['--ttl', HOLDER_TTL], [fixture('forever.mjs'), pidFile]);
     const child = await pidIn(pidFile);
 
     // The same window: never replaced; the run skips as busy (exit 0) and the holder goes on.
@@ -85,7 +90,7 @@ describe.each(stores)('--on-busy replace in %s', (store, conn) => {
     ).toBe(true);
     expect(isAlive(child)).toBe(true);
 
-    const next = await run(job, HOUR1, ['--on-busy', 'replace', '--ttl', '3s'], [fixture('exit-with.mjs'), '0']);
+    const next = await run(job, HOUR1, ['--on-busy', 'replace'], [fixture('exit-with.mjs'), '0']);
     const old = await holder;
     expect(next.exitCode, next.all).toBe(0);
     expect(old.exitCode, old.all).toBe(75);
@@ -125,10 +130,14 @@ describe.each(stores)('--on-busy replace in %s', (store, conn) => {
   it('a later occurrence is never replaced by an earlier one (not-earlier: skips as busy)', async () => {
     const job = `replace-later-${tag}`;
     const pidFile = path.join(tmp, `${job}.pid`);
-    const holder = run(job, HOUR1, ['--ttl', '3s'], [fixture('forever.mjs'), pidFile]);
+    const holder = run(job, HOUR1, ['--ttl', HOLDER_TTL], [fixture('forever.mjs'), pidFile]);
     const child = await pidIn(pidFile);
     const earlier = await run(job, HOUR0, ['--on-busy', 'replace'], [fixture('exit-with.mjs'), '0']);
     expect(earlier.exitCode, earlier.all).toBe(0);
+    expect(
+      logLines(earlier.stderr).some((l) => String(l.msg).startsWith('lease busy with this or a later occurrence')),
+      earlier.all,
+    ).toBe(true);
     expect(isAlive(child)).toBe(true);
     process.kill(holder.pid!, 'SIGTERM');
     expect((await holder).exitCode).toBe(143);
@@ -138,7 +147,12 @@ describe.each(stores)('--on-busy replace in %s', (store, conn) => {
   it('a child that ignores SIGTERM is SIGKILLed after the grace; the lease then moves', async () => {
     const job = `replace-stubborn-${tag}`;
     const pidFile = path.join(tmp, `${job}.pid`);
-    const holder = run(job, HOUR0, ['--ttl', '3s', '--kill-grace', '1s'], [fixture('ignore-sigterm.mjs'), pidFile]);
+    const holder = run(
+      job,
+      HOUR0,
+      ['--ttl', HOLDER_TTL, '--kill-grace', '1s'],
+      [fixture('ignore-sigterm.mjs'), pidFile],
+    );
     const child = await pidIn(pidFile);
     const next = await run(job, HOUR1, ['--on-busy', 'replace'], [fixture('exit-with.mjs'), '0']);
     expect(next.exitCode, next.all).toBe(0);

@@ -66,7 +66,9 @@ describe('a connection that goes silent', () => {
     await seen;
     expect(r.exitCode, r.all).toBe(69);
     expect(r.stderr).toMatch(/did not answer within 4400 ms/);
-    expect(elapsedSince(t0)).toBeLessThan(15_000);
+    // Bounds in this file are far from the wait they rule out (a hang, a 30 s acquire, a 90 s
+    // TTL), never close to the expected time: a busy 2-core machine must not fail them.
+    expect(elapsedSince(t0)).toBeLessThan(25_000);
     expect(r.stderr).not.toMatch(/at .*\.js:\d+/); // one line, no stack
     const again = await runCli([
       'run',
@@ -90,8 +92,9 @@ describe('a connection that goes silent', () => {
     const { r, afterSignalMs, msgs } = await signalledWhileSilent('.acquire(', 'silent-term');
     expect(r.exitCode, r.all).toBe(143);
     // The default TTL would let the acquire wait 30 s; once signalled: 0.3 s for its answer, 0.6 s to give back
-    // what it may have taken (answered at once here: a new connection), 0.25 s to close.
-    expect(afterSignalMs).toBeLessThan(1_500);
+    // what it may have taken (answered at once here: a new connection), 0.25 s to close. Bounded well
+    // under the 30 s, not near the 1.2 s, so that load cannot fail it.
+    expect(afterSignalMs).toBeLessThan(10_000);
     expect(msgs).toContain('signal received while waiting for the database');
     // No child was started: nothing to stop.
     expect(msgs).toContain('signal received');
@@ -123,7 +126,7 @@ describe('a connection that goes silent', () => {
       await seen;
       expect(r.exitCode, r.all).toBe(0);
       expect(logLines(r.stderr).some((l) => l.msg === 'lease busy')).toBe(true);
-      expect(elapsedSince(t0)).toBeLessThan(12_000);
+      expect(elapsedSince(t0)).toBeLessThan(25_000);
     } finally {
       holder.kill('SIGTERM');
       await holder;
@@ -143,7 +146,7 @@ describe('a connection that goes silent', () => {
     await seen;
     expect(r.exitCode, r.all).toBe(69);
     expect(r.stderr).toMatch(/did not answer within 10000 ms/);
-    expect(elapsedSince(t0)).toBeLessThan(20_000);
+    expect(elapsedSince(t0)).toBeLessThan(35_000);
   });
 
   it('at a renewal: the runner retries on a new connection and the run completes', async () => {
@@ -283,7 +286,7 @@ describe('a connection that goes silent', () => {
     const { r, afterSignalMs, msgs } = await signalledWhileSilent('.finish(', 'silent-finish-term');
     expect(r.exitCode, r.all).toBe(143);
     // 2 s for an answer after the signal, then the connection is closed; the default TTL is 90 s.
-    expect(afterSignalMs).toBeLessThan(6_000);
+    expect(afterSignalMs).toBeLessThan(20_000);
     expect(msgs).toContain('signal received');
     expect(msgs).not.toContain('signal received, stopping child');
     expect(msgs).toContain(
@@ -442,7 +445,9 @@ describe('a connection that goes silent', () => {
   });
 
   it('SIGTERM while a committed acquire waits for its answer: exit 143 within a second or so, the lease given back', async () => {
-    proxy.slowAnswers('.acquire(', 5_000);
+    // Its answer held 20 s: exiting within 10 s shows the runner did not wait for it, with room
+    // for a slow machine.
+    proxy.slowAnswers('.acquire(', 20_000);
     const run = startCli(['run', ...via('late-term'), '--window', 'w', '--', 'true']);
     await waitFor(
       'the acquire to commit',
@@ -453,7 +458,7 @@ describe('a connection that goes silent', () => {
     run.kill('SIGTERM');
     const r = await run;
     expect(r.exitCode, r.all).toBe(143);
-    expect(elapsedSince(t0)).toBeLessThan(2_500);
+    expect(elapsedSince(t0)).toBeLessThan(10_000);
     expect(logLines(r.stderr).map((l) => l.msg)).toContain('released the lease of an acquire whose answer was lost');
     expect(
       await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = 'late-term' AND released_at IS NOT NULL`),
@@ -508,7 +513,9 @@ describe('a connection that goes silent', () => {
     const [h] = await db.rows<{ offset_ms: number; uncertainty_ms: number }>(
       `SELECT offset_ms, uncertainty_ms FROM ${db.schema}.hosts`,
     );
-    expect(h!.uncertainty_ms).toBeLessThan(500);
-    expect(Math.abs(h!.offset_ms)).toBeLessThan(500);
+    // Relative, not absolute: under load even the acquire's round trip can be slow, but it is the
+    // most precise one, and one host's offset to its own database is within its uncertainty.
+    expect(h!.uncertainty_ms).toBeLessThan(Number(renewed?.uncertaintyMs));
+    expect(Math.abs(h!.offset_ms)).toBeLessThanOrEqual(h!.uncertainty_ms + 50);
   });
 });
