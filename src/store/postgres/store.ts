@@ -50,6 +50,8 @@ import {
   expectedFrom,
   JOB_CHANGES_WINDOW_MS,
   NOT_COMPLETED_LISTED,
+  SKIP_KINDS_SQL,
+  skipReasonSql,
 } from '../contract.js';
 
 export interface PoolOptions {
@@ -975,12 +977,13 @@ export class PgStore implements LeaseStore {
 
   async readOccurrenceCounts(job?: string): Promise<OccurrenceCount[]> {
     const e = `${this.s}.events e WHERE e.job = w.job AND e.window_key = w.window_key`;
+    const lookback = "coalesce(j.alert_lookback_ms, 86400000) * interval '1 millisecond'";
     // The CASE as monitor/occurrences.ts judges one occurrence; events are read only for the
-    // rare windows that need them (missed, handled by hand), through their kind's index.
-    const { rows } = await this.query(
-      `SELECT w.job, CASE
+    // rare windows that need them (missed, handled by hand), through their kind's index. A
+    // schema before 024 (026) has no max_attempts (claimed_as): read from the row as JSON.
+    const windows = `SELECT w.job, CASE
          WHEN w.outcome = 'running' THEN 'running'
-           WHEN w.outcome = 'replaced' THEN 'skipped-replaced'
+         WHEN w.outcome = 'replaced' THEN 'skipped-replaced'
          WHEN w.outcome IN ('failed', 'lost') THEN
            CASE WHEN (to_jsonb(w) ->> 'max_attempts')::int <= w.attempts THEN 'exhausted' ELSE 'failed' END
          WHEN w.outcome = 'missed' THEN coalesce((SELECT CASE WHEN e.detail ->> 'reason' = 'catch-up-limit'
@@ -988,11 +991,21 @@ export class PgStore implements LeaseStore {
            FROM ${e} AND e.kind = 'window-missed' ORDER BY e.seq DESC LIMIT 1), 'missed-other')
          WHEN w.generation = 0 AND EXISTS (SELECT 1 FROM ${e} AND e.kind = 'window-marked') THEN 'skipped-marked'
          WHEN w.outcome = 'skipped' THEN 'skipped-paused'
-         ELSE 'completed' END AS reason, count(*)::int AS n
+         ELSE CASE to_jsonb(w) ->> 'claimed_as' WHEN 'backfill' THEN 'backfilled' WHEN 'catch-up' THEN 'caught-up'
+           ELSE 'completed' END END AS reason
        FROM ${this.s}.windows w JOIN ${this.s}.jobs j ON j.name = w.job
-       WHERE coalesce(w.scheduled_at, w.first_started_at) >= now() - coalesce(j.alert_lookback_ms, 86400000) * interval '1 millisecond'
-         AND ($1::text IS NULL OR w.job = $1)
-       GROUP BY 1, 2`,
+       WHERE coalesce(w.scheduled_at, w.first_started_at) >= now() - ${lookback} AND ($1::text IS NULL OR w.job = $1)`;
+    // Occurrences only skipped (no ledger row), by their latest skip within the lookback: the
+    // skip kinds' events from the index on (kind, db_time), bounded by the longest lookback.
+    const skipped = `SELECT DISTINCT ON (e.job, e.window_key) e.job, ${skipReasonSql('e.kind')} AS reason
+       FROM ${this.s}.events e JOIN ${this.s}.jobs j ON j.name = e.job
+       WHERE e.kind IN (${SKIP_KINDS_SQL}) AND e.window_key IS NOT NULL
+         AND e.db_time >= now() - (SELECT max(coalesce(alert_lookback_ms, 86400000)) FROM ${this.s}.jobs) * interval '1 millisecond'
+         AND e.db_time >= now() - ${lookback} AND ($1::text IS NULL OR e.job = $1)
+         AND NOT EXISTS (SELECT 1 FROM ${this.s}.windows w WHERE w.job = e.job AND w.window_key = e.window_key)
+       ORDER BY e.job, e.window_key, e.seq DESC`;
+    const { rows } = await this.query(
+      `SELECT job, reason, count(*)::int AS n FROM (${windows} UNION ALL (${skipped})) o GROUP BY 1, 2`,
       [job ?? null],
     );
     return rows.map((r) => ({ job: r.job, reason: r.reason, n: r.n }));
