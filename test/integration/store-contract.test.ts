@@ -703,6 +703,21 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     expect((await s.readOccurrenceCounts!()).filter((c) => c.job === 'occ').length).toBe(5);
   });
 
+  it.runIf(_kind === 'postgresql')(
+    'a schema before 026 (no windows.claimed_as) still counts: caught up as completed',
+    async () => {
+      const s = (await make()) as PgStore;
+      await s.pool.query(`ALTER TABLE "${s.schema}".windows DROP COLUMN claimed_as`);
+      await s.acquire({ ...base, job: 'old', spec: { schedule: '* * * * *', tz: 'UTC', window_mode: 'schedule' } });
+      expect(await s.readOccurrenceCounts!('old')).toEqual([]);
+      await s.pool.query(
+        `INSERT INTO "${s.schema}".windows (job, window_key, owner, generation, outcome, completed_at)
+       VALUES ('old', 'cu', 'h', 1, 'completed', now())`,
+      );
+      expect(await s.readOccurrenceCounts!('old')).toEqual([{ job: 'old', reason: 'completed', n: 1 }]);
+    },
+  );
+
   it('records a missed window past max delay without taking the lease', async () => {
     const s = await make();
     const r = await s.acquire({
