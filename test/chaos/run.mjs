@@ -431,6 +431,7 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
   const opsCheck = await checkOperators(
     cluster.pool,
     ops.jobs.map((j) => j.name),
+    cluster.schema,
   );
   for (const [name, list] of Object.entries(opsCheck.violations)) check.invariants.set(name, list);
   const checkEnd = Date.now();

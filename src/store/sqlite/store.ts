@@ -1647,7 +1647,8 @@ export class SqliteStore implements LeaseStore {
     const e = 'events e WHERE e.job = w.job AND e.window_key = w.window_key';
     const since = '@now - coalesce(j.alert_lookback_ms, 86400000)';
     // As PostgreSQL's (monitor/occurrences.ts judges one occurrence the same way); the skips
-    // through the partial index events_skips (sql/sqlite/indexes.sql), the latest per window.
+    // within the longest lookback through the partial index events_skips (sql/sqlite/indexes.sql),
+    // the latest per window.
     return this.db
       .prepare(
         `SELECT job, reason, count(*) AS n FROM (
@@ -1670,8 +1671,8 @@ export class SqliteStore implements LeaseStore {
            SELECT job, ${skipReasonSql('kind')} FROM (
              SELECT e.job, e.kind, row_number() OVER (PARTITION BY e.job, e.window_key ORDER BY e.seq DESC) AS latest
              FROM events e JOIN jobs j ON j.name = e.job
-             WHERE e.kind IN (${SKIP_KINDS_SQL}) AND e.window_key IS NOT NULL
-               AND e.db_time >= ${since} AND (@job IS NULL OR e.job = @job)
+             WHERE e.kind IN (${SKIP_KINDS_SQL}) AND e.window_key IS NOT NULL AND (@job IS NULL OR e.job = @job)
+               AND e.db_time >= @now - (SELECT max(coalesce(alert_lookback_ms, 86400000)) FROM jobs) AND e.db_time >= ${since}
                AND NOT EXISTS (SELECT 1 FROM windows w WHERE w.job = e.job AND w.window_key = e.window_key))
            WHERE latest = 1)
          GROUP BY 1, 2`,

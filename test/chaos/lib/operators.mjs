@@ -230,9 +230,11 @@ export class Operators {
 /**
  * The operators' invariants, from the copies the triggers kept (prune deletes the originals):
  * no window key completes twice; no token held by two owners; no acquisition or claim ordered
- * after an acknowledged pause until the resume; no pruned occurrence claimed again.
+ * after an acknowledged pause until the resume; no pruned occurrence claimed again; each ledger
+ * row says how it was last claimed (claimed_as, what the occurrence counts read), as its latest
+ * window-claimed event does (what history --by-occurrence reads).
  */
-export async function checkOperators(pool, jobs) {
+export async function checkOperators(pool, jobs, schema) {
   const { rows: events } = await pool.query(
     `SELECT ord, job, seq, kind, window_key, owner, generation::text AS generation, detail FROM chaos_events
       WHERE job = ANY($1) ORDER BY job, seq`,
@@ -241,12 +243,29 @@ export async function checkOperators(pool, jobs) {
   const { rows: pruned } = await pool.query(`SELECT ord, job, window_key FROM chaos_pruned WHERE job = ANY($1)`, [
     jobs,
   ]);
-  return { violations: judgeOperators(events, pruned), events: events.length, pruned: pruned.length };
+  const { rows: windows } = await pool.query(
+    `SELECT job, window_key, claimed_as FROM "${schema}".windows WHERE job = ANY($1)`,
+    [jobs],
+  );
+  return { violations: judgeOperators(events, pruned, windows), events: events.length, pruned: pruned.length };
 }
 
-/** The rules of checkOperators on the rows it read: events in (job, seq) order, deletions; `ord` orders both. */
-export function judgeOperators(events, pruned) {
-  const violations = { 'completes-once': [], 'one-owner-per-token': [], 'pause-holds': [], 'pruned-never-runs': [] };
+/** How a window-claimed event's detail says it was claimed (as the CLI's claimedAs). */
+const claimedAs = (detail) =>
+  detail?.backfill === true ? 'backfill' : detail?.role === 'catch-up' ? 'catch-up' : null;
+
+/**
+ * The rules of checkOperators on the rows it read: events in (job, seq) order, deletions; `ord`
+ * orders both; the ledger rows as the round left them.
+ */
+export function judgeOperators(events, pruned, windows = []) {
+  const violations = {
+    'completes-once': [],
+    'one-owner-per-token': [],
+    'pause-holds': [],
+    'pruned-never-runs': [],
+    'claimed-as': [],
+  };
   const completed = new Map();
   const owners = new Map();
   const paused = new Map();
@@ -279,6 +298,25 @@ export function judgeOperators(events, pruned) {
     const at = gone.get(`${e.job} ${e.window_key}`);
     if (e.kind === 'window-claimed' && at !== undefined && Number(e.ord) > at && e.detail?.rerun !== true)
       violations['pruned-never-runs'].push(`${e.job} ${e.window_key}: claimed (seq ${e.seq}) after prune deleted it`);
+  }
+  // The latest claim of each row since its latest deletion (a row made again by mark has none).
+  const lastPrune = new Map();
+  for (const p of pruned) {
+    const k = `${p.job} ${p.window_key}`;
+    lastPrune.set(k, Math.max(lastPrune.get(k) ?? 0, Number(p.ord)));
+  }
+  const lastClaim = new Map();
+  for (const e of events) {
+    const k = `${e.job} ${e.window_key}`;
+    if (e.kind === 'window-claimed' && Number(e.ord) > (lastPrune.get(k) ?? 0)) lastClaim.set(k, e);
+  }
+  for (const w of windows) {
+    const claim = lastClaim.get(`${w.job} ${w.window_key}`);
+    const expected = claim ? claimedAs(claim.detail) : null;
+    if ((w.claimed_as ?? null) !== expected)
+      violations['claimed-as'].push(
+        `${w.job} ${w.window_key}: claimed_as ${w.claimed_as ?? 'NULL'}, its latest claim (seq ${claim?.seq ?? '-'}) says ${expected ?? 'NULL'}`,
+      );
   }
   return violations;
 }
