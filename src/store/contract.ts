@@ -538,8 +538,9 @@ export interface LeaseStore {
   /**
    * Occurrences by job and final reason (monitor/occurrences.ts), of windows scheduled (else
    * first claimed) within the job's --alert-lookback, else the last day, and of occurrences with
-   * no ledger row that a run skipped within it (SKIP_REASONS, by the latest skip): one grouped
-   * read of the ledger, one of the skip events. Optional for a store of your own (then not reported).
+   * no ledger row that a run skipped within it (SKIP_REASONS, by the latest skip): one statement,
+   * a grouped read of the ledger and of the skip events. Optional for a store of your own (then
+   * not reported).
    */
   readOccurrenceCounts?(job?: string): Promise<OccurrenceCount[]>;
   /** Event counts by (job, kind, host), of these kinds only (a scrape exports a few of them). */

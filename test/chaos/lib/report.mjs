@@ -43,6 +43,10 @@ const INVARIANTS = [
   ['pause-holds', "operators' jobs: no acquisition or claim after an acknowledged pause until the resume"],
   ['pruned-never-runs', "operators' jobs: no occurrence claimed again once prune deleted its window"],
   [
+    'claimed-as',
+    "operators' jobs: each ledger row's claimed_as (backfill, catch-up, none) is what its latest claim says",
+  ],
+  [
     'contenders',
     'one winner per 50-contender window (another claim only after the winner logged a lease loss); contenders exit 0, or 75 after a loss',
   ],
