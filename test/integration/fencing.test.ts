@@ -366,7 +366,8 @@ describe('assert_lease(job, token): FOR SHARE until the caller commits', () => {
     );
     const started = performance.now();
     const blocked = await acquire(job, 'host-b:2:bbbb', 2_000);
-    expect(performance.now() - started).toBeLessThan(5_000);
+    // Answered (its lock timeout is 2 s) instead of hanging on the row lock; room for a slow machine.
+    expect(performance.now() - started).toBeLessThan(15_000);
     expect(blocked.outcome).toBe('stale'); // expired holder, row still locked: wait and retry
     expect(blocked.generation).toBeNull();
     await fenced.query('COMMIT');
