@@ -441,6 +441,7 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
     cluster.schema,
   );
   for (const [name, list] of Object.entries(opsCheck.violations)) check.invariants.set(name, list);
+  check.figures.claimedAs = opsCheck.claimedAs;
   const checkEnd = Date.now();
   const violations = [...check.invariants.values()].reduce((n, l) => n + l.length, 0);
   if (violations > 0 || args.keep) dumpRuns(path.join(workDir, `round${round}-runs`), fleet.runs, injector.done);

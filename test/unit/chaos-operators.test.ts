@@ -70,12 +70,14 @@ describe('chaos operators: the checker', () => {
       ev(4, 'window-claimed', { window_key: 'w3', detail: { role: 'current' } }),
       ev(5, 'window-claimed', { window_key: 'w4', detail: { backfill: true } }),
     ];
-    // w4 pruned after its claim, then made again by hand: no claim since.
-    const pruned = [{ ord: ++ord, job: 'j', window_key: 'w4' }];
+    // w4 pruned after its claim (the row as deleted is checked too), then made again by hand: no claim since.
+    const prunedAs = (claimed_as: string | null) => [{ ord: ord + 1, job: 'j', window_key: 'w4', claimed_as }];
+    ord += 1;
     const row = (window_key: string, claimed_as: string | null) => ({ job: 'j', window_key, claimed_as });
     const right = [row('w1', 'backfill'), row('w2', 'catch-up'), row('w3', null), row('w4', null)];
-    expect(counts(judgeOperators(events, pruned, right))).toEqual(none);
+    expect(counts(judgeOperators(events, prunedAs('backfill'), right))).toEqual(none);
     const wrong = [row('w1', null), row('w2', 'catch-up'), row('w3', 'catch-up'), row('w4', 'backfill')];
-    expect(judgeOperators(events, pruned, wrong)['claimed-as']).toHaveLength(3);
+    expect(judgeOperators(events, prunedAs('backfill'), wrong)['claimed-as']).toHaveLength(3);
+    expect(judgeOperators(events, prunedAs(null), right)['claimed-as']).toHaveLength(1);
   });
 });
