@@ -13,6 +13,7 @@
 -- (which reports every session of the server before its WHERE picks one). The generation is the
 -- fencing token, epoch * 10^12 + n, in the epoch of this server's history (fence_epoch()), n
 -- never below the token floor of this server start (021). Committed durably (durable_commit).
+-- 026: its claim of a window resets the row's claimed_as (a plain run's claim: the latest claim says how).
 CREATE OR REPLACE FUNCTION acquire(
   p_job text, p_owner text, p_ttl_ms integer, p_renew_ms integer,
   p_window text, p_scheduled_at timestamptz, p_rerun boolean, p_max_delay_ms bigint,
@@ -181,7 +182,8 @@ BEGIN
       owner = EXCLUDED.owner, generation = EXCLUDED.generation,
       attempts = w.attempts + 1, started_at = now(), finished_at = NULL,
       completed_at = NULL, outcome = 'running', exit_code = NULL,
-      scheduled_at = coalesce(w.scheduled_at, EXCLUDED.scheduled_at), max_attempts = EXCLUDED.max_attempts
+      scheduled_at = coalesce(w.scheduled_at, EXCLUDED.scheduled_at), max_attempts = EXCLUDED.max_attempts,
+      claimed_as = NULL -- 026: a run's own claim (the latest claim says how the window was run)
     WHERE w.completed_at IS NULL OR p_rerun
     RETURNING w.attempts INTO v_attempt;
 

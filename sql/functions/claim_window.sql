@@ -6,6 +6,9 @@
 -- an earlier history: fence epoch) | exhausted | backoff (024: attempt_budget() beside the gate,
 -- with the budget and delay in p_detail's max_attempts and retry_delay_ms; for backoff,
 -- completed_at is when the window may run again). 020: the decision is window_gate()'s, as acquire()'s.
+-- 026: the row keeps how it was claimed (claimed_as: 'backfill' when p_detail's backfill is true,
+-- 'catch-up' for its role catch-up, else NULL), the latest claim's, so occurrences count by reason
+-- without reading events.
 CREATE OR REPLACE FUNCTION claim_window(
   p_job text, p_owner text, p_generation bigint, p_window text, p_scheduled_at timestamptz,
   p_rerun boolean, p_max_delay_ms bigint, p_host_time timestamptz, p_detail jsonb
@@ -47,13 +50,16 @@ BEGIN
     RETURN NEXT; RETURN;
   END IF;
 
-  INSERT INTO windows AS w (job, window_key, scheduled_at, owner, generation, max_attempts)
-  VALUES (p_job, p_window, p_scheduled_at, p_owner, p_generation, v_max)
+  INSERT INTO windows AS w (job, window_key, scheduled_at, owner, generation, max_attempts, claimed_as)
+  VALUES (p_job, p_window, p_scheduled_at, p_owner, p_generation, v_max,
+          CASE WHEN p_detail->'backfill' = 'true'::jsonb THEN 'backfill'
+               WHEN p_detail->>'role' = 'catch-up' THEN 'catch-up' END)
   ON CONFLICT (job, window_key) DO UPDATE SET
     owner = EXCLUDED.owner, generation = EXCLUDED.generation,
     attempts = w.attempts + 1, started_at = now(), finished_at = NULL,
     completed_at = NULL, outcome = 'running', exit_code = NULL,
-    scheduled_at = coalesce(w.scheduled_at, EXCLUDED.scheduled_at), max_attempts = EXCLUDED.max_attempts
+    scheduled_at = coalesce(w.scheduled_at, EXCLUDED.scheduled_at), max_attempts = EXCLUDED.max_attempts,
+    claimed_as = EXCLUDED.claimed_as
   WHERE w.completed_at IS NULL OR p_rerun
   RETURNING w.attempts INTO v_attempt;
   -- The lease names the window being worked on (status, a contender's holder_window).

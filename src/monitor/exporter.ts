@@ -22,8 +22,9 @@ function attemptMetrics() {
     occurrences: new MetricRows(
       'leasejob_occurrences',
       "occurrences scheduled within the job's lookback (--alert-lookback, else a day) by the reason each ended as, " +
-        'each counted once: completed (caught up and backfilled ones included), running, failed (attempts left), ' +
-        'exhausted, skipped-paused, skipped-marked, skipped-replaced, missed-max-delay, missed-catch-up-limit, missed-other',
+        'each counted once: completed, caught-up, backfilled, running, failed (attempts left), exhausted, ' +
+        'skipped-paused, skipped-marked, skipped-busy (no ledger row), skipped-replaced, skipped-backoff, ' +
+        'missed-max-delay, missed-catch-up-limit, missed-other',
       'gauge',
     ),
     budgetSkips: new MetricRows(

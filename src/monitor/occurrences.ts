@@ -1,6 +1,13 @@
 // Every occurrence accounted for: how each window of a job ended, with a reason from a fixed
 // list, derived from the ledger (windows) and the occurrence's own events. No schema of its own.
-import type { HistoryEvent, LeaseStore, OccurrenceCount, WindowRow } from '../store/contract.js';
+import {
+  claimedAs,
+  SKIP_REASONS as SKIPS,
+  type HistoryEvent,
+  type LeaseStore,
+  type OccurrenceCount,
+  type WindowRow,
+} from '../store/contract.js';
 
 /**
  * The final reasons an occurrence can have (a fixed list: bounded label values). `failed` still
@@ -41,13 +48,7 @@ export interface Occurrence {
   firstSeenAt: Date | null;
 }
 
-const SKIP_REASONS: Record<string, OccurrenceReason> = {
-  'busy-skip': 'skipped-busy',
-  'replaced-skip': 'skipped-replaced',
-  'backoff-skip': 'skipped-backoff',
-  'paused-skip': 'skipped-paused',
-  'exhausted-skip': 'exhausted',
-};
+const SKIP_REASONS: Record<string, OccurrenceReason> = SKIPS;
 const MISSED_REASONS: Record<string, OccurrenceReason> = {
   'max-delay': 'missed-max-delay',
   'catch-up-limit': 'missed-catch-up-limit',
@@ -59,11 +60,10 @@ function lastWhere(events: HistoryEvent[], test: (e: HistoryEvent) => boolean): 
 }
 const latest = (events: HistoryEvent[], kind: string) => lastWhere(events, (e) => e.kind === kind);
 
+/** By its latest claim, as the ledger row's claimed_as counts it (readOccurrenceCounts). */
 function completedReason(events: HistoryEvent[]): OccurrenceReason {
-  const claim = latest(events, 'window-claimed');
-  if (claim?.detail.backfill === true) return 'backfilled';
-  if (claim?.detail.role === 'catch-up') return 'caught-up';
-  return 'completed';
+  const as = claimedAs(latest(events, 'window-claimed')?.detail);
+  return as === 'backfill' ? 'backfilled' : as === 'catch-up' ? 'caught-up' : 'completed';
 }
 
 function missedReason(e: HistoryEvent | undefined): OccurrenceReason {

@@ -239,6 +239,27 @@ export interface JobRow {
   recentJobChanges: number;
 }
 
+/**
+ * The reason of an occurrence skipped by a run (the event's kind), when its latest skip says
+ * why: the only reason of one that has no ledger row (monitor/occurrences.ts, readOccurrenceCounts).
+ */
+export const SKIP_REASONS = {
+  'busy-skip': 'skipped-busy',
+  'replaced-skip': 'skipped-replaced',
+  'backoff-skip': 'skipped-backoff',
+  'paused-skip': 'skipped-paused',
+  'exhausted-skip': 'exhausted',
+} as const;
+
+/** SKIP_REASONS as SQL: the kinds (an IN list) and the CASE that names an event's reason (constants only). */
+export const SKIP_KINDS_SQL = Object.keys(SKIP_REASONS)
+  .map((k) => `'${k}'`)
+  .join(', ');
+export const skipReasonSql = (kind: string): string =>
+  `CASE ${kind} ${Object.entries(SKIP_REASONS)
+    .map(([k, r]) => `WHEN '${k}' THEN '${r}'`)
+    .join(' ')} END`;
+
 /** How many of a job's occurrences ended with one reason (readOccurrenceCounts). */
 export interface OccurrenceCount {
   job: string;
@@ -516,8 +537,10 @@ export interface LeaseStore {
   readJobWindows?(job: string, limit: number): Promise<WindowRow[]>;
   /**
    * Occurrences by job and final reason (monitor/occurrences.ts), of windows scheduled (else
-   * first claimed) within the job's --alert-lookback, else the last day: one grouped read of the
-   * ledger. Optional for a store of your own (then not reported).
+   * first claimed) within the job's --alert-lookback, else the last day, and of occurrences with
+   * no ledger row that a run skipped within it (SKIP_REASONS, by the latest skip): one statement,
+   * a grouped read of the ledger and of the skip events. Optional for a store of your own (then
+   * not reported).
    */
   readOccurrenceCounts?(job?: string): Promise<OccurrenceCount[]>;
   /** Event counts by (job, kind, host), of these kinds only (a scrape exports a few of them). */
@@ -596,6 +619,16 @@ export function windowPending(
   const s = states.windows.get(w.key);
   const pruned = s?.completedAt == null && states.retainedFrom !== null && w.scheduledAt < states.retainedFrom;
   return { pending: !pruned && s?.completedAt == null, pruned };
+}
+
+/**
+ * How a window was claimed, from its window-claimed event's detail: by `backfill`, by `run
+ * --catch-up` for an earlier occurrence, or (null) by a run for its own. The ledger row keeps
+ * the latest claim's (windows.claimed_as; PostgreSQL's claim_window() says the same in SQL).
+ */
+export function claimedAs(detail: Record<string, unknown> | undefined): 'backfill' | 'catch-up' | null {
+  if (detail?.backfill === true) return 'backfill';
+  return detail?.role === 'catch-up' ? 'catch-up' : null;
 }
 
 /** How long recording an event (busy skip, renewal failures, clock jump) waits for its answer by default. */

@@ -35,8 +35,13 @@ import { checkOperators, installOperatorWatch, Operators } from './lib/operators
 import { stream } from './lib/prng.mjs';
 import { printReport, summarize } from './lib/report.mjs';
 
+const USAGE =
+  'usage: node test/chaos/run.mjs --rounds N --seed S [--duration-s D>=20] [--bounded] [--jobs J] [--keep] [--json FILE] ' +
+  '[--sabotage no-fence] [--isolation LEVEL] [--failover | --restore-in-place]\n' +
+  '(npm run chaos -- ... builds first; test/chaos/README.md says what each option and invariant is)\n';
 const { values: args } = parseArgs({
   options: {
+    help: { type: 'boolean', short: 'h', default: false },
     rounds: { type: 'string', default: '1' },
     seed: { type: 'string' },
     'duration-s': { type: 'string' },
@@ -58,6 +63,10 @@ const { values: args } = parseArgs({
     'restore-in-place': { type: 'boolean', default: false },
   },
 });
+if (args.help) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
 if (args.failover && args['restore-in-place']) {
   process.stderr.write('chaos: --failover and --restore-in-place need different servers: choose one\n');
   process.exit(2);
@@ -86,9 +95,7 @@ const SETTLE_ATTEMPTS = 3;
 const MAX_ATTEMPTS = 2;
 
 if (!Number.isInteger(ROUNDS) || ROUNDS < 1 || !(DURATION_S >= 20) || !Number.isInteger(JOBS) || JOBS < 1) {
-  process.stderr.write(
-    'usage: node test/chaos/run.mjs --rounds N --seed S [--duration-s D>=20] [--bounded] [--jobs J] [--keep] [--json FILE] [--isolation LEVEL] [--failover | --restore-in-place]\n',
-  );
+  process.stderr.write(USAGE);
   process.exit(2);
 }
 try {
@@ -431,8 +438,10 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
   const opsCheck = await checkOperators(
     cluster.pool,
     ops.jobs.map((j) => j.name),
+    cluster.schema,
   );
   for (const [name, list] of Object.entries(opsCheck.violations)) check.invariants.set(name, list);
+  check.figures.claimedAs = opsCheck.claimedAs;
   const checkEnd = Date.now();
   const violations = [...check.invariants.values()].reduce((n, l) => n + l.length, 0);
   if (violations > 0 || args.keep) dumpRuns(path.join(workDir, `round${round}-runs`), fleet.runs, injector.done);

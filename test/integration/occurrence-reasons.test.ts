@@ -1,9 +1,11 @@
 // Every occurrence accounted for, with a reason (issue 17): real CLI processes on both stores
 // make occurrences end completed, failed with attempts left, exhausted, missed by --max-delay,
-// skipped (paused, marked, busy) and backfilled; `history --by-occurrence` says each one's
-// reason, with the busy skips against the occurrence they skipped, per host.
+// skipped (paused, marked, busy), backfilled and caught up; `history --by-occurrence` says each
+// one's reason, with the busy skips against the occurrence they skipped, per host, and
+// `status --json` and the exporter count the same reasons.
 import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, runCli, scrapeOnce, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
@@ -19,15 +21,31 @@ afterAll(async () => {
 });
 
 const noDb = { DATABASE_URL: undefined, LEASEJOB_DATABASE_URL: undefined, PGHOST: undefined, JOB_NAME: undefined };
-const stores: Array<[string, () => string[]]> = [
-  ['PostgreSQL', () => ['--database-url', db.url, '--schema', db.schema]],
-  ['the embedded store', () => ['--state-file', path.join(tmp, 'leasejob.db')]],
+const stateFile = path.join(tmp, 'leasejob.db');
+/** Each store's connection flags, and how a test says the job was registered at `at` (catch-up runs only later ones). */
+const stores: Array<[string, () => string[], (job: string, at: string) => Promise<void>]> = [
+  [
+    'PostgreSQL',
+    () => ['--database-url', db.url, '--schema', db.schema],
+    async (job, at) => {
+      await db.rows(`UPDATE ${db.schema}.jobs SET created_at = $2 WHERE name = $1`, [job, at]);
+    },
+  ],
+  [
+    'the embedded store',
+    () => ['--state-file', stateFile],
+    async (job, at) => {
+      const s = new Database(stateFile);
+      s.prepare('UPDATE jobs SET created_at = ? WHERE name = ?').run(Date.parse(at), job);
+      s.close();
+    },
+  ],
 ];
 
 const FIVE_MIN = 5 * 60_000;
-/** Five-minute ticks: T(9) is the latest tick at least five minutes old, T(0) 45 minutes before it. */
-const T9 = Math.floor(Date.now() / FIVE_MIN) * FIVE_MIN - FIVE_MIN;
-const T = (i: number): string => new Date(T9 - (9 - i) * FIVE_MIN).toISOString().replace('.000Z', 'Z');
+/** Five-minute ticks: T(10) is the latest tick at least five minutes old, T(0) 50 minutes before it. */
+const T10 = Math.floor(Date.now() / FIVE_MIN) * FIVE_MIN - FIVE_MIN;
+const T = (i: number): string => new Date(T10 - (10 - i) * FIVE_MIN).toISOString().replace('.000Z', 'Z');
 const SCHEDULE = ['--schedule', '*/5 * * * *', '--window-from-schedule'];
 
 interface Occurrence {
@@ -39,7 +57,7 @@ interface Occurrence {
   skips: Record<string, Record<string, number>>;
 }
 
-describe.each(stores)('every occurrence accounted for, in %s', (store, conn) => {
+describe.each(stores)('every occurrence accounted for, in %s', (store, conn, registeredAt) => {
   const job = `acct-${store === 'PostgreSQL' ? 'pg' : 'lite'}`;
   const run = (at: number, extra: string[], child: string[] = ['true'], node?: string) =>
     runCli(['run', ...conn(), '--name', job, ...SCHEDULE, '--scheduled-time', T(at), ...extra, '--', ...child], {
@@ -79,6 +97,9 @@ describe.each(stores)('every occurrence accounted for, in %s', (store, conn) => 
       noDb,
     );
     expect(backfill.exitCode, backfill.all).toBe(0);
+    // T(10)'s run catches up T(9), which no run saw (once the job counts as registered before it).
+    await registeredAt(job, T(0));
+    expect((await run(10, ['--catch-up', '5m'])).exitCode).toBe(0);
 
     const r = await runCli(['history', ...conn(), '--name', job, '--by-occurrence', '--json'], noDb);
     expect(r.exitCode, r.all).toBe(0);
@@ -94,9 +115,11 @@ describe.each(stores)('every occurrence accounted for, in %s', (store, conn) => 
       [T(6)]: 'skipped-busy',
       [T(7)]: 'backfilled',
       [T(8)]: 'completed',
+      [T(9)]: 'caught-up',
+      [T(10)]: 'completed',
     });
     // Newest scheduled first (T(6) has no scheduled time: placed by when it was skipped).
-    expect(found.filter((o) => o.window !== T(6)).map((o) => o.window)).toEqual([8, 7, 5, 4, 3, 2, 1, 0].map(T));
+    expect(found.filter((o) => o.window !== T(6)).map((o) => o.window)).toEqual([10, 9, 8, 7, 5, 4, 3, 2, 1, 0].map(T));
     const of = (i: number) => found.find((o) => o.window === T(i))!;
     expect(of(6)).toMatchObject({ outcome: null, skips: { 'busy-skip': { 'node-a': 1 } } });
     expect(of(8)).toMatchObject({ outcome: 'completed', skips: { 'busy-skip': { 'node-b': 1 } } });
@@ -108,17 +131,21 @@ describe.each(stores)('every occurrence accounted for, in %s', (store, conn) => 
     expect(table.stdout).toMatch(new RegExp(`${T(6)}\\s+\\S+\\s+skipped-busy\\s+-\\s+0\\s+\\S+\\s+busy-skip node-a×1`));
     expect(table.stdout).toMatch(new RegExp(`${T(3)}\\s+\\S+\\s+exhausted\\s+failed\\s+1/1`));
 
-    // Counted once each by its final reason: status --json and the exporter agree (caught up
-    // and backfilled ones count as completed; T(6), skipped busy before any row, is in
-    // leasejob_busy_skips_total per host instead).
-    const counts = {
+    // Counted once each by its final reason, the one history gives it: status --json and the
+    // exporter agree with it (T(6), skipped busy before any row, included).
+    const counts: Record<string, number> = {};
+    for (const o of found) counts[o.reason] = (counts[o.reason] ?? 0) + 1;
+    expect(counts).toEqual({
       completed: 3,
+      'caught-up': 1,
+      backfilled: 1,
       'missed-max-delay': 1,
       failed: 1,
       exhausted: 1,
       'skipped-paused': 1,
       'skipped-marked': 1,
-    };
+      'skipped-busy': 1,
+    });
     const status = await runCli(['status', ...conn(), '--name', job, '--json'], noDb);
     expect(status.exitCode, status.all).toBe(0);
     const jobs = (JSON.parse(status.stdout) as { jobs: Array<{ name: string; occurrences: object }> }).jobs;

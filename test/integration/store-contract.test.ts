@@ -5,6 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { resolveConnection } from '../../src/store/postgres/connection.js';
 import { silentLogger } from '../../src/log.js';
 import { readJobStates } from '../../src/monitor/job-states.js';
+import { readOccurrences } from '../../src/monitor/occurrences.js';
 import { createPool, PgStore } from '../../src/store/postgres/store.js';
 import { runWithLease } from '../../src/lease/runner.js';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
@@ -660,6 +661,62 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     expect(claimed?.detail).toMatchObject({ catch_up: true, attempt: 1 });
     expect((await s.readJobRows('seq')).rows[0]).toMatchObject({ held: false, openCount: 3 });
   });
+
+  it('occurrences counted as history judges them: by the latest claim, and those only skipped by their latest skip', async () => {
+    const s = await make();
+    const spec = { spec: { schedule: '* * * * *', tz: 'UTC', window_mode: 'schedule' } };
+    const a = await s.acquire({ ...base, job: 'occ', ...spec });
+    const lease = { job: 'occ', owner: base.owner, generation: a.generation! };
+    const run = async (window: string, detail: Record<string, unknown>) => {
+      expect(await s.claimWindow!({ ...lease, window, rerun: true, hostTime: new Date(), detail })).toMatchObject({
+        outcome: 'claimed',
+      });
+      await s.finishWindow!({ ...lease, window, outcome: 'completed', exitCode: 0, hostTime: new Date() });
+    };
+    await run('bf', { backfill: true, role: 'backfill' });
+    await run('cu', { role: 'catch-up' });
+    await run('own', { role: 'current' });
+    await run('bf-cu', { backfill: true });
+    await run('bf-cu', { role: 'catch-up' });
+    await s.finish({ ...lease, outcome: 'none', hostTime: new Date() });
+    // A plain rerun of the backfilled window: the latest claim says how it ran.
+    const r = await s.acquire({ ...base, job: 'occ', window: 'bf', rerun: true });
+    await s.finish({ ...lease, generation: r.generation!, window: 'bf', outcome: 'completed', hostTime: new Date() });
+    const skip = (kind: string, window: string) => s.recordEvent({ job: 'occ', kind, window, hostTime: new Date() });
+    await skip('busy-skip', 'x');
+    await skip('backoff-skip', 'x');
+    await skip('replaced-skip', 'y');
+    await skip('busy-skip', 'z');
+    await skip('busy-skip', 'z');
+    await skip('busy-skip', 'cu'); // has a row: counted by it
+    const counts = Object.fromEntries((await s.readOccurrenceCounts!('occ')).map((c) => [c.reason, c.n]));
+    expect(counts).toEqual({
+      completed: 2,
+      'caught-up': 2,
+      'skipped-backoff': 1,
+      'skipped-replaced': 1,
+      'skipped-busy': 1,
+    });
+    const judged: Record<string, number> = {};
+    for (const o of await readOccurrences(s, 'occ', 100)) judged[o.reason] = (judged[o.reason] ?? 0) + 1;
+    expect(judged).toEqual(counts);
+    expect((await s.readOccurrenceCounts!()).filter((c) => c.job === 'occ').length).toBe(5);
+  });
+
+  it.runIf(_kind === 'postgresql')(
+    'a schema before 026 (no windows.claimed_as) still counts: caught up as completed',
+    async () => {
+      const s = (await make()) as PgStore;
+      await s.pool.query(`ALTER TABLE "${s.schema}".windows DROP COLUMN claimed_as`);
+      await s.acquire({ ...base, job: 'old', spec: { schedule: '* * * * *', tz: 'UTC', window_mode: 'schedule' } });
+      expect(await s.readOccurrenceCounts!('old')).toEqual([]);
+      await s.pool.query(
+        `INSERT INTO "${s.schema}".windows (job, window_key, owner, generation, outcome, completed_at)
+       VALUES ('old', 'cu', 'h', 1, 'completed', now())`,
+      );
+      expect(await s.readOccurrenceCounts!('old')).toEqual([{ job: 'old', reason: 'completed', n: 1 }]);
+    },
+  );
 
   it('records a missed window past max delay without taking the lease', async () => {
     const s = await make();

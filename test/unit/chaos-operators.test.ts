@@ -16,7 +16,13 @@ const ev = (seq: number, kind: string, extra: Record<string, unknown> = {}) => (
   ...extra,
 });
 const counts = (v: Record<string, string[]>) => Object.fromEntries(Object.entries(v).map(([k, l]) => [k, l.length]));
-const none = { 'completes-once': 0, 'one-owner-per-token': 0, 'pause-holds': 0, 'pruned-never-runs': 0 };
+const none = {
+  'completes-once': 0,
+  'one-owner-per-token': 0,
+  'pause-holds': 0,
+  'pruned-never-runs': 0,
+  'claimed-as': 0,
+};
 
 describe('chaos operators: the checker', () => {
   it('passes a clean history: acquire, claim, complete; pause, a skip, resume, acquire again', () => {
@@ -52,6 +58,26 @@ describe('chaos operators: the checker', () => {
       'one-owner-per-token': 1,
       'pause-holds': 1,
       'pruned-never-runs': 1,
+      'claimed-as': 0,
     });
+  });
+
+  it('reports a ledger row whose claimed_as is not what its latest claim since its deletion says', () => {
+    const events = [
+      ev(1, 'window-claimed', { detail: { backfill: true, role: 'backfill' } }),
+      ev(2, 'window-claimed', { window_key: 'w2', detail: { role: 'catch-up' } }),
+      ev(3, 'window-claimed', { window_key: 'w3', detail: { role: 'catch-up' } }),
+      ev(4, 'window-claimed', { window_key: 'w3', detail: { role: 'current' } }),
+      ev(5, 'window-claimed', { window_key: 'w4', detail: { backfill: true } }),
+    ];
+    // w4 pruned after its claim (the row as deleted is checked too), then made again by hand: no claim since.
+    const prunedAs = (claimed_as: string | null) => [{ ord: ord + 1, job: 'j', window_key: 'w4', claimed_as }];
+    ord += 1;
+    const row = (window_key: string, claimed_as: string | null) => ({ job: 'j', window_key, claimed_as });
+    const right = [row('w1', 'backfill'), row('w2', 'catch-up'), row('w3', null), row('w4', null)];
+    expect(counts(judgeOperators(events, prunedAs('backfill'), right))).toEqual(none);
+    const wrong = [row('w1', null), row('w2', 'catch-up'), row('w3', 'catch-up'), row('w4', 'backfill')];
+    expect(judgeOperators(events, prunedAs('backfill'), wrong)['claimed-as']).toHaveLength(3);
+    expect(judgeOperators(events, prunedAs(null), right)['claimed-as']).toHaveLength(1);
   });
 });

@@ -36,6 +36,10 @@ describe('occurrenceReason', () => {
     expect(occurrenceReason(row('completed'), [event('window-claimed', { role: 'catch-up' })])).toBe('caught-up');
     expect(occurrenceReason(row('completed'), [event('window-claimed', { backfill: true })])).toBe('backfilled');
     expect(occurrenceReason(row('completed'), [event('window-claimed')])).toBe('completed');
+    // A plain rerun after the backfill: the latest claim wins (as the row's claimed_as counts it).
+    const backfilled = event('window-claimed', { backfill: true, role: 'backfill' });
+    expect(occurrenceReason(row('completed'), [backfilled, event('window-claimed')])).toBe('completed');
+    expect(occurrenceReason(row('completed'), [event('window-claimed'), backfilled])).toBe('backfilled');
   });
   it('replaced, missed by --catch-up-limit, and a lost run at its budget', () => {
     expect(occurrenceReason(row('replaced'), [])).toBe('skipped-replaced');

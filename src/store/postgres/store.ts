@@ -50,6 +50,8 @@ import {
   expectedFrom,
   JOB_CHANGES_WINDOW_MS,
   NOT_COMPLETED_LISTED,
+  SKIP_KINDS_SQL,
+  skipReasonSql,
 } from '../contract.js';
 
 export interface PoolOptions {
@@ -973,14 +975,30 @@ export class PgStore implements LeaseStore {
     }));
   }
 
+  /** Whether windows.claimed_as exists (026): asked until it is found, then known. */
+  private claimedAsColumn = false;
+
+  /** windows.claimed_as, or NULL on a schema before 026 (to_jsonb(w) costs most of a 100,000-window read). */
+  private async claimedAsSql(): Promise<string> {
+    if (!this.claimedAsColumn) {
+      const { rows } = await this.query(
+        `SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'claimed_as' AND NOT attisdropped`,
+        [`${this.s}.windows`],
+      );
+      this.claimedAsColumn = rows.length > 0;
+    }
+    return this.claimedAsColumn ? 'w.claimed_as' : 'NULL::text';
+  }
+
   async readOccurrenceCounts(job?: string): Promise<OccurrenceCount[]> {
     const e = `${this.s}.events e WHERE e.job = w.job AND e.window_key = w.window_key`;
+    const since = "now() - coalesce(j.alert_lookback_ms, 86400000) * interval '1 millisecond'";
     // The CASE as monitor/occurrences.ts judges one occurrence; events are read only for the
-    // rare windows that need them (missed, handled by hand), through their kind's index.
-    const { rows } = await this.query(
-      `SELECT w.job, CASE
+    // rare windows that need them (missed, handled by hand), through their kind's index. A
+    // schema before 024 has no max_attempts: read from the row as JSON (failed windows only).
+    const windows = `SELECT w.job, CASE
          WHEN w.outcome = 'running' THEN 'running'
-           WHEN w.outcome = 'replaced' THEN 'skipped-replaced'
+         WHEN w.outcome = 'replaced' THEN 'skipped-replaced'
          WHEN w.outcome IN ('failed', 'lost') THEN
            CASE WHEN (to_jsonb(w) ->> 'max_attempts')::int <= w.attempts THEN 'exhausted' ELSE 'failed' END
          WHEN w.outcome = 'missed' THEN coalesce((SELECT CASE WHEN e.detail ->> 'reason' = 'catch-up-limit'
@@ -988,11 +1006,24 @@ export class PgStore implements LeaseStore {
            FROM ${e} AND e.kind = 'window-missed' ORDER BY e.seq DESC LIMIT 1), 'missed-other')
          WHEN w.generation = 0 AND EXISTS (SELECT 1 FROM ${e} AND e.kind = 'window-marked') THEN 'skipped-marked'
          WHEN w.outcome = 'skipped' THEN 'skipped-paused'
-         ELSE 'completed' END AS reason, count(*)::int AS n
+         ELSE CASE ${await this.claimedAsSql()} WHEN 'backfill' THEN 'backfilled' WHEN 'catch-up' THEN 'caught-up'
+           ELSE 'completed' END END AS reason
        FROM ${this.s}.windows w JOIN ${this.s}.jobs j ON j.name = w.job
-       WHERE coalesce(w.scheduled_at, w.first_started_at) >= now() - coalesce(j.alert_lookback_ms, 86400000) * interval '1 millisecond'
-         AND ($1::text IS NULL OR w.job = $1)
-       GROUP BY 1, 2`,
+       WHERE coalesce(w.scheduled_at, w.first_started_at) >= ${since} AND ($1::text IS NULL OR w.job = $1)`;
+    // Occurrences only skipped (no ledger row), by their latest skip: the skip kinds' events
+    // within the longest lookback from the index on (kind, db_time), those with a row left out
+    // first; then the job's own lookback, which the latest skip is within if any is.
+    const skipped = `SELECT s.job, s.reason FROM (
+         SELECT DISTINCT ON (e.job, e.window_key) e.job, e.db_time, ${skipReasonSql('e.kind')} AS reason
+         FROM ${this.s}.events e
+         WHERE e.kind IN (${SKIP_KINDS_SQL}) AND e.window_key IS NOT NULL AND ($1::text IS NULL OR e.job = $1)
+           AND e.db_time >= now() - (SELECT max(coalesce(alert_lookback_ms, 86400000)) FROM ${this.s}.jobs)
+             * interval '1 millisecond'
+           AND NOT EXISTS (SELECT 1 FROM ${this.s}.windows w WHERE w.job = e.job AND w.window_key = e.window_key)
+         ORDER BY e.job, e.window_key, e.seq DESC) s
+       JOIN ${this.s}.jobs j ON j.name = s.job WHERE s.db_time >= ${since}`;
+    const { rows } = await this.query(
+      `SELECT job, reason, count(*)::int AS n FROM (${windows} UNION ALL ${skipped}) o GROUP BY 1, 2`,
       [job ?? null],
     );
     return rows.map((r) => ({ job: r.job, reason: r.reason, n: r.n }));

@@ -49,7 +49,15 @@ import type {
   WindowRow,
   WindowStates,
 } from '../contract.js';
-import { expectedFrom, isNetworkError, JOB_CHANGES_WINDOW_MS, NOT_COMPLETED_LISTED } from '../contract.js';
+import {
+  claimedAs,
+  expectedFrom,
+  isNetworkError,
+  JOB_CHANGES_WINDOW_MS,
+  NOT_COMPLETED_LISTED,
+  SKIP_KINDS_SQL,
+  skipReasonSql,
+} from '../contract.js';
 
 /** What is at `file`: `hidden` when a directory on the way cannot be searched by this user. */
 function fileKind(file: string): 'file' | 'directory' | 'other' | 'missing' | 'hidden' {
@@ -540,17 +548,20 @@ export class SqliteStore implements LeaseStore {
       scheduledAt?: Date | undefined;
       owner: string;
       rerun?: boolean | undefined;
+      detail?: Record<string, unknown> | undefined;
     },
     generation: number,
     now: number,
   ): { attempts: number } | undefined {
+    // claimed_as: the latest claim's (a run's own resets it), as PostgreSQL's claim_window().
     return this.db
       .prepare(
-        `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, first_started_at, started_at, max_attempts)
-         VALUES (@job, @window, @scheduled, @owner, @generation, @now, @now, @max)
+        `INSERT INTO windows (job, window_key, scheduled_at, owner, generation, first_started_at, started_at, max_attempts,
+           claimed_as)
+         VALUES (@job, @window, @scheduled, @owner, @generation, @now, @now, @max, @claimedAs)
          ON CONFLICT (job, window_key) DO UPDATE SET owner = @owner, generation = @generation, attempts = attempts + 1,
            started_at = @now, finished_at = NULL, completed_at = NULL, outcome = 'running', exit_code = NULL,
-           scheduled_at = coalesce(scheduled_at, @scheduled), max_attempts = @max
+           scheduled_at = coalesce(scheduled_at, @scheduled), max_attempts = @max, claimed_as = @claimedAs
          WHERE completed_at IS NULL OR @rerun
          RETURNING attempts`,
       )
@@ -563,12 +574,14 @@ export class SqliteStore implements LeaseStore {
         now,
         rerun: i.rerun ? 1 : 0,
         max: i.maxAttempts ?? null,
+        claimedAs: claimedAs(i.detail),
       }) as { attempts: number } | undefined;
   }
 
   /** The acquire's own window claimed for `generation`: its attempt. */
   private claimOwnWindow(i: AcquireInput, generation: number, now: number): number {
-    const claimed = this.claimRow({ ...i, window: i.window! }, generation, now);
+    // A run's own claim: claimed_as reset, whatever claimed the window before.
+    const claimed = this.claimRow({ ...i, window: i.window!, detail: undefined }, generation, now);
     if (!claimed)
       throw new Error('window completed while its lease was free (cannot happen inside one immediate transaction)');
     const attempt = claimed.attempts;
@@ -1632,26 +1645,39 @@ export class SqliteStore implements LeaseStore {
 
   async readOccurrenceCounts(job?: string): Promise<OccurrenceCount[]> {
     const e = 'events e WHERE e.job = w.job AND e.window_key = w.window_key';
-    // As PostgreSQL's (monitor/occurrences.ts judges one occurrence the same way).
+    const since = '@now - coalesce(j.alert_lookback_ms, 86400000)';
+    // As PostgreSQL's (monitor/occurrences.ts judges one occurrence the same way); the skips
+    // within the longest lookback through the partial index events_skips (sql/sqlite/indexes.sql),
+    // the latest per window.
     return this.db
       .prepare(
-        `SELECT w.job, CASE
-           WHEN w.outcome = 'running' THEN 'running'
-           WHEN w.outcome = 'replaced' THEN 'skipped-replaced'
-           WHEN w.outcome IN ('failed', 'lost') THEN
-             CASE WHEN w.max_attempts <= w.attempts THEN 'exhausted' ELSE 'failed' END
-           WHEN w.outcome = 'missed' THEN coalesce((SELECT CASE WHEN json_extract(e.detail, '$.reason') = 'catch-up-limit'
-               THEN 'missed-catch-up-limit' WHEN json_type(e.detail, '$.max_delay_ms') IS NOT NULL THEN 'missed-max-delay' END
-             FROM ${e} AND e.kind = 'window-missed' ORDER BY e.seq DESC LIMIT 1), 'missed-other')
-           WHEN w.generation = 0 AND EXISTS (SELECT 1 FROM ${e} AND e.kind = 'window-marked') THEN 'skipped-marked'
-           WHEN w.outcome = 'skipped' THEN 'skipped-paused'
-           ELSE 'completed' END AS reason, count(*) AS n
-         FROM windows w JOIN jobs j ON j.name = w.job
-         WHERE coalesce(w.scheduled_at, w.first_started_at) >= ? - coalesce(j.alert_lookback_ms, 86400000)
-           AND (? IS NULL OR w.job = ?)
+        `SELECT job, reason, count(*) AS n FROM (
+           SELECT w.job, CASE
+             WHEN w.outcome = 'running' THEN 'running'
+             WHEN w.outcome = 'replaced' THEN 'skipped-replaced'
+             WHEN w.outcome IN ('failed', 'lost') THEN
+               CASE WHEN w.max_attempts <= w.attempts THEN 'exhausted' ELSE 'failed' END
+             WHEN w.outcome = 'missed' THEN coalesce((SELECT CASE WHEN json_extract(e.detail, '$.reason') = 'catch-up-limit'
+                 THEN 'missed-catch-up-limit' WHEN json_type(e.detail, '$.max_delay_ms') IS NOT NULL THEN 'missed-max-delay' END
+               FROM ${e} AND e.kind = 'window-missed' ORDER BY e.seq DESC LIMIT 1), 'missed-other')
+             WHEN w.generation = 0 AND EXISTS (SELECT 1 FROM ${e} AND e.kind = 'window-marked') THEN 'skipped-marked'
+             WHEN w.outcome = 'skipped' THEN 'skipped-paused'
+             WHEN w.claimed_as = 'backfill' THEN 'backfilled'
+             WHEN w.claimed_as = 'catch-up' THEN 'caught-up'
+             ELSE 'completed' END AS reason
+           FROM windows w JOIN jobs j ON j.name = w.job
+           WHERE coalesce(w.scheduled_at, w.first_started_at) >= ${since} AND (@job IS NULL OR w.job = @job)
+           UNION ALL
+           SELECT job, ${skipReasonSql('kind')} FROM (
+             SELECT e.job, e.kind, row_number() OVER (PARTITION BY e.job, e.window_key ORDER BY e.seq DESC) AS latest
+             FROM events e JOIN jobs j ON j.name = e.job
+             WHERE e.kind IN (${SKIP_KINDS_SQL}) AND e.window_key IS NOT NULL AND (@job IS NULL OR e.job = @job)
+               AND e.db_time >= @now - (SELECT max(coalesce(alert_lookback_ms, 86400000)) FROM jobs) AND e.db_time >= ${since}
+               AND NOT EXISTS (SELECT 1 FROM windows w WHERE w.job = e.job AND w.window_key = e.window_key))
+           WHERE latest = 1)
          GROUP BY 1, 2`,
       )
-      .all(Date.now(), job ?? null, job ?? null) as OccurrenceCount[];
+      .all({ now: Date.now(), job: job ?? null }) as OccurrenceCount[];
   }
 
   async readEventCounts(kinds: readonly string[]): Promise<EventCount[]> {

@@ -5,6 +5,8 @@
 //   module load, connect: the floor of any CLI call);
 //   readJobStates in-process (dist/monitor/job-states.js), against the server's execution time of the
 //   statements it sent (pg_stat_statements total_exec_time delta);
+//   readOccurrenceCounts in-process (occurrences by reason, the exporter's third read), against
+//   readJobStates;
 //   Exporter.scrape() in-process (dist/monitor/exporter.js, a new Exporter each time), against
 //   readJobStates (the difference is building and formatting the metrics);
 //   GET /metrics from a running `leasejob exporter`, against the in-process scrape;
@@ -40,6 +42,7 @@ export async function run(ctx) {
     statusEmpty: [],
     read: [],
     readServer: [],
+    occurrences: [],
     scrape: [],
     http: [],
     page: [],
@@ -98,6 +101,12 @@ export async function run(ctx) {
       const after = await serverTime(ctx);
       if (before !== undefined) s.readServer.push(after - before);
       if (states.length !== jobs) errors.push(`readJobStates returned ${states.length} jobs, expected ${jobs}`);
+    },
+    async () => {
+      const tt = performance.now();
+      const counts = await api.readOccurrenceCounts();
+      s.occurrences.push(performance.now() - tt);
+      if (new Set(counts.map((c) => c.job)).size !== jobs) errors.push(`readOccurrenceCounts: ${counts.length} rows`);
     },
     async () => {
       const tt = performance.now();
@@ -181,6 +190,15 @@ export async function run(ctx) {
   });
   rep.add({
     bench: 'monitor',
+    name: `readOccurrenceCounts in-process, ${label}`,
+    unit: 'ms',
+    samples: s.occurrences,
+    baseline: { name: 'readJobStates', samples: s.read },
+    target: lt300(s.occurrences),
+    note: 'the windows within the lookback, and the skip events without a ledger row',
+  });
+  rep.add({
+    bench: 'monitor',
     name: `Exporter.scrape() in-process, ${label}`,
     unit: 'ms',
     samples: s.scrape,
@@ -240,6 +258,7 @@ async function monitorApi(ctx, schema) {
   const store = new PgStore(pool, schema, `bench schema ${schema}`);
   return {
     readJobStates: () => monitor.readJobStates(store),
+    readOccurrenceCounts: () => store.readOccurrenceCounts(),
     newExporter: () => new Exporter(store, silentLogger),
     close: () => pool.end(),
   };

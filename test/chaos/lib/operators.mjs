@@ -20,7 +20,7 @@ export async function installOperatorWatch(pool, schema) {
     CREATE SEQUENCE IF NOT EXISTS chaos_order;
     CREATE TABLE IF NOT EXISTS chaos_events (ord bigint, job text, seq bigint, kind text, window_key text,
       owner text, generation bigint, detail jsonb);
-    CREATE TABLE IF NOT EXISTS chaos_pruned (ord bigint, job text, window_key text, outcome text);
+    CREATE TABLE IF NOT EXISTS chaos_pruned (ord bigint, job text, window_key text, outcome text, claimed_as text);
     CREATE OR REPLACE FUNCTION chaos_copy_event() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
       INSERT INTO public.chaos_events VALUES (nextval('public.chaos_order'), NEW.job, NEW.seq, NEW.kind,
@@ -29,7 +29,8 @@ export async function installOperatorWatch(pool, schema) {
     END $$;
     CREATE OR REPLACE FUNCTION chaos_copy_pruned() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
-      INSERT INTO public.chaos_pruned VALUES (nextval('public.chaos_order'), OLD.job, OLD.window_key, OLD.outcome);
+      INSERT INTO public.chaos_pruned VALUES (nextval('public.chaos_order'), OLD.job, OLD.window_key, OLD.outcome,
+        OLD.claimed_as);
       RETURN NULL;
     END $$;
     CREATE OR REPLACE TRIGGER chaos_copy_event AFTER INSERT ON ${schema}.events FOR EACH ROW EXECUTE FUNCTION chaos_copy_event();
@@ -230,23 +231,54 @@ export class Operators {
 /**
  * The operators' invariants, from the copies the triggers kept (prune deletes the originals):
  * no window key completes twice; no token held by two owners; no acquisition or claim ordered
- * after an acknowledged pause until the resume; no pruned occurrence claimed again.
+ * after an acknowledged pause until the resume; no pruned occurrence claimed again; each ledger
+ * row, as prune deleted it and as the round left it, says how it was last claimed (claimed_as,
+ * what the occurrence counts read), as its latest window-claimed event does (what history
+ * --by-occurrence reads).
  */
-export async function checkOperators(pool, jobs) {
+export async function checkOperators(pool, jobs, schema) {
   const { rows: events } = await pool.query(
     `SELECT ord, job, seq, kind, window_key, owner, generation::text AS generation, detail FROM chaos_events
       WHERE job = ANY($1) ORDER BY job, seq`,
     [jobs],
   );
-  const { rows: pruned } = await pool.query(`SELECT ord, job, window_key FROM chaos_pruned WHERE job = ANY($1)`, [
-    jobs,
-  ]);
-  return { violations: judgeOperators(events, pruned), events: events.length, pruned: pruned.length };
+  const { rows: pruned } = await pool.query(
+    `SELECT ord, job, window_key, claimed_as FROM chaos_pruned WHERE job = ANY($1)`,
+    [jobs],
+  );
+  const { rows: windows } = await pool.query(
+    `SELECT job, window_key, claimed_as FROM "${schema}".windows WHERE job = ANY($1)`,
+    [jobs],
+  );
+  // The rows claimed_as was checked on, by value: a round whose operators claimed nothing by
+  // backfill or catch-up checks little, and the report says so.
+  const claimedAs = {};
+  for (const w of [...windows, ...pruned])
+    claimedAs[w.claimed_as ?? 'none'] = (claimedAs[w.claimed_as ?? 'none'] ?? 0) + 1;
+  return {
+    violations: judgeOperators(events, pruned, windows),
+    events: events.length,
+    pruned: pruned.length,
+    claimedAs,
+  };
 }
 
-/** The rules of checkOperators on the rows it read: events in (job, seq) order, deletions; `ord` orders both. */
-export function judgeOperators(events, pruned) {
-  const violations = { 'completes-once': [], 'one-owner-per-token': [], 'pause-holds': [], 'pruned-never-runs': [] };
+/** How a window-claimed event's detail says it was claimed (as the CLI's claimedAs). */
+const claimedAs = (detail) =>
+  detail?.backfill === true ? 'backfill' : detail?.role === 'catch-up' ? 'catch-up' : null;
+
+/**
+ * The rules of checkOperators on the rows it read: events in (job, seq) order, deletions; `ord`
+ * orders both; the ledger rows as the round left them.
+ */
+export function judgeOperators(events, pruned, windows = []) {
+  const violations = {
+    'completes-once': [],
+    'one-owner-per-token': [],
+    'pause-holds': [],
+    'pruned-never-runs': [],
+    'claimed-as': [],
+  };
   const completed = new Map();
   const owners = new Map();
   const paused = new Map();
@@ -280,5 +312,29 @@ export function judgeOperators(events, pruned) {
     if (e.kind === 'window-claimed' && at !== undefined && Number(e.ord) > at && e.detail?.rerun !== true)
       violations['pruned-never-runs'].push(`${e.job} ${e.window_key}: claimed (seq ${e.seq}) after prune deleted it`);
   }
+  // Each row, as prune deleted it and as the round left it, against its latest claim since the
+  // deletion before (a row made again by mark has none): claims and deletions in `ord` order.
+  const wrong = (w, claim, when) => {
+    const expected = claim ? claimedAs(claim.detail) : null;
+    if ((w.claimed_as ?? null) !== expected)
+      violations['claimed-as'].push(
+        `${w.job} ${w.window_key}${when}: claimed_as ${w.claimed_as ?? 'NULL'}, its latest claim (seq ${claim?.seq ?? '-'}) says ${expected ?? 'NULL'}`,
+      );
+  };
+  const lastClaim = new Map();
+  const steps = [
+    ...events.filter((e) => e.kind === 'window-claimed').map((e) => ({ ord: Number(e.ord), claim: e })),
+    ...pruned.map((p) => ({ ord: Number(p.ord), prune: p })),
+  ].sort((a, b) => a.ord - b.ord);
+  for (const { claim, prune } of steps) {
+    const row = claim ?? prune;
+    const k = `${row.job} ${row.window_key}`;
+    if (claim) lastClaim.set(k, claim);
+    else {
+      if (prune.claimed_as !== undefined) wrong(prune, lastClaim.get(k), ` (deleted by prune, ord ${prune.ord})`);
+      lastClaim.delete(k);
+    }
+  }
+  for (const w of windows) wrong(w, lastClaim.get(`${w.job} ${w.window_key}`), '');
   return violations;
 }

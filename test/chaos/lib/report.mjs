@@ -43,6 +43,10 @@ const INVARIANTS = [
   ['pause-holds', "operators' jobs: no acquisition or claim after an acknowledged pause until the resume"],
   ['pruned-never-runs', "operators' jobs: no occurrence claimed again once prune deleted its window"],
   [
+    'claimed-as',
+    "operators' jobs: each ledger row's claimed_as (backfill, catch-up, none) is what its latest claim says",
+  ],
+  [
     'contenders',
     'one winner per 50-contender window (another claim only after the winner logged a lease loss); contenders exit 0, or 75 after a loss',
   ],
@@ -82,6 +86,7 @@ export function summarize({
   const lostHistory = { generations: 0, windows: 0, completedAgain: 0 };
   let exhaustedSkips = 0;
   let budgetedStartsMax = 0;
+  const claimedAs = {};
   const operators = {};
   let windows = 0;
   let units = 0;
@@ -114,6 +119,7 @@ export function summarize({
     for (const [k, v] of Object.entries(r.check.figures.lostHistory ?? {})) lostHistory[k] += v;
     exhaustedSkips += r.check.figures.exhaustedSkips ?? 0;
     budgetedStartsMax = Math.max(budgetedStartsMax, r.check.figures.budgetedStartsMax ?? 0);
+    for (const [k, v] of Object.entries(r.check.figures.claimedAs ?? {})) claimedAs[k] = (claimedAs[k] ?? 0) + v;
     windows += r.windows;
     units += r.units;
   }
@@ -134,6 +140,7 @@ export function summarize({
     invariants,
     violations,
     budget: { exhaustedSkips, budgetedStartsMax },
+    claimedAs,
     operators,
     figures: {
       takeoverAfterCrashMs: {
@@ -221,6 +228,13 @@ export function printReport(s, out = process.stdout) {
     );
   w(
     `  attempt budget (--max-attempts): exhausted skips ${s.budget.exhaustedSkips}, most budgeted child starts for one window ${s.budget.budgetedStartsMax}`,
+  );
+  w(
+    `  operators' ledger rows checked for claimed-as: ${
+      Object.entries(s.claimedAs ?? {})
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ') || 'none'
+    }`,
   );
   w(
     `  runs by host (held a lease): ${Object.entries(s.hosts)

@@ -1,0 +1,267 @@
+-- 026: every occurrence counted by its reason (issue 17). A window's row keeps how it was last
+-- claimed: windows.claimed_as is 'backfill' (a `backfill` run's claim), 'catch-up' (an earlier
+-- occurrence taken on by `run --catch-up`) or NULL (a run's own window). claim_window() sets it
+-- from its p_detail; acquire() resets it, so a later plain rerun of a backfilled window counts as
+-- completed (the latest claim wins, as `history --by-occurrence` judges by the latest
+-- window-claimed event). `status --json` and the exporter then count caught-up and backfilled
+-- occurrences from the ledger alone. Windows claimed before this migration keep NULL (completed).
+-- Functions: acquire, claim_window, each its whole current definition from sql/functions/.
+-- CREATE OR REPLACE keeps the privileges granted on a function of the same signature;
+-- SECURITY DEFINER and the pinned search_path are restated, as CREATE OR REPLACE resets them.
+
+ALTER TABLE windows ADD COLUMN IF NOT EXISTS claimed_as text;
+
+-- acquire: as in sql/functions/acquire.sql
+CREATE OR REPLACE FUNCTION acquire(
+  p_job text, p_owner text, p_ttl_ms integer, p_renew_ms integer,
+  p_window text, p_scheduled_at timestamptz, p_rerun boolean, p_max_delay_ms bigint,
+  p_host_time timestamptz, p_spec jsonb, p_lock_timeout_ms integer
+) RETURNS TABLE (
+  outcome text, generation bigint, attempt integer, db_now timestamptz,
+  holder text, holder_generation bigint, holder_window text, expires_at timestamptz,
+  completed_at timestamptz
+)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+#variable_conflict use_column
+DECLARE
+  v_prev leases%ROWTYPE;
+  v_gen bigint;
+  v_attempt integer;
+  v_stale boolean;
+  v_session_gone boolean;
+  v_epoch bigint; -- 011
+  v_gate record; -- 020
+  v_floor bigint; -- 021
+  v_max integer := (p_spec->>'max_attempts')::integer; -- 024
+  v_delay bigint := (p_spec->>'retry_delay_ms')::bigint;
+  v_budget record;
+BEGIN
+  db_now := now();
+  -- 021: durable before the child starts, whatever synchronous_commit says.
+  PERFORM durable_commit();
+
+  -- Lock order: the lease row first (finish() too, whoever holds it), so acquire and finish
+  -- of one job serialize there; the job's row (registry, event counter) before the window's
+  -- where no lease is taken (the missed path).
+
+  -- 020: the gate (window_gate): a completed window is final, so a late duplicate leaves
+  -- without touching the lease; one scheduled before the retention horizon is missed (014); a
+  -- paused job takes no lease and its occurrence is skipped (012); past --max-delay, missed.
+  -- Read here without locks, and again under the lease row lock before a lease is taken.
+  SELECT * INTO v_gate FROM window_gate(p_job, p_window, p_scheduled_at, p_rerun, p_max_delay_ms, false);
+  IF v_gate.reason IS NOT NULL THEN
+    -- The job's row before the window's, as everywhere.
+    PERFORM register_job(p_job, p_ttl_ms, p_spec);
+    outcome := window_refused(p_job, p_owner, NULL, p_window, p_scheduled_at, v_gate.reason, v_gate.retained_from,
+                              p_max_delay_ms, p_host_time);
+    completed_at := v_gate.completed_at;
+    RETURN NEXT; RETURN;
+  END IF;
+
+  -- 024: the attempt budget and the backoff, read without a lock: the common refusal (a
+  -- trigger of an exhausted occurrence) takes no lease. Asked again below under the lease row.
+  SELECT * INTO v_budget FROM attempt_budget(p_job, p_window, v_max, v_delay, p_rerun);
+  IF v_budget.reason IS NOT NULL THEN
+    PERFORM register_job(p_job, p_ttl_ms, p_spec);
+    PERFORM skip_budget(p_job, p_owner, NULL, p_window, v_budget.reason, v_budget.attempts, v_max,
+                        v_budget.next_at, p_host_time);
+    outcome := v_budget.reason; attempt := v_budget.attempts; expires_at := v_budget.next_at;
+    RETURN NEXT; RETURN;
+  END IF;
+
+  SELECT * INTO v_prev FROM leases l WHERE l.name = p_job;
+
+  -- A lease that is plainly live is busy: answer from this read, without queueing for the
+  -- row lock behind every other contender (the upsert below would lock it to find out).
+  IF v_prev.expires_at > now() THEN
+    v_gen := NULL;
+  ELSE
+  -- 011: the fence epoch of this server's history, advanced first if the server was promoted,
+  -- restored or replaced since it was last read; the generation issued below is in it.
+  v_epoch := fence_epoch();
+  -- 021: the token floor of this server start (fence_epoch()): after a loss of history in
+  -- place, the next token is above every token issued before it.
+  SELECT v_epoch * 1000000000000 + f.token_floor INTO v_floor FROM fence_epoch f;
+  -- The upsert locks the row even when its WHERE fails, so it waits behind an open fenced
+  -- transaction (FOR SHARE). Bounded: a row locked that long means an owner is working (or
+  -- paused mid-transaction); we answer from a plain read below instead of hanging.
+  PERFORM set_config('lock_timeout', greatest(p_lock_timeout_ms, 1) || 'ms', true);
+  BEGIN
+  -- 007: the row as it is once ours to change. The plain read above may predate a finish
+  -- that committed while we queued for the lock: that owner released it, it did not lose it.
+  SELECT * INTO v_prev FROM leases l WHERE l.name = p_job FOR UPDATE;
+  -- Such a finish may have completed our very window (completion needs the lease row lock,
+  -- which we now hold), and a pause may have committed while we queued: the gate again, the
+  -- pause now under the job's row lock (020), before any generation is spent.
+  SELECT * INTO v_gate FROM window_gate(p_job, p_window, p_scheduled_at, p_rerun, p_max_delay_ms, true);
+  IF v_gate.reason IS NULL THEN
+  INSERT INTO leases AS l (name, owner, generation, acquired_at, renewed_at, expires_at,
+                           released_at, ttl_ms, renew_interval_ms, window_key, backend_pid, backend_start)
+  VALUES (p_job, p_owner, greatest(next_token(NULL, v_epoch), v_floor), now(), now(), now() + make_interval(secs => p_ttl_ms / 1000.0),
+          NULL, p_ttl_ms, p_renew_ms, p_window, pg_backend_pid(),
+          (SELECT a.backend_start FROM pg_stat_get_activity(pg_backend_pid()) a))
+  ON CONFLICT (name) DO UPDATE SET
+    owner = EXCLUDED.owner, generation = greatest(next_token(l.generation, v_epoch), v_floor), acquired_at = now(),
+    renewed_at = now(), expires_at = EXCLUDED.expires_at, released_at = NULL,
+    ttl_ms = EXCLUDED.ttl_ms, renew_interval_ms = EXCLUDED.renew_interval_ms,
+    window_key = EXCLUDED.window_key, backend_pid = EXCLUDED.backend_pid,
+    backend_start = EXCLUDED.backend_start
+  WHERE l.expires_at <= now()
+  RETURNING l.generation INTO v_gen;
+  END IF;
+  EXCEPTION WHEN lock_not_available THEN
+    v_gen := NULL;
+  END;
+  PERFORM set_config('lock_timeout', '0', true);
+  END IF;
+
+  IF v_gate.reason IS NOT NULL THEN
+    PERFORM register_job(p_job, p_ttl_ms, p_spec);
+    outcome := window_refused(p_job, p_owner, NULL, p_window, p_scheduled_at, v_gate.reason, v_gate.retained_from,
+                              p_max_delay_ms, p_host_time);
+    completed_at := v_gate.completed_at;
+    RETURN NEXT; RETURN;
+  END IF;
+
+  PERFORM register_job(p_job, p_ttl_ms, p_spec);
+
+  IF v_gen IS NULL THEN
+    -- Busy: describe the holder so the caller can skip, wait, or wait out a stale holder.
+    SELECT * INTO v_prev FROM leases l WHERE l.name = p_job;
+    holder := v_prev.owner; holder_generation := v_prev.generation;
+    holder_window := v_prev.window_key; expires_at := v_prev.expires_at;
+    -- Slack of half an interval absorbs a slow renewal round trip.
+    v_stale := now() > v_prev.renewed_at + make_interval(secs => v_prev.renew_interval_ms * 1.5 / 1000.0);
+    v_session_gone := v_prev.backend_pid IS NOT NULL AND NOT EXISTS (
+      SELECT 1 FROM pg_stat_get_activity(v_prev.backend_pid) a
+       WHERE a.pid = v_prev.backend_pid
+         -- backend_start is NULL for another role's session without pg_read_all_stats.
+         AND (a.backend_start IS NULL OR a.backend_start = v_prev.backend_start));
+    outcome := CASE WHEN v_stale OR v_session_gone THEN 'stale' ELSE 'busy' END;
+    RETURN NEXT; RETURN;
+  END IF;
+
+  generation := v_gen;
+  PERFORM record_event(p_job,
+    CASE WHEN v_prev.name IS NOT NULL AND v_prev.released_at IS NULL THEN 'stale-takeover' ELSE 'acquired' END,
+    p_window, p_owner, v_gen, p_host_time,
+    CASE WHEN v_prev.name IS NOT NULL AND v_prev.released_at IS NULL
+         THEN jsonb_build_object('previous_owner', v_prev.owner, 'previous_generation', v_prev.generation,
+                                 'previous_expired_at', v_prev.expires_at)
+         ELSE '{}'::jsonb END);
+
+  -- 007: the generation taken over lost its lease, whether or not its owner could say so:
+  -- its unfinished window is lost (a window it claimed and we claim again is reset below),
+  -- and the loss is recorded under its owner and host, once (record_event keeps one per
+  -- generation, so a finish that said so first, or comes late, adds nothing). Not when the
+  -- previous owner is this very runner: an acquisition whose answer it never got.
+  IF v_prev.name IS NOT NULL AND v_prev.released_at IS NULL AND v_prev.owner IS DISTINCT FROM p_owner THEN
+    UPDATE windows w SET outcome = 'lost', finished_at = now()
+     WHERE w.job = p_job AND w.generation = v_prev.generation AND w.completed_at IS NULL AND w.outcome = 'running';
+    PERFORM record_event(p_job, 'lease-lost', v_prev.window_key, v_prev.owner, v_prev.generation, p_host_time,
+      jsonb_build_object('recorded_by', 'takeover', 'taken_by', p_owner, 'taken_generation', v_gen));
+  END IF;
+
+  IF p_window IS NOT NULL THEN
+    -- 024: asked again under the lease row, which every claim of this job holds: an attempt that
+    -- ended since the read above, or one just found abandoned (lost above), counts.
+    SELECT * INTO v_budget FROM attempt_budget(p_job, p_window, v_max, v_delay, p_rerun);
+    IF v_budget.reason IS NOT NULL THEN
+      UPDATE leases l SET expires_at = now(), released_at = now() WHERE l.name = p_job;
+      PERFORM skip_budget(p_job, p_owner, v_gen, p_window, v_budget.reason, v_budget.attempts, v_max,
+                          v_budget.next_at, p_host_time);
+      outcome := v_budget.reason; attempt := v_budget.attempts; expires_at := v_budget.next_at;
+      generation := NULL;
+      RETURN NEXT; RETURN;
+    END IF;
+    INSERT INTO windows AS w (job, window_key, scheduled_at, owner, generation, max_attempts)
+    VALUES (p_job, p_window, p_scheduled_at, p_owner, v_gen, v_max)
+    ON CONFLICT (job, window_key) DO UPDATE SET
+      owner = EXCLUDED.owner, generation = EXCLUDED.generation,
+      attempts = w.attempts + 1, started_at = now(), finished_at = NULL,
+      completed_at = NULL, outcome = 'running', exit_code = NULL,
+      scheduled_at = coalesce(w.scheduled_at, EXCLUDED.scheduled_at), max_attempts = EXCLUDED.max_attempts,
+      claimed_as = NULL -- 026: a run's own claim (the latest claim says how the window was run)
+    WHERE w.completed_at IS NULL OR p_rerun
+    RETURNING w.attempts INTO v_attempt;
+
+    IF v_attempt IS NULL THEN
+      -- Completed between our check and the lease (cannot happen since the check is repeated
+      -- under the lease row lock, kept as a guard): give the lease back.
+      UPDATE leases l SET expires_at = now(), released_at = now() WHERE l.name = p_job;
+      outcome := 'done'; generation := NULL;
+      RETURN NEXT; RETURN;
+    END IF;
+    attempt := v_attempt;
+    PERFORM record_event(p_job, 'window-claimed', p_window, p_owner, v_gen, p_host_time,
+      jsonb_build_object('attempt', v_attempt, 'scheduled_at', p_scheduled_at, 'rerun', p_rerun));
+  ELSE
+    attempt := 1;
+  END IF;
+
+  outcome := 'acquired';
+  RETURN NEXT;
+END $$;
+
+-- claim_window: as in sql/functions/claim_window.sql
+CREATE OR REPLACE FUNCTION claim_window(
+  p_job text, p_owner text, p_generation bigint, p_window text, p_scheduled_at timestamptz,
+  p_rerun boolean, p_max_delay_ms bigint, p_host_time timestamptz, p_detail jsonb
+) RETURNS TABLE (outcome text, attempt integer, completed_at timestamptz, db_now timestamptz)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+#variable_conflict use_column
+DECLARE
+  v_lease leases%ROWTYPE;
+  v_gate record;
+  v_attempt integer;
+  v_max integer := (p_detail->>'max_attempts')::integer; -- 024
+  v_budget record;
+BEGIN
+  PERFORM durable_commit(); -- 021: its commit survives a crash, whatever synchronous_commit says
+  db_now := now();
+  -- The lease row first, as acquire() and finish() lock it: they serialize there.
+  SELECT * INTO v_lease FROM leases l WHERE l.name = p_job FOR UPDATE;
+  IF NOT FOUND OR v_lease.owner <> p_owner OR v_lease.generation <> p_generation
+     OR v_lease.expires_at <= now() OR v_lease.released_at IS NOT NULL
+     -- 020: a lease of an earlier history (before a failover or restore) claims nothing more.
+     OR NOT token_current(p_generation) THEN
+    outcome := 'not-held';
+    RETURN NEXT; RETURN;
+  END IF;
+
+  SELECT * INTO v_gate FROM window_gate(p_job, p_window, p_scheduled_at, p_rerun, p_max_delay_ms, true);
+  IF v_gate.reason IS NOT NULL THEN
+    outcome := window_refused(p_job, p_owner, p_generation, p_window, p_scheduled_at, v_gate.reason,
+                              v_gate.retained_from, p_max_delay_ms, p_host_time);
+    completed_at := v_gate.completed_at;
+    RETURN NEXT; RETURN;
+  END IF;
+
+  SELECT * INTO v_budget FROM attempt_budget(p_job, p_window, v_max, (p_detail->>'retry_delay_ms')::bigint, p_rerun);
+  IF v_budget.reason IS NOT NULL THEN
+    PERFORM skip_budget(p_job, p_owner, p_generation, p_window, v_budget.reason, v_budget.attempts, v_max,
+                        v_budget.next_at, p_host_time);
+    outcome := v_budget.reason; attempt := v_budget.attempts; completed_at := v_budget.next_at;
+    RETURN NEXT; RETURN;
+  END IF;
+
+  INSERT INTO windows AS w (job, window_key, scheduled_at, owner, generation, max_attempts, claimed_as)
+  VALUES (p_job, p_window, p_scheduled_at, p_owner, p_generation, v_max,
+          CASE WHEN p_detail->'backfill' = 'true'::jsonb THEN 'backfill'
+               WHEN p_detail->>'role' = 'catch-up' THEN 'catch-up' END)
+  ON CONFLICT (job, window_key) DO UPDATE SET
+    owner = EXCLUDED.owner, generation = EXCLUDED.generation,
+    attempts = w.attempts + 1, started_at = now(), finished_at = NULL,
+    completed_at = NULL, outcome = 'running', exit_code = NULL,
+    scheduled_at = coalesce(w.scheduled_at, EXCLUDED.scheduled_at), max_attempts = EXCLUDED.max_attempts,
+    claimed_as = EXCLUDED.claimed_as
+  WHERE w.completed_at IS NULL OR p_rerun
+  RETURNING w.attempts INTO v_attempt;
+  -- The lease names the window being worked on (status, a contender's holder_window).
+  UPDATE leases l SET window_key = p_window WHERE l.name = p_job;
+  attempt := v_attempt;
+  PERFORM record_event(p_job, 'window-claimed', p_window, p_owner, p_generation, p_host_time,
+    coalesce(p_detail, '{}'::jsonb) || jsonb_build_object('attempt', v_attempt, 'scheduled_at', p_scheduled_at, 'rerun', p_rerun));
+  outcome := 'claimed';
+  RETURN NEXT;
+END $$;
