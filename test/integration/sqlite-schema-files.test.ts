@@ -68,6 +68,7 @@ describe('sql/sqlite: the embedded store schema as numbered files', () => {
       ['006_expect_duration.sql', 'bb7201e2d56bc59a0e90596f4de2f726defc1456ed1b273f1d3fc5c864a4b204'],
       ['007_attempt_budget.sql', '9cffdd76be2b493fa9827bfa392d0d342929e22d7e5f741465ef036154317693'],
       ['008_on_busy_replace.sql', '8dcc0995a88610516e4fabccdebf4a874e07253505ec91c797fa2fbd8caf98dc'],
+      ['009_claimed_as.sql', 'b64a762db2ddbcef5114b29d45ea675d2150b5d2b2aaac33950cafb668397119'],
     ];
     for (const [file, hash] of frozen) {
       const sha = createHash('sha256')

@@ -32,6 +32,7 @@ const FROZEN: Array<[string, string]> = [
   ['023_expect_duration_marks_ahead.sql', '3074ee1faf110cf7ba1cdf940e41808be06951f36117049110fa721e6fcfc5d0'],
   ['024_attempt_budget.sql', '81140e6a8f30c3572ab906b0d506c60a50a587d9d660cb247cc12f5f2035f708'],
   ['025_on_busy_replace.sql', '8875f563f0302e66106985cee63c3928062bcaa2b05ddeb75b4729f25eb9beac'],
+  ['026_claimed_as.sql', 'f9ac1a0c7c75e827899fe2a3d96cafd3320fe0ed2209a7aa2643acdc6defed1d'],
 ];
 
 const sqlDir = path.join(ROOT, 'sql');
