@@ -332,8 +332,11 @@ async function whenBusy<T>(a: Acquiring, row: AcquireRow): Promise<RunResult<T> 
   if (policy === 'replace') policy = await askToReplace(a, row);
   if (policy === 'skip') {
     log.info(holder, 'lease busy');
+    // The occurrence it skipped, with its time: history --by-occurrence places one that has no
+    // ledger row (only this skip) among the others by it.
+    const scheduled = a.win?.scheduledAt ? { scheduled_at: a.win.scheduledAt.toISOString() } : {};
     const detail = { holder: row.holder, holder_generation: row.holderGeneration, holder_window: row.holderWindow };
-    await skipEvent(a, 'busy-skip', detail);
+    await skipEvent(a, 'busy-skip', { ...detail, ...scheduled });
     return { status: 'skipped', reason: 'busy', holder: row.holder };
   }
   if (policy === 'fail') {
