@@ -13,7 +13,7 @@ import {
 } from './postgres/connection.js';
 import { UsageError } from '../errors.js';
 import { classifyDbError } from './postgres/db-errors.js';
-import { classifySqliteError } from './sqlite/errors.js';
+import { classifySqliteDriverError, classifySqliteError } from './sqlite/errors.js';
 import { validateSchema } from '../names.js';
 import type { LeaseStore } from './contract.js';
 import type { MigrateOptions, MigrateResult } from './postgres/migrate.js';
@@ -178,8 +178,11 @@ export async function openStore(
     if (opts.connectEarly) store.connectEarly();
     return store;
   }
-  // Loaded only when used: the PostgreSQL path never pays for the native module.
-  const { SqliteStore } = await import('./sqlite/store.js');
+  // Loaded only when used: the PostgreSQL path never pays for the native module. A module built
+  // for another Node.js fails here: said in one line with what to do, not as an internal error.
+  const { SqliteStore } = await import('./sqlite/store.js').catch((err: unknown) => {
+    throw classifySqliteDriverError(err) ?? err;
+  });
   return SqliteStore.open(choice.file, { create: !flags.existingOnly });
 }
 

@@ -258,6 +258,24 @@ describe('embedded store (SQLite)', () => {
     expect(existsSync(marker)).toBe(false);
   });
 
+  it('installed with one Node.js and run with another: exit 69, one line saying so and what to do; the child never runs', async () => {
+    const marker = path.join(dir, 'ran');
+    const child = ['--', process.execPath, '-e', `require('fs').writeFileSync(${JSON.stringify(marker)}, '')`];
+    const otherNode = { ...env(), NODE_OPTIONS: `--require ${fixture('other-node-sqlite.cjs')}` };
+    for (const args of [['run', '--name', 'abi', ...child], ['migrate']]) {
+      const r = await runCli(args, otherNode);
+      expect(r.exitCode, r.all).toBe(69);
+      expect(r.stderr.trim()).toBe(
+        `leasejob: the embedded store's SQLite module (better-sqlite3) was built for another Node.js (module version 115; ` +
+          `Node.js ${process.version} needs 137): run \`npm rebuild better-sqlite3\` (or \`npm ci\`) where leasejob is ` +
+          `installed, with the Node.js that runs it; or use the single file (\`npm run single-file\`, no native module); ` +
+          `or set LEASEJOB_DATABASE_URL`,
+      );
+    }
+    expect(existsSync(marker)).toBe(false);
+    expect(existsSync(path.join(dir, 'xdg', 'leasejob', 'leasejob.db'))).toBe(false);
+  });
+
   it('a state file that is a directory: exit 64 saying so, for run and status alike', async () => {
     for (const args of [['run', '--name', 'd', '--window', 'w', '--', 'true'], ['status']]) {
       const r = await runCli([...args.slice(0, 1), '--state-file', dir, ...args.slice(1)], noDb);

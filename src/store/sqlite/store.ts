@@ -13,6 +13,7 @@ import { hostName } from '../../host-name.js';
 import type { ReplicationReport } from '../../replication.js';
 import { backoffMs } from '../../schedule/backoff.js';
 import { migrateSqlite } from './schema.js';
+import { classifySqliteDriverError } from './errors.js';
 import { SqliteRetention } from './retention.js';
 import type {
   AcquireInput,
@@ -58,6 +59,18 @@ import {
   SKIP_KINDS_SQL,
   skipReasonSql,
 } from '../contract.js';
+
+/**
+ * The driver's handle on `file`. better-sqlite3 loads its native module here, not on import: one
+ * built for another Node.js fails here, said in one line with what to do (exit 69).
+ */
+function openDriver(file: string): BetterSqlite3.Database {
+  try {
+    return new Database(file, { timeout: BUSY_TIMEOUT_MS });
+  } catch (err) {
+    throw classifySqliteDriverError(err) ?? err;
+  }
+}
 
 /** What is at `file`: `hidden` when a directory on the way cannot be searched by this user. */
 function fileKind(file: string): 'file' | 'directory' | 'other' | 'missing' | 'hidden' {
@@ -272,7 +285,7 @@ export class SqliteStore implements LeaseStore {
         { cause: err },
       );
     }
-    const db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
+    const db = openDriver(file);
     // A new file gives the pages `leasejob prune` frees back in steps (retention.ts).
     // Only takes effect before the first table exists; an older file keeps its mode until a
     // VACUUM (`prune --vacuum`).
