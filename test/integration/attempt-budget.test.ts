@@ -4,26 +4,15 @@
 // the ledger, the events and the child's own record; no elapsed time is asserted.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { fixture, logLines, runCli, scrapeOnce, startCli, waitFor } from '../helpers/cli.js';
-import { testDb, type TestDb } from '../helpers/db.js';
+import { bothStores, NO_DB_ENV } from '../helpers/both-stores.js';
 import { startReceiver } from '../helpers/http-receiver.js';
 import { tempDir } from '../helpers/temp.js';
 
 const tmp = tempDir('leasejob-budget-');
-let db: TestDb;
-beforeAll(async () => {
-  db = await testDb();
-});
-afterAll(async () => {
-  await db.close();
-});
-
-const noDb = { DATABASE_URL: undefined, LEASEJOB_DATABASE_URL: undefined, PGHOST: undefined, JOB_NAME: undefined };
-const stores: Array<[string, () => string[]]> = [
-  ['PostgreSQL', () => ['--database-url', db.url, '--schema', db.schema]],
-  ['the embedded store', () => ['--state-file', path.join(tmp, 'leasejob.db')]],
-];
+const noDb = NO_DB_ENV;
+const { stores } = bothStores('leasejob-budget-state-');
 
 /** The child: one JSON line of its environment appended to `file`, then exit 3 for window `w`. */
 const failing = (file: string, w: string): string[] => [

@@ -7,6 +7,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NO_DB_ENV } from '../helpers/both-stores.js';
 import { fixture, runCli, scrapeOnce, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 import { tempDir } from '../helpers/temp.js';
@@ -20,7 +21,7 @@ afterAll(async () => {
   await db.close();
 });
 
-const noDb = { DATABASE_URL: undefined, LEASEJOB_DATABASE_URL: undefined, PGHOST: undefined, JOB_NAME: undefined };
+const noDb = NO_DB_ENV;
 const stateFile = path.join(tmp, 'leasejob.db');
 /** Each store's connection flags, and how a test says the job was registered at `at` (catch-up runs only later ones). */
 const stores: Array<[string, () => string[], (job: string, at: string) => Promise<void>]> = [

@@ -5,25 +5,14 @@
 // holder is taken over at expiry as on a lost lease. Order comes from logs and events, not time.
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { fixture, isAlive, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
-import { testDb, type TestDb } from '../helpers/db.js';
+import { bothStores, NO_DB_ENV } from '../helpers/both-stores.js';
 import { tempDir } from '../helpers/temp.js';
 
 const tmp = tempDir('leasejob-replace-');
-let db: TestDb;
-beforeAll(async () => {
-  db = await testDb();
-});
-afterAll(async () => {
-  await db.close();
-});
-
-const noDb = { DATABASE_URL: undefined, LEASEJOB_DATABASE_URL: undefined, PGHOST: undefined, JOB_NAME: undefined };
-const stores: Array<[string, () => string[]]> = [
-  ['PostgreSQL', () => ['--database-url', db.url, '--schema', db.schema]],
-  ['the embedded store', () => ['--state-file', path.join(tmp, 'leasejob.db')]],
-];
+const noDb = NO_DB_ENV;
+const { stores } = bothStores('leasejob-replace-state-');
 
 // A holder's lease must not expire on its own while a test looks at it: on a busy 2-core machine
 // (the chaos suite beside it) a 3 s TTL once let a holder stop its child and lose its lease
