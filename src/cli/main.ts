@@ -181,7 +181,8 @@ database URL, unless --pass-database-url.
 Exit codes: 0 ok or nothing to do; the child's own code; 128+N leasejob told to stop by
 signal N (whatever the child then did), or the child killed by signal N; 64 usage; 69 database
 unreachable, refusing the statement (read-only standby, cancelled,
-rolled back on every try) or schema not migrated; 70 internal; 75 lease lost, acquired too
+rolled back on every try) or schema not migrated, or the embedded store's file or SQLite
+module unusable; 70 internal; 75 lease lost, acquired too
 late to start safely, busy (--on-busy fail, wait timeout), or the occurrence not yet due by
 the database clock; 124 --max-runtime exceeded; 126 the command is not executable, 127 not
 found (as a shell). The window's recorded exit code is always the one leasejob exits with.
