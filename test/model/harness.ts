@@ -349,7 +349,8 @@ class Replace implements Cmd {
     const [t1, t2] = [keyFor(m, r, this.k1), keyFor(m, r, this.k2)];
     if (!decide(m.job, t1, false).start || !decide(m.job, t2, false).start) return;
     r.steps.push(this.toString());
-    const a = await startBlocked(m, r, t1, []);
+    // TTL 15 s: the holder keeps its lease and hears the replace at its next renewal (TTL/3).
+    const a = await startBlocked(m, r, t1, ['--ttl', '15s']);
     const res = await runCli(runArgs(m, r, t2, ['--on-busy', 'replace'], this.fails ? `fail=3=${t2}` : undefined), env);
     await a.p;
     const o = occOf(m.job, t1);
