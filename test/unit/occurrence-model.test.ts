@@ -1,0 +1,89 @@
+// The reference model itself (test/model/occurrence-model.ts) encodes the semantics decided for
+// issue 19: what counts as an attempt, what a trigger may do, what is due and not completed.
+import { describe, expect, it } from 'vitest';
+import {
+  HOUR,
+  SCHEDULES,
+  decide,
+  dueNotCompleted,
+  exhausted,
+  newJob,
+  occOf,
+  rerun,
+  trigger,
+  windowKey,
+} from '../model/occurrence-model.js';
+
+const BASE = Date.parse('2026-12-06T03:00:00Z');
+const k = (n: number, minute = 0) => windowKey(BASE - n * HOUR + minute * 60_000);
+const job = (max = 2) => newJob(max, BASE + 10 * 60_000); // registered at 03:10
+const NOW = BASE + 20 * 60_000;
+
+describe('the occurrence model', () => {
+  it('counts every non-completed attempt towards --max-attempts: failed, lost, replaced, crashed', () => {
+    for (const status of ['failed', 'lost', 'replaced', 'crashed'] as const) {
+      const j = job(1);
+      Object.assign(occOf(j, k(1)), { attempts: 1, status });
+      expect(decide(j, k(1), false)).toEqual({ start: false, why: 'exhausted' });
+      expect(exhausted(j)).toEqual([k(1)]);
+    }
+  });
+
+  it('applies the backoff after a failed finish only, never after a lost or replaced attempt', () => {
+    const j = job(3);
+    Object.assign(occOf(j, k(1)), { attempts: 1, status: 'failed' });
+    Object.assign(occOf(j, k(2)), { attempts: 1, status: 'lost' });
+    Object.assign(occOf(j, k(3)), { attempts: 1, status: 'replaced' });
+    expect(decide(j, k(1), true)).toEqual({ start: false, why: 'backoff' });
+    expect(decide(j, k(2), true)).toEqual({ start: true });
+    expect(decide(j, k(3), true)).toEqual({ start: true });
+  });
+
+  it('never starts a completed occurrence again but for --rerun, which passes the budget', () => {
+    const j = job(1);
+    expect(trigger(j, k(1), { fails: false, retries: 0, backoff: false })).toEqual({ starts: 1, exit: 0 });
+    expect(trigger(j, k(1), { fails: false, retries: 0, backoff: false })).toMatchObject({ starts: 0, why: 'closed' });
+    expect(rerun(j, k(1), true)).toEqual({ starts: 1, exit: 3 });
+    expect(occOf(j, k(1)).attempts).toBe(2);
+    expect(exhausted(j)).toEqual([k(1)]);
+  });
+
+  it('retries inside a run stop at the budget', () => {
+    const j = job(2);
+    expect(trigger(j, k(1), { fails: true, retries: 5, backoff: false })).toEqual({ starts: 2, exit: 3 });
+  });
+
+  it('a paused trigger starts nothing and closes an occurrence without a row (skipped), not one with a row', () => {
+    const j = job(3);
+    Object.assign(occOf(j, k(2)), { attempts: 1, status: 'failed' });
+    j.paused = true;
+    expect(trigger(j, k(1), { fails: false, retries: 0, backoff: false })).toMatchObject({ starts: 0, why: 'paused' });
+    expect(trigger(j, k(2), { fails: false, retries: 0, backoff: false })).toMatchObject({ starts: 0, why: 'paused' });
+    expect(occOf(j, k(1)).status).toBe('paused-skipped');
+    expect(occOf(j, k(2)).status).toBe('failed');
+    expect(dueNotCompleted(j, NOW)).toEqual([]);
+    j.paused = false;
+    expect(dueNotCompleted(j, NOW)).toEqual([k(2)]);
+  });
+
+  it('due: claimed and not completed, or after the registration; never before the schedule took effect or the horizon', () => {
+    const j = job(3);
+    trigger(j, k(1), { fails: true, retries: 0, backoff: false });
+    trigger(j, k(2), { fails: false, retries: 0, backoff: false });
+    trigger(j, k(4), { fails: true, retries: 0, backoff: false });
+    // 03:00 (k 0) is before the registration at 03:10: not expected, as no run claimed it.
+    expect(dueNotCompleted(j, NOW)).toEqual([k(4), k(1)]);
+    // An hour later the 04:00 tick, after the registration, is due too.
+    expect(dueNotCompleted(j, NOW + HOUR)).toEqual([k(4), k(1), k(-1)]);
+    j.prunedBefore = BASE - 3 * HOUR;
+    expect(dueNotCompleted(j, NOW)).toEqual([k(1)]);
+    // A schedule change at 03:15: the new schedule's earlier ticks are never due, claimed or not.
+    j.schedule = SCHEDULES[1];
+    j.scheduleFrom = BASE + 15 * 60_000;
+    trigger(j, k(1, 30), { fails: true, retries: 0, backoff: false });
+    expect(dueNotCompleted(j, NOW)).toEqual([]);
+    // Its 03:30 tick, after the change and the registration, is due once past its grace.
+    expect(dueNotCompleted(j, BASE + 31 * 60_000)).toEqual([k(0, 30)]);
+    expect(dueNotCompleted(j, BASE + HOUR + 31 * 60_000)).toEqual([k(0, 30), k(-1, 30)]);
+  });
+});
