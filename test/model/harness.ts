@@ -467,24 +467,50 @@ class Restore implements Cmd {
   toString = (): string => 'restore';
 }
 
-/** The commands fast-check draws sequences from (a backup and restore only for the embedded store). */
-export function commandArbs(store: StoreKind): Array<fc.Arbitrary<Cmd>> {
+/** The step kinds, by the name `--only` takes (the first word of each step as printed). */
+export const STEP_KINDS = [
+  'run',
+  'rerun',
+  'crash',
+  'replace',
+  'mark',
+  'pause',
+  'prune',
+  'schedule-change',
+  'backup',
+  'restore',
+] as const;
+
+/**
+ * The commands fast-check draws sequences from (a backup and restore only for the embedded
+ * store); `only` narrows them to some kinds, to aim a long run at one part of the table.
+ */
+export function commandArbs(store: StoreKind, only?: readonly string[]): Array<fc.Arbitrary<Cmd>> {
   const k = fc.integer({ min: 1, max: OCCURRENCES });
-  const arbs: Array<fc.Arbitrary<Cmd>> = [
-    fc
-      .tuple(k, fc.boolean(), fc.constantFrom('none', 'backoff', 'retries') as fc.Arbitrary<Trigger['retry']>)
-      .map(([a, b, c]) => new Trigger(a, b, c)),
-    fc.tuple(k, fc.boolean()).map(([a, b]) => new Trigger(a, b, 'none')),
-    fc.tuple(k, fc.boolean()).map(([a, b]) => new Rerun(a, b)),
-    fc.tuple(k, fc.constantFrom('release', 'expire') as fc.Arbitrary<Crash['then']>).map(([a, b]) => new Crash(a, b)),
-    fc.tuple(k, k, fc.boolean()).map(([a, b, c]) => new Replace(Math.max(a, b), Math.min(a, b), c)),
-    fc.tuple(k, fc.constantFrom('done', 'skipped') as fc.Arbitrary<Mark['how']>).map(([a, b]) => new Mark(a, b)),
-    fc.boolean().map((on) => new Pause(on)),
-    fc.constant(new Prune()),
-    k.map((a) => new ScheduleChange(a)),
+  const arbs: Array<[string, fc.Arbitrary<Cmd>]> = [
+    [
+      'run',
+      fc
+        .tuple(k, fc.boolean(), fc.constantFrom('none', 'backoff', 'retries') as fc.Arbitrary<Trigger['retry']>)
+        .map(([a, b, c]) => new Trigger(a, b, c)),
+    ],
+    ['run', fc.tuple(k, fc.boolean()).map(([a, b]) => new Trigger(a, b, 'none'))],
+    ['rerun', fc.tuple(k, fc.boolean()).map(([a, b]) => new Rerun(a, b))],
+    [
+      'crash',
+      fc.tuple(k, fc.constantFrom('release', 'expire') as fc.Arbitrary<Crash['then']>).map(([a, b]) => new Crash(a, b)),
+    ],
+    ['replace', fc.tuple(k, k, fc.boolean()).map(([a, b, c]) => new Replace(Math.max(a, b), Math.min(a, b), c))],
+    [
+      'mark',
+      fc.tuple(k, fc.constantFrom('done', 'skipped') as fc.Arbitrary<Mark['how']>).map(([a, b]) => new Mark(a, b)),
+    ],
+    ['pause', fc.boolean().map((on) => new Pause(on))],
+    ['prune', fc.constant(new Prune())],
+    ['schedule-change', k.map((a) => new ScheduleChange(a))],
   ];
-  if (store === 'sqlite') arbs.push(fc.constant(new Backup()), fc.constant(new Restore()));
-  return arbs;
+  if (store === 'sqlite') arbs.push(['backup', fc.constant(new Backup())], ['restore', fc.constant(new Restore())]);
+  return arbs.filter(([name]) => !only || only.includes(name)).map(([, a]) => a);
 }
 
 /** fast-check's budget for one property: runs, sequence length, and a given seed and path to replay. */
@@ -495,6 +521,8 @@ export interface ModelRunOptions {
   path?: string;
   /** fc.commands' own replay path, printed with a counterexample (`replayPath="..."`). */
   replayPath?: string;
+  /** Only these step kinds (STEP_KINDS); all when not given. */
+  only?: readonly string[];
 }
 
 export interface ModelRunStats {
@@ -509,7 +537,7 @@ export async function runModel(store: Store, o: ModelRunOptions): Promise<ModelR
   await fc.assert(
     fc.asyncProperty(
       fc.integer({ min: 1, max: 3 }),
-      fc.commands(commandArbs(store.kind), {
+      fc.commands(commandArbs(store.kind, o.only), {
         maxCommands: o.maxCommands,
         ...(o.replayPath !== undefined ? { replayPath: o.replayPath } : {}),
       }),

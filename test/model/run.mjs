@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 
 const USAGE = `Usage: npm run model -- [--runs N] [--max-commands M] [--seed S] [--path P] [--store postgres|sqlite]
+                         [--only KINDS]
 
 Random sequences of runs, crashes, releases, replaces, marks, reruns, pauses, prunes, schedule
 changes (and, embedded store, state-file restores) through the built CLI, each step compared
@@ -15,12 +16,14 @@ with the reference model (test/model/occurrence-model.ts).
   --seed S           fast-check's seed (printed by a failing run; random when not given)
   --path P           with --seed: replay this counterexample path (printed by a failing run)
   --store KIND       only this store: postgres or sqlite (default both)
+  --only K1,K2       only these step kinds: run, rerun, crash, replace, mark, pause, prune,
+                     schedule-change, backup, restore (default all)
   -h, --help         this text
 
 Exit 0 when every sequence agreed with the model, 1 otherwise.`;
 
 const args = process.argv.slice(2);
-const opts = { runs: '25', 'max-commands': '12', seed: '', path: '', store: '' };
+const opts = { runs: '25', 'max-commands': '12', seed: '', path: '', store: '', only: '' };
 for (let i = 0; i < args.length; i++) {
   const a = args[i];
   if (a === '-h' || a === '--help') {
@@ -56,6 +59,7 @@ const r = spawnSync(process.execPath, [path.join(root, 'node_modules', 'vitest',
     LEASEJOB_MODEL_SEED: opts.seed,
     LEASEJOB_MODEL_PATH: opts.path,
     LEASEJOB_MODEL_STORE: opts.store,
+    LEASEJOB_MODEL_ONLY: opts.only,
   },
 });
 process.exit(r.status === 0 ? 0 : 1);

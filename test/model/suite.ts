@@ -14,6 +14,8 @@ interface Regression {
   seed: number;
   path: string;
   replayPath: string;
+  /** The step kinds the run that found it drew from (npm run model -- --only), when not all. */
+  only?: string[];
   maxCommands: number;
   what: string;
   /** Set while the store still disagrees with the model: the case is expected to fail. */
@@ -62,11 +64,12 @@ export function modelSuite(kind: StoreKind, bounded: { runs: number; maxCommands
       const maxCommands = envNumber('LEASEJOB_MODEL_MAX_COMMANDS') ?? bounded.maxCommands;
       const seed = envNumber('LEASEJOB_MODEL_SEED');
       const replay = process.env.LEASEJOB_MODEL_PATH || undefined;
+      const only = process.env.LEASEJOB_MODEL_ONLY ? process.env.LEASEJOB_MODEL_ONLY.split(',') : undefined;
 
       it.skipIf(STORE_FIXES_PENDING && !asked)(
         `${runs} random sequences of up to ${maxCommands} steps agree with the model after every step`,
         async () => {
-          const stats = await runModel(store, { runs, maxCommands, seed, path: replay });
+          const stats = await runModel(store, { runs, maxCommands, seed, path: replay, only });
           console.log(
             `model ${kind}: ${stats.sequences} sequences, ${stats.steps} steps, the longest ${stats.longest} steps`,
           );
