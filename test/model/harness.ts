@@ -12,6 +12,7 @@ import {
   ALERT_AFTER_MS,
   HOUR,
   SCHEDULES,
+  close,
   closed,
   cloneJob,
   decide,
@@ -19,6 +20,7 @@ import {
   exhausted,
   newJob,
   occOf,
+  prune,
   rerun,
   stateClass,
   tickOf,
@@ -47,6 +49,9 @@ export interface Real {
   stateFile?: string;
   /** The top of the hour the sequence's occurrences count back from (fixed at its start). */
   base: number;
+  /** The highest fencing token of the starts compared so far, and how many starts that was. */
+  tokenFloor: bigint;
+  linesSeen: number;
   steps: string[];
 }
 
@@ -62,7 +67,12 @@ export interface Store {
   kind: StoreKind;
   /** The flags for a fresh place to keep this sequence's job (a state file of its own, or the test schema). */
   conn: (dir: string) => string[];
+  /** Move the job's registration `ms` back (the registry's created_at), as if it had run for long. */
+  backdate: (conn: string[], job: string, ms: number) => Promise<void>;
 }
+
+/** How far back a sequence's job counts as registered: its ticks no run claimed are due since. */
+export const REGISTERED_BACK = 12 * HOUR;
 
 /** A fresh job with its first occurrence (6 hours back) completed: registered now, before any step. */
 export async function setup(store: Store, maxAttempts: number): Promise<{ model: Model; real: Real }> {
@@ -76,16 +86,23 @@ export async function setup(store: Store, maxAttempts: number): Promise<{ model:
     dir,
     startsFile: path.join(dir, 'starts.jsonl'),
     base,
+    tokenFloor: -1n,
+    linesSeen: 0,
     steps: [],
   };
   if (store.kind === 'sqlite') real.stateFile = real.conn[1];
-  const registeredAt = Date.now();
+  const registeredAt = Date.now() - REGISTERED_BACK;
   const model: Model = { job: newJob(maxAttempts, registeredAt), starts: new Map() };
   const key = windowKey(base - 6 * HOUR);
   const r = await runCli(runArgs(model, real, key, []), env);
   if (r.exitCode !== 0) throw new Error(`setup run: exit ${r.exitCode}\n${r.all}`);
+  // Registered 12 hours back: the ticks since that no run claimed are due (and a schedule
+  // change has earlier ticks of its new schedule to judge).
+  await store.backdate(real.conn, job, REGISTERED_BACK);
   trigger(model.job, key, { fails: false, retries: 0, backoff: false });
   model.starts.set(key, 1);
+  real.tokenFloor = BigInt(startLines(real)[0]!.FENCE_TOKEN);
+  real.linesSeen = 1;
   return { model, real };
 }
 
@@ -142,13 +159,21 @@ export async function compare(m: Model, r: Real): Promise<void> {
   // Starts as the child recorded them: exactly the model's, with tokens that never go back.
   const lines = startLines(r);
   const seen = new Map<string, number>();
-  let last = -1n;
-  for (const l of lines) {
-    count(seen, l.LEASEJOB_WINDOW);
+  for (const l of lines) count(seen, l.LEASEJOB_WINDOW);
+  // A step's starts come after every earlier step's in token order; within one run the tries of
+  // --retries share its lease, and so its token.
+  let last = r.tokenFloor;
+  for (const l of lines.slice(r.linesSeen)) {
     const t = BigInt(l.FENCE_TOKEN);
-    if (t <= last) fail(r, `fencing token went back: ${t} after ${last} (window ${l.LEASEJOB_WINDOW})`);
+    if (t <= r.tokenFloor || t < last)
+      fail(
+        r,
+        `fencing token went back: ${t} after ${last > r.tokenFloor ? last : r.tokenFloor} (window ${l.LEASEJOB_WINDOW})`,
+      );
     last = t;
   }
+  r.tokenFloor = last;
+  r.linesSeen = lines.length;
   for (const k of new Set([...seen.keys(), ...m.starts.keys()])) {
     const real = seen.get(k) ?? 0;
     const want = m.starts.get(k) ?? 0;
@@ -378,7 +403,7 @@ class Mark implements Cmd {
     r.steps.push(this.toString());
     const res = await runCli(['mark', ...r.conn, '--name', r.job, '--window', key, `--${this.how}`], env);
     if (res.exitCode !== 0) fail(r, `mark ${key}: exit ${res.exitCode}\n${res.all}`);
-    o.status = this.how === 'done' ? 'marked-done' : 'marked-skipped';
+    close(m.job, o, this.how === 'done' ? 'marked-done' : 'marked-skipped');
     await compare(m, r);
   }
   toString = (): string => `mark(k=${this.k},${this.how})`;
@@ -408,7 +433,7 @@ class Prune implements Cmd {
     const at = Date.now();
     const res = await runCli(['prune', ...r.conn, '--name', r.job, '--older-than', '3h'], env);
     if (res.exitCode !== 0) fail(r, `prune: exit ${res.exitCode}\n${res.all}`);
-    m.job.prunedBefore = Math.max(m.job.prunedBefore, at - 3 * HOUR);
+    prune(m.job, at - 3 * HOUR);
     await compare(m, r);
   }
   toString = (): string => 'prune(3h)';
@@ -472,6 +497,8 @@ export const STEP_KINDS = [
   'run',
   'rerun',
   'crash',
+  'crash-release',
+  'crash-expire',
   'replace',
   'mark',
   'pause',
@@ -482,12 +509,23 @@ export const STEP_KINDS = [
 ] as const;
 
 /**
+ * How a crash ends: either, or the one `only` names. The list of arbitraries and each one's
+ * shape stay as they were for a run of every kind: a kept seed and path replay only on them.
+ */
+function crashVariant(only?: readonly string[]): fc.Arbitrary<Crash['then']> {
+  const release = only?.includes('crash-release') ?? false;
+  const expire = only?.includes('crash-expire') ?? false;
+  if (release !== expire && !only?.includes('crash')) return fc.constant(release ? 'release' : 'expire');
+  return fc.constantFrom('release', 'expire');
+}
+
+/**
  * The commands fast-check draws sequences from (a backup and restore only for the embedded
  * store); `only` narrows them to some kinds, to aim a long run at one part of the table.
  */
 export function commandArbs(store: StoreKind, only?: readonly string[]): Array<fc.Arbitrary<Cmd>> {
   const k = fc.integer({ min: 1, max: OCCURRENCES });
-  const arbs: Array<[string, fc.Arbitrary<Cmd>]> = [
+  const arbs: Array<[string, fc.Arbitrary<Cmd>, ...string[]]> = [
     [
       'run',
       fc
@@ -496,10 +534,7 @@ export function commandArbs(store: StoreKind, only?: readonly string[]): Array<f
     ],
     ['run', fc.tuple(k, fc.boolean()).map(([a, b]) => new Trigger(a, b, 'none'))],
     ['rerun', fc.tuple(k, fc.boolean()).map(([a, b]) => new Rerun(a, b))],
-    [
-      'crash',
-      fc.tuple(k, fc.constantFrom('release', 'expire') as fc.Arbitrary<Crash['then']>).map(([a, b]) => new Crash(a, b)),
-    ],
+    ['crash', fc.tuple(k, crashVariant(only)).map(([a, b]) => new Crash(a, b)), 'crash-release', 'crash-expire'],
     ['replace', fc.tuple(k, k, fc.boolean()).map(([a, b, c]) => new Replace(Math.max(a, b), Math.min(a, b), c))],
     [
       'mark',
@@ -510,7 +545,9 @@ export function commandArbs(store: StoreKind, only?: readonly string[]): Array<f
     ['schedule-change', k.map((a) => new ScheduleChange(a))],
   ];
   if (store === 'sqlite') arbs.push(['backup', fc.constant(new Backup())], ['restore', fc.constant(new Restore())]);
-  return arbs.filter(([name]) => !only || only.includes(name)).map(([, a]) => a);
+  return arbs
+    .filter(([kind, , ...variants]) => !only || only.includes(kind) || variants.some((v) => only.includes(v)))
+    .map(([, a]) => a);
 }
 
 /** fast-check's budget for one property: runs, sequence length, and a given seed and path to replay. */

@@ -13,12 +13,15 @@ export type OccStatus =
   | 'replaced' // stopped by a later occurrence's --on-busy replace
   | 'marked-done'
   | 'marked-skipped'
-  | 'paused-skipped'; // a trigger while paused, the occurrence without a row: final
+  | 'paused-skipped' // a trigger while paused, the occurrence without a row: final
+  | 'missed'; // a trigger before the retention horizon, the occurrence without a row: a row, not final
 
 export interface Occ {
   /** Attempts the store counts: child starts by any path, failed or not. */
   attempts: number;
   status: OccStatus;
+  /** Order of its closing (completed, marked, skipped by a pause): prune keeps the latest. */
+  closedSeq?: number;
 }
 
 export interface JobModel {
@@ -30,8 +33,10 @@ export interface JobModel {
   paused: boolean;
   /** [since, until) of each pause; until null while paused. */
   pauses: Array<[number, number | null]>;
-  /** Occurrences scheduled before this (ms) were pruned: never run, never due. */
+  /** The retention horizon (ms): a trigger records an occurrence before it missed, never runs it. */
   prunedBefore: number;
+  /** Closings so far (Occ.closedSeq). */
+  closings: number;
   occ: Map<string, Occ>;
 }
 
@@ -50,6 +55,7 @@ export function newJob(maxAttempts: number, registeredAt: number): JobModel {
     paused: false,
     pauses: [],
     prunedBefore: Number.NEGATIVE_INFINITY,
+    closings: 0,
     occ: new Map(),
   };
 }
@@ -79,10 +85,27 @@ export const closed = (o: Occ): boolean =>
   o.status === 'marked-skipped' ||
   o.status === 'paused-skipped';
 
+/** The occurrence closed now (completed, marked, skipped by a pause). */
+export function close(j: JobModel, o: Occ, status: OccStatus): void {
+  o.status = status;
+  o.closedSeq = ++j.closings;
+}
+
+/**
+ * `prune`: the horizon rises to `horizon`; rows before it that are final or missed are deleted,
+ * but the job's latest closing.
+ */
+export function prune(j: JobModel, horizon: number): void {
+  j.prunedBefore = Math.max(j.prunedBefore, horizon);
+  const latest = Math.max(0, ...[...j.occ.values()].map((o) => o.closedSeq ?? 0));
+  for (const [k, o] of j.occ)
+    if (tickOf(k) < horizon && (closed(o) || o.status === 'missed') && (o.closedSeq ?? 0) !== latest) j.occ.delete(k);
+}
+
 /** A trigger skipped by a pause records the occurrence as skipped (final) when it had no row yet. */
 function pausedSkip(j: JobModel, key: string): void {
   const o = occOf(j, key);
-  if (o.attempts === 0 && o.status === 'none') o.status = 'paused-skipped';
+  if (o.attempts === 0 && o.status === 'none') close(j, o, 'paused-skipped');
 }
 
 export type Decision =
@@ -114,13 +137,18 @@ export function trigger(
 ): { starts: number; exit: number; why?: string } {
   const d = decide(j, key, opts.backoff);
   if (!d.start && d.why === 'paused') pausedSkip(j, key);
+  if (!d.start && d.why === 'pruned') {
+    const o = occOf(j, key);
+    if (o.attempts === 0 && o.status === 'none') o.status = 'missed';
+  }
   if (!d.start) return { starts: 0, exit: 0, why: d.why };
   const o = occOf(j, key);
   let starts = 0;
   for (let tries = 0; ; tries++) {
     o.attempts++;
     starts++;
-    o.status = opts.fails ? 'failed' : 'completed';
+    if (opts.fails) o.status = 'failed';
+    else close(j, o, 'completed');
     if (!opts.fails || tries >= opts.retries || o.attempts >= j.maxAttempts) break;
   }
   return { starts, exit: opts.fails ? 3 : 0 };
@@ -134,7 +162,8 @@ export function rerun(j: JobModel, key: string, fails: boolean): { starts: numbe
   }
   const o = occOf(j, key);
   o.attempts++;
-  o.status = fails ? 'failed' : 'completed';
+  if (fails) o.status = 'failed';
+  else close(j, o, 'completed');
   return { starts: 1, exit: fails ? 3 : 0 };
 }
 
@@ -149,20 +178,20 @@ export function ticksBefore(j: JobModel, at: number, n = 24): number[] {
 
 /**
  * The occurrences due and not completed at `now`: ticks of the current schedule within the
- * lookback and past their grace, since the schedule took effect, not pruned, not closed, not in
- * a pause (none while paused); a tick no run claimed counts only from the job's registration.
+ * lookback and past their grace, not closed, not in a pause (none while paused). A tick with a
+ * row (a run claimed it, or recorded it missed) is judged whenever it was scheduled; one without
+ * only from the job's registration, the schedule's taking effect and the retention horizon on.
  */
 export function dueNotCompleted(j: JobModel, now: number): string[] {
   if (j.paused) return [];
   const out: string[] = [];
   for (const t of ticksBefore(j, now - ALERT_AFTER_MS)) {
-    if (t < j.scheduleFrom || t < j.prunedBefore) continue;
     if (j.pauses.some(([a, b]) => t >= a && (b === null || t < b))) continue;
     const key = windowKey(t);
     const o = j.occ.get(key);
     if (o && closed(o)) continue;
-    const claimed = o !== undefined && o.attempts > 0;
-    if (claimed || t >= j.registeredAt) out.push(key);
+    const row = o !== undefined && (o.attempts > 0 || o.status === 'missed');
+    if (row || (t >= j.registeredAt && t >= j.scheduleFrom && t >= j.prunedBefore)) out.push(key);
   }
   return out.sort();
 }

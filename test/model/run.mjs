@@ -16,8 +16,8 @@ with the reference model (test/model/occurrence-model.ts).
   --seed S           fast-check's seed (printed by a failing run; random when not given)
   --path P           with --seed: replay this counterexample path (printed by a failing run)
   --store KIND       only this store: postgres or sqlite (default both)
-  --only K1,K2       only these step kinds: run, rerun, crash, replace, mark, pause, prune,
-                     schedule-change, backup, restore (default all)
+  --only K1,K2       only these step kinds: run, rerun, crash (or crash-release, crash-expire),
+                     replace, mark, pause, prune, schedule-change, backup, restore (default all)
   -h, --help         this text
 
 Exit 0 when every sequence agreed with the model, 1 otherwise.`;

@@ -23,6 +23,7 @@ const change = (schedule: number, at: number, code = 0) => ({
   kind: 'schedule-change',
   job: 'r1-opssched',
   schedule,
+  tick: iso(latestTick(schedule, at)),
   startedAt: at,
   endedAt: at + 500,
   code,
@@ -70,7 +71,7 @@ describe('chaos lifecycle actors: the checker', () => {
     expect(counts(v)).toEqual(none);
   });
 
-  it('reports a check that lists an occurrence of the new schedule from before the change, or of the old one', () => {
+  it('reports a check that lists an occurrence of the new schedule from before the change no run claimed, or of the old one', () => {
     const at = T + 30 * MIN;
     const actions = [change(1, at), check(at + 2_000, [at - 29 * MIN, at - 2 * MIN])];
     const v = judgeLifecycle({ actions, crashes: [], tokens: [], lossy: [] });
@@ -83,6 +84,15 @@ describe('chaos lifecycle actors: the checker', () => {
       lossy: [],
     });
     expect(counts(unsure)).toEqual(none);
+    // A tick a change run claimed (left unfinished by a fault, say) is judged as any claimed one.
+    const claimedTick = latestTick(1, at);
+    const own = judgeLifecycle({
+      actions: [change(1, at), check(at + 2_000, [claimedTick])],
+      crashes: [],
+      tokens: [],
+      lossy: [],
+    });
+    expect(counts(own)).toEqual(none);
   });
 
   it('reports a token handed out again after the state file was restored', () => {

@@ -9,6 +9,7 @@ import {
   exhausted,
   newJob,
   occOf,
+  prune,
   rerun,
   trigger,
   windowKey,
@@ -66,24 +67,28 @@ describe('the occurrence model', () => {
     expect(dueNotCompleted(j, NOW)).toEqual([k(2)]);
   });
 
-  it('due: claimed and not completed, or after the registration; never before the schedule took effect or the horizon', () => {
-    const j = job(3);
+  it('due: a claimed occurrence whenever it was scheduled; one no run claimed only after the registration, the horizon and the schedule change', () => {
+    const j = newJob(3, BASE - 2 * HOUR - 10 * 60_000); // registered at 00:50
     trigger(j, k(1), { fails: true, retries: 0, backoff: false });
-    trigger(j, k(2), { fails: false, retries: 0, backoff: false });
+    trigger(j, k(3), { fails: false, retries: 0, backoff: false });
     trigger(j, k(4), { fails: true, retries: 0, backoff: false });
-    // 03:00 (k 0) is before the registration at 03:10: not expected, as no run claimed it.
-    expect(dueNotCompleted(j, NOW)).toEqual([k(4), k(1)]);
-    // An hour later the 04:00 tick, after the registration, is due too.
-    expect(dueNotCompleted(j, NOW + HOUR)).toEqual([k(4), k(1), k(-1)]);
-    j.prunedBefore = BASE - 3 * HOUR;
-    expect(dueNotCompleted(j, NOW)).toEqual([k(1)]);
-    // A schedule change at 03:15: the new schedule's earlier ticks are never due, claimed or not.
+    // 01:00 (k 2) and 03:00 (k 0) no run claimed, after the registration; 00:00 before it.
+    expect(dueNotCompleted(j, NOW)).toEqual([k(4), k(2), k(1), k(0)]);
+    // prune at 03:20 --older-than 1h50m: the horizon at 01:30; 01:00 no longer expected, the
+    // failed 23:00 kept (not final) and still due; the completed 00:00 is the latest closing: kept.
+    prune(j, NOW - 110 * 60_000);
+    expect(dueNotCompleted(j, NOW)).toEqual([k(4), k(1), k(0)]);
+    expect(j.occ.has(k(3))).toBe(true);
+    // A trigger before the horizon records it missed: a row, due again.
+    expect(trigger(j, k(2), { fails: false, retries: 0, backoff: false })).toMatchObject({ starts: 0, why: 'pruned' });
+    expect(dueNotCompleted(j, NOW)).toEqual([k(4), k(2), k(1), k(0)]);
+    // A schedule change at 03:15: the new schedule's earlier ticks no run claimed are not due.
     j.schedule = SCHEDULES[1];
     j.scheduleFrom = BASE + 15 * 60_000;
-    trigger(j, k(1, 30), { fails: true, retries: 0, backoff: false });
     expect(dueNotCompleted(j, NOW)).toEqual([]);
-    // Its 03:30 tick, after the change and the registration, is due once past its grace.
-    expect(dueNotCompleted(j, BASE + 31 * 60_000)).toEqual([k(0, 30)]);
-    expect(dueNotCompleted(j, BASE + HOUR + 31 * 60_000)).toEqual([k(0, 30), k(-1, 30)]);
+    trigger(j, k(1, 30), { fails: true, retries: 0, backoff: false });
+    expect(dueNotCompleted(j, NOW)).toEqual([k(1, 30)]);
+    // Its 03:30 tick, after the change, is due once past its grace.
+    expect(dueNotCompleted(j, BASE + 31 * 60_000)).toEqual([k(1, 30), k(0, 30)]);
   });
 });

@@ -133,6 +133,7 @@ export class Lifecycle {
   async scheduleChange() {
     const i = (this.scheduleIndex = 1 - this.scheduleIndex);
     const startedAt = Date.now();
+    const tick = iso(latestTick(i, startedAt));
     const r = await this.cli([
       'run',
       ...this.db(),
@@ -144,7 +145,7 @@ export class Lifecycle {
       '--alert-after',
       '1s',
       '--scheduled-time',
-      iso(latestTick(i, startedAt)),
+      tick,
       '--',
       process.execPath,
       CHILD,
@@ -154,6 +155,7 @@ export class Lifecycle {
       kind: 'schedule-change',
       job: this.sched,
       schedule: i,
+      tick,
       startedAt,
       endedAt: Date.now(),
       code: r.code,
@@ -267,7 +269,9 @@ export class Lifecycle {
  *   under --max-attempts 1 started its child once, and the trigger after the release exited 0
  *   (it skipped the exhausted occurrence), unless a fault that loses commits overlapped it;
  * - schedule-change-not-due: after a schedule change the registry adopted (exit 0), `check` lists
- *   no occurrence scheduled before the change, nor one of the other schedule;
+ *   no occurrence scheduled before the change that no run claimed (the change runs claim one
+ *   tick each, perhaps left unfinished by a fault: those are judged as any claimed one), nor
+ *   one of the other schedule;
  * - tokens-never-go-back: the embedded store's tokens, in start order, only grow, across restores.
  */
 export function judgeLifecycle({ actions, crashes, tokens, lossy }) {
@@ -285,10 +289,11 @@ export function judgeLifecycle({ actions, crashes, tokens, lossy }) {
       );
   }
   let change;
+  const claimed = new Set(actions.filter((a) => a.kind === 'schedule-change').map((a) => a.tick));
   for (const a of actions) {
     if (a.kind === 'schedule-change') change = a.code === 0 && !overlaps(a) ? a : undefined;
     if (a.kind !== 'check' || !change || !a.due) continue;
-    for (const o of a.due) {
+    for (const o of a.due.filter((d) => !claimed.has(d.window))) {
       const at = Date.parse(o.scheduledAt);
       const parity = (at / MINUTE) % 2;
       if (at < change.startedAt - 1_000 || parity !== change.schedule)
