@@ -2,7 +2,7 @@
 // through the built CLI against one store (a trigger, a crash then release or expiry, replace,
 // mark, --rerun, pause, resume, prune, a schedule change, a state-file backup and restore), applies
 // it to the reference model, and then compares every occurrence with the model.
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { appendFileSync, copyFileSync, existsSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import fc from 'fast-check';
@@ -134,6 +134,17 @@ function runArgs(m: Model, r: Real, key: string, extra: string[], mode?: string)
   ];
 }
 
+function step(r: Real, name: string): void {
+  r.steps.push(name);
+  logStep(r, name);
+}
+
+/** LEASEJOB_MODEL_LOG=<file>: each step appended as it starts (a long run's progress, a hang's place). */
+function logStep(r: Real, step: string): void {
+  const file = process.env.LEASEJOB_MODEL_LOG;
+  if (file) appendFileSync(file, `${new Date().toISOString()} ${r.store} ${r.job} ${step}\n`);
+}
+
 const fail = (r: Real, what: string): never => {
   throw new Error(`${r.store}: ${what}\n  steps: ${r.steps.join(' -> ')}`);
 };
@@ -257,7 +268,7 @@ class Trigger implements Cmd {
   ) {}
   check = (): boolean => true;
   async run(m: Model, r: Real): Promise<void> {
-    r.steps.push(this.toString());
+    step(r, this.toString());
     const key = keyFor(m, r, this.k);
     const extra =
       this.retry === 'backoff'
@@ -294,7 +305,7 @@ class Rerun implements Cmd {
     const key = keyFor(m, r, this.k);
     // A rerun of a completed occurrence only, not pruned (its row, and so its count, may be gone).
     if (occOf(m.job, key).status !== 'completed' || tickOf(key) < m.job.prunedBefore) return;
-    r.steps.push(this.toString());
+    step(r, this.toString());
     const res = await runCli(runArgs(m, r, key, ['--rerun'], this.fails ? `fail=3=${key}` : undefined), env);
     const want = rerun(m.job, key, this.fails);
     count(m.starts, key, want.starts);
@@ -329,7 +340,7 @@ class Crash implements Cmd {
   async run(m: Model, r: Real): Promise<void> {
     const key = keyFor(m, r, this.k);
     if (!decide(m.job, key, false).start) return; // only a run that starts its child can crash
-    r.steps.push(this.toString());
+    step(r, this.toString());
     const { p, childPid } = await startBlocked(m, r, key, this.then === 'expire' ? ['--ttl', '3s'] : []);
     p.kill('SIGKILL');
     try {
@@ -373,7 +384,7 @@ class Replace implements Cmd {
   async run(m: Model, r: Real): Promise<void> {
     const [t1, t2] = [keyFor(m, r, this.k1), keyFor(m, r, this.k2)];
     if (!decide(m.job, t1, false).start || !decide(m.job, t2, false).start) return;
-    r.steps.push(this.toString());
+    step(r, this.toString());
     // TTL 15 s: the holder keeps its lease and hears the replace at its next renewal (TTL/3).
     const a = await startBlocked(m, r, t1, ['--ttl', '15s']);
     const res = await runCli(runArgs(m, r, t2, ['--on-busy', 'replace'], this.fails ? `fail=3=${t2}` : undefined), env);
@@ -400,7 +411,7 @@ class Mark implements Cmd {
     const key = keyFor(m, r, this.k);
     const o = occOf(m.job, key);
     if (closed(o) || tickOf(key) < m.job.prunedBefore) return;
-    r.steps.push(this.toString());
+    step(r, this.toString());
     const res = await runCli(['mark', ...r.conn, '--name', r.job, '--window', key, `--${this.how}`], env);
     if (res.exitCode !== 0) fail(r, `mark ${key}: exit ${res.exitCode}\n${res.all}`);
     close(m.job, o, this.how === 'done' ? 'marked-done' : 'marked-skipped');
@@ -413,7 +424,7 @@ class Pause implements Cmd {
   constructor(readonly on: boolean) {}
   check = (m: Readonly<Model>): boolean => m.job.paused !== this.on;
   async run(m: Model, r: Real): Promise<void> {
-    r.steps.push(this.toString());
+    step(r, this.toString());
     const at = Date.now();
     const res = await runCli([this.on ? 'pause' : 'resume', ...r.conn, '--name', r.job], env);
     if (res.exitCode !== 0) fail(r, `${this}: exit ${res.exitCode}\n${res.all}`);
@@ -429,7 +440,7 @@ class Pause implements Cmd {
 class Prune implements Cmd {
   check = (): boolean => true;
   async run(m: Model, r: Real): Promise<void> {
-    r.steps.push(this.toString());
+    step(r, this.toString());
     const at = Date.now();
     const res = await runCli(['prune', ...r.conn, '--name', r.job, '--older-than', '3h'], env);
     if (res.exitCode !== 0) fail(r, `prune: exit ${res.exitCode}\n${res.all}`);
@@ -444,7 +455,7 @@ class ScheduleChange implements Cmd {
   constructor(readonly k: number) {}
   check = (): boolean => true;
   async run(m: Model, r: Real): Promise<void> {
-    r.steps.push(this.toString());
+    step(r, this.toString());
     const at = Date.now();
     m.job.schedule = m.job.schedule === SCHEDULES[0] ? SCHEDULES[1] : SCHEDULES[0];
     m.job.scheduleFrom = at;
@@ -464,7 +475,7 @@ const stateFiles = (f: string): string[] => [f, `${f}-wal`, `${f}-shm`];
 class Backup implements Cmd {
   check = (): boolean => true;
   async run(m: Model, r: Real): Promise<void> {
-    r.steps.push(this.toString());
+    step(r, this.toString());
     for (const f of stateFiles(r.stateFile!)) {
       rmSync(`${f}.bak`, { force: true });
       if (existsSync(f)) copyFileSync(f, `${f}.bak`);
@@ -478,7 +489,7 @@ class Backup implements Cmd {
 class Restore implements Cmd {
   check = (m: Readonly<Model>): boolean => m.backup !== undefined;
   async run(m: Model, r: Real): Promise<void> {
-    r.steps.push(this.toString());
+    step(r, this.toString());
     // Written beside and renamed over, as a host restore or a copied volume gives a new file.
     for (const f of stateFiles(r.stateFile!)) {
       if (existsSync(`${f}.bak`)) {
@@ -548,6 +559,54 @@ export function commandArbs(store: StoreKind, only?: readonly string[]): Array<f
   return arbs
     .filter(([kind, , ...variants]) => !only || only.includes(kind) || variants.some((v) => only.includes(v)))
     .map(([, a]) => a);
+}
+
+/** A step as printed (`run(k=2,fails,backoff)`, `replace(k=3 by k=1)`, `pause`...) back into its command. */
+export function parseStep(text: string): Cmd {
+  const m = /^([a-z-]+)(?:\((.*)\))?$/.exec(text.trim());
+  if (!m) throw new Error(`not a step: ${text}`);
+  const [, name, inner = ''] = m;
+  const parts = inner.split(',').map((x) => x.trim());
+  const k = (x: string | undefined): number => Number(/k=(\d+)/.exec(x ?? '')?.[1]);
+  const has = (flag: string): boolean => parts.includes(flag);
+  switch (name) {
+    case 'run':
+      return new Trigger(k(parts[0]), has('fails'), has('backoff') ? 'backoff' : has('retries') ? 'retries' : 'none');
+    case 'rerun':
+      return new Rerun(k(parts[0]), has('fails'));
+    case 'crash':
+      return new Crash(k(parts[0]), has('release') ? 'release' : 'expire');
+    case 'replace': {
+      const [a, b] = parts[0]!.split(' by ');
+      return new Replace(k(a), k(b), has('fails'));
+    }
+    case 'mark':
+      return new Mark(k(parts[0]), has('done') ? 'done' : 'skipped');
+    case 'pause':
+    case 'resume':
+      return new Pause(name === 'pause');
+    case 'prune':
+      return new Prune();
+    case 'schedule-change':
+      return new ScheduleChange(k(parts[0]));
+    case 'backup':
+      return new Backup();
+    case 'restore':
+      return new Restore();
+  }
+  throw new Error(`not a step: ${text}`);
+}
+
+/** One sequence, as a regression case keeps it: a fresh job with this budget, these steps, the exporter at the end. */
+export async function runSequence(store: Store, maxAttempts: number, steps: string[]): Promise<void> {
+  const cmds = steps.map(parseStep);
+  const s = await setup(store, maxAttempts);
+  try {
+    await fc.asyncModelRun(() => s, cmds);
+    await compareExporter(s.model, s.real);
+  } finally {
+    cleanup(s.real);
+  }
 }
 
 /** fast-check's budget for one property: runs, sequence length, and a given seed and path to replay. */

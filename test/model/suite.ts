@@ -7,11 +7,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testDb, type TestDb } from '../helpers/db.js';
 import { ROOT } from '../helpers/wait.js';
 import Database from 'better-sqlite3';
-import { runModel, type Store, type StoreKind } from './harness.js';
+import { runModel, runSequence, type Store, type StoreKind } from './harness.js';
 
-/** A sequence fast-check found and shrank: replayed as it was found, with what it showed. */
+/**
+ * A sequence fast-check found and shrank, with what it showed: replayed from its steps (the
+ * budget, then each step as printed); `seed`, `path` and `replayPath` say where it came from
+ * (`npm run model -- --seed S --path P` found it again while the arbitraries were unchanged).
+ */
 interface Regression {
   store: StoreKind;
+  maxAttempts: number;
+  steps: string[];
   seed: number;
   path: string;
   replayPath: string;
@@ -98,14 +104,7 @@ export function modelSuite(kind: StoreKind, bounded: { runs: number; maxCommands
       for (const r of regressions) {
         const test = r.pending ? it.fails : it;
         test(`regression: ${r.what}${r.pending ? ` (still failing: ${r.pending})` : ''}`, async () => {
-          await runModel(store, {
-            runs: 1,
-            maxCommands: r.maxCommands,
-            seed: r.seed,
-            path: r.path,
-            replayPath: r.replayPath,
-            only: r.only,
-          });
+          await runSequence(store, r.maxAttempts, r.steps);
         }, 600_000);
       }
     },
