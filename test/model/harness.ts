@@ -221,9 +221,11 @@ export async function compare(m: Model, r: Real): Promise<void> {
   const now = Date.parse(out.dbNow);
   if (!nearModel(m.job, now, due))
     fail(r, `check: due and not completed ${fmt(due)}, the model ${fmt(dueNotCompleted(m.job, now))}`);
+  // Before the retention horizon a trigger may have recorded a spent occurrence missed: not judged.
   const spent = out.problems
     .filter((p) => p.kind === 'exhausted')
     .map((p) => /window (\S+)/.exec(p.message)![1]!)
+    .filter((k) => tickOf(k) >= m.job.prunedBefore)
     .sort();
   const wantSpent = exhausted(m.job).filter((k) => tickOf(k) >= m.job.prunedBefore);
   if (fmt(spent) !== fmt(wantSpent)) fail(r, `check: exhausted ${fmt(spent)}, the model ${fmt(wantSpent)}`);
@@ -628,8 +630,11 @@ export interface ModelRunStats {
 }
 
 /** Random sequences against one store, each compared with the model step by step and by the exporter at its end. */
-export async function runModel(store: Store, o: ModelRunOptions): Promise<ModelRunStats> {
-  const stats: ModelRunStats = { sequences: 0, steps: 0, longest: 0 };
+export async function runModel(
+  store: Store,
+  o: ModelRunOptions,
+  stats: ModelRunStats = { sequences: 0, steps: 0, longest: 0 },
+): Promise<ModelRunStats> {
   await fc.assert(
     fc.asyncProperty(
       fc.integer({ min: 1, max: 3 }),

@@ -116,8 +116,9 @@ export type Decision =
  * --retry-delay, long enough that a failure before it is always within its backoff.
  */
 export function decide(j: JobModel, key: string, backoff: boolean): Decision {
-  if (j.paused) return { start: false, why: 'paused' };
+  // The retention horizon first: a trigger while paused still records a pruned occurrence missed.
   if (tickOf(key) < j.prunedBefore) return { start: false, why: 'pruned' };
+  if (j.paused) return { start: false, why: 'paused' };
   const o = j.occ.get(key) ?? { attempts: 0, status: 'none' };
   if (closed(o)) return { start: false, why: 'closed' };
   if (o.attempts >= j.maxAttempts) return { start: false, why: 'exhausted' };

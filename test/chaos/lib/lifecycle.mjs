@@ -6,17 +6,23 @@
 // promise as an invariant (judgeLifecycle): a released crash spent the budget, an occurrence of
 // a new schedule from before the change is never due, tokens never go back across a restore.
 import { spawn } from 'node:child_process';
-import { copyFileSync, existsSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { BIN } from './cluster.mjs';
 
 const MINUTE = 60_000;
 const CHILD = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../fixtures/append-env.mjs');
 /**
- * Invariants whose store fixes (issue 19) are not merged yet: judged and printed, not counted
- * as violations (nor listed in the report) until then. Empty once the fixes are in.
+ * Invariants whose store fixes (issue 19) are not in this checkout, told by the embedded store's
+ * schedule_since step (whatever its number): judged and printed, not counted as violations (nor
+ * listed in the report) until then.
  */
-export const PENDING_INVARIANTS = new Set(['release-spends-budget', 'schedule-change-not-due', 'tokens-never-go-back']);
+const FIXED = readdirSync(new URL('../../../sql/sqlite/', import.meta.url)).some((f) =>
+  /_schedule_since\.sql$/.test(f),
+);
+export const PENDING_INVARIANTS = new Set(
+  FIXED ? [] : ['release-spends-budget', 'schedule-change-not-due', 'tokens-never-go-back'],
+);
 
 /** The schedules a schedule change alternates between: no tick of one is a tick of the other. */
 export const SCHEDULES = ['*/2 * * * *', '1-59/2 * * * *'];
