@@ -434,11 +434,35 @@ export class PgStore implements LeaseStore {
     lockTimeoutMs: number,
     answerTimeoutMs: number,
   ): Promise<RenewRow | undefined> {
+    const renewal = (): Promise<RenewRow | undefined> =>
+      this.renewOnce(job, owner, generation, ttlMs, lockTimeoutMs, answerTimeoutMs);
+    try {
+      return await renewal();
+    } catch (err) {
+      // A lease taken on a schema before 025 keeps renewing while `migrate` brings it up to date.
+      if (this.noReplaceRequests || !isUndefinedFunction(err, 'replace_requested')) throw err;
+      this.noReplaceRequests = true;
+      return renewal();
+    }
+  }
+
+  /** Set once the schema is found to predate 025: renewals then carry no replace request. */
+  private noReplaceRequests = false;
+
+  private async renewOnce(
+    job: string,
+    owner: string,
+    generation: string,
+    ttlMs: number,
+    lockTimeoutMs: number,
+    answerTimeoutMs: number,
+  ): Promise<RenewRow | undefined> {
+    // The replace request rides in the renewal's statement (025): no round trip of its own.
+    const replaceFor = this.noReplaceRequests ? 'NULL::text' : `${this.s}.replace_requested($1, $3)`;
     // Client-side bound: a black-holed connection is dropped and the next renewal reconnects.
     // Sent again (rolled back): its lock wait still ends 500 ms before the answer is given up on.
     const { rows } = await this.query(
-      // The replace request rides in the renewal's statement (025): no round trip of its own.
-      `SELECT r.*, ${this.s}.replace_requested($1, $3) AS replace_for FROM ${this.s}.renew($1, $2, $3, $4, $5) r`,
+      `SELECT r.*, ${replaceFor} AS replace_for FROM ${this.s}.renew($1, $2, $3, $4, $5) r`,
       (leftMs) => [job, owner, generation, ttlMs, Math.floor(Math.max(50, Math.min(lockTimeoutMs, leftMs - 500)))],
       answerTimeoutMs,
     );
@@ -1124,4 +1148,10 @@ export class PgStore implements LeaseStore {
     ]);
     clearTimeout(timer);
   }
+}
+
+/** A function of the schema missing (42883): the schema predates the migration that added it. */
+function isUndefinedFunction(err: unknown, name: string): boolean {
+  const e = err as { code?: string; message?: string };
+  return e.code === '42883' && (e.message ?? '').includes(name);
 }
