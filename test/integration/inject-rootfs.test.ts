@@ -77,9 +77,9 @@ function makeRoot(kind: Kind): Root {
 /**
  * `/leasejob/busybox sh /leasejob/start <args>` as a container's command in `root`: new PID
  * and mount namespaces, /proc and /dev, the directory mounted read-only at /leasejob, chroot,
- * an environment of PATH and HOME only.
+ * an environment of PATH and HOME only (and `env`, NAME=value each).
  */
-function container(root: Root, args: string[]) {
+function container(root: Root, args: string[], env: string[] = []) {
   const setup = [
     'mount --make-rprivate /',
     'mount -t proc proc "$1/proc"',
@@ -101,6 +101,7 @@ function container(root: Root, args: string[]) {
       'sh',
       root.dir,
       INJECT,
+      ...env,
       '/leasejob/busybox',
       'sh',
       '/leasejob/start',
@@ -152,6 +153,13 @@ describe.skipIf(skip !== undefined)('the injected leasejob in an image of any li
     mkdirSync(path.join(root.dir, 'tmp', job));
     return [`/tmp/${job}`, path.join(root.dir, 'tmp', job)];
   };
+
+  it('patchelf kept the single file whole: its SEA blob runs and V8 takes its code cache', async () => {
+    const r = await container(roots.get('no libc')!, ['--version'], ['LEASEJOB_SINGLE_FILE_CACHE=report']);
+    expect(r.exitCode, r.all).toBe(0);
+    expect(r.stderr).toBe('code cache: used');
+    expect(r.stdout.trim()).toMatch(/^\d+\.\d+\.\d+/);
+  });
 
   describe.each(['no libc', 'musl', 'glibc'] as const)('%s', (kind) => {
     const job = (what: string): string => `rootfs-${kind.replace(' ', '-')}-${what}`;
