@@ -459,7 +459,17 @@ describe.skipIf(!helm)('with a helm binary', () => {
   });
 
   it('inject.mode=imageVolume: the job mounts the leasejob image read-only, no init container, nothing copied; valid Kubernetes objects', async () => {
-    const objects = render(['x', CHART_DIR, '--set', 'inject.mode=imageVolume', '--set', 'image.repository=registry.example.com/leasejob,image.tag=1.2.3']);
+    const imageVolume = (kube: string) =>
+      spawnSync(helm!, ['template', 'x', CHART_DIR, '--set', DATABASE_SET, '--set', 'inject.mode=imageVolume',
+        '--set', 'image.repository=registry.example.com/leasejob,image.tag=1.2.3', '--kube-version', kube], { encoding: 'utf8', timeout: 60_000 }); // prettier-ignore
+    // A cluster older than the field with subPath: refused, saying what to use instead.
+    const old = imageVolume('1.32.4');
+    expect(old.status).not.toBe(0);
+    expect(old.stderr).toContain('image volumes with subPath need Kubernetes 1.33 or later');
+    expect(old.stderr).toContain('use inject.mode=copy');
+    const r = imageVolume('1.35.0');
+    expect(r.status, r.stderr).toBe(0);
+    const objects = parseDocuments(r.stdout, 'helm template') as K8sObject[];
     const cron = objects.find((o) => o.kind === 'CronJob' && o.metadata.name === 'x-leasejob-example')!;
     const pod = podSpecOf(cron);
     expect(pod.initContainers).toBeUndefined();
