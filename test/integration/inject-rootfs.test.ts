@@ -19,6 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { logLines, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 import { singleFile } from '../helpers/single-file.js';
+import { plainObject, podSpecOf } from '../deploy/deploy-files.js';
 import { tempDir } from '../helpers/temp.js';
 import { ROOT, fixture } from '../helpers/wait.js';
 
@@ -77,9 +78,10 @@ function makeRoot(kind: Kind): Root {
 /**
  * `/leasejob/busybox sh /leasejob/start <args>` as a container's command in `root`: new PID
  * and mount namespaces, /proc and /dev, the directory mounted read-only at /leasejob, chroot,
- * an environment of PATH and HOME only (and `env`, NAME=value each).
+ * an environment of PATH and HOME only (and `env`, NAME=value each). `from`: the directory
+ * mounted (the image's, as an image volume shows it; or a copy, as the init container makes it).
  */
-function container(root: Root, args: string[], env: string[] = []) {
+function container(root: Root, args: string[], env: string[] = [], from = INJECT) {
   const setup = [
     'mount --make-rprivate /',
     'mount -t proc proc "$1/proc"',
@@ -100,7 +102,7 @@ function container(root: Root, args: string[], env: string[] = []) {
       setup,
       'sh',
       root.dir,
-      INJECT,
+      from,
       ...env,
       '/leasejob/busybox',
       'sh',
@@ -159,6 +161,33 @@ describe.skipIf(skip !== undefined)('the injected leasejob in an image of any li
     expect(r.exitCode, r.all).toBe(0);
     expect(r.stderr).toBe('code cache: used');
     expect(r.stdout.trim()).toMatch(/^\d+\.\d+\.\d+/);
+  });
+
+  it("copy mode: the chart's init container command, run as the chart's uid, makes a copy that runs the same", async () => {
+    const init = podSpecOf(plainObject('CronJob', 'leasejob-example')).initContainers[0] as { command: string[] };
+    expect(init.command.slice(0, 2)).toEqual(['/leasejob/busybox', 'cp']);
+    // The init container runs in the leasejob image, which has /leasejob: here a root holding only it.
+    const image = path.join(tmp, 'image');
+    const emptyDir = path.join(tmp, 'empty-dir');
+    for (const d of ['leasejob', 'inject']) mkdirSync(path.join(image, d), { recursive: true });
+    mkdirSync(emptyDir, { mode: 0o777 });
+    execFileSync('chmod', ['0777', emptyDir]); // an emptyDir is world-writable
+    const copy = spawnSync('unshare', ['-m', 'sh', '-c',
+      'mount --make-rprivate / && mount --bind -o ro "$1" "$2/leasejob" && mount --bind "$3" "$2/inject" && shift 3 && exec chroot --userspec=10001:10001 "$@"',
+      'sh', INJECT, image, emptyDir, image, ...init.command], { encoding: 'utf8' }); // prettier-ignore
+    expect(copy.status, copy.stderr).toBe(0);
+    expect(readdirSync(emptyDir).sort()).toEqual(readdirSync(INJECT).sort());
+    const root = roots.get('no libc')!;
+    const name = 'rootfs-copied';
+    const [inRoot, here] = records(root, name);
+    const r = await container(
+      root,
+      ['run', ...pg(), '--name', name, '--window', 'w', '--', '/bin/probe', inRoot, 'exit', '7'],
+      [],
+      emptyDir,
+    );
+    expect(r.exitCode, r.all).toBe(7);
+    expect(readFileSync(path.join(here, 'token'), 'utf8')).toMatch(/^\d+$/);
   });
 
   describe.each(['no libc', 'musl', 'glibc'] as const)('%s', (kind) => {
