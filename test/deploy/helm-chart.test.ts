@@ -81,6 +81,8 @@ describe('values.yaml against values.schema.json', () => {
     ['a schema name that is not an identifier', (v: Values) => (v.database.schema = 'lease-job'), /\/database\/schema must match pattern/],
     ['no URL and no existing Secret', (v: Values) => (v.database.url = ''), /\/database\/url must be equal to constant/],
     ['a fractional grace period', (v: Values) => (v.jobDefaults.terminationGracePeriodSeconds = 30.5), /must be integer/],
+    ['an unknown inject.mode', (v: Values) => (v.inject.mode = 'csi'), /\/inject\/mode must be equal to one of the allowed values/],
+    ['an emptyDir size that is no quantity', (v: Values) => (v.inject.sizeLimit = 'lots'), /\/inject\/sizeLimit must match pattern/],
   ])('rejects %s', (_what, edit, message) => {
     expect(errorsOf(valuesWith(edit)).join('\n')).toMatch(message);
   });
