@@ -113,6 +113,9 @@ export async function superviseChild(
     child = await startChild(config.command, config.args, {
       env: childEnv(config, ctx, databaseUrl, supervised.sharedStore),
       capture: supervised.tail,
+      // The guard stops the child there by itself if we cannot (killed, stopped, stalled).
+      stopAtMs: ctx.deadline?.stopAtMono(),
+      graceMs: config.killGraceMs,
     });
   } catch (err) {
     // Said here, or a crontab sees only exit 127 or 126.
@@ -120,6 +123,7 @@ export async function superviseChild(
     throw err;
   }
   const started = monoNow();
+  const unfollow = ctx.deadline?.onStopAtChange((stopAtMs) => child.setStopAt(stopAtMs));
   supervised.childRunning = true;
   supervised.childStarted = true;
   supervised.child = child;
@@ -190,6 +194,8 @@ export async function superviseChild(
     else log.info({ childPid: child.pid }, 'child process group gone');
   }
   ctx.signal.removeEventListener('abort', onAbort);
+  unfollow?.();
+  child.release();
   supervised.childRunning = false;
   supervised.result = result;
   // The whole tail, before the runner records it with the outcome.
