@@ -4,7 +4,6 @@
 import { monoNow } from '../../clock.js';
 import { UsageError } from '../../errors.js';
 import { createLogger, type Logger } from '../../log.js';
-import { parentDeathSignalSupport } from '../../lease/child.js';
 import { catchUpPlan, earlierWindows, findCatchUp, isEmpty } from '../../lease/catch-up.js';
 import type { SequenceOptions } from '../../lease/types.js';
 import { chooseStore, openStore, passwordFileWarnings, type StoreChoice } from '../../store/choice.js';
@@ -54,10 +53,6 @@ export async function runCommand(
 /** The run under the lease, once the store is open: its window, or the catch-up's sequence. */
 async function runWindows(store: LeaseStore, session: RunSession): Promise<number> {
   const { config, log, signal, supervised } = session;
-  if (parentDeathSignalSupport() === 'none')
-    log.warn(
-      'no parent-death signal on this platform: if leasejob is SIGKILLed its child runs on until the lease would have expired',
-    );
   log.info({ store: store.kind, location: store.location, occurrence: config.window?.source }, 'using store');
   warnIfLateWallClock(config, log);
   const sequence = await catchUpSequence(store, config, log);
