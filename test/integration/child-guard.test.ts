@@ -66,7 +66,7 @@ function killQuietly(pid: number): void {
   }
 }
 
-describe('a runner SIGKILLed at spawn', () => {
+describe('a runner SIGKILLed at spawn', { timeout: 60_000 + SPAWN_KILLS * 5_000 }, () => {
   it(`leaves no orphan in ${SPAWN_KILLS} kills at the guard's or the child's first sight`, async () => {
     const state = path.join(tmp, 'spawn-kills.db');
     const orphans = new Set<number>();
