@@ -13,6 +13,7 @@ import { hostName } from '../../host-name.js';
 import type { ReplicationReport } from '../../replication.js';
 import { backoffMs } from '../../schedule/backoff.js';
 import { migrateSqlite } from './schema.js';
+import { checkStateFile } from './state-file-checks.js';
 import { classifySqliteDriverError } from './errors.js';
 import { SqliteRetention } from './retention.js';
 import type {
@@ -285,6 +286,7 @@ export class SqliteStore implements LeaseStore {
         { cause: err },
       );
     }
+    checkStateFile(file, opts.create !== false);
     const db = openDriver(file);
     // A new file gives the pages `leasejob prune` frees back in steps (retention.ts).
     // Only takes effect before the first table exists; an older file keeps its mode until a
