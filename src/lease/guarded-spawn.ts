@@ -1,6 +1,6 @@
 // leasejob's side of the guard (guard.ts): start it, hand it the command, the lease deadline and
 // each extension, and learn from it the child's pid and how the child ended.
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import type { Socket } from 'node:net';
@@ -28,27 +28,59 @@ function guardCommand(): { file: string; args: string[]; env: Record<string, str
   return { file: process.execPath, args: [path.join(packageRoot(), 'dist', 'guard.cjs')], env: {} };
 }
 
-/**
- * Start the guard, which starts `file args` in a process group of its own; resolves once the
- * child is running (or rejects with the error its spawn gave).
- */
-export async function spawnGuarded(start: GuardStart, capture: boolean): Promise<GuardedChild> {
+interface Launched {
+  guard: ChildProcess;
+  control: Socket;
+  capture: boolean;
+  file: string;
+}
+
+function launchGuard(capture: boolean): Launched {
   const cmd = guardCommand();
   const guard = spawn(cmd.file, cmd.args, {
     env: cmd.env,
-    cwd: start.cwd,
     stdio: capture ? ['inherit', 'pipe', 'pipe', 'pipe'] : ['inherit', 'inherit', 'inherit', 'pipe'],
     // A session of its own: a terminal's Ctrl-C or a signal to leasejob's group is not the guard's
     // (leasejob passes those on to the child's group itself).
     detached: true,
   });
+  guard.on('error', () => {});
+  const control = guard.stdio[3] as Socket | null;
+  control?.on('error', () => {});
+  return { guard, control: control!, capture, file: cmd.file };
+}
+
+let warm: Launched | undefined;
+
+/**
+ * Start the guard now, before the lease is asked for: its start (a Node process, tens of
+ * milliseconds) then overlaps the connection and the acquire instead of delaying the child.
+ * Unused (the run skips, fails, exits), it sees its socket close and exits; it keeps nothing
+ * of ours alive meanwhile.
+ */
+export function prewarmGuard(capture: boolean): void {
+  if (warm !== undefined) return;
+  warm = launchGuard(capture);
+  warm.guard.unref();
+  warm.control?.unref();
+}
+
+/**
+ * Start the guard (or take the one started ahead), which starts `file args` in a process group
+ * of its own; resolves once the child is running (or rejects with the error its spawn gave).
+ */
+export async function spawnGuarded(start: GuardStart, capture: boolean): Promise<GuardedChild> {
+  const ahead = warm;
+  warm = undefined;
+  const usable = ahead && ahead.capture === capture && ahead.guard.exitCode === null && ahead.guard.signalCode === null;
+  if (ahead && !usable) ahead.guard.kill('SIGKILL');
+  const { guard, control, file } = usable ? ahead : launchGuard(capture);
   if (guard.pid === undefined) {
     const cause = await new Promise<Error>((resolve) => guard.once('error', resolve));
-    throw Object.assign(new Error(`cannot start leasejob's guard (${cmd.file}): ${cause.message}`), { cause });
+    throw Object.assign(new Error(`cannot start leasejob's guard (${file}): ${cause.message}`), { cause });
   }
-  guard.on('error', () => {});
-  const control = guard.stdio[3] as Socket;
-  control.on('error', () => {});
+  guard.ref();
+  control.ref();
   const send = (m: ToGuard): void => {
     if (control.writable) control.write(`${JSON.stringify(m)}\n`);
   };

@@ -12,6 +12,7 @@ import { Reach, noteReach } from '../../startup/start-reach.js';
 import { normalizeRunOptions, runSecrets, type RawRunFlags, type RunConfig } from '../options.js';
 import { report, sequenceReports, windowOf, windowOfRun } from '../reports.js';
 import { withRunSession, type RunSession } from '../run-session.js';
+import { prewarmGuard } from '../../lease/guarded-spawn.js';
 import { checkWorkingDirectory, exitCodeFor } from '../supervise.js';
 
 /**
@@ -47,6 +48,8 @@ export async function runCommand(
   }
   const log = createLogger(config.logLevel, runSecrets(config, choice.secrets));
   passwordFileWarnings.sendTo((message) => log.warn(message));
+  // The child's guard starts while the store opens and the lease is asked for.
+  prewarmGuard(config.recordOutputBytes !== undefined);
   return withRunSession(config, choice, log, () => early?.store ?? openStore(choice), runWindows);
 }
 
