@@ -20,6 +20,10 @@ function dbOptions(cmd: Command): Command {
       '--database-url <url>',
       'PostgreSQL URL (else LEASEJOB_DATABASE_URL, DATABASE_URL, or PGHOST/PGUSER/...); without any, the embedded one-host store',
     )
+    .option(
+      '--database-url-file <path>',
+      'read the PostgreSQL URL from this file instead (else LEASEJOB_DATABASE_URL_FILE): kept out of ps and /proc',
+    )
     .option('--schema <name>', `PostgreSQL schema holding leasejob tables (default: "${DEFAULTS.schema}")`)
     .option(
       '--state-file <path>',
@@ -537,7 +541,7 @@ export function buildProgram(only?: string, argv: string[] = []): Command {
   program.addHelpText(
     'after',
     `
-Environment: LEASEJOB_DATABASE_URL (else DATABASE_URL, PG*), LEASEJOB_STATE_FILE,
+Environment: LEASEJOB_DATABASE_URL or LEASEJOB_DATABASE_URL_FILE (else DATABASE_URL, PG*), LEASEJOB_STATE_FILE,
 LEASEJOB_REQUIRE_SHARED=1, LEASEJOB_LOG_LEVEL, LEASEJOB_COMPILE_CACHE=<dir>|off (V8 code
 cache of the CLI; default: a directory of this user under the OS temp dir).
 Run \`leasejob <command> --help\` for options.`,

@@ -36,6 +36,7 @@ export interface RawRunFlags {
   expectDuration?: string;
   rerun?: boolean;
   databaseUrl?: string;
+  databaseUrlFile?: string;
   schema?: string;
   logLevel?: string;
   passDatabaseUrl?: boolean;

@@ -33,6 +33,7 @@ export async function runCommand(
       early?.choice ??
       chooseStore({
         databaseUrl: config.databaseUrl,
+        databaseUrlFile: flags.databaseUrlFile,
         schema: flags.schema,
         stateFile: flags.stateFile,
         requireShared: flags.requireShared,
