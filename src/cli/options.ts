@@ -1,5 +1,7 @@
 // `run` options: every default in one place, every flag validated next to its rule, messages
 // in one pattern ("Expected `--flag` to be ..., got `value`.").
+import type { RunAs } from '../lease/child.js';
+import { resolveRunAs } from './run-as.js';
 import type { DateTime } from 'luxon';
 import { DEFAULTS } from '../defaults.js';
 import { MAX_TIMER_MS, parseDuration, parseDurationRange, parseIsoOffset } from '../schedule/duration.js';
@@ -40,6 +42,8 @@ export interface RawRunFlags {
   schema?: string;
   logLevel?: string;
   passDatabaseUrl?: boolean;
+  user?: string;
+  group?: string;
   pingUrl?: string;
   notifyUrl?: string;
   recordOutput?: string | boolean;
@@ -76,6 +80,8 @@ export interface RunConfig {
   schema: string;
   logLevel: string;
   passDatabaseUrl: boolean;
+  /** --user, --group: the child's user and group. */
+  runAs?: RunAs | undefined;
   /** healthchecks.io-style ping URL (a secret: never logged, never recorded). */
   pingUrl?: string | undefined;
   /** Webhook for failed, lost and missed windows (a secret likewise). */
@@ -146,6 +152,7 @@ export function normalizeRunOptions(
     schema,
     logLevel,
     passDatabaseUrl: !!flags.passDatabaseUrl,
+    runAs: resolveRunAs(flags.user, flags.group),
     policy,
     catchUp:
       catchUp && schedule

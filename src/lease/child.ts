@@ -108,10 +108,29 @@ export function buildSpawnArgs(
   command: string,
   args: string[],
   parentDeathSignal: boolean,
-): { file: string; args: string[] } {
-  const setpriv = parentDeathSignal ? findSetpriv() : undefined;
-  if (setpriv === undefined) return { file: command, args: [...args] };
-  return { file: setpriv, args: ['--pdeathsig', 'SIGKILL', '--', command, ...args] };
+  runAs?: RunAs,
+): { file: string; args: string[]; uid?: number; gid?: number } {
+  const setpriv = parentDeathSignal || runAs ? findSetpriv() : undefined;
+  // Without setpriv, Node's spawn changes the ids, and leaves no supplementary group.
+  if (setpriv === undefined)
+    return { file: command, args: [...args], ...(runAs ? { uid: runAs.uid, gid: runAs.gid } : {}) };
+  const ids = runAs
+    ? ['--reuid', String(runAs.uid), '--regid', String(runAs.gid), runAs.name ? '--init-groups' : '--clear-groups']
+    : [];
+  const pdeath = parentDeathSignal ? ['--pdeathsig', 'SIGKILL'] : [];
+  return { file: setpriv, args: [...pdeath, ...ids, '--', command, ...args] };
+}
+
+/**
+ * The user and group the child runs as (run --user, --group): setpriv's --reuid, --regid and
+ * --init-groups (the user's supplementary groups, as runuser sets them), else Node's uid and
+ * gid. `name`: the user's name when it has an entry in /etc/passwd.
+ */
+export interface RunAs {
+  uid: number;
+  gid: number;
+  name?: string;
+  home?: string;
 }
 
 /** Spawn `command args` as the leader of its own process group, with exactly `env`. */
@@ -123,6 +142,8 @@ export async function startChild(
     parentDeathSignal?: boolean;
     cwd?: string;
     capture?: TailBuffer | undefined;
+    /** Start the child as this user and group (needs root). */
+    runAs?: RunAs | undefined;
     /** The lease's stop point (monotonic ms): the guard stops the group then, SIGKILL graceMs later. */
     stopAtMs?: number | undefined;
     graceMs?: number | undefined;
@@ -133,7 +154,7 @@ export async function startChild(
   // status, indistinguishable from the command's own 126/127.
   resolveCommand(command, opts.env.PATH ?? DEFAULT_PATH, cwd);
 
-  const spawnArgs = buildSpawnArgs(command, args, opts.parentDeathSignal ?? true);
+  const spawnArgs = buildSpawnArgs(command, args, opts.parentDeathSignal ?? true, opts.runAs);
   // Through the guard (guard.ts), which stops the child's group if we die or stall past the
   // lease's deadline. node:child_process, not execa: importing execa would be a large part of
   // every run's start (docs/performance.md), and we use none of its features here.

@@ -9,6 +9,9 @@ export interface GuardStart {
   args: string[];
   env: Record<string, string>;
   cwd: string;
+  /** The child's user and group, when leasejob (root) starts it as another user without setpriv. */
+  uid?: number;
+  gid?: number;
   /** When to SIGTERM the group (monotonic ms), null for no deadline; SIGKILL graceMs later. */
   stopAtMs: number | null;
   graceMs: number;

@@ -99,6 +99,7 @@ export function runGuard(): void {
     const c = spawn(start.file, start.args, {
       env: start.env,
       cwd: start.cwd,
+      ...(start.uid !== undefined ? { uid: start.uid, gid: start.gid } : {}),
       stdio: 'inherit', // the child's output is the user's: our descriptors, untouched
       detached: true, // its own process group and session, so one signal reaches all it starts
     });
