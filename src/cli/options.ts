@@ -1,5 +1,7 @@
 // `run` options: every default in one place, every flag validated next to its rule, messages
 // in one pattern ("Expected `--flag` to be ..., got `value`.").
+import type { RunAs } from '../lease/child.js';
+import { resolveRunAs } from './run-as.js';
 import type { DateTime } from 'luxon';
 import { DEFAULTS } from '../defaults.js';
 import { MAX_TIMER_MS, parseDuration, parseDurationRange, parseIsoOffset } from '../schedule/duration.js';
@@ -37,10 +39,13 @@ export interface RawRunFlags {
   expectDuration?: string;
   rerun?: boolean;
   databaseUrl?: string;
+  databaseUrlFile?: string;
   schema?: string;
   logLevel?: string;
   logFormat?: string;
   passDatabaseUrl?: boolean;
+  user?: string;
+  group?: string;
   pingUrl?: string;
   notifyUrl?: string;
   recordOutput?: string | boolean;
@@ -79,6 +84,8 @@ export interface RunConfig {
   /** json, or lines for a person (--log-format, LEASEJOB_LOG_FORMAT, a terminal on stderr). */
   logFormat: 'json' | 'pretty';
   passDatabaseUrl: boolean;
+  /** --user, --group: the child's user and group. */
+  runAs?: RunAs | undefined;
   /** healthchecks.io-style ping URL (a secret: never logged, never recorded). */
   pingUrl?: string | undefined;
   /** Webhook for failed, lost and missed windows (a secret likewise). */
@@ -151,6 +158,7 @@ export function normalizeRunOptions(
     logLevel,
     logFormat,
     passDatabaseUrl: !!flags.passDatabaseUrl,
+    runAs: resolveRunAs(flags.user, flags.group),
     policy,
     catchUp:
       catchUp && schedule
