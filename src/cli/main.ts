@@ -104,36 +104,50 @@ const ON_BUSY_HELP =
   '(never the same window), then take the lease';
 const WAIT_TIMEOUT_HELP = 'with --on-busy wait or replace: give up (exit 75) after this long (replace: default 3 TTLs)';
 
+/** `run`'s occurrence: the schedule, and the window the ledger keys it by (or none, on purpose). */
+function windowOptions(cmd: Command): Command {
+  return cmd
+    .option('--schedule <cron>', "5-field cron or @hourly/@daily/...: the job's schedule")
+    .option('--tz <zone>', 'IANA time zone of the schedule', DEFAULTS.tz)
+    .option(
+      '--window-from-schedule',
+      'derive the window from the scheduled occurrence (JOB_NAME, --scheduled-time, or the latest tick)',
+    )
+    .option('--window <key>', 'use this literal window key')
+    .option(
+      '--mutex-only',
+      'no window, on purpose: only one run at a time, every trigger runs the command (silences the warning ' +
+        '--schedule without a window gives)',
+    )
+    .option(
+      '--scheduled-time <iso>',
+      'the occurrence this run is for, ISO-8601 with offset (a tick of --schedule, if given)',
+    )
+    .option(
+      '--window-format <luxon>',
+      'format the occurrence as the window key (luxon tokens with every field from the year down, e.g. yyyy-MM-dd)',
+    )
+    .option(
+      '--window-offset <duration>',
+      'shift the occurrence before formatting, signed (e.g. -1d or -P1D to close yesterday)',
+    );
+}
+
 function defineRun(program: Command): void {
   dbOptions(
     reportOptions(
       policyOptions(
-        program
-          .command('run')
-          .description('acquire the lease, claim the window, run the command, renew while it runs, record the outcome')
-          .usage('--name <job> [options] -- <command> [args...]')
-          // Required, but checked by the command (validateName): commander checks required options
-          // before unknown ones, and would answer `--nmae x` with "--name not specified".
-          .option('--name <job>', 'job name (required): the lease and the window ledger are keyed by it')
-          .option('--schedule <cron>', "5-field cron or @hourly/@daily/...: the job's schedule")
-          .option('--tz <zone>', 'IANA time zone of the schedule', DEFAULTS.tz)
-          .option(
-            '--window-from-schedule',
-            'derive the window from the scheduled occurrence (JOB_NAME, --scheduled-time, or the latest tick)',
-          )
-          .option('--window <key>', 'use this literal window key')
-          .option(
-            '--scheduled-time <iso>',
-            'the occurrence this run is for, ISO-8601 with offset (a tick of --schedule, if given)',
-          )
-          .option(
-            '--window-format <luxon>',
-            'format the occurrence as the window key (luxon tokens with every field from the year down, e.g. yyyy-MM-dd)',
-          )
-          .option(
-            '--window-offset <duration>',
-            'shift the occurrence before formatting, signed (e.g. -1d or -P1D to close yesterday)',
-          )
+        windowOptions(
+          program
+            .command('run')
+            .description(
+              'acquire the lease, claim the window, run the command, renew while it runs, record the outcome',
+            )
+            .usage('--name <job> [options] -- <command> [args...]')
+            // Required, but checked by the command (validateName): commander checks required options
+            // before unknown ones, and would answer `--nmae x` with "--name not specified".
+            .option('--name <job>', 'job name (required): the lease and the window ledger are keyed by it'),
+        )
           .option('--ttl <duration>', 'lease time to live, 1.5s to 24h; renewed every TTL/3', DEFAULTS.ttl)
           .option(
             '--kill-grace <duration>',

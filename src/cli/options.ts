@@ -40,6 +40,7 @@ export interface RawRunFlags {
   schema?: string;
   logLevel?: string;
   logFormat?: string;
+  mutexOnly?: boolean;
   passDatabaseUrl?: boolean;
   pingUrl?: string;
   notifyUrl?: string;
@@ -78,6 +79,8 @@ export interface RunConfig {
   logLevel: string;
   /** json, or lines for a person (--log-format, LEASEJOB_LOG_FORMAT, a terminal on stderr). */
   logFormat: 'json' | 'pretty';
+  /** --schedule without a window and without --mutex-only: no once-per-occurrence protection, said once. */
+  scheduleWithoutWindow: boolean;
   passDatabaseUrl: boolean;
   /** healthchecks.io-style ping URL (a secret: never logged, never recorded). */
   pingUrl?: string | undefined;
@@ -150,6 +153,7 @@ export function normalizeRunOptions(
     schema,
     logLevel,
     logFormat,
+    scheduleWithoutWindow: schedule !== undefined && window === undefined && !flags.mutexOnly,
     passDatabaseUrl: !!flags.passDatabaseUrl,
     policy,
     catchUp:
@@ -251,6 +255,10 @@ function delaysAndAlerts(flags: RawRunFlags): Delays {
 function checkWindowFlags(flags: RawRunFlags, maxDelayMs: number | undefined): void {
   if (flags.window !== undefined && flags.windowFromSchedule)
     throw new UsageError('Use either `--window` or `--window-from-schedule`, not both.');
+  if (flags.mutexOnly && (flags.window !== undefined || flags.windowFromSchedule))
+    throw new UsageError(
+      '`--mutex-only` runs without a window: use it without `--window` and `--window-from-schedule`, or drop it.',
+    );
   if (!flags.windowFromSchedule && (flags.windowFormat !== undefined || flags.windowOffset !== undefined)) {
     throw new UsageError('`--window-format` and `--window-offset` need `--window-from-schedule`.');
   }
