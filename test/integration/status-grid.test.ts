@@ -196,7 +196,7 @@ describe.skipIf(!haveChromium)('the occurrence grid in chromium', () => {
       'replaced',
     ])
       await expect(page.locator('#legend').getByText(s, { exact: true }).count()).resolves.toBe(1);
-    await page.screenshot({ path: path.join(SHOTS, 'grid-job.png'), fullPage: true });
+    await page.screenshot({ path: path.join(SHOTS, 'grid-job.png'), fullPage: false });
     await page.close();
   });
 
