@@ -155,6 +155,54 @@ describe('a trace per occurrence', () => {
     ).toBe('3');
   });
 
+  it('a backfill of an occurrence and a later rerun of it land in the same trace', async () => {
+    const file = path.join(newTmp(), 'trace');
+    const job = 'traced-backfill';
+    const child = ['--', process.execPath, fixture('append-trace.mjs'), file];
+    const schedule = ['--schedule', '0 * * * *'];
+    const bf = await runCli(
+      [
+        'backfill',
+        ...conn(),
+        '--name',
+        job,
+        ...schedule,
+        '--from',
+        '2026-01-01T00:00:00Z',
+        '--to',
+        '2026-01-01T02:00:00Z',
+        ...child,
+      ],
+      NO_OTEL,
+    );
+    expect(bf.exitCode, bf.all).toBe(0);
+    const rerun = await runCli(
+      [
+        'run',
+        ...conn(),
+        '--name',
+        job,
+        ...schedule,
+        '--window-from-schedule',
+        '--scheduled-time',
+        '2026-01-01T01:00:00Z',
+        '--rerun',
+        ...child,
+      ],
+      NO_OTEL,
+    );
+    expect(rerun.exitCode, rerun.all).toBe(0);
+    const seen = lines(file);
+    expect(seen.length).toBeGreaterThanOrEqual(3);
+    for (const c of seen)
+      expect(c.TRACEPARENT!.split('-')[1], c.LEASEJOB_WINDOW!).toBe(occurrenceTraceId(job, c.LEASEJOB_WINDOW!));
+    const again = seen.at(-1)!;
+    const first = seen.find((c) => c.LEASEJOB_WINDOW === again.LEASEJOB_WINDOW)!;
+    expect(first).not.toBe(again);
+    expect(again.TRACEPARENT!.split('-')[1]).toBe(first.TRACEPARENT!.split('-')[1]);
+    expect(again.TRACEPARENT!.split('-')[2]).not.toBe(first.TRACEPARENT!.split('-')[2]);
+  });
+
   it('a run that finds the occurrence done exports its skip in the same trace', async () => {
     const job = 'traced-skip';
     const run = (): Promise<{ exitCode?: number; all?: string }> =>
