@@ -9,6 +9,7 @@ import { runWithLease } from '../lease/runner.js';
 import type { RunOptions, RunResult } from '../lease/types.js';
 import { storeError, type StoreChoice } from '../store/choice.js';
 import type { LeaseStore } from '../store/contract.js';
+import { inSingleFile } from '../package-root.js';
 import type { RunConfig } from './options.js';
 import { loadHooks, reportUnfinished } from './reports.js';
 import { exitCodeFor, settleRun, superviseChild, type Supervised } from './supervise.js';
@@ -131,6 +132,14 @@ export async function withRunSession<T>(
 function runTrace(job: string, log: Logger): RunTrace | undefined {
   const wish = traceExportWish();
   if (!wish.export && wish.warning) log.warn(`${wish.warning}; traces are not exported`);
+  if (wish.export && inSingleFile()) {
+    // Bundling the SDK would make every start of the file parse it (scripts/bundle.mjs).
+    log.warn(
+      'the single executable does not export traces (no OpenTelemetry SDK inside; install the npm package ' +
+        'for that); TRACEPARENT is still passed on',
+    );
+    return undefined;
+  }
   return wish.export ? new RunTrace(job, wish) : undefined;
 }
 

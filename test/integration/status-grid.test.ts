@@ -295,7 +295,7 @@ describe.skipIf(!haveChromium)('the occurrence grid in chromium', () => {
       expect(await page.evaluate(() => document.documentElement.scrollWidth), url).toBeLessThanOrEqual(390);
     }
     await page.goto(`${base()}/job?name=${JOB}`);
-    await page.screenshot({ path: path.join(SHOTS, 'grid-phone.png'), fullPage: true });
+    await page.screenshot({ path: path.join(SHOTS, 'grid-phone.png'), fullPage: false });
     expect(problems).toEqual([]);
     await page.close();
   });
