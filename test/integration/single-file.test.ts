@@ -77,6 +77,9 @@ describe.skipIf(unbuilt !== undefined)('the single executable, on a host without
       encoding: 'utf8',
     });
     expect(r.status, r.stderr).toBe(0);
+    // Quiet unless something is wrong: the file and its sha256, no postject or Node chatter.
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toMatch(/^\S+\nsha256 [0-9a-f]{64}\n$/);
     expect(readFileSync(again).equals(readFileSync(FILE))).toBe(true);
     const v = spawnSync(FILE, ['--version'], { env: { LEASEJOB_SINGLE_FILE_CACHE: 'report' }, encoding: 'utf8' });
     expect(v.stderr).toBe('code cache: used\n');

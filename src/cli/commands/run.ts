@@ -46,7 +46,7 @@ export async function runCommand(
     );
     throw err;
   }
-  const log = createLogger(config.logLevel, runSecrets(config, choice.secrets));
+  const log = createLogger(config.logLevel, runSecrets(config, choice.secrets), config.logFormat);
   passwordFileWarnings.sendTo((message) => log.warn(message));
   return withRunSession(config, choice, log, () => early?.store ?? openStore(choice), runWindows);
 }
