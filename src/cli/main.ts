@@ -216,7 +216,8 @@ Durations: 500ms, 90s, 2m, 1h30m, 1d or ISO-8601 (PT90S).
 The child gets FENCE_TOKEN, IDEMPOTENCY_KEY, LEASEJOB_NAME, LEASEJOB_WINDOW, LEASEJOB_ATTEMPT,
 LEASEJOB_SCHEDULED_AT, LEASEJOB_OWNER, LEASEJOB_SCHEMA, and LEASEJOB_REQUIRE_SHARED=1 when this
 run uses PostgreSQL (a leasejob inside the child then refuses the one-host store); not the
-database URL, unless --pass-database-url.
+database URL, unless --pass-database-url; TRACEPARENT, the occurrence's trace and this attempt's
+span. OTEL_EXPORTER_OTLP_ENDPOINT (and OTEL_*): spans sent over OTLP/HTTP as the run ends.
 Exit codes: 0 ok or nothing to do; the child's own code; 128+N leasejob told to stop by
 signal N (whatever the child then did), or the child killed by signal N; 64 usage; 69 database
 unreachable, refusing the statement (read-only standby, cancelled,
@@ -299,7 +300,8 @@ function defineBackfill(program: Command): void {
         'after',
         `
 Each window runs as \`run\` would run it: its own IDEMPOTENCY_KEY, LEASEJOB_WINDOW,
-LEASEJOB_SCHEDULED_AT and LEASEJOB_ATTEMPT, one FENCE_TOKEN for the whole backfill.
+LEASEJOB_SCHEDULED_AT, LEASEJOB_ATTEMPT and TRACEPARENT (the occurrence's trace, as \`run\`),
+one FENCE_TOKEN for the whole backfill. OTEL_* as \`run\`: spans exported when asked.
 Run the same command again after a failure or a stop to resume: completed windows are skipped.
 Progress: a line on a terminal, else one log line per window. SIGTERM stops the current child
 (as \`run\`) and leaves the rest open.
@@ -578,7 +580,8 @@ export function buildProgram(only?: string, argv: string[] = []): Command {
     `
 Environment: LEASEJOB_DATABASE_URL (else DATABASE_URL, PG*), LEASEJOB_STATE_FILE,
 LEASEJOB_REQUIRE_SHARED=1, LEASEJOB_LOG_LEVEL, LEASEJOB_COMPILE_CACHE=<dir>|off (V8 code
-cache of the CLI; default: a directory of this user under the OS temp dir).
+cache of the CLI; default: a directory of this user under the OS temp dir); for run and
+backfill, OTEL_EXPORTER_OTLP_ENDPOINT and the other OTEL_* variables (spans over OTLP/HTTP).
 Run \`leasejob <command> --help\` for options.`,
   );
   return program;
