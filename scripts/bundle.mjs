@@ -147,14 +147,27 @@ if (missed.length > 0) {
 }
 for (const file of bundled.flatMap((b) => b.outputFiles)) await writeFile(file.path, file.contents);
 
-// The single executable's main script: it loads dist/leasejob-single-file.cjs, an asset there.
+// The single executable's main script: the guard when started as one, else it loads
+// dist/leasejob-single-file.cjs, an asset there.
 await build({
-  entryPoints: ['dist/startup/single-file-loader.js'],
+  entryPoints: ['dist/cli/single-file-main.js'],
   bundle: true,
   format: 'cjs',
   platform: 'node',
   target: 'node24',
   outfile: 'dist/single-file-loader.cjs',
+  logLevel: 'warning',
+});
+
+// The guard leasejob starts for each child (src/lease/guard.ts): Node built-ins only, CommonJS
+// so that its start loads one small file.
+await build({
+  entryPoints: ['dist/cli/guard-main.js'],
+  bundle: true,
+  format: 'cjs',
+  platform: 'node',
+  target: 'node20',
+  outfile: 'dist/guard.cjs',
   logLevel: 'warning',
 });
 

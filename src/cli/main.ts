@@ -21,6 +21,10 @@ function dbOptions(cmd: Command): Command {
       '--database-url <url>',
       'PostgreSQL URL (else LEASEJOB_DATABASE_URL, DATABASE_URL, or PGHOST/PGUSER/...); without any, the embedded one-host store',
     )
+    .option(
+      '--database-url-file <path>',
+      'read the PostgreSQL URL from this file instead (else LEASEJOB_DATABASE_URL_FILE): kept out of ps and /proc',
+    )
     .option('--schema <name>', `PostgreSQL schema holding leasejob tables (default: "${DEFAULTS.schema}")`)
     .option(
       '--state-file <path>',
@@ -104,79 +108,106 @@ const ON_BUSY_HELP =
   '(never the same window), then take the lease';
 const WAIT_TIMEOUT_HELP = 'with --on-busy wait or replace: give up (exit 75) after this long (replace: default 3 TTLs)';
 
+/** What run gives the child: the database URL or not, and as which user. */
+function childUserOptions(cmd: Command): Command {
+  return cmd
+    .option(
+      '--pass-database-url',
+      'give the child DATABASE_URL (when a URL configured the store; PG* variables pass anyway) and PGPASSWORD (not passed by default)',
+    )
+    .option(
+      '--user <name|uid>',
+      "start the child as this user (needs root; as setpriv and runuser do): it cannot read leasejob's memory, environment or files",
+    )
+    .option('--group <name|gid>', "with --user: the child's group (default: the user's own)");
+}
+
+/** `run`'s occurrence: the schedule, and the window the ledger keys it by (or none, on purpose). */
+function windowOptions(cmd: Command): Command {
+  return cmd
+    .option('--schedule <cron>', "5-field cron or @hourly/@daily/...: the job's schedule")
+    .option('--tz <zone>', 'IANA time zone of the schedule', DEFAULTS.tz)
+    .option(
+      '--window-from-schedule',
+      'derive the window from the scheduled occurrence (JOB_NAME, --scheduled-time, or the latest tick)',
+    )
+    .option('--window <key>', 'use this literal window key')
+    .option(
+      '--mutex-only',
+      'no window, on purpose: only one run at a time, every trigger runs the command (silences the warning ' +
+        '--schedule without a window gives)',
+    )
+    .option(
+      '--scheduled-time <iso>',
+      'the occurrence this run is for, ISO-8601 with offset (a tick of --schedule, if given)',
+    )
+    .option(
+      '--window-format <luxon>',
+      'format the occurrence as the window key (luxon tokens with every field from the year down, e.g. yyyy-MM-dd)',
+    )
+    .option(
+      '--window-offset <duration>',
+      'shift the occurrence before formatting, signed (e.g. -1d or -P1D to close yesterday)',
+    );
+}
+
 function defineRun(program: Command): void {
   dbOptions(
-    reportOptions(
-      policyOptions(
-        program
-          .command('run')
-          .description('acquire the lease, claim the window, run the command, renew while it runs, record the outcome')
-          .usage('--name <job> [options] -- <command> [args...]')
-          // Required, but checked by the command (validateName): commander checks required options
-          // before unknown ones, and would answer `--nmae x` with "--name not specified".
-          .option('--name <job>', 'job name (required): the lease and the window ledger are keyed by it')
-          .option('--schedule <cron>', "5-field cron or @hourly/@daily/...: the job's schedule")
-          .option('--tz <zone>', 'IANA time zone of the schedule', DEFAULTS.tz)
-          .option(
-            '--window-from-schedule',
-            'derive the window from the scheduled occurrence (JOB_NAME, --scheduled-time, or the latest tick)',
+    childUserOptions(
+      reportOptions(
+        policyOptions(
+          windowOptions(
+            program
+              .command('run')
+              .description(
+                'acquire the lease, claim the window, run the command, renew while it runs, record the outcome',
+              )
+              .usage('--name <job> [options] -- <command> [args...]')
+              // Required, but checked by the command (validateName): commander checks required options
+              // before unknown ones, and would answer `--nmae x` with "--name not specified".
+              .option('--name <job>', 'job name (required): the lease and the window ledger are keyed by it'),
           )
-          .option('--window <key>', 'use this literal window key')
-          .option(
-            '--scheduled-time <iso>',
-            'the occurrence this run is for, ISO-8601 with offset (a tick of --schedule, if given)',
-          )
-          .option(
-            '--window-format <luxon>',
-            'format the occurrence as the window key (luxon tokens with every field from the year down, e.g. yyyy-MM-dd)',
-          )
-          .option(
-            '--window-offset <duration>',
-            'shift the occurrence before formatting, signed (e.g. -1d or -P1D to close yesterday)',
-          )
-          .option('--ttl <duration>', 'lease time to live, 1.5s to 24h; renewed every TTL/3', DEFAULTS.ttl)
-          .option(
-            '--kill-grace <duration>',
-            `SIGTERM-to-SIGKILL grace when the child must stop (default: ${DEFAULTS.killGrace}, or half of what a short --ttl leaves)`,
-          )
-          .addOption(
-            new Option('--on-busy <policy>', ON_BUSY_HELP)
-              .choices(['skip', 'wait', 'fail', 'replace'])
-              .default(DEFAULTS.onBusy),
-          )
-          .option('--wait-timeout <duration>', WAIT_TIMEOUT_HELP)
-          .option('--max-runtime <duration>', 'stop the child after this long (exit 124; at most 24 days)')
-          .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')
-          .option(
-            '--alert-after <duration>',
-            'grace after a scheduled tick before `check` and the exporter call its window overdue (default: half the interval, at most 1h)',
-          )
-          .option(
-            '--alert-lookback <duration>',
-            'how far back `check`, `status` and the exporter report due occurrences that did not complete ' +
-              '(default: the longer of 24h and 3 intervals; at most the newest 24 occurrences)',
-          )
-          .option(
-            '--expect-duration <min>..<max>',
-            'how long a run should take, e.g. 30s..10m (either side may be left out: 1m.., ..2h); a run ' +
-              'outside it is a `check` warning, a metric and an alert',
-          )
-          .option('--rerun', 'run an already completed window again'),
-      ),
+            .option('--ttl <duration>', 'lease time to live, 1.5s to 24h; renewed every TTL/3', DEFAULTS.ttl)
+            .option(
+              '--kill-grace <duration>',
+              `SIGTERM-to-SIGKILL grace when the child must stop (default: ${DEFAULTS.killGrace}, or half of what a short --ttl leaves)`,
+            )
+            .addOption(
+              new Option('--on-busy <policy>', ON_BUSY_HELP)
+                .choices(['skip', 'wait', 'fail', 'replace'])
+                .default(DEFAULTS.onBusy),
+            )
+            .option('--wait-timeout <duration>', WAIT_TIMEOUT_HELP)
+            .option('--max-runtime <duration>', 'stop the child after this long (exit 124; at most 24 days)')
+            .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')
+            .option(
+              '--alert-after <duration>',
+              'grace after a scheduled tick before `check` and the exporter call its window overdue ' +
+                '(default: half the interval, at most 1h)',
+            )
+            .option(
+              '--alert-lookback <duration>',
+              'how far back `check`, `status` and the exporter report due occurrences that did not complete ' +
+                '(default: the longer of 24h and 3 intervals; at most the newest 24 occurrences)',
+            )
+            .option(
+              '--expect-duration <min>..<max>',
+              'how long a run should take, e.g. 30s..10m (either side may be left out: 1m.., ..2h); a run ' +
+                'outside it is a `check` warning, a metric and an alert',
+            )
+            .option('--rerun', 'run an already completed window again'),
+        ),
+      )
+        .option(
+          '--catch-up <duration>',
+          'first run the earlier occurrences of --schedule within this long before this one that never ' +
+            'completed, oldest first, each its own window (needs --window-from-schedule)',
+        )
+        .option(
+          '--catch-up-limit <n>',
+          'with --catch-up: at most this many earlier windows per run (default 10); older ones beyond it are recorded as missed',
+        ),
     )
-      .option(
-        '--catch-up <duration>',
-        'first run the earlier occurrences of --schedule within this long before this one that never ' +
-          'completed, oldest first, each its own window (needs --window-from-schedule)',
-      )
-      .option(
-        '--catch-up-limit <n>',
-        'with --catch-up: at most this many earlier windows per run (default 10); older ones beyond it are recorded as missed',
-      )
-      .option(
-        '--pass-database-url',
-        'give the child DATABASE_URL (when a URL configured the store; PG* variables pass anyway) and PGPASSWORD (not passed by default)',
-      )
       .argument('[command...]', 'the command to run, after --')
       .addHelpText(
         'after',

@@ -1,5 +1,7 @@
 // `run` options: every default in one place, every flag validated next to its rule, messages
 // in one pattern ("Expected `--flag` to be ..., got `value`.").
+import type { RunAs } from '../lease/child.js';
+import { resolveRunAs } from './run-as.js';
 import type { DateTime } from 'luxon';
 import { DEFAULTS } from '../defaults.js';
 import { MAX_TIMER_MS, parseDuration, parseDurationRange, parseIsoOffset } from '../schedule/duration.js';
@@ -37,10 +39,14 @@ export interface RawRunFlags {
   expectDuration?: string;
   rerun?: boolean;
   databaseUrl?: string;
+  databaseUrlFile?: string;
   schema?: string;
   logLevel?: string;
   logFormat?: string;
+  mutexOnly?: boolean;
   passDatabaseUrl?: boolean;
+  user?: string;
+  group?: string;
   pingUrl?: string;
   notifyUrl?: string;
   recordOutput?: string | boolean;
@@ -78,7 +84,11 @@ export interface RunConfig {
   logLevel: string;
   /** json, or lines for a person (--log-format, LEASEJOB_LOG_FORMAT, a terminal on stderr). */
   logFormat: 'json' | 'pretty';
+  /** --schedule without a window and without --mutex-only: no once-per-occurrence protection, said once. */
+  scheduleWithoutWindow: boolean;
   passDatabaseUrl: boolean;
+  /** --user, --group: the child's user and group. */
+  runAs?: RunAs | undefined;
   /** healthchecks.io-style ping URL (a secret: never logged, never recorded). */
   pingUrl?: string | undefined;
   /** Webhook for failed, lost and missed windows (a secret likewise). */
@@ -150,7 +160,9 @@ export function normalizeRunOptions(
     schema,
     logLevel,
     logFormat,
+    scheduleWithoutWindow: schedule !== undefined && window === undefined && !flags.mutexOnly,
     passDatabaseUrl: !!flags.passDatabaseUrl,
+    runAs: resolveRunAs(flags.user, flags.group),
     policy,
     catchUp:
       catchUp && schedule
@@ -251,6 +263,10 @@ function delaysAndAlerts(flags: RawRunFlags): Delays {
 function checkWindowFlags(flags: RawRunFlags, maxDelayMs: number | undefined): void {
   if (flags.window !== undefined && flags.windowFromSchedule)
     throw new UsageError('Use either `--window` or `--window-from-schedule`, not both.');
+  if (flags.mutexOnly && (flags.window !== undefined || flags.windowFromSchedule))
+    throw new UsageError(
+      '`--mutex-only` runs without a window: use it without `--window` and `--window-from-schedule`, or drop it.',
+    );
   if (!flags.windowFromSchedule && (flags.windowFormat !== undefined || flags.windowOffset !== undefined)) {
     throw new UsageError('`--window-format` and `--window-offset` need `--window-from-schedule`.');
   }

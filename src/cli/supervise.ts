@@ -89,6 +89,11 @@ export function childEnv(
     LEASEJOB_OWNER: ctx.owner,
     LEASEJOB_SCHEMA: config.schema,
   });
+  // --user: the user's own name and home, as runuser sets them (not root's).
+  if (config.runAs?.name !== undefined) {
+    env.USER = env.LOGNAME = config.runAs.name;
+    env.HOME = config.runAs.home ?? '/';
+  }
   if (ctx.window !== undefined) env.LEASEJOB_WINDOW = ctx.window;
   else delete env.LEASEJOB_WINDOW;
   if (ctx.scheduledAt) env.LEASEJOB_SCHEDULED_AT = ctx.scheduledAt.toISOString();
@@ -122,6 +127,10 @@ export async function superviseChild(
     child = await startChild(config.command, config.args, {
       env: childEnv(config, ctx, databaseUrl, supervised.sharedStore),
       capture: supervised.tail,
+      runAs: config.runAs,
+      // The guard stops the child there by itself if we cannot (killed, stopped, stalled).
+      stopAtMs: ctx.deadline?.stopAtMono(),
+      graceMs: config.killGraceMs,
     });
   } catch (err) {
     // Said here, or a crontab sees only exit 127 or 126.
@@ -129,6 +138,7 @@ export async function superviseChild(
     throw err;
   }
   const started = monoNow();
+  const unfollow = ctx.deadline?.onStopAtChange((stopAtMs) => child.setStopAt(stopAtMs));
   supervised.trace?.childStarted(child.pid);
   supervised.childRunning = true;
   supervised.childStarted = true;
@@ -200,6 +210,8 @@ export async function superviseChild(
     else log.info({ childPid: child.pid }, 'child process group gone');
   }
   ctx.signal.removeEventListener('abort', onAbort);
+  unfollow?.();
+  child.release();
   supervised.childRunning = false;
   supervised.result = result;
   supervised.trace?.childExited(result);
