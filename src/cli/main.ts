@@ -403,7 +403,10 @@ function defineExporter(program: Command): void {
       )
       .option('--port <port>', 'TCP port', '9464')
       .option('--host <address>', 'address to listen on', '0.0.0.0')
-      .option('--no-status-page', 'serve only /metrics and /healthz: no job names, hosts or events at / and /job'),
+      .option(
+        '--no-status-page',
+        'serve only /metrics and /healthz: no job names, hosts or events at /, /job and /occurrence',
+      ),
   ).action(lazy(async () => (await import('./commands/status.js')).exporterCommand));
 }
 

@@ -87,14 +87,19 @@ export class RunHooks {
     private readonly onFailure: (f: HookFailure) => void,
   ) {}
 
-  /** The start ping names the check by its URL alone: `w` is for hooks that say more. */
+  /** The start ping: the check by its URL, the run by its id, the occurrence's trace in the body. */
   started(w: WindowStart): void {
     const rid = runId();
     // Measured from here by healthchecks.io: the duration of the run, and "started, never ended" alerts.
+    // The start's body names the occurrence's trace (the end's is the output): healthchecks.io
+    // shows it with the run, so its alert leads to the trace.
+    const trace = Buffer.from(
+      `trace_id=${traceIdOf(w.job, w.window, w.generation)} span_id=${attemptSpanId(w.job, w.window, w.generation, w.attempt)}\n`,
+    );
     const start =
       this.targets.pingUrl === undefined
         ? Promise.resolve()
-        : this.ping('start', rid, undefined, REQUEST_TIMEOUT_MS).catch(() => {});
+        : this.ping('start', rid, trace, REQUEST_TIMEOUT_MS).catch(() => {});
     this.current = { rid, start, window: w.window };
   }
 

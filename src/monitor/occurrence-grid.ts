@@ -57,37 +57,39 @@ const NOT_COMPLETED_STATE: Record<string, CellState> = {
 /** How many occurrences a job's grid shows. */
 export const GRID_SIZE = 48;
 
+/**
+ * Each reason's state. A Record, so that a reason added to OCCURRENCE_REASONS fails to compile
+ * here until it is given a state (rather than show as some other one). `running` and `failed`
+ * are refined below.
+ */
+const REASON_STATE: Record<OccurrenceReason | 'no run', CellState> = {
+  completed: 'completed',
+  'caught-up': 'completed',
+  backfilled: 'completed',
+  running: 'running',
+  failed: 'failed',
+  exhausted: 'exhausted',
+  'skipped-paused': 'paused',
+  'skipped-marked': 'skipped',
+  'skipped-busy': 'skipped',
+  'skipped-replaced': 'replaced',
+  'skipped-backoff': 'skipped',
+  'missed-max-delay': 'missed',
+  'missed-catch-up-limit': 'missed',
+  'missed-other': 'missed',
+  'no run': 'overdue',
+};
+
 /** One occurrence's state, from its reason, its attempts, and whether its owner is gone. */
 export function cellStateOf(
   reason: OccurrenceReason | 'no run',
   o: { attempts: number; maxAttempts: number | null },
   abandoned: boolean,
 ): CellState {
-  switch (reason) {
-    case 'completed':
-    case 'caught-up':
-    case 'backfilled':
-      return 'completed';
-    case 'running':
-      // Recorded running, its generation no longer holding the lease: as status reads it.
-      return abandoned ? 'failed' : 'running';
-    case 'failed':
-      return o.maxAttempts !== null && o.attempts < o.maxAttempts ? 'retrying' : 'failed';
-    case 'exhausted':
-      return 'exhausted';
-    case 'skipped-paused':
-      return 'paused';
-    case 'skipped-replaced':
-      return 'replaced';
-    case 'skipped-marked':
-    case 'skipped-busy':
-    case 'skipped-backoff':
-      return 'skipped';
-    case 'no run':
-      return 'overdue';
-    default:
-      return 'missed';
-  }
+  // Recorded running, its generation no longer holding the lease: as status reads it.
+  if (reason === 'running' && abandoned) return 'failed';
+  if (reason === 'failed' && o.maxAttempts !== null && o.attempts < o.maxAttempts) return 'retrying';
+  return REASON_STATE[reason];
 }
 
 /**

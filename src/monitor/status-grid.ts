@@ -35,7 +35,8 @@ export const occurrenceHref = (job: string, window: string): string =>
 
 function cellTitle(c: GridCell): string {
   const at = c.scheduledAt ? ` · ${shortIso(c.scheduledAt)}` : '';
-  const tries = c.attempts > 0 ? ` · ${c.attempts}${c.maxAttempts !== null ? `/${c.maxAttempts}` : ''} attempts` : '';
+  const count = c.maxAttempts !== null ? `${c.attempts}/${c.maxAttempts} attempts` : `${c.attempts} attempt(s)`;
+  const tries = c.attempts > 0 ? ` · ${count}` : '';
   const due = c.overdue !== undefined ? ` · overdue (${c.overdue})` : '';
   return `${c.window} · ${c.state}${at}${tries}${due}`;
 }
@@ -65,6 +66,16 @@ export function legend(): SafeHtml {
   )}<li title="due, past its grace and not completed: what check reports">
 <span class="cell c-completed due"></span>outlined: check reports it</li>
 <li><span class="cell c-next"></span>next due</li></ul>`;
+}
+
+/** A run's duration: milliseconds below a second (a quick job's runs would all read `0s`). */
+const durationText = (ms: number): string => (ms < 1000 ? `${Math.round(ms)} ms` : humanMs(ms));
+
+/** The y-axis labels, the higher first: one closer than a line's height to a kept one is left out. */
+function axisLabels(labels: Array<{ y: number; text: string }>, left: number): SafeHtml {
+  const kept: Array<{ y: number; text: string }> = [];
+  for (const l of labels) if (kept.every((k) => Math.abs(k.y - l.y) >= 12)) kept.push(l);
+  return markup`${kept.map((l) => markup`<text x="${left - 4}" y="${(l.y + 4).toFixed(1)}" text-anchor="end">${l.text}</text>`)}`;
 }
 
 const CHART = { w: 600, h: 150, left: 52, right: 8, top: 10, bottom: 22 };
@@ -98,8 +109,7 @@ height="${(y(lo) - y(hi)).toFixed(1)}"></rect>
 ${[expect.minMs, expect.maxMs].map((b) =>
   b === null
     ? ''
-    : markup`<line class="bound" x1="${left}" x2="${w - right}" y1="${y(b).toFixed(1)}" y2="${y(b).toFixed(1)}"></line>
-<text x="${left - 4}" y="${(y(b) + 4).toFixed(1)}" text-anchor="end">${humanMs(b)}</text>`,
+    : markup`<line class="bound" x1="${left}" x2="${w - right}" y1="${y(b).toFixed(1)}" y2="${y(b).toFixed(1)}"></line>`,
 )}`
       : '';
   const bars = runs.map(({ w: row, ms }, i) => {
@@ -110,15 +120,21 @@ ${[expect.minMs, expect.maxMs].map((b) =>
       slot * 0.7
     ).toFixed(
       1,
-    )}" height="${Math.max(1, y(0) - y(ms)).toFixed(1)}"><title>${`${row.window} · ${humanMs(ms)} · ${row.outcome}${
+    )}" height="${Math.max(1, y(0) - y(ms)).toFixed(1)}"><title>${`${row.window} · ${durationText(ms)} · ${row.outcome}${
       outside ? ' · outside --expect-duration' : ''
     }`}</title></rect></a>`;
   });
   return markup`<svg class="chart" id="durations" viewBox="0 0 ${w} ${h}" role="img"
 aria-label="${`Durations of the last ${runs.length} runs`}">
 <line class="axis" x1="${left}" x2="${w - right}" y1="${y(0)}" y2="${y(0)}"></line>
-<text x="${left - 4}" y="${y(0) + 4}" text-anchor="end">0</text>
-<text x="${left - 4}" y="${pad + 8}" text-anchor="end">${humanMs(Math.round(top))}</text>
+${axisLabels(
+  [
+    { y: y(0), text: '0' },
+    ...[expect.minMs, expect.maxMs].flatMap((b) => (b === null ? [] : [{ y: y(b), text: durationText(b) }])),
+    { y: pad + 4, text: durationText(Math.round(top)) },
+  ],
+  left,
+)}
 ${band}
 ${bars}
 <text x="${left}" y="${h - 6}">oldest</text><text x="${w - right}" y="${h - 6}" text-anchor="end">latest</text>
@@ -230,7 +246,7 @@ ${attempts.map(
 <td data-label="Owner"><code>${a.owner ?? '-'}</code></td>
 <td data-label="Token">${a.generation}</td>
 <td data-label="Started">${when(a.startedAt, now)}</td>
-<td data-label="Duration">${a.durationMs !== null ? humanMs(a.durationMs) : '-'}</td>
+<td data-label="Duration">${a.durationMs !== null ? durationText(a.durationMs) : '-'}</td>
 <td data-label="Exit">${a.exitCode ?? '-'}</td>
 <td data-label="Span id"><code>${attemptSpanId(d.job, d.window, a.generation, a.attempt)}</code></td>
 </tr>`,

@@ -314,8 +314,8 @@ export interface JobPageData {
   outputs: WindowOutput[];
   /** Events up to this seq were pruned (leasejob prune); 0: none. */
   prunedThroughSeq: number;
-  /** The occurrence grid (occurrence-grid.ts), oldest first. */
-  grid: GridCell[];
+  /** The occurrence grid (occurrence-grid.ts), oldest first; none when not read. */
+  grid?: GridCell[] | undefined;
   /** The reader's zone (`?tz=`); undefined: UTC. */
   tz?: string | undefined;
 }
@@ -335,7 +335,7 @@ function jobPage(d: JobPageData): string {
 ${stateDetail(j, now)}
 <h2>Occurrences</h2>
 ${legend()}
-${gridStrip(j.name, d.grid, d.nextDue, now)}
+${gridStrip(j.name, d.grid ?? [], d.nextDue, now)}
 <h2>Durations</h2>
 ${durationChart(j.name, d.windows, { minMs: j.expectMinMs, maxMs: j.expectMaxMs })}
 <h2>Job</h2>

@@ -54,6 +54,10 @@ describe('--ping-url (PostgreSQL)', () => {
     expect(start!.query.get('rid')).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     expect(end!.query.get('rid')).toBe(start!.query.get('rid'));
     expect(end!.body.length).toBe(0);
+    // The start names the occurrence's trace, as the child's TRACEPARENT does.
+    expect(start!.text).toBe(
+      `trace_id=${occurrenceTraceId('ping-ok', 'w1')} span_id=${attemptSpanId('ping-ok', 'w1', '1', 1)}\n`,
+    );
     expect(String(end!.headers['user-agent'])).toMatch(/^leasejob\//);
   });
 

@@ -257,6 +257,10 @@ describe.skipIf(!haveChromium)('the occurrence grid in chromium', () => {
     expect(new Set(rows.map((r) => r.Token)).size).toBe(2);
     for (const r of rows) expect(r.Host).not.toBe('-');
     expect(await page.locator('#output').innerText()).toBe('boom\n');
+    // Nothing recorded of it: 404; no window, or a job name leasejob would refuse: 400.
+    expect((await fetch(`${base()}/occurrence?name=${JOB}&window=never-seen`)).status).toBe(404);
+    expect((await fetch(`${base()}/occurrence?name=${JOB}`)).status).toBe(400);
+    expect((await fetch(`${base()}/occurrence?name=&window=w`)).status).toBe(400);
     await page.screenshot({ path: path.join(SHOTS, 'grid-occurrence.png'), fullPage: true });
     await page.close();
   });

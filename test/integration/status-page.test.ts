@@ -395,6 +395,7 @@ describe('without a browser', () => {
       expect(root.status).toBe(404);
       expect(await root.text()).toBe('leasejob exporter: see /metrics and /healthz\n');
       expect((await fetch(`http://127.0.0.1:${port}/job?name=x`)).status).toBe(404);
+      expect((await fetch(`http://127.0.0.1:${port}/occurrence?name=x&window=w`)).status).toBe(404);
       expect((await fetch(`http://127.0.0.1:${port}/metrics`)).status).toBe(200);
     } finally {
       p.kill('SIGTERM');

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, logLines, runCli } from '../helpers/cli.js';
+import { fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 import { startReceiver, type Receiver } from '../helpers/http-receiver.js';
 import { tempDirPerTest } from '../helpers/temp.js';
@@ -201,6 +201,78 @@ describe('a trace per occurrence', () => {
     expect(first).not.toBe(again);
     expect(again.TRACEPARENT!.split('-')[1]).toBe(first.TRACEPARENT!.split('-')[1]);
     expect(again.TRACEPARENT!.split('-')[2]).not.toBe(first.TRACEPARENT!.split('-')[2]);
+  });
+
+  it('retries inside one run (--retries) are attempt spans of the same trace, each with its child', async () => {
+    const job = 'traced-retries';
+    const r = await runCli(
+      [
+        'run',
+        ...conn(),
+        '--name',
+        job,
+        '--window',
+        'w1',
+        '--retries',
+        '1',
+        '--retry-delay',
+        '10ms',
+        '--',
+        process.execPath,
+        fixture('exit-with.mjs'),
+        '3',
+      ],
+      otel(collector.url),
+    );
+    expect(r.exitCode, r.all).toBe(3);
+    const spans = received(job);
+    const attempts = spans.filter((s) => s.name === 'attempt');
+    expect(attempts.map((s) => [attr(s, 'leasejob.attempt'), attr(s, 'leasejob.outcome')]).sort()).toEqual([
+      ['1', 'failed'],
+      ['2', 'failed'],
+    ]);
+    expect(new Set(spans.map((s) => s.traceId))).toEqual(new Set([occurrenceTraceId(job, 'w1')]));
+    expect(
+      spans
+        .filter((s) => s.name === 'child')
+        .map((s) => s.parentSpanId)
+        .sort(),
+    ).toEqual(attempts.map((s) => s.spanId).sort());
+  });
+
+  it('a lost lease: the attempt span says lost, with its exit code 75 and an event', async () => {
+    const job = 'traced-lost';
+    const holder = startCli(
+      [
+        'run',
+        ...conn(),
+        '--name',
+        job,
+        '--window',
+        'w1',
+        '--ttl',
+        '15s',
+        '--',
+        process.execPath,
+        fixture('wait-for-file.mjs'),
+        path.join(newTmp(), 'never'),
+        '60000',
+      ],
+      otel(collector.url),
+    );
+    await waitFor(
+      'the holder to take the lease',
+      async () =>
+        (await db.rows(`SELECT 1 FROM ${db.schema}.leases WHERE name = $1 AND expires_at > now()`, [job])).length > 0,
+    );
+    const released = await runCli(['release', ...conn(), '--name', job, '--force']);
+    expect(released.exitCode, released.all).toBe(0);
+    expect((await holder).exitCode).toBe(75);
+    const attempt = received(job).find((s) => s.name === 'attempt')!;
+    expect([attr(attempt, 'leasejob.outcome'), attr(attempt, 'leasejob.exit_code')]).toEqual(['lost', '75']);
+    expect((attempt as OtlpSpan & { events?: Array<{ name: string }> }).events?.map((e) => e.name)).toContain(
+      'lease lost',
+    );
   });
 
   it('a run that finds the occurrence done exports its skip in the same trace', async () => {
