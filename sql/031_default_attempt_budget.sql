@@ -2,7 +2,7 @@
 -- --retries, its occurrence from a crontab's clock or --scheduled-time, runs a failing occurrence
 -- once across every host instead of once per trigger; a crashed holder's occurrence is still
 -- resumed. attempt_budget() reads a negative p_max_attempts as that budget: -n failed attempts,
--- lost ones not counted. Positive budgets (--max-attempts) are judged as before.
+-- lost and replaced ones not counted. Positive budgets (--max-attempts) are judged as before.
 -- Functions: attempt_budget, each its whole current definition from sql/functions/.
 -- CREATE OR REPLACE keeps the privileges granted on a function of the same signature;
 -- SECURITY DEFINER and the pinned search_path are restated, as CREATE OR REPLACE resets them.
@@ -21,7 +21,7 @@ BEGIN
     RETURN NEXT; RETURN;
   END IF;
   SELECT * INTO w FROM windows x WHERE x.job = p_job AND x.window_key = p_window;
-  IF NOT FOUND OR w.completed_at IS NOT NULL OR w.outcome NOT IN ('failed', 'lost') THEN
+  IF NOT FOUND OR w.completed_at IS NOT NULL OR w.outcome NOT IN ('failed', 'lost', 'replaced') THEN
     attempts := coalesce(w.attempts, 0);
     RETURN NEXT; RETURN;
   END IF;
@@ -29,7 +29,7 @@ BEGIN
   IF p_max_attempts IS NOT NULL AND w.attempts >= abs(p_max_attempts)
      AND (p_max_attempts > 0 OR w.outcome = 'failed') THEN
     reason := 'exhausted';
-  ELSIF p_retry_delay_ms IS NOT NULL AND w.finished_at IS NOT NULL THEN
+  ELSIF p_retry_delay_ms IS NOT NULL AND w.finished_at IS NOT NULL AND w.outcome = 'failed' THEN
     next_at := w.finished_at + make_interval(secs =>
       least(p_retry_delay_ms * power(2, greatest(w.attempts, 1) - 1), p_retry_delay_ms * 16) / 1000.0);
     IF next_at > now() THEN reason := 'backoff'; ELSE next_at := NULL; END IF;

@@ -1,5 +1,7 @@
 // `run` options: every default in one place, every flag validated next to its rule, messages
 // in one pattern ("Expected `--flag` to be ..., got `value`.").
+import type { RunAs } from '../lease/child.js';
+import { resolveRunAs } from './run-as.js';
 import type { DateTime } from 'luxon';
 import { DEFAULTS } from '../defaults.js';
 import { MAX_TIMER_MS, parseDuration, parseDurationRange, parseIsoOffset } from '../schedule/duration.js';
@@ -37,11 +39,14 @@ export interface RawRunFlags {
   expectDuration?: string;
   rerun?: boolean;
   databaseUrl?: string;
+  databaseUrlFile?: string;
   schema?: string;
   logLevel?: string;
   logFormat?: string;
   mutexOnly?: boolean;
   passDatabaseUrl?: boolean;
+  user?: string;
+  group?: string;
   pingUrl?: string;
   notifyUrl?: string;
   recordOutput?: string | boolean;
@@ -82,6 +87,8 @@ export interface RunConfig {
   /** --schedule without a window and without --mutex-only: no once-per-occurrence protection, said once. */
   scheduleWithoutWindow: boolean;
   passDatabaseUrl: boolean;
+  /** --user, --group: the child's user and group. */
+  runAs?: RunAs | undefined;
   /** healthchecks.io-style ping URL (a secret: never logged, never recorded). */
   pingUrl?: string | undefined;
   /** Webhook for failed, lost and missed windows (a secret likewise). */
@@ -159,6 +166,7 @@ export function normalizeRunOptions(
     logFormat,
     scheduleWithoutWindow: schedule !== undefined && window === undefined && !flags.mutexOnly,
     passDatabaseUrl: !!flags.passDatabaseUrl,
+    runAs: resolveRunAs(flags.user, flags.group),
     policy,
     catchUp:
       catchUp && schedule

@@ -2,6 +2,7 @@
 // window it runs. Loaded only when one of them is given; every request is bounded, and a
 // failed one is reported to the caller (a warning and a counted event), never thrown.
 import { hostname } from 'node:os';
+import { attemptSpanId, traceIdOf } from '../trace-context.js';
 import { utf8Tail, type OutputTail } from './output-tail.js';
 
 /** The longest one request may take. */
@@ -223,6 +224,14 @@ export function payload(e: WindowEnd): Record<string, unknown> {
     started_at: e.startedAt?.toISOString() ?? null,
     finished_at: e.finishedAt.toISOString(),
     duration_ms: e.startedAt ? e.finishedAt.getTime() - e.startedAt.getTime() : null,
+    // The occurrence's trace (the child's TRACEPARENT), so an alert leads to it: derived, as
+    // trace-context.ts says; the attempt's span when a lease was taken.
+    trace_id:
+      e.window !== undefined || e.generation !== undefined ? traceIdOf(e.job, e.window, e.generation ?? '') : null,
+    span_id:
+      e.generation !== undefined && e.attempt !== undefined
+        ? attemptSpanId(e.job, e.window, e.generation, e.attempt)
+        : null,
     output: e.output
       ? {
           tail: utf8Tail(e.output.tail, e.output.tail.length).toString('utf8'),

@@ -454,6 +454,7 @@ async function runTask<T>(
     end.started = lease.taskStarted = true;
     end.value = await lease.task({
       signal: run.controller.signal,
+      deadline: lease.keeper,
       fenceToken: held.generation,
       idempotencyKey: `${opts.name}:${w ? w.key : held.generation}`,
       owner: held.owner,

@@ -42,6 +42,10 @@ const PACKAGES: Array<{ pkg: string; present: () => boolean }> = [
   { pkg: 'prometheus', present: () => onPath('promtool') && onPath('prometheus') },
   { pkg: 'tini', present: () => existsSync('/usr/bin/tini-static') },
   { pkg: 'busybox-static', present: () => existsSync('/bin/busybox') },
+  { pkg: 'patchelf', present: () => onPath('patchelf') },
+  { pkg: 'musl', present: () => existsSync('/lib/ld-musl-x86_64.so.1') || existsSync('/lib/ld-musl-aarch64.so.1') },
+  { pkg: 'musl-tools', present: () => onPath('musl-gcc') },
+  { pkg: 'gcc', present: () => onPath('gcc') },
 ];
 
 /** The Debian packages from .ci/run's list that this machine lacks. */

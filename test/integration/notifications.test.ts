@@ -11,6 +11,7 @@ import { testDb, type TestDb } from '../helpers/db.js';
 import { freePort } from '../helpers/embedded-pg.mjs';
 import { startReceiver, type Receiver } from '../helpers/http-receiver.js';
 import { tempDirPerTest } from '../helpers/temp.js';
+import { attemptSpanId, occurrenceTraceId } from '../../src/trace-context.js';
 
 let db: TestDb;
 const newTmp = tempDirPerTest('leasejob-notify-');
@@ -439,6 +440,11 @@ describe('--notify-url (PostgreSQL)', () => {
       output: { tail: 'disk full\n', bytes: 10, truncated: false },
     });
     expect(typeof body.host).toBe('string');
+    // The trace the child's TRACEPARENT named: the occurrence's, and the attempt's span.
+    expect([body.trace_id, body.span_id]).toEqual([
+      occurrenceTraceId('hook-fail', 'w1'),
+      attemptSpanId('hook-fail', 'w1', '1', 1),
+    ]);
     expect(Date.parse(String(body.started_at))).toBeLessThanOrEqual(Date.parse(String(body.finished_at)));
     const ok = await runCli([
       'run',

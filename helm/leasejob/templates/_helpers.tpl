@@ -74,8 +74,14 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   value: {{ .Values.logLevel | quote }}
 {{- end }}
 
-{{/* Pod-level settings shared by every workload. No service account token: leasejob never calls the Kubernetes API. */}}
+{{/*
+Pod-level settings shared by every workload. No service account token: leasejob never calls the
+Kubernetes API. Argument: the root context, or dict with root and podSecurityContext (a job's own).
+*/}}
 {{- define "leasejob.podSpecCommon" -}}
+{{- $own := hasKey . "podSecurityContext" }}
+{{- $ownContext := .podSecurityContext }}
+{{- with (.root | default .) }}
 automountServiceAccountToken: false
 {{- with .Values.serviceAccountName }}
 serviceAccountName: {{ . }}
@@ -84,7 +90,11 @@ serviceAccountName: {{ . }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.podSecurityContext }}
+{{- $context := .Values.podSecurityContext | default dict }}
+{{- if $own }}
+{{- $context = $ownContext }}
+{{- end }}
+{{- with $context }}
 securityContext:
   {{- toYaml . | nindent 2 }}
 {{- end }}
@@ -99,6 +109,7 @@ affinity:
 {{- with .Values.tolerations }}
 tolerations:
   {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end }}
 {{- end }}
 

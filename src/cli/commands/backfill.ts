@@ -157,6 +157,7 @@ export async function backfillCommand(flags: RawBackfillFlags, command: string[]
   const c = normalizeBackfillOptions(flags, command);
   const choice = chooseStore({
     databaseUrl: c.run.databaseUrl,
+    databaseUrlFile: flags.databaseUrlFile,
     schema: flags.schema,
     stateFile: flags.stateFile,
     requireShared: flags.requireShared,

@@ -16,6 +16,7 @@ import {
 } from './context.js';
 import { recordEventSync } from './record-event.js';
 import { registerJob } from './register-job.js';
+import { tokenFloor } from './token-floor.js';
 import { windowGate } from './window-gate.js';
 
 export async function acquire(s: Sqlite, i: AcquireInput): Promise<AcquireRow> {
@@ -169,7 +170,8 @@ export function takeLease(
   now: number,
   nowMono: number,
 ): number {
-  const generation = (prev?.generation ?? 0) + 1;
+  // Never below the token floor (token-floor.ts): a restored file does not issue a token again.
+  const generation = Math.max((prev?.generation ?? 0) + 1, tokenFloor(s, now));
   s.db
     .prepare(
       `INSERT INTO leases (name, owner, generation, acquired_at, renewed_at, released_at, renewed_mono, expires_mono, boot_id,

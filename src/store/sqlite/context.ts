@@ -11,6 +11,8 @@ export interface Sqlite {
   /** This boot's id: a lease of another boot has expired. */
   readonly boot: string;
   readonly host: string;
+  /** The state file's path (the token floor reads its identity). */
+  readonly file: string;
 }
 
 /**
@@ -52,6 +54,8 @@ export interface JobRecord {
   paused_until: number | null;
   pause_reason: string | null;
   paused_by: string | null;
+  /** Version 10: when the current schedule took effect (ms; null: since created_at). */
+  schedule_since: number | null;
 }
 
 export interface LeaseRecord {

@@ -5,6 +5,7 @@ import type BetterSqlite3 from 'better-sqlite3';
 import Database from 'better-sqlite3';
 import { DatabaseError, UsageError } from '../../errors.js';
 import { classifySqliteDriverError } from './errors.js';
+import { checkStateFile } from './state-file-checks.js';
 
 /**
  * The driver's handle on `file`. better-sqlite3 loads its native module here, not on import: one
@@ -76,6 +77,7 @@ export function openStateFile(file: string, opts: { create?: boolean } = {}): Be
       { cause: err },
     );
   }
+  checkStateFile(file, opts.create !== false);
   const db = openDriver(file);
   // A new file gives the pages `leasejob prune` frees back in steps (retention.ts).
   // Only takes effect before the first table exists; an older file keeps its mode until a

@@ -8,7 +8,7 @@ export async function readDueNotCompleted(s: Sqlite, groups: DueGroup[], name?: 
   // PostgreSQL store; a window without a row is expected only of a job registered by then,
   // and not before its retention horizon (expectedFrom).
   const jobs = s.db.prepare(
-    `SELECT name, created_at, (SELECT retained_from FROM retention t WHERE t.job = jobs.name) AS retained_from FROM jobs
+    `SELECT name, created_at, schedule_since, (SELECT retained_from FROM retention t WHERE t.job = jobs.name) AS retained_from FROM jobs
       WHERE window_mode = 'schedule' AND schedule = ? AND tz IS ? AND window_format IS ? AND window_offset IS ?
         AND alert_after_ms IS ? AND alert_lookback_ms IS ? AND (? IS NULL OR name = ?)`,
   );
@@ -26,7 +26,7 @@ export async function readDueNotCompleted(s: Sqlite, groups: DueGroup[], name?: 
       g.alertLookbackMs,
       name ?? null,
       name ?? null,
-    ) as Array<{ name: string; created_at: number; retained_from: number | null }>;
+    ) as Array<{ name: string; created_at: number; schedule_since: number | null; retained_from: number | null }>;
     for (const j of members) {
       const mine: DueNotCompleted[] = [];
       let count = 0;
@@ -34,7 +34,8 @@ export async function readDueNotCompleted(s: Sqlite, groups: DueGroup[], name?: 
         const r = row.get(j.name, w.window) as
           { outcome: string; generation: number; completed_at: number | null } | undefined;
         if (r?.completed_at != null) return;
-        if (r === undefined && w.scheduledAt.getTime() < expectedFrom(j.created_at, j.retained_from)) return;
+        if (r === undefined && w.scheduledAt.getTime() < expectedFrom(j.created_at, j.retained_from, j.schedule_since))
+          return;
         if (
           w.legacy !== undefined &&
           (row.get(j.name, w.legacy) as { completed_at: number | null } | undefined)?.completed_at != null

@@ -67,9 +67,9 @@ export async function readOccurrenceCounts(s: Sqlite, job?: string): Promise<Occ
       `SELECT job, reason, count(*) AS n FROM (
          SELECT w.job, CASE
            WHEN w.outcome = 'running' THEN 'running'
-           WHEN w.outcome = 'replaced' THEN 'skipped-replaced'
-           WHEN w.outcome IN ('failed', 'lost') THEN
-             CASE WHEN w.max_attempts > 0 AND w.max_attempts <= w.attempts THEN 'exhausted' ELSE 'failed' END
+           WHEN w.outcome IN ('failed', 'lost', 'replaced') THEN
+             CASE WHEN w.max_attempts > 0 AND w.max_attempts <= w.attempts THEN 'exhausted'
+                  WHEN w.outcome = 'replaced' THEN 'skipped-replaced' ELSE 'failed' END
            WHEN w.outcome = 'missed' THEN coalesce((SELECT CASE WHEN json_extract(e.detail, '$.reason') = 'catch-up-limit'
                THEN 'missed-catch-up-limit' WHEN json_type(e.detail, '$.max_delay_ms') IS NOT NULL THEN 'missed-max-delay' END
              FROM ${e} AND e.kind = 'window-missed' ORDER BY e.seq DESC LIMIT 1), 'missed-other')
@@ -102,8 +102,10 @@ export async function readEventCounts(s: Sqlite, kinds: readonly string[]): Prom
 /** See LeaseStore.readWindows. */
 export async function readWindows(s: Sqlite, job: string, keys: readonly string[]): Promise<WindowStates> {
   const now = Date.now();
-  const registered = s.db.prepare('SELECT created_at FROM jobs WHERE name = ?').get(job) as
-    { created_at: number } | undefined;
+  // From when the current schedule is expected: its registration or its change since (as PostgreSQL's).
+  const registered = s.db
+    .prepare('SELECT max(created_at, coalesce(schedule_since, 0)) AS created_at FROM jobs WHERE name = ?')
+    .get(job) as { created_at: number } | undefined;
   const horizon = s.db.prepare('SELECT retained_from FROM retention WHERE job = ?').pluck().get(job) as
     number | null | undefined;
   const rows = s.db

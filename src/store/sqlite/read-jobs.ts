@@ -66,6 +66,7 @@ export async function readJobRows(s: Sqlite, name?: string): Promise<{ dbNow: Da
         expectMinMs: (r.expect_min_ms as number | null) ?? null,
         expectMaxMs: (r.expect_max_ms as number | null) ?? null,
         createdAt: new Date(r.created_at as number),
+        scheduleSince: r.schedule_since == null ? null : new Date(r.schedule_since as number),
         owner: (r.owner as string | null) ?? null,
         generation: r.generation == null ? null : String(r.generation),
         held,

@@ -18,6 +18,17 @@ const SETTINGS = [
   'expect_max_ms',
 ] as const;
 
+/** The settings that say which occurrences a job has: a change of any is a schedule change. */
+const SCHEDULE_SETTINGS = ['schedule', 'tz', 'window_mode', 'window_format', 'window_offset'] as const;
+
+/**
+ * As register_job (028): whether the schedule itself changed, an event with an effective time
+ * (jobs.schedule_since): an occurrence of the new schedule before it that no run claimed is never
+ * due. Not at a first registration (no window mode yet): created_at says the same.
+ */
+const scheduleMoved = (before: JobSettings, next: JobSettings): boolean =>
+  SCHEDULE_SETTINGS.some((k) => before[k] !== next[k]);
+
 /**
  * As register_job (sql/012_versions_pause_mark.sql): unchanged settings write nothing; a run
  * with no schedule settings never erases a registered schedule; a change is adopted, bumps
@@ -61,10 +72,13 @@ export function registerJob(s: Sqlite, i: AcquireInput, now: number): JobChange 
       `UPDATE jobs SET schedule = @schedule, tz = @tz, window_mode = @window_mode, window_format = @window_format,
         window_offset = @window_offset,
        ttl_ms = @ttl_ms, max_delay_ms = @max_delay_ms, alert_after_ms = @alert_after_ms, alert_lookback_ms = @alert_lookback_ms,
-       expect_min_ms = @expect_min_ms, expect_max_ms = @expect_max_ms, updated_at = @now, version = version + 1
+       expect_min_ms = @expect_min_ms, expect_max_ms = @expect_max_ms, updated_at = @now, version = version + 1,
+       schedule_since = CASE WHEN @moved THEN @now ELSE schedule_since END
      WHERE name = @name RETURNING version`,
     )
-    .get({ name: i.job, ...next, now }) as { version: number };
+    .get({ name: i.job, ...next, now, moved: old.window_mode !== null && scheduleMoved(before, next) ? 1 : 0 }) as {
+    version: number;
+  };
   if (old.window_mode === null || (old.schedule === null && next.schedule === null)) return undefined;
   recordEventSync(
     s,

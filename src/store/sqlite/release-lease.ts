@@ -4,6 +4,19 @@ import { type LeaseRecord, type Sqlite, expired, hostMonotonicMs, hostOf, pidAli
 import { bumpVersion, operatorJob } from './operator-job.js';
 import { recordEventSync } from './record-event.js';
 
+/**
+ * As release_lease (027): the released generation's attempt still running is lost, in the
+ * release's transaction, so it spends the attempt budget as a crash taken over does.
+ */
+function loseRunningAttempt(s: Sqlite, job: string, generation: number, now: number): void {
+  s.db
+    .prepare(
+      `UPDATE windows SET outcome = 'lost', finished_at = ?
+        WHERE job = ? AND generation = ? AND completed_at IS NULL AND outcome = 'running'`,
+    )
+    .run(now, job, generation);
+}
+
 export async function releaseLease(s: Sqlite, i: ReleaseInput): Promise<OperatorResult> {
   return s.db
     .transaction((): OperatorResult => {
@@ -27,6 +40,7 @@ export async function releaseLease(s: Sqlite, i: ReleaseInput): Promise<Operator
       if (live && !i.force)
         return { status: 'busy', version: job.version, seq: null, dbNow: new Date(now), ...holder, live };
       s.db.prepare('UPDATE leases SET expires_mono = ?, released_at = ? WHERE name = ?').run(nowMono, now, i.job);
+      loseRunningAttempt(s, i.job, lease.generation, now);
       const version = bumpVersion(s, i.job, now);
       // detail.by stays 'admin': finish tells an owner's own release from this one by it.
       const seq = recordEventSync(
@@ -47,6 +61,7 @@ export async function releaseLease(s: Sqlite, i: ReleaseInput): Promise<Operator
     .immediate();
 }
 
+/** See LeaseStore.release (an administrative release without the operator's checks). */
 export async function release(
   s: Sqlite,
   job: string,
@@ -59,6 +74,7 @@ export async function release(
       const lease = s.db.prepare('SELECT * FROM leases WHERE name = ?').get(job) as LeaseRecord | undefined;
       if (!lease || expired(s, lease, nowMono)) return undefined;
       s.db.prepare('UPDATE leases SET expires_mono = ?, released_at = ? WHERE name = ?').run(nowMono, now, job);
+      loseRunningAttempt(s, job, lease.generation, now);
       recordEventSync(
         s,
         {

@@ -72,7 +72,7 @@ export class SqliteStore implements LeaseStore {
     readonly location: string,
   ) {
     this.retention = new SqliteRetention(db);
-    this.s = { db, boot: bootId(), host: hostName() };
+    this.s = { db, boot: bootId(), host: hostName(), file: location };
   }
 
   /**
