@@ -10,6 +10,9 @@
 -- one (--on-busy replace) too; the backoff follows only a failed one: a lost attempt (a crash
 -- taken over, a lease lost or released) or a replaced one is not the command's failure, and the
 -- trigger that finds it starts at once.
+-- A negative p_max_attempts (031) is the default budget of a run given none (`run`: once per
+-- occurrence from a crontab or --scheduled-time): -n allows n attempts that *failed*; an attempt
+-- lost (its holder crashed, its lease was lost) does not spend it, so a later trigger resumes it.
 CREATE OR REPLACE FUNCTION attempt_budget(
   p_job text, p_window text, p_max_attempts integer, p_retry_delay_ms bigint, p_rerun boolean
 ) RETURNS TABLE (reason text, attempts integer, next_at timestamptz)
@@ -28,7 +31,8 @@ BEGIN
     RETURN NEXT; RETURN;
   END IF;
   attempts := w.attempts;
-  IF p_max_attempts IS NOT NULL AND w.attempts >= p_max_attempts THEN
+  IF p_max_attempts IS NOT NULL AND w.attempts >= abs(p_max_attempts)
+     AND (p_max_attempts > 0 OR w.outcome = 'failed') THEN
     reason := 'exhausted';
   ELSIF p_retry_delay_ms IS NOT NULL AND w.finished_at IS NOT NULL AND w.outcome = 'failed' THEN
     next_at := w.finished_at + make_interval(secs =>

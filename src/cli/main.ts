@@ -88,8 +88,9 @@ function policyOptions(cmd: Command): Command {
   return cmd
     .option(
       '--max-attempts <n>',
-      'attempts an occurrence may have in all, across triggers and hosts (1-1000; default: no limit); then it is ' +
-        'exhausted and later triggers skip it (exit 0) until --rerun or `leasejob mark`',
+      'attempts an occurrence may have in all, across triggers and hosts (1-1000); then it is exhausted and later ' +
+        'triggers skip it (exit 0) until --rerun or `leasejob mark`. Default: from a crontab or --scheduled-time, once ' +
+        'per occurrence (one failed attempt, or --retries + 1; a crashed one is resumed); else no limit',
     )
     .option(
       '--retries <n>',

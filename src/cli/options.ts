@@ -16,7 +16,7 @@ import { parseRecordOutputSize } from '../lease/output-tail.js';
 import { canonicalZone, parseSchedule, typicalInterval, validateZone, type Schedule } from '../schedule/cron.js';
 import { MAX_CATCH_UP_TICKS, type CatchUpSettings } from '../lease/catch-up.js';
 import type { WindowNaming } from '../schedule/window-range.js';
-import { attemptPolicy, type AttemptPolicy } from './policies.js';
+import { attemptPolicy, defaultBudget, type AttemptPolicy } from './policies.js';
 
 /** Raw flags as commander hands them over. */
 export interface RawRunFlags {
@@ -126,8 +126,12 @@ export function normalizeRunOptions(
   const schedule = flags.schedule !== undefined ? parseSchedule(flags.schedule, tz) : undefined;
   checkWindowFlags(flags, delays.maxDelayMs);
   const catchUp = catchUpSettings(flags, schedule, now);
-  const policy = attemptPolicy(flags, flags.window !== undefined || !!flags.windowFromSchedule);
   const window = runWindow(flags, { schedule, tz, env, now, maxDelayMs: delays.maxDelayMs });
+  const policy = defaultBudget(
+    attemptPolicy(flags, flags.window !== undefined || !!flags.windowFromSchedule),
+    flags,
+    window?.source,
+  );
   // Replace compares occurrences: without a time there is no "earlier" to stop.
   if (busy.onBusy === 'replace' && (window?.scheduledAt === undefined || catchUp !== undefined))
     throw new UsageError(

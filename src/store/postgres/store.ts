@@ -186,9 +186,13 @@ const CLOSE_LIMIT_MS = 2_000;
  * A window's outcome as monitoring reports it: `exhausted` once a failed, lost or replaced window's
  * attempts reached the budget it was claimed (or refused) under (024).
  */
+// A negative budget is run's default (031: -n failed attempts): reported as no budget, as before it.
 const budgetOutcome = (w: string): string =>
-  `CASE WHEN ${w}.max_attempts IS NOT NULL AND ${w}.attempts >= ${w}.max_attempts AND ${w}.outcome IN ('failed', 'lost', 'replaced') ` +
+  `CASE WHEN ${w}.max_attempts > 0 AND ${w}.attempts >= ${w}.max_attempts AND ${w}.outcome IN ('failed', 'lost', 'replaced') ` +
   `THEN 'exhausted' ELSE ${w}.outcome END`;
+
+/** A window's budget as monitoring reports it: NULL for run's default (negative, 031). */
+const reportedBudget = (w: string, dot = '.max_attempts'): string => `nullif(greatest(${w}${dot}, 0), 0)`;
 
 /** The attempt budget as acquire() and claim_window() read it from their jsonb (024). */
 const budgetFields = (b: AttemptBudget): Record<string, number> => ({
@@ -775,7 +779,7 @@ export class PgStore implements LeaseStore {
             GROUP BY e.job) jc ON jc.job = j.name
          LEFT JOIN (
            SELECT o.job, jsonb_agg(jsonb_build_object('window', o.window_key, 'attempts', o.attempts,
-             'outcome', ${budgetOutcome('o')}, 'generation', o.generation, 'maxAttempts', o.max_attempts)
+             'outcome', ${budgetOutcome('o')}, 'generation', o.generation, 'maxAttempts', ${reportedBudget('o')})
              ORDER BY o.started_at) AS open,
                   max(o.n) AS n
              FROM (SELECT w.job, w.window_key, w.attempts, w.outcome, w.generation, w.started_at, w.max_attempts,
@@ -983,7 +987,7 @@ export class PgStore implements LeaseStore {
     const cols =
       'window_key, scheduled_at, outcome, attempts, generation, owner, first_started_at, started_at, finished_at, completed_at, ' +
       // From the row as JSON: a schema before 024 has no such column, and the page still reads.
-      "exit_code, (to_jsonb(w) ->> 'max_attempts')::int AS max_attempts";
+      `exit_code, ${reportedBudget("(to_jsonb(w) ->> 'max_attempts')::int", '')} AS max_attempts`;
     const { rows } = await this.query(
       `(SELECT ${cols} FROM ${this.s}.windows w WHERE job = $1 AND completed_at IS NULL ORDER BY started_at DESC LIMIT $2)
        UNION ALL
@@ -1031,7 +1035,7 @@ export class PgStore implements LeaseStore {
     const windows = `SELECT w.job, CASE
          WHEN w.outcome = 'running' THEN 'running'
          WHEN w.outcome IN ('failed', 'lost', 'replaced') THEN
-           CASE WHEN (to_jsonb(w) ->> 'max_attempts')::int <= w.attempts THEN 'exhausted'
+           CASE WHEN ${reportedBudget("(to_jsonb(w) ->> 'max_attempts')::int", '')} <= w.attempts THEN 'exhausted'
                 WHEN w.outcome = 'replaced' THEN 'skipped-replaced' ELSE 'failed' END
          WHEN w.outcome = 'missed' THEN coalesce((SELECT CASE WHEN e.detail ->> 'reason' = 'catch-up-limit'
              THEN 'missed-catch-up-limit' WHEN e.detail ? 'max_delay_ms' THEN 'missed-max-delay' END

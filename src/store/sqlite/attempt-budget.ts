@@ -5,8 +5,9 @@ import type { Sqlite } from './context.js';
 import { recordEventSync } from './record-event.js';
 
 /** As the PostgreSQL store's: `exhausted` once a failed, lost or replaced window's attempts reached its budget. */
+// A negative budget is run's default (-n failed attempts): reported as no budget, as before it.
 export const budgetOutcome = (w: string): string =>
-  `CASE WHEN ${w}.max_attempts IS NOT NULL AND ${w}.attempts >= ${w}.max_attempts AND ${w}.outcome IN ('failed', 'lost', 'replaced') ` +
+  `CASE WHEN ${w}.max_attempts > 0 AND ${w}.attempts >= ${w}.max_attempts AND ${w}.outcome IN ('failed', 'lost', 'replaced') ` +
   `THEN 'exhausted' ELSE ${w}.outcome END`;
 
 /** The outcomes of an attempt that did not complete: each spends the budget (docs/occurrence.md). */
@@ -33,7 +34,13 @@ export function budgetRefusal(
   if (!w || w.completed_at !== null || !SPENT.has(w.outcome)) return undefined;
   let outcome: BudgetRefusal;
   let nextAt: number | null = null;
-  if (i.maxAttempts !== undefined && w.attempts >= i.maxAttempts) outcome = 'exhausted';
+  // Negative: run's default budget, -n failed attempts; a lost or replaced one does not spend it.
+  if (
+    i.maxAttempts !== undefined &&
+    w.attempts >= Math.abs(i.maxAttempts) &&
+    (i.maxAttempts > 0 || w.outcome === 'failed')
+  )
+    outcome = 'exhausted';
   else if (i.retryDelayMs !== undefined && w.finished_at !== null && w.outcome === 'failed') {
     nextAt = w.finished_at + backoffMs(i.retryDelayMs, w.attempts);
     if (nextAt <= now) return undefined;

@@ -51,7 +51,8 @@ export async function readJobWindows(s: Sqlite, job: string, limit: number): Pro
     finishedAt: at(r.finished_at),
     completedAt: at(r.completed_at),
     exitCode: (r.exit_code as number | null) ?? null,
-    maxAttempts: (r.max_attempts as number | null) ?? null,
+    // Negative: run's default budget, reported as none.
+    maxAttempts: ((r.max_attempts as number | null) ?? 0) > 0 ? (r.max_attempts as number) : null,
   }));
 }
 
@@ -67,7 +68,7 @@ export async function readOccurrenceCounts(s: Sqlite, job?: string): Promise<Occ
          SELECT w.job, CASE
            WHEN w.outcome = 'running' THEN 'running'
            WHEN w.outcome IN ('failed', 'lost', 'replaced') THEN
-             CASE WHEN w.max_attempts <= w.attempts THEN 'exhausted'
+             CASE WHEN w.max_attempts > 0 AND w.max_attempts <= w.attempts THEN 'exhausted'
                   WHEN w.outcome = 'replaced' THEN 'skipped-replaced' ELSE 'failed' END
            WHEN w.outcome = 'missed' THEN coalesce((SELECT CASE WHEN json_extract(e.detail, '$.reason') = 'catch-up-limit'
                THEN 'missed-catch-up-limit' WHEN json_type(e.detail, '$.max_delay_ms') IS NOT NULL THEN 'missed-max-delay' END

@@ -22,12 +22,12 @@ export const JOB_ROWS_SQL = `
              AND (w.scheduled_at IS NULL OR w.scheduled_at <= w.completed_at)
            ORDER BY w.completed_at DESC, w.generation DESC LIMIT 1) AS last,
          (SELECT json_group_array(json_object('window', o.window_key, 'attempts', o.attempts, 'outcome', ${budgetOutcome('o')},
-           'generation', o.generation, 'maxAttempts', o.max_attempts))
+           'generation', o.generation, 'maxAttempts', nullif(max(o.max_attempts, 0), 0)))
             FROM (SELECT window_key, attempts, outcome, generation, max_attempts FROM windows w
                    WHERE w.job = j.name AND w.completed_at IS NULL
                    ORDER BY started_at DESC LIMIT 10) o) AS open,
          (SELECT json_object('window', w.window_key, 'attempts', w.attempts, 'outcome', ${budgetOutcome('w')},
-           'generation', w.generation, 'maxAttempts', w.max_attempts)
+           'generation', w.generation, 'maxAttempts', nullif(max(w.max_attempts, 0), 0))
             FROM windows w WHERE w.job = j.name AND w.completed_at IS NULL
            ORDER BY w.outcome NOT IN ('running', 'missed') DESC, w.attempts DESC, w.started_at DESC LIMIT 1) AS worst,
          (SELECT count(*) FROM windows w WHERE w.job = j.name AND w.completed_at IS NULL) AS open_count,
