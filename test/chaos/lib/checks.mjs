@@ -108,17 +108,7 @@ function nextAcquisition(j, g) {
   return i >= 0 && i + 1 < j.gens.length ? j.acq.get(j.gens[i + 1]) : undefined;
 }
 
-export function checkRound({
-  data,
-  runs,
-  faults,
-  jobs,
-  unitsOf,
-  crowdWindows,
-  stragglers,
-  clockOffsetMs,
-  effects,
-}) {
+export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, stragglers, clockOffsetMs, effects }) {
   const inv = new Map();
   const violate = (name, msg) => inv.get(name).push(msg);
   for (const name of [
