@@ -5,6 +5,7 @@ import { maskPasswords } from '../secrets.js';
 import { DEFAULTS } from '../defaults.js';
 import { ExitCode, LeasejobError, UsageError } from '../errors.js';
 import { LOG_LEVELS } from './log-level.js';
+import { LOG_FORMATS } from './log-format.js';
 import { packageVersion } from '../package-root.js';
 import { Reach, noteReach } from '../startup/start-reach.js';
 
@@ -34,9 +35,16 @@ function dbOptions(cmd: Command): Command {
       'refuse to run without a shared PostgreSQL (or LEASEJOB_REQUIRE_SHARED=1; implied inside Kubernetes)',
     )
     .addOption(
-      new Option('--log-level <level>', 'log level (JSON logs on stderr; default info, or LEASEJOB_LOG_LEVEL)').choices(
+      new Option('--log-level <level>', 'log level (logs on stderr; default info, or LEASEJOB_LOG_LEVEL)').choices(
         LOG_LEVELS,
       ),
+    )
+    .addOption(
+      new Option(
+        '--log-format <format>',
+        'logs as JSON lines or as lines for a person (default auto: pretty when stderr is a terminal, else json; ' +
+          'or LEASEJOB_LOG_FORMAT)',
+      ).choices(LOG_FORMATS),
     );
 }
 

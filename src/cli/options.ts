@@ -8,6 +8,7 @@ import { MAX_TIMER_MS, parseDuration, parseDurationRange, parseIsoOffset } from 
 import { UsageError } from '../errors.js';
 import { safetyMarginMs, stopAfterMs } from '../lease/keeper.js';
 import { resolveLogLevel } from './log-level.js';
+import { resolveLogFormat } from './log-format.js';
 import { validateFormattedWindowKey, validateName, validateSchema, validateWindowKey } from '../names.js';
 import { deriveOccurrence, validateWindowFormat, windowKey, type OccurrenceSource } from '../schedule/occurrence.js';
 import type { OnBusy } from '../lease/types.js';
@@ -41,6 +42,7 @@ export interface RawRunFlags {
   databaseUrlFile?: string;
   schema?: string;
   logLevel?: string;
+  logFormat?: string;
   passDatabaseUrl?: boolean;
   user?: string;
   group?: string;
@@ -79,6 +81,8 @@ export interface RunConfig {
   databaseUrl?: string | undefined;
   schema: string;
   logLevel: string;
+  /** json, or lines for a person (--log-format, LEASEJOB_LOG_FORMAT, a terminal on stderr). */
+  logFormat: 'json' | 'pretty';
   passDatabaseUrl: boolean;
   /** --user, --group: the child's user and group. */
   runAs?: RunAs | undefined;
@@ -109,6 +113,7 @@ export function normalizeRunOptions(
   }
   const schema = validateSchema(flags.schema ?? DEFAULTS.schema);
   const logLevel = resolveLogLevel(flags.logLevel, env);
+  const logFormat = resolveLogFormat(flags.logFormat, env);
   const timing = leaseTiming(flags);
   const busy = busyAndRuntime(flags);
   const delays = delaysAndAlerts(flags);
@@ -151,6 +156,7 @@ export function normalizeRunOptions(
     databaseUrl: flags.databaseUrl,
     schema,
     logLevel,
+    logFormat,
     passDatabaseUrl: !!flags.passDatabaseUrl,
     runAs: resolveRunAs(flags.user, flags.group),
     policy,

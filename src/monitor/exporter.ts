@@ -57,7 +57,7 @@ function metrics(registry: Registry) {
     failed: rg(
       'leasejob_failed_occurrences',
       'occurrences whose run failed (failed, lost, abandoned) and that no later run redid: due ones ' +
-        'within the lookback, and those still within their grace (with run --max-attempts: once exhausted)',
+        'within the lookback, and those still within their grace (with run --max-attempts: exhausted, or past their grace)',
     ),
     lastCompleted: rg(
       'leasejob_last_completed_window_timestamp_seconds',

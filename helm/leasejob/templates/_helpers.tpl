@@ -98,8 +98,14 @@ child (the same user) could read in /proc/<pid>/environ.
     defaultMode: 288
 {{- end }}
 
-{{/* Pod-level settings shared by every workload. No service account token: leasejob never calls the Kubernetes API. */}}
+{{/*
+Pod-level settings shared by every workload. No service account token: leasejob never calls the
+Kubernetes API. Argument: the root context, or dict with root and podSecurityContext (a job's own).
+*/}}
 {{- define "leasejob.podSpecCommon" -}}
+{{- $own := hasKey . "podSecurityContext" }}
+{{- $ownContext := .podSecurityContext }}
+{{- with (.root | default .) }}
 automountServiceAccountToken: false
 {{- with .Values.serviceAccountName }}
 serviceAccountName: {{ . }}
@@ -108,7 +114,11 @@ serviceAccountName: {{ . }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.podSecurityContext }}
+{{- $context := .Values.podSecurityContext | default dict }}
+{{- if $own }}
+{{- $context = $ownContext }}
+{{- end }}
+{{- with $context }}
 securityContext:
   {{- toYaml . | nindent 2 }}
 {{- end }}
@@ -123,6 +133,7 @@ affinity:
 {{- with .Values.tolerations }}
 tolerations:
   {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end }}
 {{- end }}
 

@@ -159,7 +159,7 @@ export async function backfillCommand(flags: RawBackfillFlags, command: string[]
     stateFile: flags.stateFile,
     requireShared: flags.requireShared,
   });
-  const log = createLogger(c.run.logLevel, runSecrets(c.run, choice.secrets));
+  const log = createLogger(c.run.logLevel, runSecrets(c.run, choice.secrets), c.run.logFormat);
   passwordFileWarnings.sendTo((message) => log.warn(message));
   return c.dryRun ? dryRun(c, choice) : runBackfill(c, choice, log);
 }

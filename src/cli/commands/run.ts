@@ -47,7 +47,7 @@ export async function runCommand(
     );
     throw err;
   }
-  const log = createLogger(config.logLevel, runSecrets(config, choice.secrets));
+  const log = createLogger(config.logLevel, runSecrets(config, choice.secrets), config.logFormat);
   passwordFileWarnings.sendTo((message) => log.warn(message));
   // The child's guard starts while the store opens and the lease is asked for.
   prewarmGuard(config.recordOutputBytes !== undefined);
