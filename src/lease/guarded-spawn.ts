@@ -24,7 +24,20 @@ export interface GuardedChild {
 /** How the guard is started: the package's dist/guard.cjs, or the single file itself when it is one. */
 function guardCommand(): { file: string; args: string[]; env: Record<string, string> } {
   // Nothing of ours in its environment (NODE_OPTIONS could load code into it): the child's comes over the socket.
-  if (runsFromAssets()) return { file: process.execPath, args: [], env: { [GUARD_ENV]: '1' } };
+  if (runsFromAssets()) {
+    const exe = process.execPath;
+    // Started through its ELF loader (the injected directory away from /leasejob: deploy/inject/start
+    // runs `ld-linux… --argv0 FILE --library-path DIR FILE`): the guard is started the same way.
+    if (/^ld-(linux|musl)/.test(path.basename(exe))) {
+      const file = path.resolve(process.argv0);
+      return {
+        file: exe,
+        args: ['--argv0', file, '--library-path', path.dirname(exe), file],
+        env: { [GUARD_ENV]: '1' },
+      };
+    }
+    return { file: exe, args: [], env: { [GUARD_ENV]: '1' } };
+  }
   return { file: process.execPath, args: [path.join(packageRoot(), 'dist', 'guard.cjs')], env: {} };
 }
 
