@@ -45,6 +45,9 @@ function manifest(): { root: string; version: string } {
   }
 }
 
+/** Whether this is the single executable (its package files are assets inside it): it has no node_modules. */
+export const inSingleFile = (): boolean => assets !== undefined;
+
 export function packageRoot(): string {
   return manifest().root;
 }

@@ -122,39 +122,51 @@ function childUserOptions(cmd: Command): Command {
     .option('--group <name|gid>', "with --user: the child's group (default: the user's own)");
 }
 
+/** `run`'s occurrence: the schedule, and the window the ledger keys it by (or none, on purpose). */
+function windowOptions(cmd: Command): Command {
+  return cmd
+    .option('--schedule <cron>', "5-field cron or @hourly/@daily/...: the job's schedule")
+    .option('--tz <zone>', 'IANA time zone of the schedule', DEFAULTS.tz)
+    .option(
+      '--window-from-schedule',
+      'derive the window from the scheduled occurrence (JOB_NAME, --scheduled-time, or the latest tick)',
+    )
+    .option('--window <key>', 'use this literal window key')
+    .option(
+      '--mutex-only',
+      'no window, on purpose: only one run at a time, every trigger runs the command (silences the warning ' +
+        '--schedule without a window gives)',
+    )
+    .option(
+      '--scheduled-time <iso>',
+      'the occurrence this run is for, ISO-8601 with offset (a tick of --schedule, if given)',
+    )
+    .option(
+      '--window-format <luxon>',
+      'format the occurrence as the window key (luxon tokens with every field from the year down, e.g. yyyy-MM-dd)',
+    )
+    .option(
+      '--window-offset <duration>',
+      'shift the occurrence before formatting, signed (e.g. -1d or -P1D to close yesterday)',
+    );
+}
+
 function defineRun(program: Command): void {
   dbOptions(
     childUserOptions(
       reportOptions(
         policyOptions(
-          program
-            .command('run')
-            .description(
-              'acquire the lease, claim the window, run the command, renew while it runs, record the outcome',
-            )
-            .usage('--name <job> [options] -- <command> [args...]')
-            // Required, but checked by the command (validateName): commander checks required options
-            // before unknown ones, and would answer `--nmae x` with "--name not specified".
-            .option('--name <job>', 'job name (required): the lease and the window ledger are keyed by it')
-            .option('--schedule <cron>', "5-field cron or @hourly/@daily/...: the job's schedule")
-            .option('--tz <zone>', 'IANA time zone of the schedule', DEFAULTS.tz)
-            .option(
-              '--window-from-schedule',
-              'derive the window from the scheduled occurrence (JOB_NAME, --scheduled-time, or the latest tick)',
-            )
-            .option('--window <key>', 'use this literal window key')
-            .option(
-              '--scheduled-time <iso>',
-              'the occurrence this run is for, ISO-8601 with offset (a tick of --schedule, if given)',
-            )
-            .option(
-              '--window-format <luxon>',
-              'format the occurrence as the window key (luxon tokens with every field from the year down, e.g. yyyy-MM-dd)',
-            )
-            .option(
-              '--window-offset <duration>',
-              'shift the occurrence before formatting, signed (e.g. -1d or -P1D to close yesterday)',
-            )
+          windowOptions(
+            program
+              .command('run')
+              .description(
+                'acquire the lease, claim the window, run the command, renew while it runs, record the outcome',
+              )
+              .usage('--name <job> [options] -- <command> [args...]')
+              // Required, but checked by the command (validateName): commander checks required options
+              // before unknown ones, and would answer `--nmae x` with "--name not specified".
+              .option('--name <job>', 'job name (required): the lease and the window ledger are keyed by it'),
+          )
             .option('--ttl <duration>', 'lease time to live, 1.5s to 24h; renewed every TTL/3', DEFAULTS.ttl)
             .option(
               '--kill-grace <duration>',
@@ -194,17 +206,18 @@ function defineRun(program: Command): void {
         .option(
           '--catch-up-limit <n>',
           'with --catch-up: at most this many earlier windows per run (default 10); older ones beyond it are recorded as missed',
-        )
-
-        .argument('[command...]', 'the command to run, after --')
-        .addHelpText(
-          'after',
-          `
+        ),
+    )
+      .argument('[command...]', 'the command to run, after --')
+      .addHelpText(
+        'after',
+        `
 Durations: 500ms, 90s, 2m, 1h30m, 1d or ISO-8601 (PT90S).
 The child gets FENCE_TOKEN, IDEMPOTENCY_KEY, LEASEJOB_NAME, LEASEJOB_WINDOW, LEASEJOB_ATTEMPT,
 LEASEJOB_SCHEDULED_AT, LEASEJOB_OWNER, LEASEJOB_SCHEMA, and LEASEJOB_REQUIRE_SHARED=1 when this
 run uses PostgreSQL (a leasejob inside the child then refuses the one-host store); not the
-database URL, unless --pass-database-url.
+database URL, unless --pass-database-url; TRACEPARENT, the occurrence's trace and this attempt's
+span. OTEL_EXPORTER_OTLP_ENDPOINT (and OTEL_*): spans sent over OTLP/HTTP as the run ends.
 Exit codes: 0 ok or nothing to do; the child's own code; 128+N leasejob told to stop by
 signal N (whatever the child then did), or the child killed by signal N; 64 usage; 69 database
 unreachable, refusing the statement (read-only standby, cancelled,
@@ -218,28 +231,27 @@ In a crontab, --log-level warn prints only failures (cron mails only those).
 Example:
   leasejob run --name nightly-close --schedule '5 0 * * *' --tz America/Sao_Paulo \\
     --window-from-schedule --window-offset -P1D --window-format yyyy-MM-dd -- node close-day.js`,
-        )
-        .action(async (command: string[], flags: Record<string, unknown>, cmd: Command) => {
-          requireDashDash(command, cmd);
-          // Connect while the run path loads. Its modules initialize synchronously,
-          // and a connection only moves on when the event loop turns, so the load is split
-          // in two with a turn before each half: the socket connects and sends its startup
-          // message while the server forks a backend; once the logger has loaded, the
-          // server's password request is answered, and the server checks it while the rest
-          // loads. Without the turns the whole handshake waited until everything had loaded
-          // (strace); with them it is off the critical path (an A/B of alternated runs, see
-          // docs/performance.md).
-          const { openStoreEarly } = await import('../store/choice.js');
-          const early = openStoreEarly(flags);
-          if (early) {
-            await early.store.then(nextTurn, nextTurn);
-            await import('../log.js');
-            await nextTurn();
-          }
-          const { runCommand } = await import('./commands/run.js');
-          exitWith(await runCommand(flags, command, early));
-        }),
-    ),
+      )
+      .action(async (command: string[], flags: Record<string, unknown>, cmd: Command) => {
+        requireDashDash(command, cmd);
+        // Connect while the run path loads. Its modules initialize synchronously,
+        // and a connection only moves on when the event loop turns, so the load is split
+        // in two with a turn before each half: the socket connects and sends its startup
+        // message while the server forks a backend; once the logger has loaded, the
+        // server's password request is answered, and the server checks it while the rest
+        // loads. Without the turns the whole handshake waited until everything had loaded
+        // (strace); with them it is off the critical path (an A/B of alternated runs, see
+        // docs/performance.md).
+        const { openStoreEarly } = await import('../store/choice.js');
+        const early = openStoreEarly(flags);
+        if (early) {
+          await early.store.then(nextTurn, nextTurn);
+          await import('../log.js');
+          await nextTurn();
+        }
+        const { runCommand } = await import('./commands/run.js');
+        exitWith(await runCommand(flags, command, early));
+      }),
   );
 }
 
@@ -281,16 +293,15 @@ function defineBackfill(program: Command): void {
         )
         .option('--wait-timeout <duration>', 'with --on-busy wait: give up (exit 75) after this long')
         .option('--max-runtime <duration>', "stop a window's child after this long (exit 124)")
-        .option('--pass-database-url', 'as `run`: give the child DATABASE_URL and PGPASSWORD')
-        .option('--user <name|uid>', 'as `run`: start each child as this user (needs root)')
-        .option('--group <name|gid>', "as `run`: with --user, the child's group"),
+        .option('--pass-database-url', 'as `run`: give the child DATABASE_URL and PGPASSWORD'),
     )
       .argument('[command...]', 'the command to run for each window, after -- (not needed with --dry-run)')
       .addHelpText(
         'after',
         `
 Each window runs as \`run\` would run it: its own IDEMPOTENCY_KEY, LEASEJOB_WINDOW,
-LEASEJOB_SCHEDULED_AT and LEASEJOB_ATTEMPT, one FENCE_TOKEN for the whole backfill.
+LEASEJOB_SCHEDULED_AT, LEASEJOB_ATTEMPT and TRACEPARENT (the occurrence's trace, as \`run\`),
+one FENCE_TOKEN for the whole backfill. OTEL_* as \`run\`: spans exported when asked.
 Run the same command again after a failure or a stop to resume: completed windows are skipped.
 Progress: a line on a terminal, else one log line per window. SIGTERM stops the current child
 (as \`run\`) and leaves the rest open.
@@ -392,7 +403,10 @@ function defineExporter(program: Command): void {
       )
       .option('--port <port>', 'TCP port', '9464')
       .option('--host <address>', 'address to listen on', '0.0.0.0')
-      .option('--no-status-page', 'serve only /metrics and /healthz: no job names, hosts or events at / and /job'),
+      .option(
+        '--no-status-page',
+        'serve only /metrics and /healthz: no job names, hosts or events at /, /job and /occurrence',
+      ),
   ).action(lazy(async () => (await import('./commands/status.js')).exporterCommand));
 }
 
@@ -567,9 +581,10 @@ export function buildProgram(only?: string, argv: string[] = []): Command {
   program.addHelpText(
     'after',
     `
-Environment: LEASEJOB_DATABASE_URL or LEASEJOB_DATABASE_URL_FILE (else DATABASE_URL, PG*), LEASEJOB_STATE_FILE,
+Environment: LEASEJOB_DATABASE_URL (else DATABASE_URL, PG*), LEASEJOB_STATE_FILE,
 LEASEJOB_REQUIRE_SHARED=1, LEASEJOB_LOG_LEVEL, LEASEJOB_COMPILE_CACHE=<dir>|off (V8 code
-cache of the CLI; default: a directory of this user under the OS temp dir).
+cache of the CLI; default: a directory of this user under the OS temp dir); for run and
+backfill, OTEL_EXPORTER_OTLP_ENDPOINT and the other OTEL_* variables (spans over OTLP/HTTP).
 Run \`leasejob <command> --help\` for options.`,
   );
   return program;

@@ -43,6 +43,7 @@ export interface RawRunFlags {
   schema?: string;
   logLevel?: string;
   logFormat?: string;
+  mutexOnly?: boolean;
   passDatabaseUrl?: boolean;
   user?: string;
   group?: string;
@@ -83,6 +84,8 @@ export interface RunConfig {
   logLevel: string;
   /** json, or lines for a person (--log-format, LEASEJOB_LOG_FORMAT, a terminal on stderr). */
   logFormat: 'json' | 'pretty';
+  /** --schedule without a window and without --mutex-only: no once-per-occurrence protection, said once. */
+  scheduleWithoutWindow: boolean;
   passDatabaseUrl: boolean;
   /** --user, --group: the child's user and group. */
   runAs?: RunAs | undefined;
@@ -157,6 +160,7 @@ export function normalizeRunOptions(
     schema,
     logLevel,
     logFormat,
+    scheduleWithoutWindow: schedule !== undefined && window === undefined && !flags.mutexOnly,
     passDatabaseUrl: !!flags.passDatabaseUrl,
     runAs: resolveRunAs(flags.user, flags.group),
     policy,
@@ -259,6 +263,10 @@ function delaysAndAlerts(flags: RawRunFlags): Delays {
 function checkWindowFlags(flags: RawRunFlags, maxDelayMs: number | undefined): void {
   if (flags.window !== undefined && flags.windowFromSchedule)
     throw new UsageError('Use either `--window` or `--window-from-schedule`, not both.');
+  if (flags.mutexOnly && (flags.window !== undefined || flags.windowFromSchedule))
+    throw new UsageError(
+      '`--mutex-only` runs without a window: use it without `--window` and `--window-from-schedule`, or drop it.',
+    );
   if (!flags.windowFromSchedule && (flags.windowFormat !== undefined || flags.windowOffset !== undefined)) {
     throw new UsageError('`--window-format` and `--window-offset` need `--window-from-schedule`.');
   }

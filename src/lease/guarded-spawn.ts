@@ -21,23 +21,19 @@ export interface GuardedChild {
   release(): void;
 }
 
+/**
+ * The single file started through glibc's loader (the injected directory anywhere but /leasejob,
+ * deploy/inject/start): process.execPath is then the loader, so the guard is started the same way.
+ */
+function loaderArgs(): string[] {
+  if (!path.basename(process.execPath).startsWith('ld-linux')) return [];
+  return ['--argv0', process.argv0, '--library-path', path.dirname(process.execPath), process.argv0];
+}
+
 /** How the guard is started: the package's dist/guard.cjs, or the single file itself when it is one. */
 function guardCommand(): { file: string; args: string[]; env: Record<string, string> } {
   // Nothing of ours in its environment (NODE_OPTIONS could load code into it): the child's comes over the socket.
-  if (runsFromAssets()) {
-    const exe = process.execPath;
-    // Started through its ELF loader (the injected directory away from /leasejob: deploy/inject/start
-    // runs `ld-linux… --argv0 FILE --library-path DIR FILE`): the guard is started the same way.
-    if (/^ld-(linux|musl)/.test(path.basename(exe))) {
-      const file = path.resolve(process.argv0);
-      return {
-        file: exe,
-        args: ['--argv0', file, '--library-path', path.dirname(exe), file],
-        env: { [GUARD_ENV]: '1' },
-      };
-    }
-    return { file: exe, args: [], env: { [GUARD_ENV]: '1' } };
-  }
+  if (runsFromAssets()) return { file: process.execPath, args: loaderArgs(), env: { [GUARD_ENV]: '1' } };
   return { file: process.execPath, args: [path.join(packageRoot(), 'dist', 'guard.cjs')], env: {} };
 }
 

@@ -81,34 +81,20 @@ function makeRoot(kind: Kind): Root {
  * an environment of PATH and HOME only (and `env`, NAME=value each). `from`: the directory
  * mounted (the image's, as an image volume shows it; or a copy, as the init container makes it).
  */
-function container(root: Root, args: string[], env: string[] = [], from = INJECT) {
+function container(root: Root, args: string[], env: string[] = [], from = INJECT, at = '/leasejob') {
+  mkdirSync(path.join(root.dir, at), { recursive: true });
   const setup = [
     'mount --make-rprivate /',
     'mount -t proc proc "$1/proc"',
     'mount --bind /dev "$1/dev"',
-    'mount --bind "$2" "$1/leasejob"',
-    'mount -o remount,bind,ro "$1/leasejob"',
+    `mount --bind "$2" "$1${at}"`,
+    `mount -o remount,bind,ro "$1${at}"`,
     'root=$1; shift 2',
-    'exec chroot "$root" /leasejob/busybox env -i PATH=/bin HOME=/tmp "$@"',
+    `exec chroot "$root" ${at}/busybox env -i PATH=/bin HOME=/tmp "$@"`,
   ].join(' && ');
   return execa(
     'unshare',
-    [
-      '-m',
-      '-p',
-      '-f',
-      'sh',
-      '-c',
-      setup,
-      'sh',
-      root.dir,
-      from,
-      ...env,
-      '/leasejob/busybox',
-      'sh',
-      '/leasejob/start',
-      ...args,
-    ],
+    ['-m', '-p', '-f', 'sh', '-c', setup, 'sh', root.dir, from, ...env, `${at}/busybox`, 'sh', `${at}/start`, ...args],
     { env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' }, extendEnv: false, reject: false, all: true, timeout: 60_000 },
   );
 }
@@ -187,6 +173,21 @@ describe.skipIf(skip !== undefined)('the injected leasejob in an image of any li
       emptyDir,
     );
     expect(r.exitCode, r.all).toBe(7);
+    expect(readFileSync(path.join(here, 'token'), 'utf8')).toMatch(/^\d+$/);
+  });
+
+  it('elsewhere than /leasejob, leasejob starts through its loader, and so does the guard of its child', async () => {
+    const root = roots.get('no libc')!;
+    const name = 'rootfs-elsewhere';
+    const [inRoot, here] = records(root, name);
+    const r = await container(
+      root,
+      ['run', ...pg(), '--name', name, '--window', 'w', '--', '/bin/probe', inRoot, 'exit', '5'],
+      [],
+      INJECT,
+      '/opt/leasejob',
+    );
+    expect(r.exitCode, r.all).toBe(5);
     expect(readFileSync(path.join(here, 'token'), 'utf8')).toMatch(/^\d+$/);
   });
 

@@ -128,6 +128,21 @@ describe.skipIf(unbuilt !== undefined)('the single executable, on a host without
     expect(existsSync(path.join(cwd, 'twice'))).toBe(false);
   });
 
+  it('traces: the child gets TRACEPARENT; asked to export, the file says it does not and the exit code stands', async () => {
+    const cwd = dirs();
+    const r = await startFile(
+      ['run', '--state-file', 'state.db', '--name', 'sf-trace', '--window', 'w1', '--', 'sh', '-c',
+        'echo "$TRACEPARENT" > tp.out; exit 4'],
+      cwd,
+      { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' },
+    ); // prettier-ignore
+    expect(r.exitCode, r.all).toBe(4);
+    expect(readFileSync(path.join(cwd, 'tp.out'), 'utf8').trim()).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+    expect(logLines(r.stderr).map((l) => String(l.msg))).toContainEqual(
+      expect.stringMatching(/^the single executable does not export traces/),
+    );
+  });
+
   it('PostgreSQL: a lost lease stops the child (SIGTERM) and exits 75', async () => {
     const cwd = dirs();
     const run = startFile(

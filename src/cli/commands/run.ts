@@ -49,10 +49,16 @@ export async function runCommand(
   }
   const log = createLogger(config.logLevel, runSecrets(config, choice.secrets), config.logFormat);
   passwordFileWarnings.sendTo((message) => log.warn(message));
+  // A warning, not an error: crontab lines written before it keep running (and exiting) as they did.
+  if (config.scheduleWithoutWindow) log.warn({ job: config.name }, SCHEDULE_WITHOUT_WINDOW);
   // The child's guard starts while the store opens and the lease is asked for.
   prewarmGuard(config.recordOutputBytes !== undefined);
   return withRunSession(config, choice, log, () => early?.store ?? openStore(choice), runWindows);
 }
+
+const SCHEDULE_WITHOUT_WINDOW =
+  'no window (--schedule without --window-from-schedule): one run at a time, but every trigger runs the command ' +
+  'again; add --window-from-schedule for once per occurrence, or --mutex-only to say this is meant';
 
 /** The run under the lease, once the store is open: its window, or the catch-up's sequence. */
 async function runWindows(store: LeaseStore, session: RunSession): Promise<number> {

@@ -1,6 +1,7 @@
 // The end-of-run report: faults by kind, invariants held or violated with their details, and
 // the figures (takeover latency, lease loss to child stopped), as text and as one JSON line.
 import { FAULT_KINDS } from './faults.mjs';
+import { PENDING_INVARIANTS } from './lifecycle.mjs';
 
 /** Nearest-rank percentile of a list of numbers (undefined when empty). */
 function percentile(values, p) {
@@ -48,6 +49,15 @@ const INVARIANTS = [
     "operators' jobs: each ledger row's claimed_as (backfill, catch-up, none) is what its latest claim says",
   ],
   [
+    'release-spends-budget',
+    "lifecycle: a crashed holder's window released by `release --force`, triggered again under --max-attempts 1, never starts twice",
+  ],
+  [
+    'schedule-change-not-due',
+    'lifecycle: after a schedule change, check lists no occurrence of the new schedule from before it that no run claimed (nor of the old)',
+  ],
+  ['tokens-never-go-back', "lifecycle: the embedded store's tokens only grow, across its state file restored in place"],
+  [
     'contenders',
     'one winner per 50-contender window (another claim only after the winner logged a lease loss); contenders exit 0, or 75 after a loss',
   ],
@@ -76,7 +86,8 @@ export function summarize({
   const missed = {};
   for (const k of FAULT_KINDS) faults[k.kind] = 0;
   const invariants = {};
-  for (const [name] of INVARIANTS) invariants[name] = { violations: 0, details: [] };
+  for (const [name] of INVARIANTS.filter(([n]) => !PENDING_INVARIANTS.has(n)))
+    invariants[name] = { violations: 0, details: [] };
   const fig = { takeoverMs: [], lossToStopMs: [], pdeathMs: [], marginMs: [] };
   const exits = {};
   const hosts = {};
@@ -210,6 +221,10 @@ export function printReport(s, out = process.stdout) {
   w();
   w('invariants:');
   for (const [name, what] of INVARIANTS) {
+    if (PENDING_INVARIANTS.has(name)) {
+      w(`  ${name.padEnd(15)} pending   ${what} (its store fix is not merged: judged, printed above, not counted)`);
+      continue;
+    }
     const inv = s.invariants[name];
     w(`  ${name.padEnd(15)} ${inv.violations === 0 ? 'held    ' : `VIOLATED ${inv.violations}x`}  ${what}`);
     for (const d of inv.details.slice(0, 20)) w(`      - ${d}`);
