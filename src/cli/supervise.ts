@@ -139,6 +139,8 @@ export async function superviseChild(
   }
   const started = monoNow();
   const unfollow = ctx.deadline?.onStopAtChange((stopAtMs) => child.setStopAt(stopAtMs));
+  // A renewal answered while the guard was starting moved the stop point after the guard was told.
+  if (ctx.deadline) child.setStopAt(ctx.deadline.stopAtMono());
   supervised.trace?.childStarted(child.pid);
   supervised.childRunning = true;
   supervised.childStarted = true;

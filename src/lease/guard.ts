@@ -19,6 +19,8 @@ const GONE_POLL_MS = 50;
 // After SIGKILL, how long the guard waits for the group to go before it exits anyway (a member
 // in uninterruptible I/O takes SIGKILL when it next leaves the kernel).
 const KILL_SETTLE_MS = 1_000;
+// setTimeout's largest delay (2^31 - 1 ms, about 24.8 days).
+const MAX_TIMER_MS = 2 ** 31 - 1;
 // Signals sent to the guard itself (not to leasejob's group: it has a session of its own) are the
 // child's: passed on to its group, as leasejob passes on the ones it gets.
 const FORWARDED: NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2'];
@@ -79,7 +81,8 @@ export function runGuard(): void {
     if (pgid !== undefined && now >= killAtMs && !released) signalGroup(pgid, 'SIGKILL');
     maybeFinish();
     const next = termSent ? Math.min(killAtMs, now + GONE_POLL_MS) : stopAtMs;
-    if (next !== Infinity) timer = setTimeout(tick, Math.max(0, next - monoNow()));
+    // Node fires a longer timer at once: a far deadline (a TTL of weeks) is looked at again then.
+    if (next !== Infinity) timer = setTimeout(tick, Math.min(MAX_TIMER_MS, Math.max(0, next - monoNow())));
   };
 
   // leasejob is gone (exited, killed, even before it could send anything): the child's group is

@@ -136,14 +136,16 @@ export async function spawnGuarded(start: GuardStart, capture: boolean): Promise
     }
     reported?.({ exitCode: signal === null ? code : null, signal: signal ?? (code === null ? 'SIGKILL' : null) });
   };
-  guard.once('exit', (code, signal) => {
+  const onGuardExit = (code: number | null, signal: NodeJS.Signals | null): void => {
     guardEnd = { code, signal };
     onGuardGone();
-  });
-  control.once('close', () => {
+  };
+  const onControlClose = (): void => {
     controlClosed = true;
     onGuardGone();
-  });
+  };
+  guard.once('exit', onGuardExit);
+  control.once('close', onControlClose);
 
   send({ start });
   const answer = await first;
@@ -161,6 +163,11 @@ export async function spawnGuarded(start: GuardStart, capture: boolean): Promise
       send({ stopAtMs });
     },
     release() {
+      // Nothing of the guard's end is ours to handle any more: it goes at its own pace, and
+      // what runs meanwhile does not depend on when (the single file's code cache, written at
+      // the build's priming run's exit, is then the same at every build).
+      guard.off('exit', onGuardExit);
+      control.off('close', onControlClose);
       send({ done: true });
       control.end();
       guard.unref();

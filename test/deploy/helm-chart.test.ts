@@ -237,17 +237,23 @@ describe('deploy/kubernetes says what the chart says', () => {
       expect(env.find((e) => e.name === 'LEASEJOB_NODE_NAME')?.valueFrom).toEqual({ fieldRef: { fieldPath: 'spec.nodeName' } });
     });
 
-    it(`${job.name}: JOB_NAME from the downward API label, the URL as LEASEJOB_DATABASE_URL from the Secret`, () => {
+    it(`${job.name}: JOB_NAME from the downward API label, the URL as a file (LEASEJOB_DATABASE_URL_FILE) from the Secret's volume`, () => {
       const env = container().env as Array<{ name: string; value?: string; valueFrom?: any }>;
       const byName = Object.fromEntries(env.map((e) => [e.name, e]));
       const label = "metadata.labels['batch.kubernetes.io/job-name']";
       expect(byName.JOB_NAME?.valueFrom).toEqual({ fieldRef: { fieldPath: label } });
       expect(cronTpl).toContain(`fieldPath: ${label}`);
-      expect(byName.LEASEJOB_DATABASE_URL?.valueFrom).toEqual({ secretKeyRef: { name: `${name}-database`, key: values.database.secretKey } });
+      // Not in leasejob's environment, which its child (the same user) could read in /proc.
+      expect(byName.LEASEJOB_DATABASE_URL).toBeUndefined();
+      expect(byName.LEASEJOB_DATABASE_URL_FILE?.value).toBe('/etc/leasejob/database/url');
       expect(byName.LEASEJOB_LOG_LEVEL?.value).toBe(values.logLevel);
       expect(byName.DATABASE_URL).toBeUndefined();
-      expect(helpers).toMatch(/- name: LEASEJOB_DATABASE_URL\n\s+valueFrom:\n\s+secretKeyRef:\n\s+name: \{\{ include "leasejob.databaseSecretName" \. \}\}\n\s+key: \{\{ \.Values\.database\.secretKey \}\}/);
-      expect(cronTpl).toContain('{{- include "leasejob.commonEnv" $');
+      const mount = (container().volumeMounts as Array<{ name: string; mountPath: string; readOnly?: boolean }>).find((m) => m.name === 'database-url');
+      expect(mount).toEqual({ name: 'database-url', mountPath: '/etc/leasejob/database', readOnly: true });
+      const volume = (podSpecOf(cron()).volumes as Array<{ name: string; secret?: unknown }>).find((v) => v.name === 'database-url');
+      expect(volume?.secret).toEqual({ secretName: `${name}-database`, items: [{ key: values.database.secretKey, path: 'url' }], defaultMode: 0o440 });
+      expect(helpers).toMatch(/define "leasejob.databaseVolume"[\s\S]*secretName: \{\{ include "leasejob.databaseSecretName" \. \}\}[\s\S]*key: \{\{ \.Values\.database\.secretKey \}\}/);
+      expect(cronTpl).toContain('{{- include "leasejob.runnerEnv" $');
     });
   }
 
@@ -453,8 +459,8 @@ describe.skipIf(!helm)('with a helm binary', () => {
     const off = cronJob(render(['x', CHART_DIR, '--set', 'inject.enabled=false']), 'x-leasejob-example');
     expect(off.initContainers).toBeUndefined();
     expect(off.containers[0].command).toEqual(values.entrypoint);
-    expect(off.containers[0].volumeMounts).toEqual([{ name: 'tmp', mountPath: '/tmp' }]);
-    expect(off.volumes).toEqual([{ name: 'tmp', emptyDir: {} }]);
+    expect(off.containers[0].volumeMounts.map((m: { name: string }) => m.name)).toEqual(['tmp', 'database-url']);
+    expect(off.volumes.map((v: { name: string }) => v.name)).toEqual(['tmp', 'database-url']);
     const own = render(['x', CHART_DIR, '--set', 'jobs[0].name=own,jobs[0].schedule=@daily,jobs[0].command[0]=echo,jobs[0].entrypoint[0]=leasejob']);
     expect(cronJob(own, 'x-leasejob-own').initContainers).toBeUndefined();
     expect(cronJob(own, 'x-leasejob-own').containers[0].command).toEqual(['leasejob']);

@@ -207,8 +207,14 @@ describe.skipIf(missing !== undefined)('fencing across a PostgreSQL failover (re
     const mark = await waitFor("A's child to write two units", () => readMarker(marker), WAIT_MS);
     const childGroup = procStat(mark.pid)!.pgrp;
     strays.add(-childGroup);
-    // A GC pause, a throttled pod: runner and child stopped outside any transaction.
+    // A paused VM, a frozen pod: runner, guard (the child's parent) and child stopped outside any
+    // transaction. A guard left running would stop the child at the lease's stop point itself
+    // (child-guard.test.ts); here only the fence can refuse the stale write.
+    const stat = readFileSync(`/proc/${mark.pid}/stat`, 'utf8');
+    const guardPid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    expect(guardPid).not.toBe(a.pid);
     process.kill(a.pid!, 'SIGSTOP');
+    process.kill(guardPid, 'SIGSTOP');
     process.kill(-childGroup, 'SIGSTOP');
     await waitFor(
       'A and its child to be stopped',
@@ -244,6 +250,7 @@ describe.skipIf(missing !== undefined)('fencing across a PostgreSQL failover (re
       WAIT_MS,
     );
     process.kill(a.pid!, 'SIGCONT');
+    process.kill(guardPid, 'SIGCONT');
     const ra = await a;
     strays.delete(a.pid!);
     expect(ra.exitCode, ra.all).toBe(75);
