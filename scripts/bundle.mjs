@@ -91,6 +91,13 @@ const patchPlugin = {
   },
 };
 
+const OTEL_SDK = [
+  '@opentelemetry/sdk-trace',
+  '@opentelemetry/resources',
+  '@opentelemetry/exporter-trace-otlp-http',
+  '@opentelemetry/exporter-trace-otlp-proto',
+];
+
 /** The CLI as one CommonJS file, built in memory: `options` says which entry and for what. */
 const bundleCli = (options) =>
   build({
@@ -102,7 +109,11 @@ const bundleCli = (options) =>
     minifySyntax: true,
     legalComments: 'none',
     charset: 'ascii',
-    external: ['pg-native', 'better-sqlite3'],
+    // The OpenTelemetry SDK is loaded from node_modules, and only when OTEL_* asks for an export
+    // (src/cli/trace-spans.ts): bundled, it would add ~0.5 MB to every start's parse. The single
+    // executable has no node_modules, so it does not export traces (it says so in a warning), but
+    // passes TRACEPARENT on. (@opentelemetry/api stays bundled: prom-client requires it.)
+    external: ['pg-native', 'better-sqlite3', ...OTEL_SDK],
     logLevel: 'warning',
     // pg's Cloudflare probe builds a fetch Response at import (loading undici): compiled out.
     define: { Response: 'undefined', 'import.meta.url': '__leasejobUrl' },
@@ -136,14 +147,27 @@ if (missed.length > 0) {
 }
 for (const file of bundled.flatMap((b) => b.outputFiles)) await writeFile(file.path, file.contents);
 
-// The single executable's main script: it loads dist/leasejob-single-file.cjs, an asset there.
+// The single executable's main script: the guard when started as one, else it loads
+// dist/leasejob-single-file.cjs, an asset there.
 await build({
-  entryPoints: ['dist/startup/single-file-loader.js'],
+  entryPoints: ['dist/cli/single-file-main.js'],
   bundle: true,
   format: 'cjs',
   platform: 'node',
   target: 'node24',
   outfile: 'dist/single-file-loader.cjs',
+  logLevel: 'warning',
+});
+
+// The guard leasejob starts for each child (src/lease/guard.ts): Node built-ins only, CommonJS
+// so that its start loads one small file.
+await build({
+  entryPoints: ['dist/cli/guard-main.js'],
+  bundle: true,
+  format: 'cjs',
+  platform: 'node',
+  target: 'node20',
+  outfile: 'dist/guard.cjs',
   logLevel: 'warning',
 });
 

@@ -104,14 +104,49 @@ const PRIME_CODES = [0, 69];
 /** The blob for `config` (its assets), made by `builder`, injected into a copy of `node` at `file`. */
 async function injectBlob(builder, node, work, config, file) {
   writeFileSync(path.join(work, 'sea-config.json'), JSON.stringify(config, null, 2));
-  execFileSync(builder, [...V8_FLAGS, '--experimental-sea-config', 'sea-config.json'], {
+  const made = spawnSync(builder, [...V8_FLAGS, '--experimental-sea-config', 'sea-config.json'], {
     cwd: work,
-    stdio: ['ignore', 'ignore', 'inherit'],
+    encoding: 'utf8',
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, // no NODE_OPTIONS: the blob records none
   });
+  // Quiet unless something is wrong: Node's "Wrote single executable preparation blob" line is left out.
+  const said = `${made.stdout ?? ''}${made.stderr ?? ''}`
+    .split('\n')
+    .filter((line) => line.trim() !== '' && !line.startsWith('Wrote single executable preparation blob to '));
+  if (made.status !== 0)
+    throw new Error(
+      `${builder} --experimental-sea-config: ${made.error?.message ?? `exit ${made.status}`}\n${said.join('\n')}`,
+    );
+  if (said.length > 0) process.stderr.write(`${said.join('\n')}\n`);
   copyFileSync(node, file);
   chmodSync(file, 0o755);
-  await inject(file, 'NODE_SEA_BLOB', readFileSync(config.output), { sentinelFuse: SEA_FUSE });
+  await quietly(() => inject(file, 'NODE_SEA_BLOB', readFileSync(config.output), { sentinelFuse: SEA_FUSE }));
+}
+
+/**
+ * What postject's LIEF says of every Node binary, and harmlessly: the ELF's `.note.*` sections
+ * have no names in its string table. The build stays quiet unless something is wrong: any
+ * other line postject prints still reaches stderr.
+ */
+const POSTJECT_NOISE = /^(warning: )?Can't find string offset for section name '\.note(\.\d+)?'$/;
+
+/** `fn()` with postject's known noise (printed through console.warn and console.log) left out. */
+async function quietly(fn) {
+  const { warn, log } = console;
+  const filter =
+    (write) =>
+    (...args) => {
+      const text = args.map(String).join(' ');
+      const kept = text.split('\n').filter((line) => !POSTJECT_NOISE.test(line.trim()));
+      if (kept.some((line) => line.trim() !== '')) write(kept.join('\n'));
+    };
+  console.warn = filter((t) => process.stderr.write(`${t}\n`));
+  console.log = filter((t) => process.stdout.write(`${t}\n`));
+  try {
+    return await fn();
+  } finally {
+    Object.assign(console, { warn, log });
+  }
 }
 
 /**

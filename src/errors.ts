@@ -8,6 +8,8 @@ export const ExitCode = {
   conflict: 65,
   unavailable: 69,
   internal: 70,
+  /** Output the caller asked for could not be written (stdout on a full disk): EX_IOERR. */
+  outputLost: 74,
   leaseLost: 75,
   timeout: 124,
 } as const;

@@ -1,10 +1,15 @@
-// The one pino logger: JSON lines on stderr (stdout belongs to the child), secrets redacted.
+// The one pino logger: JSON lines on stderr (stdout belongs to the child), or lines for a person
+// on a terminal; secrets redacted either way.
 import pino from 'pino';
 import { redact } from './secrets.js';
+import { humanLine } from './log-lines.js';
 
 export type Logger = pino.Logger;
 
-export function createLogger(level: string, secrets: readonly string[] = []): Logger {
+/** `json`: one JSON object a line (machines, files, journald); `pretty`: "time level message key=value". */
+export type LogFormat = 'json' | 'pretty';
+
+export function createLogger(level: string, secrets: readonly string[] = [], format: LogFormat = 'json'): Logger {
   // Synchronous so the last lines are written before the process exits with the child's code.
   const stderr = pino.destination({ fd: 2, sync: true });
   // A line that cannot be written (a full disk behind `2>>file`, /dev/full) is lost, never the
@@ -25,7 +30,8 @@ export function createLogger(level: string, secrets: readonly string[] = []): Lo
           }
         : {},
     },
-    stderr,
+    // The same JSON line, redacted, turned into a terminal line just before it is written.
+    format === 'pretty' ? { write: (line: string) => stderr.write(humanLine(line)) } : stderr,
   );
 }
 

@@ -24,6 +24,11 @@ export function usePackageAssets(embedded: PackageAssets): void {
   found = { root: EMBEDDED_ROOT, version: embedded.version };
 }
 
+/** Whether this is the single executable (its files are assets, not on disk). */
+export function runsFromAssets(): boolean {
+  return assets !== undefined;
+}
+
 function manifest(): { root: string; version: string } {
   if (found !== undefined) return found;
   for (let dir = path.dirname(fileURLToPath(import.meta.url)); ; dir = path.dirname(dir)) {
@@ -39,6 +44,9 @@ function manifest(): { root: string; version: string } {
       throw new Error('leasejob: cannot find its package.json above ' + fileURLToPath(import.meta.url));
   }
 }
+
+/** Whether this is the single executable (its package files are assets inside it): it has no node_modules. */
+export const inSingleFile = (): boolean => assets !== undefined;
 
 export function packageRoot(): string {
   return manifest().root;

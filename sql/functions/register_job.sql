@@ -5,6 +5,9 @@
 -- NOTICE the runner logs as a warning. `run --expect-duration` (023): the bounds a run's duration
 -- is expected within, compared and adopted with the others; a spec without them (a leasejob
 -- before 023) leaves them as they are.
+-- 028: a change of the schedule itself (schedule, tz, window mode, format or offset) is an event
+-- with an effective time: jobs.schedule_since is set to the database clock, and an occurrence of
+-- the new schedule before it that no run claimed is never due (docs/occurrence.md).
 CREATE OR REPLACE FUNCTION register_job(p_job text, p_ttl_ms integer, p_spec jsonb) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 #variable_conflict use_column
@@ -52,7 +55,13 @@ BEGIN
     ttl_ms = p_ttl_ms, max_delay_ms = (v_new->>'max_delay_ms')::bigint,
     alert_after_ms = (v_new->>'alert_after_ms')::bigint, alert_lookback_ms = (v_new->>'alert_lookback_ms')::bigint,
     expect_min_ms = (v_new->>'expect_min_ms')::bigint, expect_max_ms = (v_new->>'expect_max_ms')::bigint,
-    updated_at = now(), version = j.version + 1
+    updated_at = now(), version = j.version + 1,
+    -- Not at a first registration: created_at says the same, and stays the one time to move.
+    schedule_since = CASE WHEN v_old.window_mode IS NOT NULL
+                           AND (j.schedule, j.tz, j.window_mode, j.window_format, j.window_offset)
+                               IS DISTINCT FROM (v_new->>'schedule', v_new->>'tz', v_new->>'window_mode',
+                                                 v_new->>'window_format', v_new->>'window_offset')
+                          THEN now() ELSE j.schedule_since END
    WHERE j.name = p_job
   RETURNING j.version INTO v_version;
   -- A schedule registered before, or one now: a disagreement monitoring depends on, said as an

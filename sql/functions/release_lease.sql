@@ -1,5 +1,8 @@
 -- release_lease(): `leasejob release`, a live holder only with p_force; a compare-and-set on
 -- jobs.version (the current definition, from 012). Runs with the caller's rights.
+-- 027: the holder's attempt still running is recorded lost in the same transaction: it spends
+-- the attempt budget (attempt_budget()) as a crash taken over does, instead of staying
+-- `running` for the next claim to start again uncounted (docs/occurrence.md).
 CREATE OR REPLACE FUNCTION release_lease(p_job text, p_expect bigint, p_force boolean, p_by text, p_host_time timestamptz)
 RETURNS TABLE (status text, version bigint, seq bigint, holder text, holder_generation bigint, holder_window text, live boolean, db_now timestamptz)
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
@@ -24,6 +27,8 @@ BEGIN
          WHERE a.pid = v_lease.backend_pid AND (a.backend_start IS NULL OR a.backend_start = v_lease.backend_start)));
   IF live AND NOT p_force THEN status := 'busy'; RETURN NEXT; RETURN; END IF;
   UPDATE leases l SET expires_at = now(), released_at = now() WHERE l.name = p_job;
+  UPDATE windows w SET outcome = 'lost', finished_at = now()
+   WHERE w.job = p_job AND w.generation = v_lease.generation AND w.completed_at IS NULL AND w.outcome = 'running';
   UPDATE jobs j SET version = j.version + 1, updated_at = now() WHERE j.name = p_job RETURNING j.version INTO version;
   -- detail.by stays 'admin': finish() tells an owner's own release from this one by it (008).
   seq := record_event(p_job, 'released', v_lease.window_key, v_lease.owner, v_lease.generation, p_host_time,

@@ -5,6 +5,7 @@ import { maskPasswords } from '../secrets.js';
 import { DEFAULTS } from '../defaults.js';
 import { ExitCode, LeasejobError, UsageError } from '../errors.js';
 import { LOG_LEVELS } from './log-level.js';
+import { LOG_FORMATS } from './log-format.js';
 import { packageVersion } from '../package-root.js';
 import { Reach, noteReach } from '../startup/start-reach.js';
 
@@ -20,6 +21,10 @@ function dbOptions(cmd: Command): Command {
       '--database-url <url>',
       'PostgreSQL URL (else LEASEJOB_DATABASE_URL, DATABASE_URL, or PGHOST/PGUSER/...); without any, the embedded one-host store',
     )
+    .option(
+      '--database-url-file <path>',
+      'read the PostgreSQL URL from this file instead (else LEASEJOB_DATABASE_URL_FILE): kept out of ps and /proc',
+    )
     .option('--schema <name>', `PostgreSQL schema holding leasejob tables (default: "${DEFAULTS.schema}")`)
     .option(
       '--state-file <path>',
@@ -30,9 +35,16 @@ function dbOptions(cmd: Command): Command {
       'refuse to run without a shared PostgreSQL (or LEASEJOB_REQUIRE_SHARED=1; implied inside Kubernetes)',
     )
     .addOption(
-      new Option('--log-level <level>', 'log level (JSON logs on stderr; default info, or LEASEJOB_LOG_LEVEL)').choices(
+      new Option('--log-level <level>', 'log level (logs on stderr; default info, or LEASEJOB_LOG_LEVEL)').choices(
         LOG_LEVELS,
       ),
+    )
+    .addOption(
+      new Option(
+        '--log-format <format>',
+        'logs as JSON lines or as lines for a person (default auto: pretty when stderr is a terminal, else json; ' +
+          'or LEASEJOB_LOG_FORMAT)',
+      ).choices(LOG_FORMATS),
     );
 }
 
@@ -76,8 +88,9 @@ function policyOptions(cmd: Command): Command {
   return cmd
     .option(
       '--max-attempts <n>',
-      'attempts an occurrence may have in all, across triggers and hosts (1-1000; default: no limit); then it is ' +
-        'exhausted and later triggers skip it (exit 0) until --rerun or `leasejob mark`',
+      'attempts an occurrence may have in all, across triggers and hosts (1-1000); then it is exhausted and later ' +
+        'triggers skip it (exit 0) until --rerun or `leasejob mark`. Default: from a crontab or --scheduled-time, once ' +
+        'per occurrence (one failed attempt, or --retries + 1; a crashed one is resumed); else no limit',
     )
     .option(
       '--retries <n>',
@@ -96,79 +109,106 @@ const ON_BUSY_HELP =
   '(never the same window), then take the lease';
 const WAIT_TIMEOUT_HELP = 'with --on-busy wait or replace: give up (exit 75) after this long (replace: default 3 TTLs)';
 
+/** What run gives the child: the database URL or not, and as which user. */
+function childUserOptions(cmd: Command): Command {
+  return cmd
+    .option(
+      '--pass-database-url',
+      'give the child DATABASE_URL (when a URL configured the store; PG* variables pass anyway) and PGPASSWORD (not passed by default)',
+    )
+    .option(
+      '--user <name|uid>',
+      "start the child as this user (needs root; as setpriv and runuser do): it cannot read leasejob's memory, environment or files",
+    )
+    .option('--group <name|gid>', "with --user: the child's group (default: the user's own)");
+}
+
+/** `run`'s occurrence: the schedule, and the window the ledger keys it by (or none, on purpose). */
+function windowOptions(cmd: Command): Command {
+  return cmd
+    .option('--schedule <cron>', "5-field cron or @hourly/@daily/...: the job's schedule")
+    .option('--tz <zone>', 'IANA time zone of the schedule', DEFAULTS.tz)
+    .option(
+      '--window-from-schedule',
+      'derive the window from the scheduled occurrence (JOB_NAME, --scheduled-time, or the latest tick)',
+    )
+    .option('--window <key>', 'use this literal window key')
+    .option(
+      '--mutex-only',
+      'no window, on purpose: only one run at a time, every trigger runs the command (silences the warning ' +
+        '--schedule without a window gives)',
+    )
+    .option(
+      '--scheduled-time <iso>',
+      'the occurrence this run is for, ISO-8601 with offset (a tick of --schedule, if given)',
+    )
+    .option(
+      '--window-format <luxon>',
+      'format the occurrence as the window key (luxon tokens with every field from the year down, e.g. yyyy-MM-dd)',
+    )
+    .option(
+      '--window-offset <duration>',
+      'shift the occurrence before formatting, signed (e.g. -1d or -P1D to close yesterday)',
+    );
+}
+
 function defineRun(program: Command): void {
   dbOptions(
-    reportOptions(
-      policyOptions(
-        program
-          .command('run')
-          .description('acquire the lease, claim the window, run the command, renew while it runs, record the outcome')
-          .usage('--name <job> [options] -- <command> [args...]')
-          // Required, but checked by the command (validateName): commander checks required options
-          // before unknown ones, and would answer `--nmae x` with "--name not specified".
-          .option('--name <job>', 'job name (required): the lease and the window ledger are keyed by it')
-          .option('--schedule <cron>', "5-field cron or @hourly/@daily/...: the job's schedule")
-          .option('--tz <zone>', 'IANA time zone of the schedule', DEFAULTS.tz)
-          .option(
-            '--window-from-schedule',
-            'derive the window from the scheduled occurrence (JOB_NAME, --scheduled-time, or the latest tick)',
+    childUserOptions(
+      reportOptions(
+        policyOptions(
+          windowOptions(
+            program
+              .command('run')
+              .description(
+                'acquire the lease, claim the window, run the command, renew while it runs, record the outcome',
+              )
+              .usage('--name <job> [options] -- <command> [args...]')
+              // Required, but checked by the command (validateName): commander checks required options
+              // before unknown ones, and would answer `--nmae x` with "--name not specified".
+              .option('--name <job>', 'job name (required): the lease and the window ledger are keyed by it'),
           )
-          .option('--window <key>', 'use this literal window key')
-          .option(
-            '--scheduled-time <iso>',
-            'the occurrence this run is for, ISO-8601 with offset (a tick of --schedule, if given)',
-          )
-          .option(
-            '--window-format <luxon>',
-            'format the occurrence as the window key (luxon tokens with every field from the year down, e.g. yyyy-MM-dd)',
-          )
-          .option(
-            '--window-offset <duration>',
-            'shift the occurrence before formatting, signed (e.g. -1d or -P1D to close yesterday)',
-          )
-          .option('--ttl <duration>', 'lease time to live, 1.5s to 24h; renewed every TTL/3', DEFAULTS.ttl)
-          .option(
-            '--kill-grace <duration>',
-            `SIGTERM-to-SIGKILL grace when the child must stop (default: ${DEFAULTS.killGrace}, or half of what a short --ttl leaves)`,
-          )
-          .addOption(
-            new Option('--on-busy <policy>', ON_BUSY_HELP)
-              .choices(['skip', 'wait', 'fail', 'replace'])
-              .default(DEFAULTS.onBusy),
-          )
-          .option('--wait-timeout <duration>', WAIT_TIMEOUT_HELP)
-          .option('--max-runtime <duration>', 'stop the child after this long (exit 124; at most 24 days)')
-          .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')
-          .option(
-            '--alert-after <duration>',
-            'grace after a scheduled tick before `check` and the exporter call its window overdue (default: half the interval, at most 1h)',
-          )
-          .option(
-            '--alert-lookback <duration>',
-            'how far back `check`, `status` and the exporter report due occurrences that did not complete ' +
-              '(default: the longer of 24h and 3 intervals; at most the newest 24 occurrences)',
-          )
-          .option(
-            '--expect-duration <min>..<max>',
-            'how long a run should take, e.g. 30s..10m (either side may be left out: 1m.., ..2h); a run ' +
-              'outside it is a `check` warning, a metric and an alert',
-          )
-          .option('--rerun', 'run an already completed window again'),
-      ),
+            .option('--ttl <duration>', 'lease time to live, 1.5s to 24h; renewed every TTL/3', DEFAULTS.ttl)
+            .option(
+              '--kill-grace <duration>',
+              `SIGTERM-to-SIGKILL grace when the child must stop (default: ${DEFAULTS.killGrace}, or half of what a short --ttl leaves)`,
+            )
+            .addOption(
+              new Option('--on-busy <policy>', ON_BUSY_HELP)
+                .choices(['skip', 'wait', 'fail', 'replace'])
+                .default(DEFAULTS.onBusy),
+            )
+            .option('--wait-timeout <duration>', WAIT_TIMEOUT_HELP)
+            .option('--max-runtime <duration>', 'stop the child after this long (exit 124; at most 24 days)')
+            .option('--max-delay <duration>', 'an occurrence older than this is recorded as missed and not run')
+            .option(
+              '--alert-after <duration>',
+              'grace after a scheduled tick before `check` and the exporter call its window overdue ' +
+                '(default: half the interval, at most 1h)',
+            )
+            .option(
+              '--alert-lookback <duration>',
+              'how far back `check`, `status` and the exporter report due occurrences that did not complete ' +
+                '(default: the longer of 24h and 3 intervals; at most the newest 24 occurrences)',
+            )
+            .option(
+              '--expect-duration <min>..<max>',
+              'how long a run should take, e.g. 30s..10m (either side may be left out: 1m.., ..2h); a run ' +
+                'outside it is a `check` warning, a metric and an alert',
+            )
+            .option('--rerun', 'run an already completed window again'),
+        ),
+      )
+        .option(
+          '--catch-up <duration>',
+          'first run the earlier occurrences of --schedule within this long before this one that never ' +
+            'completed, oldest first, each its own window (needs --window-from-schedule)',
+        )
+        .option(
+          '--catch-up-limit <n>',
+          'with --catch-up: at most this many earlier windows per run (default 10); older ones beyond it are recorded as missed',
+        ),
     )
-      .option(
-        '--catch-up <duration>',
-        'first run the earlier occurrences of --schedule within this long before this one that never ' +
-          'completed, oldest first, each its own window (needs --window-from-schedule)',
-      )
-      .option(
-        '--catch-up-limit <n>',
-        'with --catch-up: at most this many earlier windows per run (default 10); older ones beyond it are recorded as missed',
-      )
-      .option(
-        '--pass-database-url',
-        'give the child DATABASE_URL (when a URL configured the store; PG* variables pass anyway) and PGPASSWORD (not passed by default)',
-      )
       .argument('[command...]', 'the command to run, after --')
       .addHelpText(
         'after',
@@ -177,7 +217,8 @@ Durations: 500ms, 90s, 2m, 1h30m, 1d or ISO-8601 (PT90S).
 The child gets FENCE_TOKEN, IDEMPOTENCY_KEY, LEASEJOB_NAME, LEASEJOB_WINDOW, LEASEJOB_ATTEMPT,
 LEASEJOB_SCHEDULED_AT, LEASEJOB_OWNER, LEASEJOB_SCHEMA, and LEASEJOB_REQUIRE_SHARED=1 when this
 run uses PostgreSQL (a leasejob inside the child then refuses the one-host store); not the
-database URL, unless --pass-database-url.
+database URL, unless --pass-database-url; TRACEPARENT, the occurrence's trace and this attempt's
+span. OTEL_EXPORTER_OTLP_ENDPOINT (and OTEL_*): spans sent over OTLP/HTTP as the run ends.
 Exit codes: 0 ok or nothing to do; the child's own code; 128+N leasejob told to stop by
 signal N (whatever the child then did), or the child killed by signal N; 64 usage; 69 database
 unreachable, refusing the statement (read-only standby, cancelled,
@@ -260,7 +301,8 @@ function defineBackfill(program: Command): void {
         'after',
         `
 Each window runs as \`run\` would run it: its own IDEMPOTENCY_KEY, LEASEJOB_WINDOW,
-LEASEJOB_SCHEDULED_AT and LEASEJOB_ATTEMPT, one FENCE_TOKEN for the whole backfill.
+LEASEJOB_SCHEDULED_AT, LEASEJOB_ATTEMPT and TRACEPARENT (the occurrence's trace, as \`run\`),
+one FENCE_TOKEN for the whole backfill. OTEL_* as \`run\`: spans exported when asked.
 Run the same command again after a failure or a stop to resume: completed windows are skipped.
 Progress: a line on a terminal, else one log line per window. SIGTERM stops the current child
 (as \`run\`) and leaves the rest open.
@@ -362,7 +404,10 @@ function defineExporter(program: Command): void {
       )
       .option('--port <port>', 'TCP port', '9464')
       .option('--host <address>', 'address to listen on', '0.0.0.0')
-      .option('--no-status-page', 'serve only /metrics and /healthz: no job names, hosts or events at / and /job'),
+      .option(
+        '--no-status-page',
+        'serve only /metrics and /healthz: no job names, hosts or events at /, /job and /occurrence',
+      ),
   ).action(lazy(async () => (await import('./commands/status.js')).exporterCommand));
 }
 
@@ -539,7 +584,8 @@ export function buildProgram(only?: string, argv: string[] = []): Command {
     `
 Environment: LEASEJOB_DATABASE_URL (else DATABASE_URL, PG*), LEASEJOB_STATE_FILE,
 LEASEJOB_REQUIRE_SHARED=1, LEASEJOB_LOG_LEVEL, LEASEJOB_COMPILE_CACHE=<dir>|off (V8 code
-cache of the CLI; default: a directory of this user under the OS temp dir).
+cache of the CLI; default: a directory of this user under the OS temp dir); for run and
+backfill, OTEL_EXPORTER_OTLP_ENDPOINT and the other OTEL_* variables (spans over OTLP/HTTP).
 Run \`leasejob <command> --help\` for options.`,
   );
   return program;

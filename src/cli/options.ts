@@ -1,11 +1,14 @@
 // `run` options: every default in one place, every flag validated next to its rule, messages
 // in one pattern ("Expected `--flag` to be ..., got `value`.").
+import type { RunAs } from '../lease/child.js';
+import { resolveRunAs } from './run-as.js';
 import type { DateTime } from 'luxon';
 import { DEFAULTS } from '../defaults.js';
 import { MAX_TIMER_MS, parseDuration, parseDurationRange, parseIsoOffset } from '../schedule/duration.js';
 import { UsageError } from '../errors.js';
 import { safetyMarginMs, stopAfterMs } from '../lease/keeper.js';
 import { resolveLogLevel } from './log-level.js';
+import { resolveLogFormat } from './log-format.js';
 import { validateFormattedWindowKey, validateName, validateSchema, validateWindowKey } from '../names.js';
 import { deriveOccurrence, validateWindowFormat, windowKey, type OccurrenceSource } from '../schedule/occurrence.js';
 import type { OnBusy } from '../lease/types.js';
@@ -13,7 +16,7 @@ import { parseRecordOutputSize } from '../lease/output-tail.js';
 import { canonicalZone, parseSchedule, typicalInterval, validateZone, type Schedule } from '../schedule/cron.js';
 import { MAX_CATCH_UP_TICKS, type CatchUpSettings } from '../lease/catch-up.js';
 import type { WindowNaming } from '../schedule/window-range.js';
-import { attemptPolicy, type AttemptPolicy } from './policies.js';
+import { attemptPolicy, defaultBudget, type AttemptPolicy } from './policies.js';
 
 /** Raw flags as commander hands them over. */
 export interface RawRunFlags {
@@ -36,9 +39,14 @@ export interface RawRunFlags {
   expectDuration?: string;
   rerun?: boolean;
   databaseUrl?: string;
+  databaseUrlFile?: string;
   schema?: string;
   logLevel?: string;
+  logFormat?: string;
+  mutexOnly?: boolean;
   passDatabaseUrl?: boolean;
+  user?: string;
+  group?: string;
   pingUrl?: string;
   notifyUrl?: string;
   recordOutput?: string | boolean;
@@ -74,7 +82,13 @@ export interface RunConfig {
   databaseUrl?: string | undefined;
   schema: string;
   logLevel: string;
+  /** json, or lines for a person (--log-format, LEASEJOB_LOG_FORMAT, a terminal on stderr). */
+  logFormat: 'json' | 'pretty';
+  /** --schedule without a window and without --mutex-only: no once-per-occurrence protection, said once. */
+  scheduleWithoutWindow: boolean;
   passDatabaseUrl: boolean;
+  /** --user, --group: the child's user and group. */
+  runAs?: RunAs | undefined;
   /** healthchecks.io-style ping URL (a secret: never logged, never recorded). */
   pingUrl?: string | undefined;
   /** Webhook for failed, lost and missed windows (a secret likewise). */
@@ -102,6 +116,7 @@ export function normalizeRunOptions(
   }
   const schema = validateSchema(flags.schema ?? DEFAULTS.schema);
   const logLevel = resolveLogLevel(flags.logLevel, env);
+  const logFormat = resolveLogFormat(flags.logFormat, env);
   const timing = leaseTiming(flags);
   const busy = busyAndRuntime(flags);
   const delays = delaysAndAlerts(flags);
@@ -111,8 +126,12 @@ export function normalizeRunOptions(
   const schedule = flags.schedule !== undefined ? parseSchedule(flags.schedule, tz) : undefined;
   checkWindowFlags(flags, delays.maxDelayMs);
   const catchUp = catchUpSettings(flags, schedule, now);
-  const policy = attemptPolicy(flags, flags.window !== undefined || !!flags.windowFromSchedule);
   const window = runWindow(flags, { schedule, tz, env, now, maxDelayMs: delays.maxDelayMs });
+  const policy = defaultBudget(
+    attemptPolicy(flags, flags.window !== undefined || !!flags.windowFromSchedule),
+    flags,
+    window?.source,
+  );
   // Replace compares occurrences: without a time there is no "earlier" to stop.
   if (busy.onBusy === 'replace' && (window?.scheduledAt === undefined || catchUp !== undefined))
     throw new UsageError(
@@ -144,7 +163,10 @@ export function normalizeRunOptions(
     databaseUrl: flags.databaseUrl,
     schema,
     logLevel,
+    logFormat,
+    scheduleWithoutWindow: schedule !== undefined && window === undefined && !flags.mutexOnly,
     passDatabaseUrl: !!flags.passDatabaseUrl,
+    runAs: resolveRunAs(flags.user, flags.group),
     policy,
     catchUp:
       catchUp && schedule
@@ -245,6 +267,10 @@ function delaysAndAlerts(flags: RawRunFlags): Delays {
 function checkWindowFlags(flags: RawRunFlags, maxDelayMs: number | undefined): void {
   if (flags.window !== undefined && flags.windowFromSchedule)
     throw new UsageError('Use either `--window` or `--window-from-schedule`, not both.');
+  if (flags.mutexOnly && (flags.window !== undefined || flags.windowFromSchedule))
+    throw new UsageError(
+      '`--mutex-only` runs without a window: use it without `--window` and `--window-from-schedule`, or drop it.',
+    );
   if (!flags.windowFromSchedule && (flags.windowFormat !== undefined || flags.windowOffset !== undefined)) {
     throw new UsageError('`--window-format` and `--window-offset` need `--window-from-schedule`.');
   }

@@ -4,7 +4,10 @@ import { UsageError } from '../errors.js';
 import { parseDuration } from '../schedule/duration.js';
 
 export interface AttemptPolicy {
-  /** Attempts an occurrence may have in all, across runs and hosts; undefined: no limit (as before). */
+  /**
+   * Attempts an occurrence may have in all, across runs and hosts; undefined: no limit. Negative:
+   * the default budget (defaultBudget below), -n attempts that failed, a lost one not counted.
+   */
   maxAttempts?: number | undefined;
   /** Tries after the first inside this run, under the same lease (0: none). */
   retries: number;
@@ -48,4 +51,25 @@ export function attemptPolicy(
       `\`${given.join('`, `')}\` ${given.length === 1 ? 'needs' : 'need'} a window: \`--window-from-schedule\` or \`--window\`.`,
     );
   return { maxAttempts, retries, retryDelayMs };
+}
+
+/**
+ * `run`'s default budget, for an occurrence named by a crontab's clock or --scheduled-time with
+ * no --max-attempts (nor --retry-delay without --retries): once per occurrence across every host (with
+ * --retries r, the r + 1 tries of one run), so that a failure runs and mails once, not once per
+ * host whose trigger comes after it. An attempt lost to a crash or a lost lease does not count:
+ * a later trigger resumes it. Not for an occurrence from a Kubernetes Job's name: a new pod of
+ * the same Job is the Job's own retry (backoffLimit), which must still run it.
+ */
+export function defaultBudget(
+  policy: AttemptPolicy,
+  flags: { maxAttempts?: string; retryDelay?: string; rerun?: boolean; windowFromSchedule?: boolean; catchUp?: string },
+  source: string | undefined,
+): AttemptPolicy {
+  // --retry-delay alone asks for later triggers to try again, spaced: no default budget then.
+  if (policy.maxAttempts !== undefined || (flags.retryDelay !== undefined && policy.retries === 0) || flags.rerun)
+    return policy;
+  // --catch-up is the operator asking for earlier occurrences, failed ones too, to run again.
+  if (!flags.windowFromSchedule || source === 'job-name' || flags.catchUp !== undefined) return policy;
+  return { ...policy, maxAttempts: -(policy.retries + 1) };
 }

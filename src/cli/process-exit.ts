@@ -1,6 +1,7 @@
 // How a leasejob process ends, for both entries (bin/leasejob.js under npm, the single
 // executable's src/cli/single-file.ts): the CLI decides the exit code; this only exits with
 // it, once what it wrote has been taken.
+import { ExitCode } from '../errors.js';
 
 let outputError: NodeJS.ErrnoException | undefined;
 
@@ -38,7 +39,7 @@ export async function exitWhenWritten(code: number): Promise<never> {
   await new Promise((resolve) => setImmediate(resolve));
   if (outputError !== undefined) {
     process.stderr.write(`leasejob: could not write the output: ${outputError.code ?? outputError.message}\n`);
-    process.exit(74);
+    process.exit(ExitCode.outputLost);
   }
   process.exit(code);
 }

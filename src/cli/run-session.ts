@@ -9,9 +9,11 @@ import { runWithLease } from '../lease/runner.js';
 import type { RunOptions, RunResult } from '../lease/types.js';
 import { storeError, type StoreChoice } from '../store/choice.js';
 import type { LeaseStore } from '../store/contract.js';
+import { inSingleFile } from '../package-root.js';
 import type { RunConfig } from './options.js';
 import { loadHooks, reportUnfinished } from './reports.js';
-import { settleRun, superviseChild, type Supervised } from './supervise.js';
+import { exitCodeFor, settleRun, superviseChild, type Supervised } from './supervise.js';
+import { RunTrace, traceExportWish } from './trace-spans.js';
 
 /** How long closing the connection may take once a signal told leasejob to stop. */
 const CLOSE_AFTER_SIGNAL_MS = 250;
@@ -55,6 +57,7 @@ export async function withRunSession<T>(
     childRunning: false,
     childStarted: false,
     sharedStore: choice.kind === 'postgresql',
+    trace: runTrace(config.name, log),
   };
   const pendingReports: Array<Promise<unknown>> = [];
   const onSignal = (sig: NodeJS.Signals): void => {
@@ -73,8 +76,10 @@ export async function withRunSession<T>(
       return supervised.hooks;
     },
     async run(store, opts) {
+      const window = opts.sequence ? undefined : opts.window?.key;
+      supervised.trace?.acquiring(window);
       try {
-        return await runWithLease(
+        const result = await runWithLease(
           store,
           {
             name: config.name,
@@ -92,7 +97,14 @@ export async function withRunSession<T>(
           (ctx) => superviseChild(config, ctx, databaseUrl, log, supervised),
           log,
         );
+        supervised.trace?.ended(result, exitCodeOrUndefined(result, cancel.signal), window);
+        return result;
       } catch (err) {
+        supervised.trace?.ended(
+          { status: 'failed', error: err, generation: '', attempt: 0, released: false },
+          undefined,
+          window,
+        );
         await reportUnfinished(supervised, config.name, err, cancel.signal);
         throw err;
       }
@@ -111,5 +123,30 @@ export async function withRunSession<T>(
     await settleRun(supervised, pendingReports);
     // Told to stop: a statement still waiting on a silent connection is not waited for long.
     await store?.close(cancel.signal.aborted ? CLOSE_AFTER_SIGNAL_MS : undefined);
+    // Last: the lease is given back and the store closed before a collector is waited for (bounded).
+    await supervised.trace?.export(log, cancel.signal.aborted);
+  }
+}
+
+/** The run's spans, when OTEL_* asks for an export; a setting leasejob cannot honour is said once. */
+function runTrace(job: string, log: Logger): RunTrace | undefined {
+  const wish = traceExportWish();
+  if (!wish.export && wish.warning) log.warn(`${wish.warning}; traces are not exported`);
+  if (wish.export && inSingleFile()) {
+    // Bundling the SDK would make every start of the file parse it (scripts/bundle.mjs).
+    log.warn(
+      'the single executable does not export traces (no OpenTelemetry SDK inside; install the npm package ' +
+        'for that); TRACEPARENT is still passed on',
+    );
+    return undefined;
+  }
+  return wish.export ? new RunTrace(job, wish) : undefined;
+}
+
+function exitCodeOrUndefined(result: RunResult<ChildResult>, signal: AbortSignal): number | undefined {
+  try {
+    return exitCodeFor(result, signal);
+  } catch {
+    return undefined;
   }
 }

@@ -13,7 +13,9 @@ import type { RunHooks } from '../lease/run-hooks.js';
 import type { AbortReason, RunResult, TaskContext } from '../lease/types.js';
 import { typicalInterval } from '../schedule/cron.js';
 import { MAX_TIMER_MS } from '../schedule/duration.js';
+import { attemptSpanId, traceIdOf, traceparent } from '../trace-context.js';
 import type { RunConfig } from './options.js';
+import type { RunTrace } from './trace-spans.js';
 
 /** The child exited non-zero or by a signal: the window stays open. */
 class ChildFailedError extends Error {
@@ -39,6 +41,8 @@ export interface Supervised {
   result?: ChildResult | undefined;
   /** The current window's start was pinged and its end not yet reported. */
   endPending?: boolean | undefined;
+  /** The run's spans (recorded only when OTEL_* asks for an export). */
+  trace?: RunTrace | undefined;
 }
 
 /**
@@ -85,10 +89,19 @@ export function childEnv(
     LEASEJOB_OWNER: ctx.owner,
     LEASEJOB_SCHEMA: config.schema,
   });
+  // --user: the user's own name and home, as runuser sets them (not root's).
+  if (config.runAs?.name !== undefined) {
+    env.USER = env.LOGNAME = config.runAs.name;
+    env.HOME = config.runAs.home ?? '/';
+  }
   if (ctx.window !== undefined) env.LEASEJOB_WINDOW = ctx.window;
   else delete env.LEASEJOB_WINDOW;
   if (ctx.scheduledAt) env.LEASEJOB_SCHEDULED_AT = ctx.scheduledAt.toISOString();
   else delete env.LEASEJOB_SCHEDULED_AT;
+  // W3C trace context for batch jobs: the occurrence's trace, this attempt's span. A TRACESTATE
+  // leasejob was given is passed on as it is; its own TRACEPARENT is replaced (linked in the spans).
+  const traceId = traceIdOf(config.name, ctx.window, ctx.fenceToken);
+  env.TRACEPARENT = traceparent(traceId, attemptSpanId(config.name, ctx.window, ctx.fenceToken, ctx.attempt));
   return env;
 }
 
@@ -107,12 +120,17 @@ export async function superviseChild(
   supervised.tail = undefined;
   // The lease may have been lost (or its stop point passed) while we got here: never start then.
   ctx.signal.throwIfAborted();
+  supervised.trace?.attemptStarted(ctx);
   supervised.tail = config.recordOutputBytes !== undefined ? new TailBuffer(config.recordOutputBytes) : undefined;
   let child: ChildHandle;
   try {
     child = await startChild(config.command, config.args, {
       env: childEnv(config, ctx, databaseUrl, supervised.sharedStore),
       capture: supervised.tail,
+      runAs: config.runAs,
+      // The guard stops the child there by itself if we cannot (killed, stopped, stalled).
+      stopAtMs: ctx.deadline?.stopAtMono(),
+      graceMs: config.killGraceMs,
     });
   } catch (err) {
     // Said here, or a crontab sees only exit 127 or 126.
@@ -120,6 +138,10 @@ export async function superviseChild(
     throw err;
   }
   const started = monoNow();
+  const unfollow = ctx.deadline?.onStopAtChange((stopAtMs) => child.setStopAt(stopAtMs));
+  // A renewal answered while the guard was starting moved the stop point after the guard was told.
+  if (ctx.deadline) child.setStopAt(ctx.deadline.stopAtMono());
+  supervised.trace?.childStarted(child.pid);
   supervised.childRunning = true;
   supervised.childStarted = true;
   supervised.child = child;
@@ -190,8 +212,11 @@ export async function superviseChild(
     else log.info({ childPid: child.pid }, 'child process group gone');
   }
   ctx.signal.removeEventListener('abort', onAbort);
+  unfollow?.();
+  child.release();
   supervised.childRunning = false;
   supervised.result = result;
+  supervised.trace?.childExited(result);
   // The whole tail, before the runner records it with the outcome.
   if (supervised.tail) await child.outputClosed(OUTPUT_CLOSE_LIMIT_MS);
   if (result.code !== 0) throw new ChildFailedError(result);

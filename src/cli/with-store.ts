@@ -4,6 +4,7 @@ import type { Logger } from '../log.js';
 import { createLogger } from '../log.js';
 import { UsageError } from '../errors.js';
 import { resolveLogLevel } from './log-level.js';
+import { resolveLogFormat } from './log-format.js';
 import {
   chooseStore,
   openStore,
@@ -16,6 +17,7 @@ import type { LeaseStore } from '../store/contract.js';
 
 export interface DbFlags extends StoreFlags {
   logLevel?: string;
+  logFormat?: string;
 }
 
 /**
@@ -29,7 +31,7 @@ export async function withStore<T>(
 ): Promise<T> {
   const level = resolveLogLevel(flags.logLevel);
   const choice = chooseStore(flags);
-  const log = createLogger(level, choice.secrets);
+  const log = createLogger(level, choice.secrets, resolveLogFormat(flags.logFormat));
   passwordFileWarnings.sendTo((message) => log.warn(message));
   let store: LeaseStore | undefined;
   try {

@@ -5,6 +5,10 @@ import type { Logger } from '../log.js';
 import { DEFAULT_RETRY_DELAY_MS, jitteredBackoffMs } from '../schedule/backoff.js';
 import type { AbortReason, RunOptions, RunResult } from './types.js';
 
+const ALREADY_FAILED =
+  'occurrence already failed (once per occurrence: no --retries or --max-attempts): skipped, command not started; ' +
+  'run --rerun runs it again';
+
 /**
  * The attempt budget refused the window (its exhausted-skip or backoff-skip event is recorded):
  * nothing to do now, so exit 0 as for a busy or done skip. The failure was said by the run
@@ -18,7 +22,8 @@ export function budgetSkip<T>(
 ): RunResult<T> {
   const attempts = row.attempt ?? 0;
   const nextAt = reason === 'backoff' ? (row.nextAt ?? row.expiresAt ?? null) : null;
-  if (reason === 'exhausted')
+  if (reason === 'exhausted' && (opts.maxAttempts ?? 0) < 0) log.info({ attempts }, ALREADY_FAILED);
+  else if (reason === 'exhausted')
     log.info(
       { attempts, maxAttempts: opts.maxAttempts },
       'occurrence exhausted (its --max-attempts are spent): skipped, command not started; run --rerun or leasejob mark closes it',

@@ -3,9 +3,9 @@ import { accessSync, constants as fsConstants, readdirSync, readFileSync, statSy
 import type { Readable } from 'node:stream';
 import { constants as osConstants } from 'node:os';
 import path from 'node:path';
-import { spawn } from 'node:child_process';
 import { monoNow, sleep } from '../clock.js';
 import { LeasejobError } from '../errors.js';
+import { spawnGuarded, type GuardedChild } from './guarded-spawn.js';
 import type { TailBuffer } from './output-tail.js';
 
 export interface ChildResult {
@@ -35,6 +35,10 @@ export interface ChildHandle {
    * `limitMs` (a process outside the group may hold them open); the tail is then final.
    */
   outputClosed(limitMs: number): Promise<void>;
+  /** The lease's stop point moved (a renewal): the guard's deadline with it (monotonic ms; null: none). */
+  setStopAt(stopAtMs: number | null): void;
+  /** Supervision of the group is over: the guard goes without stopping anything. */
+  release(): void;
   /** With `capture`: resolves once what the child wrote has been written on to our stdout and stderr, or after `limitMs`. */
   outputFlushed(limitMs: number): Promise<void>;
 }
@@ -104,55 +108,84 @@ export function buildSpawnArgs(
   command: string,
   args: string[],
   parentDeathSignal: boolean,
-): { file: string; args: string[] } {
-  const setpriv = parentDeathSignal ? findSetpriv() : undefined;
-  if (setpriv === undefined) return { file: command, args: [...args] };
-  return { file: setpriv, args: ['--pdeathsig', 'SIGKILL', '--', command, ...args] };
+  runAs?: RunAs,
+): { file: string; args: string[]; uid?: number; gid?: number } {
+  const setpriv = parentDeathSignal || runAs ? findSetpriv() : undefined;
+  // Without setpriv, Node's spawn changes the ids, and leaves no supplementary group.
+  if (setpriv === undefined)
+    return { file: command, args: [...args], ...(runAs ? { uid: runAs.uid, gid: runAs.gid } : {}) };
+  const ids = runAs
+    ? ['--reuid', String(runAs.uid), '--regid', String(runAs.gid), runAs.name ? '--init-groups' : '--clear-groups']
+    : [];
+  const pdeath = parentDeathSignal ? ['--pdeathsig', 'SIGKILL'] : [];
+  return { file: setpriv, args: [...pdeath, ...ids, '--', command, ...args] };
+}
+
+/**
+ * The user and group the child runs as (run --user, --group): setpriv's --reuid, --regid and
+ * --init-groups (the user's supplementary groups, as runuser sets them), else Node's uid and
+ * gid. `name`: the user's name when it has an entry in /etc/passwd.
+ */
+export interface RunAs {
+  uid: number;
+  gid: number;
+  name?: string;
+  home?: string;
 }
 
 /** Spawn `command args` as the leader of its own process group, with exactly `env`. */
 export async function startChild(
   command: string,
   args: string[],
-  opts: { env: Record<string, string>; parentDeathSignal?: boolean; cwd?: string; capture?: TailBuffer | undefined },
+  opts: {
+    env: Record<string, string>;
+    parentDeathSignal?: boolean;
+    cwd?: string;
+    capture?: TailBuffer | undefined;
+    /** Start the child as this user and group (needs root). */
+    runAs?: RunAs | undefined;
+    /** The lease's stop point (monotonic ms): the guard stops the group then, SIGKILL graceMs later. */
+    stopAtMs?: number | undefined;
+    graceMs?: number | undefined;
+  },
 ): Promise<ChildHandle> {
   const cwd = opts.cwd ?? process.cwd();
   // Checked up front because behind setpriv a missing command would only show up as setpriv's exit
   // status, indistinguishable from the command's own 126/127.
   resolveCommand(command, opts.env.PATH ?? DEFAULT_PATH, cwd);
 
-  const spawnArgs = buildSpawnArgs(command, args, opts.parentDeathSignal ?? true);
-  // node:child_process, not execa, on this path: importing execa would be a large part of every
-  // run's start (docs/performance.md), and we use none of its features here (no output capture,
-  // no shell).
-  const subprocess = spawn(spawnArgs.file, spawnArgs.args, {
-    env: opts.env, // exactly what the caller decided the child sees (e.g. no DATABASE_URL)
-    cwd,
-    shell: false,
-    // The child's output is the user's, passed through untouched: inherited, or with
-    // --record-output through pipes that copy it on byte for byte, keeping its tail.
-    stdio: opts.capture ? ['inherit', 'pipe', 'pipe'] : 'inherit',
-    detached: true, // own process group (and session), so one signal reaches everything it started
-  });
-
-  const pid = subprocess.pid;
-  if (pid === undefined) {
-    const cause = await new Promise<Error>((resolve) => subprocess.once('error', resolve));
-    throw new SpawnError(`Cannot start \`${command}\`: ${cause.message}`, 127, { cause });
+  const spawnArgs = buildSpawnArgs(command, args, opts.parentDeathSignal ?? true, opts.runAs);
+  // Through the guard (guard.ts), which stops the child's group if we die or stall past the
+  // lease's deadline. node:child_process, not execa: importing execa would be a large part of
+  // every run's start (docs/performance.md), and we use none of its features here.
+  let subprocess: GuardedChild;
+  try {
+    subprocess = await spawnGuarded(
+      {
+        ...spawnArgs,
+        env: opts.env, // exactly what the caller decided the child sees (e.g. no DATABASE_URL)
+        cwd,
+        stopAtMs: opts.stopAtMs ?? null,
+        graceMs: opts.graceMs ?? 0,
+      },
+      // The child's output is the user's, passed through untouched: inherited, or with
+      // --record-output through pipes that copy it on byte for byte, keeping its tail.
+      opts.capture !== undefined,
+    );
+  } catch (cause) {
+    const code = (cause as NodeJS.ErrnoException).code === 'EACCES' ? 126 : 127;
+    throw new SpawnError(`Cannot start \`${command}\`: ${(cause as Error).message}`, code, { cause });
   }
-  // An 'error' after a successful spawn (e.g. a failed kill) must not crash the runner.
-  subprocess.on('error', () => {});
+  const pid = subprocess.pid;
   const copies = opts.capture
     ? [copyOutput(subprocess.stdout!, 1, opts.capture), copyOutput(subprocess.stderr!, 2, opts.capture)]
     : [];
 
-  // The 'exit' event is the moment the leader is reaped: it fires once, whoever caused it.
+  // The child's end as the guard reaped it: once, whoever caused it.
   let leaderExited = false;
-  const exited = new Promise<ChildResult>((resolve) => {
-    subprocess.once('exit', (exitCode, signal) => {
-      leaderExited = true;
-      resolve(toResult(exitCode, signal));
-    });
+  const exited = subprocess.exited.then(({ exitCode, signal }) => {
+    leaderExited = true;
+    return toResult(exitCode, signal);
   });
 
   let stopping: Promise<ChildResult> | undefined;
@@ -196,6 +229,12 @@ export async function startChild(
       stopDeadline = Math.min(stopDeadline, monoNow() + grace);
       stopping ??= stopGroup(first);
       return stopping;
+    },
+    setStopAt(stopAtMs) {
+      subprocess.setStopAt(stopAtMs);
+    },
+    release() {
+      subprocess.release();
     },
     async outputClosed(limitMs) {
       await within(Promise.all(copies.map((c) => c.closed)), limitMs);

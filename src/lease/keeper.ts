@@ -13,7 +13,7 @@ import {
 } from '../clock.js';
 import type { Logger } from '../log.js';
 import type { LeaseStore as Store } from '../store/contract.js';
-import type { AbortReason, LossReason } from './types.js';
+import type { AbortReason, LeaseDeadline, LossReason } from './types.js';
 
 export interface LeaseTiming {
   ttlMs: number;
@@ -62,8 +62,9 @@ export interface HeldLease {
   window?: string | undefined;
 }
 
-export class LeaseKeeper {
+export class LeaseKeeper implements LeaseDeadline {
   private lastSent: Stamp;
+  private readonly stopAtListeners = new Set<(stopAtMono: number) => void>();
   private renewTimer: NodeJS.Timeout | undefined;
   private deadlineTimer: NodeJS.Timeout | undefined;
   private stopped = false;
@@ -130,9 +131,20 @@ export class LeaseKeeper {
     return this.lastSent.mono + this.timing.ttlMs - monoNow();
   }
 
+  /** The stop point: when the task is told to stop unless a renewal succeeds first (monotonic ms). */
+  stopAtMono(): number {
+    return this.lastSent.mono + stopAfterMs(this.timing);
+  }
+
+  onStopAtChange(listener: (stopAtMono: number) => void): () => void {
+    this.stopAtListeners.add(listener);
+    return () => this.stopAtListeners.delete(listener);
+  }
+
   private armDeadline(): void {
     clearTimeout(this.deadlineTimer);
-    const due = this.lastSent.mono + stopAfterMs(this.timing) - monoNow();
+    for (const listener of this.stopAtListeners) listener(this.stopAtMono());
+    const due = this.stopAtMono() - monoNow();
     this.deadlineTimer = setTimeout(
       () => this.lose({ kind: 'deadline', detail: 'renewal did not succeed in time' }),
       Math.max(0, due),

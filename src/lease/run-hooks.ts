@@ -2,6 +2,7 @@
 // window it runs. Loaded only when one of them is given; every request is bounded, and a
 // failed one is reported to the caller (a warning and a counted event), never thrown.
 import { hostname } from 'node:os';
+import { attemptSpanId, traceIdOf } from '../trace-context.js';
 import { utf8Tail, type OutputTail } from './output-tail.js';
 
 /** The longest one request may take. */
@@ -86,14 +87,19 @@ export class RunHooks {
     private readonly onFailure: (f: HookFailure) => void,
   ) {}
 
-  /** The start ping names the check by its URL alone: `w` is for hooks that say more. */
+  /** The start ping: the check by its URL, the run by its id, the occurrence's trace in the body. */
   started(w: WindowStart): void {
     const rid = runId();
     // Measured from here by healthchecks.io: the duration of the run, and "started, never ended" alerts.
+    // The start's body names the occurrence's trace (the end's is the output): healthchecks.io
+    // shows it with the run, so its alert leads to the trace.
+    const trace = Buffer.from(
+      `trace_id=${traceIdOf(w.job, w.window, w.generation)} span_id=${attemptSpanId(w.job, w.window, w.generation, w.attempt)}\n`,
+    );
     const start =
       this.targets.pingUrl === undefined
         ? Promise.resolve()
-        : this.ping('start', rid, undefined, REQUEST_TIMEOUT_MS).catch(() => {});
+        : this.ping('start', rid, trace, REQUEST_TIMEOUT_MS).catch(() => {});
     this.current = { rid, start, window: w.window };
   }
 
@@ -223,6 +229,14 @@ export function payload(e: WindowEnd): Record<string, unknown> {
     started_at: e.startedAt?.toISOString() ?? null,
     finished_at: e.finishedAt.toISOString(),
     duration_ms: e.startedAt ? e.finishedAt.getTime() - e.startedAt.getTime() : null,
+    // The occurrence's trace (the child's TRACEPARENT), so an alert leads to it: derived, as
+    // trace-context.ts says; the attempt's span when a lease was taken.
+    trace_id:
+      e.window !== undefined || e.generation !== undefined ? traceIdOf(e.job, e.window, e.generation ?? '') : null,
+    span_id:
+      e.generation !== undefined && e.attempt !== undefined
+        ? attemptSpanId(e.job, e.window, e.generation, e.attempt)
+        : null,
     output: e.output
       ? {
           tail: utf8Tail(e.output.tail, e.output.tail.length).toString('utf8'),

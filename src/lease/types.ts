@@ -73,8 +73,18 @@ export type AbortReason =
   | { kind: 'cancelled'; reason: unknown; graceMs: number }
   | { kind: 'not-due'; detail: string; graceMs: number };
 
+/** When the task must be told to stop unless the lease is renewed first (the keeper's stop point). */
+export interface LeaseDeadline {
+  /** Milliseconds on the monotonic clock (process.hrtime: the same for every process of the host). */
+  stopAtMono(): number;
+  /** Called with the new stop point after each renewal; returns what unsubscribes. */
+  onStopAtChange(listener: (stopAtMono: number) => void): () => void;
+}
+
 export interface TaskContext {
   signal: AbortSignal;
+  /** The lease's stop point and its moves (a process of the task's own can stop it there by itself). */
+  deadline?: LeaseDeadline | undefined;
   /** The lease generation as a decimal string: the fencing token. */
   fenceToken: string;
   idempotencyKey: string;

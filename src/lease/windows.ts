@@ -454,6 +454,7 @@ async function runTask<T>(
     end.started = lease.taskStarted = true;
     end.value = await lease.task({
       signal: run.controller.signal,
+      deadline: lease.keeper,
       fenceToken: held.generation,
       idempotencyKey: `${opts.name}:${w ? w.key : held.generation}`,
       owner: held.owner,
@@ -563,7 +564,13 @@ function logOutcome<T>(
   const aborted = ran.aborted ? { aborted: ran.aborted.kind } : {};
   const outcome = ran.ok ? 'completed' : ran.aborted?.kind === 'replaced' ? 'replaced' : 'failed';
   if (w && ran.ok) log.info({ generation, attempt: ran.attempt, outcome }, 'window completed');
-  else if (w && maxAttempts !== undefined && ran.attempt >= maxAttempts)
+  else if (w && maxAttempts !== undefined && maxAttempts < 0 && (!ran.aborted || ran.aborted.kind === 'max-runtime'))
+    // run's default budget (no --retries or --max-attempts): one failure closes the occurrence.
+    log.warn(
+      { generation, attempt: ran.attempt, outcome, exitCode },
+      'window failed: once per occurrence, later triggers skip it (--retries or --max-attempts to try again; run --rerun runs it)',
+    );
+  else if (w && maxAttempts !== undefined && maxAttempts > 0 && ran.attempt >= maxAttempts)
     log.warn(
       { generation, attempt: ran.attempt, maxAttempts, outcome: 'exhausted', exitCode, ...aborted },
       'window failed its last attempt (--max-attempts): exhausted; later triggers skip it until run --rerun or leasejob mark',

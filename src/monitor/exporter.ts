@@ -46,7 +46,10 @@ function metrics(registry: Registry) {
   const rc = (name: string, help: string) => new MetricRows(name, help, 'counter');
   return {
     ...attemptMetrics(),
-    up: g('leasejob_up', '1 when the exporter reached the database on this scrape'),
+    up: g(
+      'leasejob_up',
+      '1 when the exporter reached the database on this scrape; at 0 the other series are the last ones read',
+    ),
     scrape: g('leasejob_scrape_duration_seconds', 'time spent reading the database for this scrape'),
     jobs: g('leasejob_jobs', 'registered jobs'),
     overdue: rg('leasejob_window_overdue', '1 when the latest due window plus its grace is not completed'),
@@ -57,7 +60,7 @@ function metrics(registry: Registry) {
     failed: rg(
       'leasejob_failed_occurrences',
       'occurrences whose run failed (failed, lost, abandoned) and that no later run redid: due ones ' +
-        'within the lookback, and those still within their grace (with run --max-attempts: once exhausted)',
+        'within the lookback, and those still within their grace (with run --max-attempts: exhausted, or past their grace)',
     ),
     lastCompleted: rg(
       'leasejob_last_completed_window_timestamp_seconds',
@@ -188,6 +191,19 @@ export class Exporter {
   private expectedSchema: Promise<number> | undefined;
   /** Scrapes that read the database and rendered every family. */
   scrapesServed = 0;
+  /**
+   * What the last scrape that read the database said, but for the three families about the
+   * scrape itself: served again while the database cannot be read, so that an outage does not
+   * resolve every per-job alert (and page anew, with a new activeAt, when it ends).
+   */
+  private lastState: string | undefined;
+  /** When a scrape last read the database (host clock, seconds). */
+  private lastReadSeconds: number | undefined;
+  private readonly lastRead = new MetricRows(
+    'leasejob_last_read_timestamp_seconds',
+    'when a scrape last read the database (host clock): while leasejob_up is 0, every other series is as read then',
+    'gauge',
+  );
 
   constructor(
     private readonly store: LeaseStore,
@@ -204,6 +220,7 @@ export class Exporter {
   private async collect(): Promise<string> {
     const started = monoNow();
     for (const metric of Object.values(this.m)) metric.reset();
+    this.lastRead.reset();
     let up = true;
     try {
       await this.load();
@@ -213,18 +230,28 @@ export class Exporter {
     }
     this.m.up.set(up ? 1 : 0);
     this.m.scrape.set((monoNow() - started) / 1000);
-    if (!up) {
-      // Only what is known: `leasejob_jobs 0` beside `leasejob_up 0` would read as "no jobs".
-      const known = await Promise.all(
-        ['leasejob_up', 'leasejob_scrape_duration_seconds'].map((name) => this.registry.getSingleMetricAsString(name)),
-      );
-      return `${known.join('\n\n')}\n`;
+    if (up) this.lastReadSeconds = Date.now() / 1000;
+    if (this.lastReadSeconds !== undefined) this.lastRead.add('', this.lastReadSeconds);
+    const about = [
+      await this.registry.getSingleMetricAsString('leasejob_up'),
+      await this.registry.getSingleMetricAsString('leasejob_scrape_duration_seconds'),
+      ...(this.lastReadSeconds === undefined ? [] : [this.lastRead.render()]),
+    ];
+    if (up) {
+      // prom-client's metrics, then the per-job families, a blank line between families as it does.
+      const others = this.registry
+        .getMetricsAsArray()
+        .filter((f) => f.name !== 'leasejob_up' && f.name !== 'leasejob_scrape_duration_seconds');
+      const families = Object.values(this.m).filter((f): f is MetricRows => f instanceof MetricRows);
+      this.lastState = [
+        ...(await Promise.all(others.map((f) => this.registry.getSingleMetricAsString(f.name)))),
+        ...families.map((f) => f.render()),
+      ].join('\n\n');
+      this.scrapesServed++;
     }
-    // prom-client's metrics, then the per-job families, a blank line between families as it does.
-    const families = Object.values(this.m).filter((f): f is MetricRows => f instanceof MetricRows);
-    const text = `${await this.registry.metrics()}\n${families.map((f) => f.render()).join('\n\n')}\n`;
-    this.scrapesServed++;
-    return text;
+    // Down: the last state read, marked stale by leasejob_up 0 and its read time; before any
+    // read, only what is known (`leasejob_jobs 0` beside `leasejob_up 0` would read as "no jobs").
+    return `${[...about, ...(this.lastState === undefined ? [] : [this.lastState])].join('\n\n')}\n`;
   }
 
   private async load(): Promise<void> {

@@ -147,11 +147,13 @@ export async function readJobStates(store: LeaseStore, name?: string): Promise<{
     }
     j.failedOccurrences = countFailed(j, d);
     j.exhaustedOccurrences = countExhausted(j);
-    // A job registered after the due tick was not yet expected to have run it, unless a run
-    // claimed it (a first run given its --scheduled-time): then it is judged like any other.
+    // A job registered after the due tick, or whose schedule changed since (docs/occurrence.md),
+    // was not yet expected to have run it, unless a run claimed it (a first run given its
+    // --scheduled-time): then it is judged like any other.
     const claimed =
       d?.due !== undefined && j.notCompleted.some((o) => o.window === d.due!.window && o.outcome !== 'no run');
-    if (!d?.due || (d.due.scheduledAt.getTime() < j.createdAt.getTime() && !claimed)) continue;
+    const expectedFromMs = Math.max(j.createdAt.getTime(), j.scheduleSince?.getTime() ?? 0);
+    if (!d?.due || (d.due.scheduledAt.getTime() < expectedFromMs && !claimed)) continue;
     const completed = d.due.window === j.lastWindow || !j.notCompleted.some((o) => o.window === d.due!.window);
     // A paused job is not expected to run (a crontab's runs record their ticks as skipped; a
     // suspended CronJob's record nothing), nor a tick that fell within a pause since ended.

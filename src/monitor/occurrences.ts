@@ -87,11 +87,11 @@ export function occurrenceReason(row: WindowRow | undefined, events: HistoryEven
       return completedReason(events);
     case 'skipped':
       return latest(events, 'paused-skip') ? 'skipped-paused' : 'skipped-marked';
-    case 'replaced': // --on-busy replace: stopped for a later occurrence
-      return 'skipped-replaced';
+    case 'replaced': // --on-busy replace: stopped for a later occurrence, an attempt spent (docs/occurrence.md)
     case 'failed':
     case 'lost':
-      return row.maxAttempts != null && row.attempts >= row.maxAttempts ? 'exhausted' : 'failed';
+      if (row.maxAttempts != null && row.attempts >= row.maxAttempts) return 'exhausted';
+      return row.outcome === 'replaced' ? 'skipped-replaced' : 'failed';
     case 'missed':
       return missedReason(latest(events, 'window-missed'));
     default:

@@ -6,6 +6,16 @@ import { DEFAULT_PER_PAGE, JOB_STATES, type JobStateName, type ListQuery, type L
 import type { HistoryEvent, HostClock, WindowOutput, WindowRow } from '../store/contract.js';
 import { replicationProblems, replicationSummary, type ReplicationReport } from '../replication.js';
 import { humanMs } from './table.js';
+import type { GridCell } from './occurrence-grid.js';
+import {
+  durationChart,
+  GRID_STYLE,
+  gridStrip,
+  legend,
+  occurrenceBody,
+  type OccurrencePageData,
+} from './status-grid.js';
+import { inZone, iso, pageZone, preciseIso, shortIso, when, zoned } from './status-time.js';
 
 const STYLE = trusted(`
 :root{color-scheme:light dark;--bg:#fff;--fg:#1b1f24;--muted:#5a6270;--line:#d8dde3;--head:#f3f5f7;--link:#0b57d0;
@@ -51,7 +61,7 @@ pre.tail{padding:.5rem;border:1px solid var(--line);border-radius:.35rem;backgro
  table.cards td{border:0;padding:.2rem .5rem;overflow-wrap:anywhere}
  table.cards td[data-label]::before{content:attr(data-label);display:block;font-size:.75rem;color:var(--muted)}
  dl.facts{grid-template-columns:1fr}dl.facts dd{margin:0 0 .4rem}
-}`);
+}${GRID_STYLE}`);
 
 function page(title: string, body: SafeHtml): string {
   return markup`<!doctype html>
@@ -71,25 +81,11 @@ ${body}
 `.text;
 }
 
-const iso = (d: Date): string => d.toISOString();
-/** `2026-12-01 20:05:00Z`: the instant on one line, seconds kept (events are seconds apart). */
-const shortIso = (d: Date): string => `${d.toISOString().slice(0, 19).replace('T', ' ')}Z`;
-/** With milliseconds, for an event's two clocks side by side. */
-const preciseIso = (d: Date): string => `${d.toISOString().slice(0, 23).replace('T', ' ')}Z`;
-
-/** An instant with how long ago (or ahead) it is on the database clock. */
-function when(d: Date | null | undefined, now: Date): SafeHtml {
-  if (!d) return markup`<span class="muted">-</span>`;
-  const ms = d.getTime() - now.getTime();
-  const rel = Math.abs(ms) < 1000 ? 'now' : ms < 0 ? `${humanMs(-ms)} ago` : `in ${humanMs(ms)}`;
-  return markup`<time datetime="${iso(d)}">${shortIso(d)}</time> <span class="muted">(${rel})</span>`;
-}
-
 function stateBadge(state: JobStateName): SafeHtml {
   return markup`<span class="state state-${state}">${state}</span>`;
 }
 
-const jobHref = (name: string): string => `/job?name=${encodeURIComponent(name)}`;
+const jobHref = (name: string): string => zoned(`/job?name=${encodeURIComponent(name)}`);
 
 function listHref(q: ListQuery, change: Partial<ListQuery>): string {
   const next = { ...q, ...change };
@@ -99,7 +95,7 @@ function listHref(q: ListQuery, change: Partial<ListQuery>): string {
   if (next.page > 1) p.set('page', String(next.page));
   if (next.per !== DEFAULT_PER_PAGE) p.set('per', String(next.per));
   const s = p.toString();
-  return s ? `/?${s}` : '/';
+  return zoned(s ? `/?${s}` : '/');
 }
 
 function scheduleCell(j: JobState): SafeHtml {
@@ -178,6 +174,17 @@ export function renderList(
   v: ListView,
   store: { kind: string; location: string },
   replication?: ReplicationReport,
+  grids: ReadonlyMap<string, GridCell[]> = new Map(),
+  tz?: string,
+): string {
+  return inZone(tz, () => listPage(v, store, replication, grids));
+}
+
+function listPage(
+  v: ListView,
+  store: { kind: string; location: string },
+  replication: ReplicationReport | undefined,
+  grids: ReadonlyMap<string, GridCell[]>,
 ): string {
   const q = v.query;
   const first = v.matched === 0 ? 0 : (q.page - 1) * q.per + 1;
@@ -194,13 +201,14 @@ export function renderList(
     }</td>
 <td data-label="Next due">${when(nextDue, v.dbNow)}</td>
 <td data-label="Open windows">${openWindowsCell(j)}</td>
+<td data-label="Occurrences" class="strip">${gridStrip(j.name, grids.get(j.name) ?? [], nextDue, v.dbNow)}</td>
 </tr>`,
   );
   const body = markup`<header>
 <h1>leasejob status</h1>
 <p class="meta">${v.total} ${v.total === 1 ? 'job' : 'jobs'} · ${store.kind} ${store.location} · database time <time datetime="${iso(
     v.dbNow,
-  )}">${shortIso(v.dbNow)}</time> · <a href="/metrics">metrics</a></p>
+  )}">${shortIso(v.dbNow)}</time> · times in ${pageZone()} · <a href="/metrics">metrics</a></p>
 </header>
 ${replicationBanner(replication)}
 <ul class="summary">
@@ -218,8 +226,11 @@ ${JOB_STATES.map(
     (s) => markup`<option value="${s}"${q.state === s ? trusted(' selected') : ''}>${s}</option>`,
   )}</select>
 ${q.per !== DEFAULT_PER_PAGE ? markup`<input type="hidden" name="per" value="${q.per}">` : ''}
+<input type="text" name="tz" value="${pageZone() === 'UTC' ? '' : pageZone()}" placeholder="Time zone (UTC)"
+aria-label="Time zone" class="tz">
 <button type="submit">Search</button>
 </form>
+${v.items.length ? legend() : ''}
 <p class="muted" id="shown">${
     v.matched === 0
       ? 'No job matches.'
@@ -229,7 +240,7 @@ ${
   v.items.length
     ? markup`<div class="scroll"><table class="cards" id="jobs">
 <thead><tr><th>Job</th><th>State</th><th>Schedule and zone</th><th>Last completed window</th><th>Next due</th>
-<th>Open windows (attempts)</th></tr></thead>
+<th>Open windows (attempts)</th><th>Occurrences (oldest first)</th></tr></thead>
 <tbody>
 ${rows}
 </tbody>
@@ -303,17 +314,30 @@ export interface JobPageData {
   outputs: WindowOutput[];
   /** Events up to this seq were pruned (leasejob prune); 0: none. */
   prunedThroughSeq: number;
+  /** The occurrence grid (occurrence-grid.ts), oldest first; none when not read. */
+  grid?: GridCell[] | undefined;
+  /** The reader's zone (`?tz=`); undefined: UTC. */
+  tz?: string | undefined;
 }
 
 export function renderJob(d: JobPageData): string {
+  return inZone(d.tz, () => jobPage(d));
+}
+
+function jobPage(d: JobPageData): string {
   const j = d.job;
   const now = d.dbNow;
   const fact = (label: string, value: SafeHtml | string | number): SafeHtml =>
     markup`<dt>${label}</dt><dd>${value}</dd>`;
-  const body = markup`<p><a href="/">← all jobs</a></p>
+  const body = markup`<p><a href="${zoned('/')}">← all jobs</a></p>
 <h1 id="job-name">${j.name}</h1>
-<p class="meta">${stateBadge(d.state)} · database time <time datetime="${iso(now)}">${shortIso(now)}</time></p>
+<p class="meta">${stateBadge(d.state)} · database time <time datetime="${iso(now)}">${shortIso(now)}</time> · times in ${pageZone()}</p>
 ${stateDetail(j, now)}
+<h2>Occurrences</h2>
+${legend()}
+${gridStrip(j.name, d.grid ?? [], d.nextDue, now)}
+<h2>Durations</h2>
+${durationChart(j.name, d.windows, { minMs: j.expectMinMs, maxMs: j.expectMaxMs })}
 <h2>Job</h2>
 <dl class="facts">
 ${fact('Schedule', scheduleCell(j))}
@@ -498,4 +522,9 @@ ${d.events.map(
 
 export function renderMessage(title: string, message: string): string {
   return page(`${title} · leasejob`, markup`<p><a href="/">← all jobs</a></p><h1>${title}</h1><p>${message}</p>`);
+}
+
+/** One occurrence's page: its state in the grid, its attempts, output and events, its trace id. */
+export function renderOccurrence(d: OccurrencePageData, tz?: string): string {
+  return inZone(tz, () => page(`${d.job} ${d.window} · leasejob`, occurrenceBody(d)));
 }

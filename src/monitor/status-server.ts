@@ -3,15 +3,26 @@
 import type http from 'node:http';
 import type { Logger } from '../log.js';
 import { readJobStates } from './job-states.js';
-import { validateName } from '../names.js';
-import { renderJob, renderList, renderMessage } from './status-page.js';
+import { validateName, validateWindowKey } from '../names.js';
+import { renderJob, renderList, renderMessage, renderOccurrence } from './status-page.js';
 import { listView, nextDueOf, parseListQuery, stateOf } from './status-view.js';
 import type { LeaseStore } from '../store/contract.js';
+import { GRID_SIZE, readGrid, type GridCell } from './occurrence-grid.js';
+import { zoneParam } from './status-time.js';
 
 /** Windows and events a job page lists unless asked for more events (`events=N`). */
 const WINDOW_LIMIT = 50;
 const DEFAULT_EVENT_LIMIT = 200;
 const MAX_EVENT_LIMIT = 100_000;
+/**
+ * Occurrences in each strip of the job list: each job on the page costs a read of its windows,
+ * of its latest events, and one per occurrence (occurrences.ts), so the list's strips are shorter
+ * than the job page's, read a few jobs at a time.
+ */
+const LIST_GRID_SIZE = 24;
+const LIST_GRID_READS = 4;
+/** Events of one occurrence its page lists. */
+const OCCURRENCE_EVENT_LIMIT = 1000;
 
 // Nothing to load from elsewhere and no script: a value that escaped its escaping still could
 // not run, nor the page be framed.
@@ -39,6 +50,7 @@ export class StatusPages {
     let render: (() => Promise<{ status: number; body: string }>) | undefined;
     if (path === '/' || path === '/index.html') render = () => this.list(params);
     else if (path === '/job') render = () => this.job(params);
+    else if (path === '/occurrence') render = () => this.occurrence(params);
     if (!render) return false;
     const next = this.queue.then(render);
     this.queue = next.catch(() => {});
@@ -71,7 +83,14 @@ export class StatusPages {
       }),
     ]);
     const view = listView(dbNow, jobs, hosts, parseListQuery(params));
-    return { status: 200, body: renderList(view, this.store, replication) };
+    const grids = new Map<string, GridCell[]>();
+    const queue = view.items.map((i) => i.job);
+    const worker = async (): Promise<void> => {
+      for (let job = queue.shift(); job; job = queue.shift())
+        grids.set(job.name, await readGrid(this.store, job, LIST_GRID_SIZE));
+    };
+    await Promise.all(Array.from({ length: LIST_GRID_READS }, worker));
+    return { status: 200, body: renderList(view, this.store, replication, grids, zoneParam(params)) };
   }
 
   private async job(params: URLSearchParams): Promise<{ status: number; body: string }> {
@@ -93,9 +112,12 @@ export class StatusPages {
     const job = jobs[0];
     if (!job)
       return { status: 404, body: renderMessage('No such job', `No job named “${name}” is registered in this store.`) };
+    const grid = await readGrid(this.store, job, GRID_SIZE);
     return {
       status: 200,
       body: renderJob({
+        grid,
+        tz: zoneParam(params),
         dbNow,
         job,
         state: stateOf(job),
@@ -106,6 +128,37 @@ export class StatusPages {
         outputs: outputs ?? [],
         prunedThroughSeq: retention?.jobs[0]?.prunedThroughSeq ?? 0,
       }),
+    };
+  }
+
+  private async occurrence(params: URLSearchParams): Promise<{ status: number; body: string }> {
+    let name: string;
+    let window: string;
+    try {
+      name = validateName(params.get('name') ?? undefined, 'name');
+      window = validateWindowKey(params.get('window') ?? '');
+    } catch (err) {
+      return { status: 400, body: renderMessage('Not an occurrence', (err as Error).message) };
+    }
+    const [{ dbNow, jobs }, events, outputs] = await Promise.all([
+      readJobStates(this.store, name),
+      this.store.readHistory(name, OCCURRENCE_EVENT_LIMIT, window),
+      this.store.readOutputs?.(name, WINDOW_LIMIT),
+    ]);
+    const job = jobs[0];
+    if (!job)
+      return { status: 404, body: renderMessage('No such job', `No job named “${name}” is registered in this store.`) };
+    const grid = await readGrid(this.store, job, GRID_SIZE);
+    const cell = grid.find((c) => c.window === window);
+    if (!cell && events.length === 0)
+      return {
+        status: 404,
+        body: renderMessage('No such occurrence', `Job “${name}” has no occurrence “${window}” on record.`),
+      };
+    const output = outputs?.find((o) => o.window === window);
+    return {
+      status: 200,
+      body: renderOccurrence({ dbNow, job: name, window, cell, events, output }, zoneParam(params)),
     };
   }
 }

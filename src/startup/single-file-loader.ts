@@ -10,8 +10,12 @@ import { getAsset } from 'node:sea';
 import path from 'node:path';
 import { Script } from 'node:vm';
 
-/** The bundle is ASCII (esbuild --charset=ascii): a one-byte string. */
-const source = Buffer.from(getAsset('leasejob.cjs')).toString('latin1');
+/**
+ * UTF-8, as Node reads a module file: esbuild's --charset=ascii escapes strings, but not the raw
+ * text of a tagged template (the status page's `markup`...``), which keeps its `·` and `←` as
+ * UTF-8 bytes; read as latin1 they became `Â·` and `â†`.
+ */
+const source = getAsset('leasejob.cjs', 'utf8');
 let cachedData: Buffer | undefined;
 try {
   cachedData = Buffer.from(getAsset('leasejob.cache'));

@@ -23,6 +23,8 @@ export { passwordFileWarnings } from './postgres/connection.js';
 
 export interface StoreFlags {
   databaseUrl?: string;
+  /** --database-url-file: the URL read from this file. */
+  databaseUrlFile?: string;
   schema?: string;
   stateFile?: string;
   requireShared?: boolean;
@@ -52,7 +54,8 @@ const PG_CONNECTION_VARIABLES = ['PGHOST', 'PGPORT', 'PGDATABASE', 'PGUSER', 'PG
 const PG_WEAK_VARIABLES = new Set(['PGPORT', 'PGUSER', 'PGPASSWORD']);
 
 function postgresConfigured(flags: StoreFlags, env: NodeJS.ProcessEnv): boolean {
-  if (flags.databaseUrl !== undefined || env.LEASEJOB_DATABASE_URL || env.DATABASE_URL) return true;
+  if (flags.databaseUrl !== undefined || flags.databaseUrlFile !== undefined) return true;
+  if (env.LEASEJOB_DATABASE_URL || env.LEASEJOB_DATABASE_URL_FILE || env.DATABASE_URL) return true;
   const stateFileGiven = flags.stateFile !== undefined || !!env.LEASEJOB_STATE_FILE;
   return PG_CONNECTION_VARIABLES.some((v) => !!env[v] && !(stateFileGiven && PG_WEAK_VARIABLES.has(v)));
 }
@@ -85,7 +88,8 @@ export function chooseStore(flags: StoreFlags, env: NodeJS.ProcessEnv = process.
       // Name what configured it: with a state file given, PGPORT, PGUSER and PGPASSWORD do not.
       const by = [
         ...(flags.databaseUrl !== undefined ? ['--database-url'] : []),
-        ...(['LEASEJOB_DATABASE_URL', 'DATABASE_URL'] as const).filter((v) => !!env[v]),
+        ...(flags.databaseUrlFile !== undefined ? ['--database-url-file'] : []),
+        ...(['LEASEJOB_DATABASE_URL', 'LEASEJOB_DATABASE_URL_FILE', 'DATABASE_URL'] as const).filter((v) => !!env[v]),
         ...PG_CONNECTION_VARIABLES.filter((v) => !!env[v] && !PG_WEAK_VARIABLES.has(v)),
       ];
       throw new UsageError(
@@ -93,7 +97,7 @@ export function chooseStore(flags: StoreFlags, env: NodeJS.ProcessEnv = process.
           `(${by.join(', ')}); use one or the other.`,
       );
     }
-    const source = resolveConnection(flags.databaseUrl, env);
+    const source = resolveConnection(flags.databaseUrl, env, flags.databaseUrlFile);
     // libpq would take host, port, database and user from pg_service.conf (over PGHOST and the
     // rest); node-postgres does not read that file, so it would quietly connect elsewhere.
     if (source.from === 'PG environment' && env.PGSERVICE) {

@@ -166,7 +166,10 @@ export interface RecordMissedInput {
 /** What the ledger holds for some windows of a job, and when the job was first registered. */
 export interface WindowStates {
   dbNow: Date;
-  /** Undefined when the job was never registered. */
+  /**
+   * Undefined when the job was never registered; else from when its current schedule is expected:
+   * its registration, or the schedule change since (jobs.schedule_since), whichever is later.
+   */
   registeredAt: Date | undefined;
   /**
    * The job's retention horizon (`prune`): a window scheduled before it may have been pruned, so
@@ -203,6 +206,12 @@ export interface JobRow {
   expectMinMs: number | null;
   expectMaxMs: number | null;
   createdAt: Date;
+  /**
+   * When the job's current schedule took effect (a change of schedule, zone or window settings
+   * adopted by the registry; null: never changed since it was registered). An occurrence of the
+   * schedule before it that no run claimed was never due (docs/occurrence.md).
+   */
+  scheduleSince: Date | null;
   owner: string | null;
   generation: string | null;
   held: boolean;
@@ -600,11 +609,16 @@ export const ACQUIRE_LOCK_TIMEOUT_MS = 500;
 
 /**
  * From when a due window without a row in the ledger counts as not run (monitoring): not before
- * the job was registered, nor before its retention horizon, where `prune` deleted completed
- * windows: retention never makes a completed occurrence look missed.
+ * the job was registered, nor before its current schedule took effect (a schedule change: the
+ * new schedule's earlier occurrences were never due), nor before its retention horizon, where
+ * `prune` deleted completed windows: retention never makes a completed occurrence look missed.
  */
-export function expectedFrom(registeredMs: number, retainedFromMs: number | null): number {
-  return retainedFromMs === null ? registeredMs : Math.max(registeredMs, retainedFromMs);
+export function expectedFrom(
+  registeredMs: number,
+  retainedFromMs: number | null,
+  scheduleSinceMs?: number | null,
+): number {
+  return Math.max(registeredMs, retainedFromMs ?? registeredMs, scheduleSinceMs ?? registeredMs);
 }
 
 /**

@@ -31,6 +31,7 @@ const BENCHES = [
   'monitor',
   'scale',
   'single-file',
+  'guard',
 ];
 
 const USAGE = `usage: node test/bench/run.mjs [--quick] [--only ${BENCHES.join(',')}] [--out FILE] [--stmt-method pgss|log]

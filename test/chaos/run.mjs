@@ -179,7 +179,7 @@ async function main() {
     const parentDeathSignal = ['/usr/bin/setpriv', '/bin/setpriv'].some((p) => existsSync(p));
     if (!parentDeathSignal)
       notes.push(
-        'setpriv not found: a SIGKILLed runner leaves its child running; the kill-runner child rule is not checked',
+        "setpriv not found: the child has no parent-death signal against its guard's own death (the guard itself stops it when a runner dies)",
       );
     const available = new Set();
     for (const k of FAULT_KINDS) {

@@ -81,6 +81,8 @@ describe('values.yaml against values.schema.json', () => {
     ['a schema name that is not an identifier', (v: Values) => (v.database.schema = 'lease-job'), /\/database\/schema must match pattern/],
     ['no URL and no existing Secret', (v: Values) => (v.database.url = ''), /\/database\/url must be equal to constant/],
     ['a fractional grace period', (v: Values) => (v.jobDefaults.terminationGracePeriodSeconds = 30.5), /must be integer/],
+    ['an unknown inject.mode', (v: Values) => (v.inject.mode = 'csi'), /\/inject\/mode must be equal to one of the allowed values/],
+    ['an emptyDir size that is no quantity', (v: Values) => (v.inject.sizeLimit = 'lots'), /\/inject\/sizeLimit must match pattern/],
   ])('rejects %s', (_what, edit, message) => {
     expect(errorsOf(valuesWith(edit)).join('\n')).toMatch(message);
   });
@@ -203,19 +205,29 @@ describe('deploy/kubernetes says what the chart says', () => {
       expect(c.args).toEqual(expectedRunArgs(values, job));
     });
 
-    it(`${job.name}: leasejob is injected: an init container from the leasejob image fills an emptyDir the job's container reads`, () => {
+    it(`${job.name}: leasejob is copied: an init container from the leasejob image fills a bounded emptyDir the job's container reads`, () => {
       const pod = podSpecOf(cron());
       expect(pod.initContainers).toHaveLength(1);
       const init = pod.initContainers[0];
       expect(init.image).toMatch(new RegExp(`^${values.image.repository}:`));
-      expect(init.command).toEqual(['cp', '-RL', '/opt/leasejob/inject/.', '/leasejob/']);
-      expect(init.volumeMounts).toEqual([{ name: 'leasejob', mountPath: '/leasejob' }]);
+      expect(init.command).toEqual(['/leasejob/busybox', 'cp', '-R', '/leasejob/.', '/inject/']);
+      expect(init.volumeMounts).toEqual([{ name: 'leasejob', mountPath: '/inject' }]);
       expect(container().volumeMounts).toContainEqual({ name: 'leasejob', mountPath: '/leasejob', readOnly: true });
-      expect(pod.volumes).toContainEqual({ name: 'leasejob', emptyDir: {} });
+      expect(pod.volumes).toContainEqual({ name: 'leasejob', emptyDir: { sizeLimit: values.inject.sizeLimit } });
+      // Sized from the measured payload (docs/deploy/container.md: 136,875,407 bytes on x86-64),
+      // with room: the emptyDir's limit, the ephemeral storage it reserves, and the memory its
+      // page cache takes while it is written.
+      const payload = 136_875_407;
+      const mib = (q: string): number => Number(/^(\d+)Mi$/.exec(q)![1]) * 2 ** 20;
+      expect(mib(values.inject.sizeLimit)).toBeGreaterThan(payload * 1.15);
+      expect(init.resources.requests['ephemeral-storage']).toBe(values.inject.sizeLimit);
+      expect(mib(init.resources.requests.memory)).toBeGreaterThan(payload);
+      expect(mib(init.resources.limits.memory)).toBeGreaterThan(payload * 2);
       // What the init container copies is what the image puts there (Dockerfile), and what the
       // start script runs.
       const dockerfile = readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
-      for (const f of ['leasejob', 'tini', 'busybox', 'start']) expect(dockerfile).toContain(`/opt/leasejob/inject/${f}`);
+      expect(dockerfile).toContain('COPY --from=build /app/inject /leasejob\n');
+      expect(dockerfile).toContain('node scripts/inject-dir.mjs --file /app/leasejob --out /app/inject');
       const start = readFileSync(path.join(ROOT, 'deploy', 'inject', 'start'), 'utf8');
       expect(start).toContain('exec "$dir/tini" -s -- "$dir/leasejob" "$@"');
     });
@@ -225,17 +237,23 @@ describe('deploy/kubernetes says what the chart says', () => {
       expect(env.find((e) => e.name === 'LEASEJOB_NODE_NAME')?.valueFrom).toEqual({ fieldRef: { fieldPath: 'spec.nodeName' } });
     });
 
-    it(`${job.name}: JOB_NAME from the downward API label, the URL as LEASEJOB_DATABASE_URL from the Secret`, () => {
+    it(`${job.name}: JOB_NAME from the downward API label, the URL as a file (LEASEJOB_DATABASE_URL_FILE) from the Secret's volume`, () => {
       const env = container().env as Array<{ name: string; value?: string; valueFrom?: any }>;
       const byName = Object.fromEntries(env.map((e) => [e.name, e]));
       const label = "metadata.labels['batch.kubernetes.io/job-name']";
       expect(byName.JOB_NAME?.valueFrom).toEqual({ fieldRef: { fieldPath: label } });
       expect(cronTpl).toContain(`fieldPath: ${label}`);
-      expect(byName.LEASEJOB_DATABASE_URL?.valueFrom).toEqual({ secretKeyRef: { name: `${name}-database`, key: values.database.secretKey } });
+      // Not in leasejob's environment, which its child (the same user) could read in /proc.
+      expect(byName.LEASEJOB_DATABASE_URL).toBeUndefined();
+      expect(byName.LEASEJOB_DATABASE_URL_FILE?.value).toBe('/etc/leasejob/database/url');
       expect(byName.LEASEJOB_LOG_LEVEL?.value).toBe(values.logLevel);
       expect(byName.DATABASE_URL).toBeUndefined();
-      expect(helpers).toMatch(/- name: LEASEJOB_DATABASE_URL\n\s+valueFrom:\n\s+secretKeyRef:\n\s+name: \{\{ include "leasejob.databaseSecretName" \. \}\}\n\s+key: \{\{ \.Values\.database\.secretKey \}\}/);
-      expect(cronTpl).toContain('{{- include "leasejob.commonEnv" $');
+      const mount = (container().volumeMounts as Array<{ name: string; mountPath: string; readOnly?: boolean }>).find((m) => m.name === 'database-url');
+      expect(mount).toEqual({ name: 'database-url', mountPath: '/etc/leasejob/database', readOnly: true });
+      const volume = (podSpecOf(cron()).volumes as Array<{ name: string; secret?: unknown }>).find((v) => v.name === 'database-url');
+      expect(volume?.secret).toEqual({ secretName: `${name}-database`, items: [{ key: values.database.secretKey, path: 'url' }], defaultMode: 0o440 });
+      expect(helpers).toMatch(/define "leasejob.databaseVolume"[\s\S]*secretName: \{\{ include "leasejob.databaseSecretName" \. \}\}[\s\S]*key: \{\{ \.Values\.database\.secretKey \}\}/);
+      expect(cronTpl).toContain('{{- include "leasejob.runnerEnv" $');
     });
   }
 
@@ -441,11 +459,90 @@ describe.skipIf(!helm)('with a helm binary', () => {
     const off = cronJob(render(['x', CHART_DIR, '--set', 'inject.enabled=false']), 'x-leasejob-example');
     expect(off.initContainers).toBeUndefined();
     expect(off.containers[0].command).toEqual(values.entrypoint);
-    expect(off.containers[0].volumeMounts).toEqual([{ name: 'tmp', mountPath: '/tmp' }]);
-    expect(off.volumes).toEqual([{ name: 'tmp', emptyDir: {} }]);
+    expect(off.containers[0].volumeMounts.map((m: { name: string }) => m.name)).toEqual(['tmp', 'database-url']);
+    expect(off.volumes.map((v: { name: string }) => v.name)).toEqual(['tmp', 'database-url']);
     const own = render(['x', CHART_DIR, '--set', 'jobs[0].name=own,jobs[0].schedule=@daily,jobs[0].command[0]=echo,jobs[0].entrypoint[0]=leasejob']);
     expect(cronJob(own, 'x-leasejob-own').initContainers).toBeUndefined();
     expect(cronJob(own, 'x-leasejob-own').containers[0].command).toEqual(['leasejob']);
+  });
+
+  it('inject.mode=imageVolume: the job mounts the leasejob image read-only, no init container, nothing copied; valid Kubernetes objects', async () => {
+    const imageVolume = (kube: string) =>
+      spawnSync(helm!, ['template', 'x', CHART_DIR, '--set', DATABASE_SET, '--set', 'inject.mode=imageVolume',
+        '--set', 'image.repository=registry.example.com/leasejob,image.tag=1.2.3', '--kube-version', kube], { encoding: 'utf8', timeout: 60_000 }); // prettier-ignore
+    // A cluster older than the field with subPath: refused, saying what to use instead.
+    const old = imageVolume('1.32.4');
+    expect(old.status).not.toBe(0);
+    expect(old.stderr).toContain('image volumes with subPath need Kubernetes 1.33 or later');
+    expect(old.stderr).toContain('use inject.mode=copy');
+    const r = imageVolume('1.35.0');
+    expect(r.status, r.stderr).toBe(0);
+    const objects = parseDocuments(r.stdout, 'helm template') as K8sObject[];
+    const cron = objects.find((o) => o.kind === 'CronJob' && o.metadata.name === 'x-leasejob-example')!;
+    const pod = podSpecOf(cron);
+    expect(pod.initContainers).toBeUndefined();
+    expect(pod.volumes).toContainEqual({ name: 'leasejob', image: { reference: 'registry.example.com/leasejob:1.2.3', pullPolicy: 'IfNotPresent' } });
+    expect(pod.volumes.filter((v: { emptyDir?: unknown }) => v.emptyDir)).toEqual([{ name: 'tmp', emptyDir: {} }]);
+    expect(pod.containers[0].volumeMounts).toContainEqual({ name: 'leasejob', mountPath: '/leasejob', subPath: 'leasejob', readOnly: true });
+    expect(pod.containers[0].command).toEqual(['/leasejob/busybox', 'sh', '/leasejob/start']);
+    // kubernetes-models' Volume has `image` (ImageVolumeSource): validated as the API server would.
+    for (const o of objects) {
+      expect(await schemaErrors(o), `${o.kind} ${o.metadata.name}`).toEqual([]);
+      expect(unknownFields(o), `${o.kind} ${o.metadata.name}`).toEqual([]);
+    }
+    // Copy mode, the default, renders no image volume.
+    expect(JSON.stringify(render(['x', CHART_DIR]))).not.toContain('"reference"');
+    expect(errorsOf(valuesWith((v) => (v.inject.mode = 'csi'))).join('\n')).toMatch(/\/inject\/mode must be equal to one of the allowed values/);
+  });
+
+  it('a third-party image: per-job securityContext and podSecurityContext replace the chart-wide ones; resources, env and volumeMounts are the job\'s', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'leasejob-helm-'));
+    try {
+      const file = path.join(dir, 'values.yaml');
+      const thirdParty = {
+        name: 'vendor', schedule: '@daily', command: ['/app/report'], image: { repository: 'vendor/report', tag: '7' },
+        securityContext: { runAsUser: 0, readOnlyRootFilesystem: false }, podSecurityContext: {},
+        resources: { requests: { cpu: '1', memory: '1Gi' } }, env: [{ name: 'MODE', value: 'full' }],
+        volumes: [{ name: 'data', emptyDir: {} }], volumeMounts: [{ name: 'data', mountPath: '/var/lib/report' }],
+      };
+      writeFileSync(file, JSON.stringify({ jobs: [...values.jobs, thirdParty] }));
+      expect(errorsOf(valuesWith((v) => v.jobs.push(thirdParty)))).toEqual([]);
+      const objects = render(['x', CHART_DIR, '-f', file]);
+      const podOf = (job: string) => podSpecOf(objects.find((o) => o.kind === 'CronJob' && o.metadata.name === `x-leasejob-${job}`)!);
+      const vendor = podOf('vendor');
+      expect(vendor.securityContext).toBeUndefined();
+      expect(vendor.containers[0].securityContext).toEqual({ runAsUser: 0, readOnlyRootFilesystem: false });
+      expect(vendor.containers[0].image).toBe('vendor/report:7');
+      expect(vendor.containers[0].resources).toEqual(thirdParty.resources);
+      expect(vendor.containers[0].env).toContainEqual({ name: 'MODE', value: 'full' });
+      expect(vendor.containers[0].volumeMounts).toContainEqual({ name: 'data', mountPath: '/var/lib/report' });
+      // The init container keeps the chart's hardening: it runs the chart's own image.
+      expect(vendor.initContainers[0].securityContext).toEqual(values.securityContext);
+      // The other job keeps the chart-wide ones.
+      const example = podOf('example');
+      expect(example.securityContext).toEqual(values.podSecurityContext);
+      expect(example.containers[0].securityContext).toEqual(values.securityContext);
+      for (const o of objects) {
+        expect(await schemaErrors(o), `${o.kind} ${o.metadata.name}`).toEqual([]);
+        expect(unknownFields(o), `${o.kind} ${o.metadata.name}`).toEqual([]);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('inject.enabled=false: a job in another image must say it carries leasejob (its entrypoint), or the chart refuses it with the reason', () => {
+    const job = 'jobs[0].name=vendor,jobs[0].schedule=@daily,jobs[0].command[0]=/app/report,jobs[0].image.repository=vendor/report';
+    const r = spawnSync(helm!, ['template', 'x', CHART_DIR, '--set', DATABASE_SET, '--set', `inject.enabled=false,${job}`, ...KUBE_VERSION], { encoding: 'utf8', timeout: 60_000 });
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toContain('"vendor" runs in image vendor/report with inject.enabled=false, so that image must carry leasejob itself');
+    expect(r.stderr).toContain('Turn inject on');
+    // Said so: it renders, running the job's own entrypoint.
+    const own = render(['x', CHART_DIR, '--set', `inject.enabled=false,${job},jobs[0].entrypoint[0]=leasejob`]);
+    const pod = podSpecOf(own.find((o) => o.kind === 'CronJob' && o.metadata.name === 'x-leasejob-vendor')!);
+    expect(pod.containers[0].command).toEqual(['leasejob']);
+    // With inject on, any image renders: leasejob is brought to it.
+    expect(render(['x', CHART_DIR, '--set', job]).some((o) => o.metadata.name === 'x-leasejob-vendor')).toBe(true);
   });
 
   it('refuses to render without a database: no existingSecret and no URL is an error naming both, not an example URL', () => {

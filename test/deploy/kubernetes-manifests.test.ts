@@ -54,10 +54,15 @@ describe('deploy/kubernetes manifests', () => {
     );
     const refs = objects
       .filter(({ object }) => ['CronJob', 'Job', 'Deployment'].includes(object.kind))
-      .flatMap(({ object }) => (podSpecOf(object).containers as any[]).flatMap((c) => (c.env ?? []) as any[]))
-      .map((e) => e.valueFrom?.secretKeyRef)
+      .flatMap(({ object }) => [
+        ...(podSpecOf(object).containers as any[]).flatMap((c) => ((c.env ?? []) as any[]).map((e) => e.valueFrom?.secretKeyRef)),
+        // A Secret mounted as files (the example job's URL): each item names a key.
+        ...((podSpecOf(object).volumes ?? []) as any[])
+          .filter((v) => v.secret)
+          .flatMap((v) => (v.secret.items as any[]).map((i) => ({ name: v.secret.secretName, key: i.key }))),
+      ])
       .filter(Boolean);
-    expect(refs.length).toBe(4); // migration, example job, exporter, prune
+    expect(refs.length).toBe(4); // migration, exporter, prune as environment; the example job as a file
     for (const ref of refs) expect(secrets.get(ref.name)?.has(ref.key), `${ref.name}/${ref.key}`).toBe(true);
   });
 

@@ -1,7 +1,8 @@
 // The chart's alert rules evaluated by a real Prometheus server scraping a real `leasejob
 // exporter`, after real `leasejob run`s: which alerts go pending or firing, for which job, and
 // that one cause is one alert (a stopped job pages once; a failed run pages at once, and not
-// again when its grace ends; a run outside --expect-duration). promtool's unit tests (prometheus-rules.test.ts) prove each
+// again when its grace ends; a run outside --expect-duration), and that a database outage
+// neither resolves nor re-pages them. promtool's unit tests (prometheus-rules.test.ts) prove each
 // expression on made-up series; this proves the exporter's series and the rules agree.
 // Skipped, with the reason printed, without a `prometheus` binary (Debian: apt-get install
 // --no-install-recommends prometheus) or helm. Nothing here is timed: every wait polls
@@ -14,6 +15,8 @@ import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, runCli, startExporter, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
+import { startReceiver, type Receiver } from '../helpers/http-receiver.js';
+import { startProxy, type Proxy } from '../helpers/proxy.mjs';
 import { tempDirs } from '../helpers/temp.js';
 import { findTool, renderRuleSpec } from './deploy-files.js';
 
@@ -28,7 +31,14 @@ const RELEASE = 'rel';
 /** Generous: Prometheus, PostgreSQL, the exporter and other test files share two cores. */
 const WAIT_MS = 180_000;
 
-interface Alert { labels: Record<string, string>; state: 'pending' | 'firing' | 'inactive' }
+interface Alert { labels: Record<string, string>; state: 'pending' | 'firing' | 'inactive'; activeAt: string }
+/** One alert as Prometheus sends it to Alertmanager (POST /api/v2/alerts), and when it came. */
+interface Sent { labels: Record<string, string>; startsAt: string; endsAt: string; receivedAt: number }
+/**
+ * A firing alert is sent with endsAt 4 resend delays (5 s here) after its evaluation, a resolved
+ * one with endsAt its resolution: one whose endsAt has passed when it arrives is a "resolved".
+ */
+const isResolved = (a: Sent): boolean => Date.parse(a.endsAt) <= a.receivedAt;
 
 async function freePort(): Promise<number> {
   const server = net.createServer();
@@ -48,6 +58,10 @@ function midnight(days: number): string {
 describe.skipIf(!helm || !prometheus)('the chart\'s alerts under a real Prometheus', () => {
   let db: TestDb;
   let exporter: Awaited<ReturnType<typeof startExporter>> | undefined;
+  /** Between the exporter and the database: cut to take the database away from it. */
+  let proxy: Proxy | undefined;
+  /** Alertmanager's stand-in: every notification Prometheus sends. */
+  let alertmanager: Receiver | undefined;
   let server: ChildProcess | undefined;
   let api: string;
   let serverLog = '';
@@ -72,7 +86,9 @@ describe.skipIf(!helm || !prometheus)('the chart\'s alerts under a real Promethe
   beforeAll(async () => {
     db = await testDb();
     const dir = newDir();
-    exporter = await startExporter(conn(), env, { timeoutMs: 600_000 });
+    proxy = await startProxy(db.url);
+    exporter = await startExporter(['--database-url', proxy.url(db.url), '--schema', db.schema], env, { timeoutMs: 600_000 });
+    alertmanager = await startReceiver();
     const rules = path.join(dir, 'rules.yaml');
     // The chart's defaults, but for one `for` that keeps the duration alerts pending (the test
     // sees both states; every other alert has `for: 0m` and fires at its first evaluation).
@@ -82,6 +98,7 @@ describe.skipIf(!helm || !prometheus)('the chart\'s alerts under a real Promethe
     writeFileSync(config, stringify({
       global: { scrape_interval: '1s', evaluation_interval: '1s' },
       rule_files: [rules],
+      alerting: { alertmanagers: [{ api_version: 'v2', static_configs: [{ targets: [new URL(alertmanager.url).host] }] }] },
       scrape_configs: [{
         job_name: 'leasejob-exporter',
         // The exporter's own `job` label is the leasejob job (the chart's ServiceMonitor sets honorLabels).
@@ -93,7 +110,7 @@ describe.skipIf(!helm || !prometheus)('the chart\'s alerts under a real Promethe
     const port = await freePort();
     api = `http://127.0.0.1:${port}`;
     server = spawn(prometheus!, [`--config.file=${config}`, `--storage.tsdb.path=${path.join(dir, 'data')}`,
-      `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn'], { stdio: ['ignore', 'ignore', 'pipe'] });
+      `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn', '--rules.alert.resend-delay=5s'], { stdio: ['ignore', 'ignore', 'pipe'] });
     server.stderr!.on('data', (d: Buffer) => (serverLog += d.toString()));
     await waitFor('prometheus to answer', async () => {
       if (server!.exitCode !== null) throw new Error(`prometheus exited ${server!.exitCode}: ${serverLog}`);
@@ -108,6 +125,8 @@ describe.skipIf(!helm || !prometheus)('the chart\'s alerts under a real Promethe
       await ended;
     }
     await exporter?.stop();
+    await proxy?.close();
+    await alertmanager?.close();
     await db?.close();
   });
 
@@ -153,4 +172,62 @@ describe.skipIf(!helm || !prometheus)('the chart\'s alerts under a real Promethe
     expect(stoppedAlerts).toHaveLength(1);
     expect(stoppedAlerts[0]!.labels).toMatchObject({ namespace: NAMESPACE, severity: 'critical' });
   }, 2 * WAIT_MS + 120_000);
+
+  it('a database outage longer than the rules\' `for` resolves nothing and pages nothing anew: the same alerts, the same activeAt, no "resolved"', async () => {
+    const jobAlerts = async (): Promise<Alert[]> => (await alerts()).filter((a) => a.labels.job !== undefined);
+    const key = (a: { labels: Record<string, string> }): string => `${a.labels.alertname} ${a.labels.job}`;
+    const sent = (from: number, to = Infinity): Sent[] =>
+      alertmanager!.requests.slice(from, to).flatMap((r) =>
+        (JSON.parse(r.text ?? '[]') as Omit<Sent, 'receivedAt'>[]).map((a) => ({ ...a, receivedAt: r.receivedAt })))
+        .filter((a) => a.labels.job !== undefined);
+    async function upIs(value: number): Promise<boolean> {
+      const q = await (await fetch(`${api}/api/v1/query?query=leasejob_up`)).json() as { data: { result: Array<{ value: [number, string] }> } };
+      return q.data.result.length === 1 && q.data.result[0]!.value[1] === String(value);
+    }
+    const before = await jobAlerts();
+    expect(summary(before)).toHaveLength(5); // the first test's: three firing, two pending
+    const activeAt = new Map(before.map((a) => [key(a), a.activeAt]));
+    // Every firing alert notified before the outage.
+    await waitFor('a notification for each firing alert', () => {
+      const keys = new Set(sent(0).filter((a) => !isResolved(a)).map(key));
+      return before.filter((a) => a.state === 'firing').every((a) => keys.has(key(a)));
+    }, WAIT_MS, 500);
+    const outageFrom = alertmanager!.requests.length;
+
+    proxy!.cut('reset');
+    await waitFor('Prometheus to see leasejob_up 0', () => upIs(0), WAIT_MS, 500);
+    // Longer than the `for` of every per-job rule (0m but the duration rule's 1h, pending) and
+    // than several notification rounds: 15 evaluations after the exporter lost the database.
+    const cutSeen = await evaluations();
+    await waitFor('15 evaluations during the outage', async () => {
+      // Each look meanwhile: the same alerts in the same states, the per-job series still there.
+      expect(summary(await jobAlerts())).toEqual(summary(before));
+      return (await evaluations()) >= cutSeen + 15_000;
+    }, WAIT_MS, 500);
+    const failed = await (await fetch(`${api}/api/v1/query?query=leasejob_failed_occurrences{job="failed"}`)).json() as { data: { result: Array<{ value: [number, string] }> } };
+    expect(failed.data.result.map((r) => r.value[1])).toEqual(['1']);
+    expect(await upIs(0)).toBe(true);
+    const afterFrom = alertmanager!.requests.length;
+
+    proxy!.heal();
+    await waitFor('Prometheus to see leasejob_up 1 again', () => upIs(1), WAIT_MS, 500);
+    const healSeen = await evaluations();
+    await waitFor('10 evaluations after the outage', async () => (await evaluations()) >= healSeen + 10_000, WAIT_MS, 500);
+    const after = await jobAlerts();
+    expect(summary(after)).toEqual(summary(before));
+    for (const a of after) expect(a.activeAt, key(a)).toBe(activeAt.get(key(a)));
+
+    // Per alert: notifications before, during and after; one page (one startsAt) and no resolve.
+    const phases = { before: sent(0, outageFrom), during: sent(outageFrom, afterFrom), after: sent(afterFrom) };
+    for (const a of before.filter((x) => x.state === 'firing')) {
+      const counts = Object.fromEntries(Object.entries(phases).map(([phase, list]) => [phase, list.filter((s) => key(s) === key(a)).length]));
+      console.log(`notifications for ${key(a)}: ${JSON.stringify(counts)}`);
+      const all = Object.values(phases).flat().filter((s) => key(s) === key(a));
+      expect(new Set(all.map((s) => s.startsAt)).size, key(a)).toBe(1);
+      expect(all.filter(isResolved), key(a)).toEqual([]);
+      expect(counts.during, key(a)).toBeGreaterThan(0); // still firing, and said so, while the database was away
+    }
+    // The pending ones were never sent at all.
+    expect(Object.values(phases).flat().filter((s) => s.labels.alertname === 'LeasejobDurationUnexpected')).toEqual([]);
+  }, 3 * WAIT_MS + 120_000);
 });

@@ -13,6 +13,8 @@ export interface ReceivedRequest {
   body: Buffer;
   /** The body decoded as strict UTF-8 (TextDecoder with fatal: true); null when it is not UTF-8. */
   text: string | null;
+  /** When the whole body had arrived (ms since the epoch). */
+  receivedAt: number;
 }
 
 const strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
@@ -47,6 +49,7 @@ export async function startReceiver(opts: { silent?: boolean } = {}): Promise<Re
         headers: req.headers,
         body,
         text,
+        receivedAt: Date.now(),
       });
       if (!opts.silent) res.writeHead(text === null ? 500 : 200).end(text === null ? 'body is not UTF-8' : 'OK');
     });

@@ -46,3 +46,18 @@ export async function stopProcess(child, graceMs, signal = 'SIGTERM') {
   clearTimeout(timer);
   if (running()) child.kill('SIGKILL');
 }
+
+/**
+ * process.kill that tolerates a process that has already exited (ESRCH), as one that was only
+ * paused for a while may have done on a busy machine. Returns whether the signal was delivered.
+ * @param {number} pid @param {NodeJS.Signals} signal
+ */
+export function signalIfAlive(pid, signal) {
+  try {
+    process.kill(pid, signal);
+    return true;
+  } catch (e) {
+    if (/** @type {NodeJS.ErrnoException} */ (e).code === 'ESRCH') return false;
+    throw e;
+  }
+}

@@ -500,7 +500,14 @@ async function pausedOwnerTimeline(
   const childGroup = procState(mark.pid)!.pgrp; // the child leads its own process group
   expect(childGroup).not.toBe(procState(runnerPid)!.pgrp);
   strays.add(-childGroup);
+  // The whole host paused (a VM): the runner, the guard between it and the child (the child's
+  // parent), and the child. A guard left running would stop the child at the lease's stop point
+  // by itself (child-guard.test.ts); here only the fence can refuse the stale write.
+  const stat = readFileSync(`/proc/${mark.pid}/stat`, 'utf8');
+  const guardPid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  expect(guardPid).not.toBe(runnerPid);
   process.kill(runnerPid, 'SIGSTOP');
+  process.kill(guardPid, 'SIGSTOP');
   process.kill(-childGroup, 'SIGSTOP');
   await waitFor(
     'A and its child to be stopped',
@@ -549,7 +556,7 @@ async function pausedOwnerTimeline(
 
   if (resume === 'child-first') {
     // As in the note: the paused process wakes and goes straight for its next write, before its
-    // runner can react, so only the database can refuse it. The runner, still stopped, cannot
+    // runner can react, so only the database can refuse it. The guard, still stopped, cannot
     // reap the child: a zombie means the child has reported and recorded its refusal.
     process.kill(-childGroup, 'SIGCONT');
     await waitFor(
@@ -561,9 +568,11 @@ async function pausedOwnerTimeline(
       WAIT_LIMIT_MS,
     );
     process.kill(runnerPid, 'SIGCONT');
+    process.kill(guardPid, 'SIGCONT');
   } else {
-    // The whole machine resumes: runner and child race.
+    // The whole machine resumes: runner, guard and child race.
     process.kill(runnerPid, 'SIGCONT');
+    process.kill(guardPid, 'SIGCONT');
     process.kill(-childGroup, 'SIGCONT');
   }
   const ra = await a;

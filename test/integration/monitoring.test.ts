@@ -91,24 +91,33 @@ describe('monitoring by absence', () => {
     }
   });
 
-  it('with the database cut off, a scrape says leasejob_up 0 and nothing it cannot know; it recovers', async () => {
+  it('with the database cut off, a scrape says leasejob_up 0 and serves the last state it read, with its read time; it recovers', async () => {
     const seeded = await runCli(['run', ...conn(), '--name', 'cut-job', '--window', 'w1', ...ok]);
     expect(seeded.exitCode, seeded.all).toBe(0);
     const proxy = await startProxy(db.url);
     const exporter = await exporterOf(proxy.url(db.url));
+    /** The sample lines about the database's state: all but the three about the scrape itself. */
+    const state = (text: string): string[] =>
+      text
+        .split('\n')
+        .filter((l) => l !== '' && !l.startsWith('#'))
+        .filter((l) => !/^leasejob_(up|scrape_duration_seconds|last_read_timestamp_seconds) /.test(l));
     try {
       const before = await exporter.scrape();
       expect(metric(before, 'leasejob_up', '')).toBe(1);
       expect(metric(before, 'leasejob_jobs', '')).toBeGreaterThanOrEqual(1);
       expect(metric(before, 'leasejob_lease_held', 'job="cut-job"')).toBe(0);
+      const readAt = metric(before, 'leasejob_last_read_timestamp_seconds', '')!;
+      expect(readAt).toBeGreaterThan(Date.now() / 1000 - 600);
 
       proxy.cut('reset');
       const down = await exporter.scrape();
       expect(metric(down, 'leasejob_up', '')).toBe(0);
       expect(metric(down, 'leasejob_scrape_duration_seconds', '')).toBeGreaterThanOrEqual(0);
-      // Every sample line is one of those two: no `leasejob_jobs 0` that would read as "no jobs".
-      const samples = down.split('\n').filter((l) => l !== '' && !l.startsWith('#'));
-      expect(samples.map((l) => l.split(' ')[0])).toEqual(['leasejob_up', 'leasejob_scrape_duration_seconds']);
+      // The state as last read, and when: no per-job alert resolves because the database is away.
+      expect(metric(down, 'leasejob_last_read_timestamp_seconds', '')).toBe(readAt);
+      expect(state(down)).toEqual(state(before));
+      expect(metric(down, 'leasejob_failed_occurrences', 'job="cut-job"')).toBe(0);
       expect((await fetch(`http://127.0.0.1:${exporter.port}/healthz`)).status).toBe(503);
 
       proxy.heal();
@@ -117,6 +126,23 @@ describe('monitoring by absence', () => {
         return metric(text, 'leasejob_up', '') === 1 ? text : undefined;
       });
       expect(metric(after, 'leasejob_jobs', '')).toBe(metric(before, 'leasejob_jobs', ''));
+      expect(metric(after, 'leasejob_last_read_timestamp_seconds', '')).toBeGreaterThanOrEqual(readAt);
+    } finally {
+      await exporter.stop();
+      await proxy.close();
+    }
+  });
+
+  it('an exporter that has never read the database says leasejob_up 0 and nothing it cannot know', async () => {
+    const proxy = await startProxy(db.url);
+    const exporter = await exporterOf(proxy.url(db.url));
+    try {
+      proxy.cut('reset');
+      const down = await exporter.scrape();
+      // Only those two: no `leasejob_jobs 0` that would read as "no jobs", no read time.
+      const samples = down.split('\n').filter((l) => l !== '' && !l.startsWith('#'));
+      expect(samples.map((l) => l.split(' ')[0])).toEqual(['leasejob_up', 'leasejob_scrape_duration_seconds']);
+      expect(metric(down, 'leasejob_up', '')).toBe(0);
     } finally {
       await exporter.stop();
       await proxy.close();

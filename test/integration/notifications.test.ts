@@ -11,6 +11,7 @@ import { testDb, type TestDb } from '../helpers/db.js';
 import { freePort } from '../helpers/embedded-pg.mjs';
 import { startReceiver, type Receiver } from '../helpers/http-receiver.js';
 import { tempDirPerTest } from '../helpers/temp.js';
+import { attemptSpanId, occurrenceTraceId } from '../../src/trace-context.js';
 
 let db: TestDb;
 const newTmp = tempDirPerTest('leasejob-notify-');
@@ -53,6 +54,10 @@ describe('--ping-url (PostgreSQL)', () => {
     expect(start!.query.get('rid')).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     expect(end!.query.get('rid')).toBe(start!.query.get('rid'));
     expect(end!.body.length).toBe(0);
+    // The start names the occurrence's trace, as the child's TRACEPARENT does.
+    expect(start!.text).toBe(
+      `trace_id=${occurrenceTraceId('ping-ok', 'w1')} span_id=${attemptSpanId('ping-ok', 'w1', '1', 1)}\n`,
+    );
     expect(String(end!.headers['user-agent'])).toMatch(/^leasejob\//);
   });
 
@@ -439,6 +444,11 @@ describe('--notify-url (PostgreSQL)', () => {
       output: { tail: 'disk full\n', bytes: 10, truncated: false },
     });
     expect(typeof body.host).toBe('string');
+    // The trace the child's TRACEPARENT named: the occurrence's, and the attempt's span.
+    expect([body.trace_id, body.span_id]).toEqual([
+      occurrenceTraceId('hook-fail', 'w1'),
+      attemptSpanId('hook-fail', 'w1', '1', 1),
+    ]);
     expect(Date.parse(String(body.started_at))).toBeLessThanOrEqual(Date.parse(String(body.finished_at)));
     const ok = await runCli([
       'run',

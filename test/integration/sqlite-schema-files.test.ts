@@ -69,6 +69,8 @@ describe('sql/sqlite: the embedded store schema as numbered files', () => {
       ['007_attempt_budget.sql', '9cffdd76be2b493fa9827bfa392d0d342929e22d7e5f741465ef036154317693'],
       ['008_on_busy_replace.sql', '8dcc0995a88610516e4fabccdebf4a874e07253505ec91c797fa2fbd8caf98dc'],
       ['009_claimed_as.sql', 'b64a762db2ddbcef5114b29d45ea675d2150b5d2b2aaac33950cafb668397119'],
+      ['010_schedule_since.sql', 'baa679f478b7cd0c235d4a82ba223c2ab81d46f4fd2630eedf99a4974dafb2f2'],
+      ['011_token_floor.sql', 'a9500e637a93164263e1fa96d43d7869e27d6503533841835b95507b7f513067'],
     ];
     for (const [file, hash] of frozen) {
       const sha = createHash('sha256')

@@ -200,7 +200,9 @@ describe.skipIf(!haveChromium)('status page in chromium', () => {
       page.locator('#jobs tbody tr', { has: page.getByRole('link', { name, exact: true }) }).locator('.state');
     // Worst first: the overdue job heads the list.
     await page.goto(`${base()}/`);
-    expect(await page.locator('#jobs tbody tr').first().getByRole('link').innerText()).toBe('hourly-report');
+    expect(await page.locator('#jobs tbody tr').first().locator('td[data-label="Job"] a').innerText()).toBe(
+      'hourly-report',
+    );
     expect(await stateOf('hourly-report').innerText()).toBe('OVERDUE');
     expect(
       await page
@@ -259,7 +261,10 @@ describe.skipIf(!haveChromium)('status page in chromium', () => {
     expect(await page.locator('#hosts').innerText()).toContain(HOSTILE_HOST);
     // The worst-off host first: the one 2.5 s away.
     expect(await page.locator('#hosts tbody tr').first().innerText()).toMatch(/\+2500 ms/);
-    expect(await page.locator('body img, body script, body svg').count()).toBe(0);
+    // The only SVG is the page's own duration chart.
+    expect(
+      await page.locator('body img, body script, body svg:not(#durations), #durations foreignObject').count(),
+    ).toBe(0);
     await page.goto(`${base()}/?state=paused`);
     const pausedRow = await page.locator('#jobs tbody tr').innerText();
     expect(pausedRow).toContain('until resumed by ');
@@ -276,7 +281,10 @@ describe.skipIf(!haveChromium)('status page in chromium', () => {
     expect(await page.locator('#output-0 pre').innerText()).toBe(HOSTILE_OUTPUT.replace('\u001b', '\uFFFD'));
     expect(await page.locator('#output-0 h3').innerText()).toMatch(/failed, attempt 2, generation 2, exit 4$/);
     expect(await page.locator('#windows').getByRole('link', { name: 'output' }).getAttribute('href')).toBe('#output-0');
-    expect(await page.locator('body img, body script, body svg').count()).toBe(0);
+    // The only SVG is the page's own duration chart.
+    expect(
+      await page.locator('body img, body script, body svg:not(#durations), #durations foreignObject').count(),
+    ).toBe(0);
     expect(dialogs).toEqual([]);
     await page.close();
   });
@@ -387,6 +395,7 @@ describe('without a browser', () => {
       expect(root.status).toBe(404);
       expect(await root.text()).toBe('leasejob exporter: see /metrics and /healthz\n');
       expect((await fetch(`http://127.0.0.1:${port}/job?name=x`)).status).toBe(404);
+      expect((await fetch(`http://127.0.0.1:${port}/occurrence?name=x&window=w`)).status).toBe(404);
       expect((await fetch(`http://127.0.0.1:${port}/metrics`)).status).toBe(200);
     } finally {
       p.kill('SIGTERM');

@@ -33,6 +33,9 @@ const FROZEN: Array<[string, string]> = [
   ['024_attempt_budget.sql', '81140e6a8f30c3572ab906b0d506c60a50a587d9d660cb247cc12f5f2035f708'],
   ['025_on_busy_replace.sql', '8875f563f0302e66106985cee63c3928062bcaa2b05ddeb75b4729f25eb9beac'],
   ['026_claimed_as.sql', 'f9ac1a0c7c75e827899fe2a3d96cafd3320fe0ed2209a7aa2643acdc6defed1d'],
+  ['027_attempts_every_path.sql', 'fbf8e978c17d04d9364ccf4a765c18dd51ff667dba0f74669d150357d79ba48c'],
+  ['028_schedule_change_effective.sql', '9ba853592a469ab9e67d29d112c63ab6326432c78c650c87a82803464bd05739'],
+  ['031_default_attempt_budget.sql', '86e735fa45ad9495898ac446d0cd44cc49f6f41d55edff7899eb90edbf8119a8'],
 ];
 
 const sqlDir = path.join(ROOT, 'sql');

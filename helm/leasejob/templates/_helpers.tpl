@@ -74,8 +74,38 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   value: {{ .Values.logLevel | quote }}
 {{- end }}
 
-{{/* Pod-level settings shared by every workload. No service account token: leasejob never calls the Kubernetes API. */}}
+{{/*
+A job's runner: the database URL from the Secret mounted as a file (leasejob.databaseVolume),
+read through LEASEJOB_DATABASE_URL_FILE, so that it is not in leasejob's environment, which the
+child (the same user) could read in /proc/<pid>/environ.
+*/}}
+{{- define "leasejob.runnerEnv" -}}
+- name: LEASEJOB_DATABASE_URL_FILE
+  value: /etc/leasejob/database/url
+- name: LEASEJOB_LOG_LEVEL
+  value: {{ .Values.logLevel | quote }}
+{{- end }}
+
+{{/* The Secret's URL as the file /etc/leasejob/database/url: readable by the pod's fsGroup, not by others. */}}
+{{- define "leasejob.databaseVolume" -}}
+- name: database-url
+  secret:
+    secretName: {{ include "leasejob.databaseSecretName" . }}
+    items:
+      - key: {{ .Values.database.secretKey }}
+        path: url
+    # 0440
+    defaultMode: 288
+{{- end }}
+
+{{/*
+Pod-level settings shared by every workload. No service account token: leasejob never calls the
+Kubernetes API. Argument: the root context, or dict with root and podSecurityContext (a job's own).
+*/}}
 {{- define "leasejob.podSpecCommon" -}}
+{{- $own := hasKey . "podSecurityContext" }}
+{{- $ownContext := .podSecurityContext }}
+{{- with (.root | default .) }}
 automountServiceAccountToken: false
 {{- with .Values.serviceAccountName }}
 serviceAccountName: {{ . }}
@@ -84,7 +114,11 @@ serviceAccountName: {{ . }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.podSecurityContext }}
+{{- $context := .Values.podSecurityContext | default dict }}
+{{- if $own }}
+{{- $context = $ownContext }}
+{{- end }}
+{{- with $context }}
 securityContext:
   {{- toYaml . | nindent 2 }}
 {{- end }}
@@ -99,6 +133,7 @@ affinity:
 {{- with .Values.tolerations }}
 tolerations:
   {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end }}
 {{- end }}
 

@@ -85,12 +85,15 @@ export function normalizeBackfillOptions(
   }
   // The run flags validated as `run` validates them (the dry run needs no command). JOB_NAME is
   // left out: a Kubernetes Job running a backfill is not an occurrence.
-  const run = normalizeRunOptions(
+  const asRun = normalizeRunOptions(
     { ...flags, windowFromSchedule: true, onBusy: flags.onBusy ?? 'wait' },
     command.length === 0 && flags.dryRun ? ['true'] : command,
     { ...env, JOB_NAME: undefined },
     now,
   );
+  // Not run's default budget (once per occurrence): a backfill is the operator asking for the range again.
+  const byDefault = (asRun.policy.maxAttempts ?? 0) < 0;
+  const run = byDefault ? { ...asRun, policy: { ...asRun.policy, maxAttempts: undefined } } : asRun;
   const from = parseInstant(flags.from, '--from', now);
   const to = parseInstant(flags.to, '--to', now);
   if (from.getTime() > to.getTime()) {
@@ -154,11 +157,12 @@ export async function backfillCommand(flags: RawBackfillFlags, command: string[]
   const c = normalizeBackfillOptions(flags, command);
   const choice = chooseStore({
     databaseUrl: c.run.databaseUrl,
+    databaseUrlFile: flags.databaseUrlFile,
     schema: flags.schema,
     stateFile: flags.stateFile,
     requireShared: flags.requireShared,
   });
-  const log = createLogger(c.run.logLevel, runSecrets(c.run, choice.secrets));
+  const log = createLogger(c.run.logLevel, runSecrets(c.run, choice.secrets), c.run.logFormat);
   passwordFileWarnings.sendTo((message) => log.warn(message));
   return c.dryRun ? dryRun(c, choice) : runBackfill(c, choice, log);
 }

@@ -4,7 +4,6 @@
 import { monoNow } from '../../clock.js';
 import { UsageError } from '../../errors.js';
 import { createLogger, type Logger } from '../../log.js';
-import { parentDeathSignalSupport } from '../../lease/child.js';
 import { catchUpPlan, earlierWindows, findCatchUp, isEmpty } from '../../lease/catch-up.js';
 import type { SequenceOptions } from '../../lease/types.js';
 import { chooseStore, openStore, passwordFileWarnings, type StoreChoice } from '../../store/choice.js';
@@ -13,6 +12,7 @@ import { Reach, noteReach } from '../../startup/start-reach.js';
 import { normalizeRunOptions, runSecrets, type RawRunFlags, type RunConfig } from '../options.js';
 import { report, sequenceReports, windowOf, windowOfRun } from '../reports.js';
 import { withRunSession, type RunSession } from '../run-session.js';
+import { prewarmGuard } from '../../lease/guarded-spawn.js';
 import { checkWorkingDirectory, exitCodeFor } from '../supervise.js';
 
 /**
@@ -33,6 +33,7 @@ export async function runCommand(
       early?.choice ??
       chooseStore({
         databaseUrl: config.databaseUrl,
+        databaseUrlFile: flags.databaseUrlFile,
         schema: flags.schema,
         stateFile: flags.stateFile,
         requireShared: flags.requireShared,
@@ -46,18 +47,22 @@ export async function runCommand(
     );
     throw err;
   }
-  const log = createLogger(config.logLevel, runSecrets(config, choice.secrets));
+  const log = createLogger(config.logLevel, runSecrets(config, choice.secrets), config.logFormat);
   passwordFileWarnings.sendTo((message) => log.warn(message));
+  // A warning, not an error: crontab lines written before it keep running (and exiting) as they did.
+  if (config.scheduleWithoutWindow) log.warn({ job: config.name }, SCHEDULE_WITHOUT_WINDOW);
+  // The child's guard starts while the store opens and the lease is asked for.
+  prewarmGuard(config.recordOutputBytes !== undefined);
   return withRunSession(config, choice, log, () => early?.store ?? openStore(choice), runWindows);
 }
+
+const SCHEDULE_WITHOUT_WINDOW =
+  'no window (--schedule without --window-from-schedule): one run at a time, but every trigger runs the command ' +
+  'again; add --window-from-schedule for once per occurrence, or --mutex-only to say this is meant';
 
 /** The run under the lease, once the store is open: its window, or the catch-up's sequence. */
 async function runWindows(store: LeaseStore, session: RunSession): Promise<number> {
   const { config, log, signal, supervised } = session;
-  if (parentDeathSignalSupport() === 'none')
-    log.warn(
-      'no parent-death signal on this platform: if leasejob is SIGKILLed its child runs on until the lease would have expired',
-    );
   log.info({ store: store.kind, location: store.location, occurrence: config.window?.source }, 'using store');
   warnIfLateWallClock(config, log);
   const sequence = await catchUpSequence(store, config, log);

@@ -13,6 +13,7 @@ import { unknownJob, withStore, type DbFlags } from '../with-store.js';
 import { Reach, noteReach } from '../../startup/start-reach.js';
 import { visibleControls } from '../terminal-text.js';
 import { countsByJob, readOccurrences, type Occurrence } from '../../monitor/occurrences.js';
+import { occurrenceTraceId, traceIdOf } from '../../trace-context.js';
 
 /** readJobStates() reads the job rows and the due-window judgement side by side. */
 const JOB_STATES_POOL = 2;
@@ -128,12 +129,18 @@ export async function historyCommand(
         JSON.stringify(
           events.map((e) => {
             const o = outputs.get(e);
+            // The occurrence's trace (the child's TRACEPARENT, the webhook's trace_id): derived, not stored.
+            const traced = {
+              ...e,
+              traceId:
+                e.window === null && e.generation === null ? null : traceIdOf(name, e.window, e.generation ?? ''),
+            };
             return o
               ? {
-                  ...e,
+                  ...traced,
                   output: { tail: o.tail.toString('utf8'), bytes: o.bytes, kept: o.tail.length, attempt: o.attempt },
                 }
-              : e;
+              : traced;
           }),
           null,
           2,
@@ -186,7 +193,13 @@ function occurrencesCommand(flags: DbFlags & { json?: boolean }, name: string, l
     const found = await readOccurrences(store, name, limit);
     if (found.length === 0 && (await store.readJobRows(name)).rows.length === 0) throw unknownJob(name, store.location);
     if (flags.json) {
-      out(JSON.stringify(found, null, 2) + '\n');
+      out(
+        JSON.stringify(
+          found.map((o) => ({ ...o, traceId: occurrenceTraceId(name, o.window) })),
+          null,
+          2,
+        ) + '\n',
+      );
       return 0;
     }
     const skipText = (o: Occurrence) =>
@@ -200,7 +213,7 @@ function occurrencesCommand(flags: DbFlags & { json?: boolean }, name: string, l
         .join('; ');
     out(
       renderTable(
-        ['WINDOW', 'SCHEDULED', 'REASON', 'OUTCOME', 'ATTEMPTS', 'ENDED', 'SKIPS (HOST×N)'],
+        ['WINDOW', 'SCHEDULED', 'REASON', 'OUTCOME', 'ATTEMPTS', 'ENDED', 'SKIPS (HOST×N)', 'TRACE'],
         found.map((o) => [
           o.window,
           o.scheduledAt?.toISOString() ?? '-',
@@ -209,6 +222,7 @@ function occurrencesCommand(flags: DbFlags & { json?: boolean }, name: string, l
           o.maxAttempts === null ? String(o.attempts) : `${o.attempts}/${o.maxAttempts}`,
           o.endedAt?.toISOString() ?? '-',
           visibleControls(skipText(o)),
+          occurrenceTraceId(name, o.window),
         ]),
       ),
     );

@@ -1,5 +1,6 @@
 // Database connection settings: where the URL comes from, its checks before connecting, the
 // secrets it holds, a loggable form, and the password file's warnings. No driver here: pg loads with the store.
+import { readFileSync } from 'node:fs';
 import { UsageError } from '../../errors.js';
 import { driverTls, type DriverTls } from './tls.js';
 
@@ -7,27 +8,76 @@ export interface ConnectionSource {
   /** What to hand to pg: a URL, or undefined to let pg read PGHOST, PGUSER, ... */
   connectionString: string | undefined;
   /** Where it came from, for logs and errors (never the URL itself). */
-  from: '--database-url' | 'LEASEJOB_DATABASE_URL' | 'DATABASE_URL' | 'PG environment';
+  from:
+    | '--database-url'
+    | '--database-url-file'
+    | 'LEASEJOB_DATABASE_URL'
+    | 'LEASEJOB_DATABASE_URL_FILE'
+    | 'DATABASE_URL'
+    | 'PG environment';
   /** What pg is given: the string without its TLS keywords, and the TLS they mean (libpq's reading). */
   driver?: DriverTls;
 }
 
-export function resolveConnection(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): ConnectionSource {
+/**
+ * Where the connection comes from: `--database-url` or `--database-url-file`, else
+ * LEASEJOB_DATABASE_URL or LEASEJOB_DATABASE_URL_FILE, else DATABASE_URL, else the libpq
+ * variables. A file (a Kubernetes Secret volume, the official database images' `_FILE`
+ * convention) keeps the URL out of leasejob's command line and environment, which processes of
+ * the same user (the child) can read in /proc.
+ */
+export function resolveConnection(
+  flag: string | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+  fileFlag?: string,
+): ConnectionSource {
+  if (flag !== undefined && fileFlag !== undefined)
+    throw new UsageError('Expected one of `--database-url` and `--database-url-file`, got both.');
+  if (env.LEASEJOB_DATABASE_URL && env.LEASEJOB_DATABASE_URL_FILE && flag === undefined && fileFlag === undefined)
+    throw new UsageError('Expected one of LEASEJOB_DATABASE_URL and LEASEJOB_DATABASE_URL_FILE, got both.');
   const source: ConnectionSource =
     flag !== undefined
       ? checked({ connectionString: flag, from: '--database-url' }, env)
-      : env.LEASEJOB_DATABASE_URL
-        ? checked({ connectionString: env.LEASEJOB_DATABASE_URL, from: 'LEASEJOB_DATABASE_URL' }, env)
-        : env.DATABASE_URL
-          ? checked({ connectionString: env.DATABASE_URL, from: 'DATABASE_URL' }, env)
-          : checkedEnvironment(env);
+      : fileFlag !== undefined
+        ? checked(
+            { connectionString: readUrlFile(fileFlag, '`--database-url-file`'), from: '--database-url-file' },
+            env,
+          )
+        : env.LEASEJOB_DATABASE_URL
+          ? checked({ connectionString: env.LEASEJOB_DATABASE_URL, from: 'LEASEJOB_DATABASE_URL' }, env)
+          : env.LEASEJOB_DATABASE_URL_FILE
+            ? checked(
+                {
+                  connectionString: readUrlFile(env.LEASEJOB_DATABASE_URL_FILE, 'LEASEJOB_DATABASE_URL_FILE'),
+                  from: 'LEASEJOB_DATABASE_URL_FILE',
+                },
+                env,
+              )
+            : env.DATABASE_URL
+              ? checked({ connectionString: env.DATABASE_URL, from: 'DATABASE_URL' }, env)
+              : checkedEnvironment(env);
   return { ...source, driver: driverTls(source.connectionString, env) };
+}
+
+/** The URL in `file`, without the line end a Secret or an editor leaves; unreadable or empty: exit 64. */
+function readUrlFile(file: string, name: string): string {
+  if (file.trim() === '') throw new UsageError(`Expected ${name} to be a file path, got an empty string.`);
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? 'error';
+    throw new UsageError(`Cannot read the database URL from ${name} ${file} (${code}).`);
+  }
+  const url = text.trim();
+  if (url === '') throw new UsageError(`Expected ${name} ${file} to hold a database URL, got an empty file.`);
+  return url;
 }
 
 // A postgres:// URL or a libpq key=value string; anything else is a typo, said before connecting.
 function checked(source: ConnectionSource, env: NodeJS.ProcessEnv): ConnectionSource {
   const value = source.connectionString ?? '';
-  const name = source.from === '--database-url' ? '`--database-url`' : source.from;
+  const name = source.from.startsWith('--') ? `\`${source.from}\`` : source.from;
   if (/^postgres(ql)?:\/\//i.test(value)) {
     let url: URL;
     try {

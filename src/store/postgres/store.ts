@@ -183,12 +183,16 @@ const CLOSE_LIMIT_MS = 2_000;
 
 /** finish() and finish_window() take the same arguments, in this order. */
 /**
- * A window's outcome as monitoring reports it: `exhausted` once a failed or lost window's
+ * A window's outcome as monitoring reports it: `exhausted` once a failed, lost or replaced window's
  * attempts reached the budget it was claimed (or refused) under (024).
  */
+// A negative budget is run's default (031: -n failed attempts): reported as no budget, as before it.
 const budgetOutcome = (w: string): string =>
-  `CASE WHEN ${w}.max_attempts IS NOT NULL AND ${w}.attempts >= ${w}.max_attempts AND ${w}.outcome IN ('failed', 'lost') ` +
+  `CASE WHEN ${w}.max_attempts > 0 AND ${w}.attempts >= ${w}.max_attempts AND ${w}.outcome IN ('failed', 'lost', 'replaced') ` +
   `THEN 'exhausted' ELSE ${w}.outcome END`;
+
+/** A window's budget as monitoring reports it: NULL for run's default (negative, 031). */
+const reportedBudget = (w: string, dot = '.max_attempts'): string => `nullif(greatest(${w}${dot}, 0), 0)`;
 
 /** The attempt budget as acquire() and claim_window() read it from their jsonb (024). */
 const budgetFields = (b: AttemptBudget): Record<string, number> => ({
@@ -434,11 +438,35 @@ export class PgStore implements LeaseStore {
     lockTimeoutMs: number,
     answerTimeoutMs: number,
   ): Promise<RenewRow | undefined> {
+    const renewal = (): Promise<RenewRow | undefined> =>
+      this.renewOnce(job, owner, generation, ttlMs, lockTimeoutMs, answerTimeoutMs);
+    try {
+      return await renewal();
+    } catch (err) {
+      // A lease taken on a schema before 025 keeps renewing while `migrate` brings it up to date.
+      if (this.noReplaceRequests || !isUndefinedFunction(err, 'replace_requested')) throw err;
+      this.noReplaceRequests = true;
+      return renewal();
+    }
+  }
+
+  /** Set once the schema is found to predate 025: renewals then carry no replace request. */
+  private noReplaceRequests = false;
+
+  private async renewOnce(
+    job: string,
+    owner: string,
+    generation: string,
+    ttlMs: number,
+    lockTimeoutMs: number,
+    answerTimeoutMs: number,
+  ): Promise<RenewRow | undefined> {
+    // The replace request rides in the renewal's statement (025): no round trip of its own.
+    const replaceFor = this.noReplaceRequests ? 'NULL::text' : `${this.s}.replace_requested($1, $3)`;
     // Client-side bound: a black-holed connection is dropped and the next renewal reconnects.
     // Sent again (rolled back): its lock wait still ends 500 ms before the answer is given up on.
     const { rows } = await this.query(
-      // The replace request rides in the renewal's statement (025): no round trip of its own.
-      `SELECT r.*, ${this.s}.replace_requested($1, $3) AS replace_for FROM ${this.s}.renew($1, $2, $3, $4, $5) r`,
+      `SELECT r.*, ${replaceFor} AS replace_for FROM ${this.s}.renew($1, $2, $3, $4, $5) r`,
       (leftMs) => [job, owner, generation, ttlMs, Math.floor(Math.max(50, Math.min(lockTimeoutMs, leftMs - 500)))],
       answerTimeoutMs,
     );
@@ -558,7 +586,8 @@ export class PgStore implements LeaseStore {
   async readWindows(job: string, keys: readonly string[]): Promise<WindowStates> {
     const { rows } = await this.query(
       `SELECT ${epochMs('now()')} AS db_now_ms,
-              (SELECT ${epochMs('j.created_at')} FROM ${this.s}.jobs j WHERE j.name = $1) AS registered_ms,
+              -- From when the current schedule is expected: its registration or its change since (028).
+              (SELECT ${epochMs('greatest(j.created_at, j.schedule_since)')} FROM ${this.s}.jobs j WHERE j.name = $1) AS registered_ms,
               (SELECT ${epochMs('t.retained_from')} FROM ${this.s}.retention t WHERE t.job = $1) AS retained_ms,
               (SELECT coalesce(json_agg(json_build_object('k', w.window_key, 'o', w.outcome, 'a', w.attempts, 'c',
                 ${epochMs('w.completed_at')})), '[]'::json)
@@ -635,7 +664,11 @@ export class PgStore implements LeaseStore {
       `WITH r AS (
          UPDATE ${this.s}.leases SET expires_at = now(), released_at = now()
           WHERE name = $1 AND expires_at > now()
-         RETURNING owner, generation, window_key)
+         RETURNING owner, generation, window_key),
+       -- As release_lease (027): the released generation's attempt still running is lost.
+       w AS (
+         UPDATE ${this.s}.windows w SET outcome = 'lost', finished_at = now() FROM r
+          WHERE w.job = $1 AND w.generation = r.generation AND w.completed_at IS NULL AND w.outcome = 'running')
        SELECT r.owner, r.generation,
               ${this.s}.record_event($1, 'released', r.window_key, r.owner, r.generation, $2, '{"by":"admin"}') AS seq
          FROM r`,
@@ -716,6 +749,7 @@ export class PgStore implements LeaseStore {
     const { rows } = await this.query(
       `SELECT j.name, j.schedule, j.tz, j.window_mode, j.window_format, j.window_offset, j.alert_after_ms,
               j.alert_lookback_ms, j.expect_min_ms, j.expect_max_ms, ${epochMs('j.created_at')} AS created_ms,
+              ${epochMs('j.schedule_since')} AS schedule_since_ms,
               l.owner, l.generation, l.expires_at > now() AS held,
               round(date_part('epoch', l.expires_at - now()) * 1000) AS expires_in_ms,
               round(date_part('epoch', now() - l.acquired_at) * 1000) AS held_for_ms,
@@ -745,7 +779,7 @@ export class PgStore implements LeaseStore {
             GROUP BY e.job) jc ON jc.job = j.name
          LEFT JOIN (
            SELECT o.job, jsonb_agg(jsonb_build_object('window', o.window_key, 'attempts', o.attempts,
-             'outcome', ${budgetOutcome('o')}, 'generation', o.generation, 'maxAttempts', o.max_attempts)
+             'outcome', ${budgetOutcome('o')}, 'generation', o.generation, 'maxAttempts', ${reportedBudget('o')})
              ORDER BY o.started_at) AS open,
                   max(o.n) AS n
              FROM (SELECT w.job, w.window_key, w.attempts, w.outcome, w.generation, w.started_at, w.max_attempts,
@@ -774,6 +808,7 @@ export class PgStore implements LeaseStore {
         expectMinMs: r.expect_min_ms === null ? null : Number(r.expect_min_ms),
         expectMaxMs: r.expect_max_ms === null ? null : Number(r.expect_max_ms),
         createdAt: new Date(r.created_ms),
+        scheduleSince: r.schedule_since_ms === null ? null : new Date(r.schedule_since_ms),
         owner: r.owner,
         generation: r.generation,
         held: r.held === true,
@@ -848,14 +883,14 @@ export class PgStore implements LeaseStore {
                 array_agg(d.window_key) || coalesce(array_agg(d.legacy_key) FILTER (WHERE d.legacy_key IS NOT NULL), '{}') AS probe
            FROM unnest($1::int[], $2::text[], $9::text[], $11::float8[]) AS d(grp, window_key, legacy_key, at_ms) GROUP BY d.grp),
        jg AS MATERIALIZED (
-         SELECT j.name, ${epochMs('j.created_at')} AS created_ms,
+         SELECT j.name, ${epochMs('j.created_at')} AS created_ms, ${epochMs('j.schedule_since')} AS since_ms,
                 (SELECT ${epochMs('t.retained_from')} FROM ${this.s}.retention t WHERE t.job = j.name) AS retained_ms,
                 g.grp FROM ${this.s}.jobs j JOIN g ON j.schedule = g.schedule
             AND coalesce(j.tz, '') = coalesce(g.tz, '') AND coalesce(j.window_format, '') = coalesce(g.fmt, '')
             AND coalesce(j.window_offset, '') = coalesce(g.off, '') AND coalesce(j.alert_after_ms, -1) = coalesce(g.alert, -1)
             AND coalesce(j.alert_lookback_ms, -1) = coalesce(g.lookback, -1)
           WHERE j.window_mode = 'schedule' AND ($10::text IS NULL OR j.name = $10))
-       SELECT jg.name AS job, jg.grp, jg.created_ms, jg.retained_ms,
+       SELECT jg.name AS job, jg.grp, jg.created_ms, jg.since_ms, jg.retained_ms,
               CASE WHEN f.probed THEN f.final ELSE ARRAY(SELECT x FROM unnest(k.probe) x WHERE dg.finals ? x OR dg.marks ? x) END AS final,
               coalesce(f.open_keys, o.open_keys) AS open_keys, coalesce(f.open_outcomes, o.open_outcomes) AS open_outcomes,
               coalesce(f.open_generations, o.open_generations) AS open_generations
@@ -909,7 +944,8 @@ export class PgStore implements LeaseStore {
       g.windows.forEach((w, i) => {
         if (final.has(w.window) || (w.legacy !== undefined && final.has(w.legacy))) return;
         const row = open.get(w.window);
-        if (row === undefined && expectedFrom(r.created_ms, r.retained_ms) > w.scheduledAt.getTime()) return;
+        if (row === undefined && expectedFrom(r.created_ms, r.retained_ms, r.since_ms) > w.scheduledAt.getTime())
+          return;
         count++;
         if (count <= NOT_COMPLETED_LISTED || i === g.windows.length - 1)
           mine.push({
@@ -951,7 +987,7 @@ export class PgStore implements LeaseStore {
     const cols =
       'window_key, scheduled_at, outcome, attempts, generation, owner, first_started_at, started_at, finished_at, completed_at, ' +
       // From the row as JSON: a schema before 024 has no such column, and the page still reads.
-      "exit_code, (to_jsonb(w) ->> 'max_attempts')::int AS max_attempts";
+      `exit_code, ${reportedBudget("(to_jsonb(w) ->> 'max_attempts')::int", '')} AS max_attempts`;
     const { rows } = await this.query(
       `(SELECT ${cols} FROM ${this.s}.windows w WHERE job = $1 AND completed_at IS NULL ORDER BY started_at DESC LIMIT $2)
        UNION ALL
@@ -998,9 +1034,9 @@ export class PgStore implements LeaseStore {
     // schema before 024 has no max_attempts: read from the row as JSON (failed windows only).
     const windows = `SELECT w.job, CASE
          WHEN w.outcome = 'running' THEN 'running'
-         WHEN w.outcome = 'replaced' THEN 'skipped-replaced'
-         WHEN w.outcome IN ('failed', 'lost') THEN
-           CASE WHEN (to_jsonb(w) ->> 'max_attempts')::int <= w.attempts THEN 'exhausted' ELSE 'failed' END
+         WHEN w.outcome IN ('failed', 'lost', 'replaced') THEN
+           CASE WHEN ${reportedBudget("(to_jsonb(w) ->> 'max_attempts')::int", '')} <= w.attempts THEN 'exhausted'
+                WHEN w.outcome = 'replaced' THEN 'skipped-replaced' ELSE 'failed' END
          WHEN w.outcome = 'missed' THEN coalesce((SELECT CASE WHEN e.detail ->> 'reason' = 'catch-up-limit'
              THEN 'missed-catch-up-limit' WHEN e.detail ? 'max_delay_ms' THEN 'missed-max-delay' END
            FROM ${e} AND e.kind = 'window-missed' ORDER BY e.seq DESC LIMIT 1), 'missed-other')
@@ -1124,4 +1160,10 @@ export class PgStore implements LeaseStore {
     ]);
     clearTimeout(timer);
   }
+}
+
+/** A function of the schema missing (42883): the schema predates the migration that added it. */
+function isUndefinedFunction(err: unknown, name: string): boolean {
+  const e = err as { code?: string; message?: string };
+  return e.code === '42883' && (e.message ?? '').includes(name);
 }

@@ -50,8 +50,18 @@ function call<T>(fn: () => T): T {
   }
 }
 
+/**
+ * A BLOB as a Buffer, as better-sqlite3 returns it: node:sqlite gives a plain Uint8Array, whose
+ * String() is a list of numbers (a recorded output shown as `110,97,195,...`).
+ */
+const blob = (v: unknown): unknown =>
+  v instanceof Uint8Array && !Buffer.isBuffer(v) ? Buffer.from(v.buffer, v.byteOffset, v.byteLength) : v;
+
 /** Rows as plain objects (node:sqlite's have a null prototype), as better-sqlite3 returns them. */
-const plain = (row: unknown): unknown => (row === undefined || row === null ? row : { ...(row as object) });
+const plain = (row: unknown): unknown =>
+  row === undefined || row === null
+    ? row
+    : Object.fromEntries(Object.entries(row as object).map(([k, v]) => [k, blob(v)]));
 
 class Statement {
   private plucked = false;
@@ -67,12 +77,12 @@ class Statement {
 
   get(...params: Params): unknown {
     const row = call(() => this.stmt.get(...params));
-    return this.plucked ? (row as unknown[] | undefined)?.[0] : plain(row);
+    return this.plucked ? blob((row as unknown[] | undefined)?.[0]) : plain(row);
   }
 
   all(...params: Params): unknown[] {
     const rows = call(() => this.stmt.all(...params));
-    return rows.map((row) => (this.plucked ? (row as unknown[])[0] : plain(row)));
+    return rows.map((row) => (this.plucked ? blob((row as unknown[])[0]) : plain(row)));
   }
 
   run(...params: Params): { changes: number; lastInsertRowid: number | bigint } {

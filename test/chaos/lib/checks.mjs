@@ -32,6 +32,10 @@ const LOSS_MESSAGES = new Set([
 // advances at a failover.
 const EPOCH = 1_000_000_000_000n;
 
+/** The SIGKILL a run's runner got from the harness, if any. */
+const killedBy = (r) =>
+  r.faults.find((f) => f.kind === 'kill-runner' || f.kind === 'kill-group' || f.kind === 'kill-at-spawn');
+
 const k2 = (a, b) => `${a}\u0000${b}`;
 const iso = (t) => (t === undefined || t === null ? 'never' : new Date(t).toISOString());
 const ms = (t) =>
@@ -104,18 +108,7 @@ function nextAcquisition(j, g) {
   return i >= 0 && i + 1 < j.gens.length ? j.acq.get(j.gens[i + 1]) : undefined;
 }
 
-export function checkRound({
-  data,
-  runs,
-  faults,
-  jobs,
-  unitsOf,
-  crowdWindows,
-  stragglers,
-  clockOffsetMs,
-  effects,
-  parentDeathSignal,
-}) {
+export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, stragglers, clockOffsetMs, effects }) {
   const inv = new Map();
   const violate = (name, msg) => inv.get(name).push(msg);
   for (const name of [
@@ -124,6 +117,7 @@ export function checkRound({
     'completion',
     'generations',
     'child-lifetime',
+    'one-live-child',
     'exit-codes',
     'contenders',
     'budget',
@@ -459,7 +453,7 @@ export function checkRound({
     const moved = [rel && ms(rel.committed_at), succ && ms(succ.committed_at)].filter((t) => t !== undefined);
     const M = moved.length ? Math.min(...moved) : Infinity;
     const paused = r.faults.find((f) => f.kind === 'pause');
-    const killed = r.faults.find((f) => f.kind === 'kill-runner' || f.kind === 'kill-group');
+    const killed = killedBy(r);
     const failover = acrossFailover(r);
     if (L !== undefined && !rel && !paused && !killed && !failover) figures.marginMs.push(L - E);
     if (failover && !killed) {
@@ -479,7 +473,9 @@ export function checkRound({
         );
     } else if (killed) {
       figures.pdeathMs.push(E - db(killed.at));
-      if (killed.kind === 'kill-runner' && parentDeathSignal) {
+      // The guard stops the child of a runner killed alone, with or without setpriv (parentDeathSignal
+      // now guards only against the guard's own death).
+      if (killed.kind !== 'kill-group') {
         if (E > db(killed.at) + PDEATH_SLACK_MS)
           violate(
             'child-lifetime',
@@ -522,6 +518,15 @@ export function checkRound({
     if (r.exitedAt !== undefined && !killed && E > db(r.exitedAt) + END_SLACK_MS)
       violate('child-lifetime', `${who}: child ended ${E - db(r.exitedAt)} ms after its runner exited`);
   }
+  // A runner SIGKILLed at its child's spawn: once its guard had stopped the group, no process
+  // of that runner's was left (the injector looked in /proc, by LEASEJOB_OWNER).
+  for (const f of faults.filter((f) => f.kind === 'kill-at-spawn' && f.injected && f.orphans?.length))
+    violate(
+      'child-lifetime',
+      `${f.job} ${f.window} (run ${f.run}, host ${f.host}): runner SIGKILLed at its child's spawn (${f.mode}) at ${iso(db(f.at))}, ` +
+        `yet ${f.orphans.length} process(es) of it still ran 5 s later: ${f.orphans.join(', ')}`,
+    );
+  checkOneLiveChild(runs, { db, violate, acrossFailover });
 
   // --- exit codes ----------------------------------------------------------------------------
   const outages = (r) => {
@@ -559,7 +564,7 @@ export function checkRound({
       );
       continue;
     }
-    const killed = r.faults.find((f) => f.kind === 'kill-runner' || f.kind === 'kill-group');
+    const killed = killedBy(r);
     if (killed) {
       if (r.signal !== 'SIGKILL') violate('exit-codes', `${who}: SIGKILLed by the harness but exited ${got}`);
       continue;
@@ -674,7 +679,8 @@ export function checkRound({
 
   // --- figures -------------------------------------------------------------------------------
   for (const f of faults) {
-    if (!f.injected || (f.kind !== 'kill-runner' && f.kind !== 'kill-group') || f.generation === undefined) continue;
+    if (!f.injected || !['kill-runner', 'kill-group', 'kill-at-spawn'].includes(f.kind) || f.generation === undefined)
+      continue;
     const succ = J(f.job).successorOf.get(f.generation);
     if (succ) figures.takeoverMs.push(ms(succ.db_time) - db(f.at));
   }
@@ -682,6 +688,37 @@ export function checkRound({
   for (const e of data.events) counts[e.kind] = (counts[e.kind] ?? 0) + 1;
   figures.events = counts;
   return { invariants: inv, figures };
+}
+
+/**
+ * one-live-child: per job, no child started while another child of the job was still alive
+ * (from its start as the harness saw it, to its end E as child-lifetime worked it out). Runs
+ * alive across a failover are left out: there a lost acquisition's child runs on until its
+ * runner's next renewal finds the loss (their own rule, in child-lifetime). A child whose end is
+ * unknown counts as alive to the end of the round.
+ */
+function checkOneLiveChild(runs, { db, violate, acrossFailover }) {
+  const byJob = new Map();
+  for (const r of runs) {
+    if (!r.child || r.child.startedAt === undefined || acrossFailover(r)) continue;
+    const list = byJob.get(r.job) ?? [];
+    list.push({ r, start: db(r.child.startedAt), end: r.child.end ?? Infinity });
+    byJob.set(r.job, list);
+  }
+  for (const [job, list] of byJob) {
+    list.sort((a, b) => a.start - b.start);
+    for (let i = 0; i < list.length; i++)
+      for (let k = i + 1; k < list.length && list[k].start < list[i].end; k++) {
+        const [a, b] = [list[i], list[k]];
+        if (b.start + END_SLACK_MS >= a.end) continue;
+        violate(
+          'one-live-child',
+          `${job}: the child of run ${b.r.id} (${b.r.window}, generation ${b.r.generation}, host ${b.r.host}) started at ${iso(b.start)} ` +
+            `while that of run ${a.r.id} (${a.r.window}, generation ${a.r.generation}, host ${a.r.host}, faults ${a.r.faults.map((f) => f.kind).join(',') || 'none'}) ` +
+            `was alive until ${iso(a.end)}`,
+        );
+      }
+  }
 }
 
 /**

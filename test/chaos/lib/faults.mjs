@@ -1,4 +1,5 @@
 // Fault kinds, the seeded schedule of a round, and the injectors that carry each one out.
+import { readdirSync, readFileSync } from 'node:fs';
 import { TTL_MS } from './fleet.mjs';
 
 /** Every kind, in report order; `needs` names the simulated host feature a kind depends on. */
@@ -6,6 +7,14 @@ export const FAULT_KINDS = [
   { kind: 'kill-runner', what: 'SIGKILL to a runner holding a lease (its child must die by parent-death signal)' },
   { kind: 'kill-group', what: "SIGKILL to a holder's process group and its child's group at once (a container kill)" },
   { kind: 'pause', what: 'SIGSTOP of a holder and its child for longer than the TTL, then SIGCONT' },
+  {
+    kind: 'kill-at-spawn',
+    what: "SIGKILL to a runner at its child's spawn (the lease acquired, or the child first seen under its guard): no orphan",
+  },
+  {
+    kind: 'stop-runner',
+    what: 'SIGSTOP of a holder alone (a frozen event loop) for longer than the TTL, then SIGCONT: its child gone before the lease could be taken',
+  },
   { kind: 'pg-restart', what: 'PostgreSQL restarted in immediate mode (a crash for every client)' },
   { kind: 'partition', what: "a host's route to the database cut (reset) or black-holed, then healed" },
   { kind: 'clock-skew-ahead', what: "a host's wall clock set minutes ahead", needs: 'clock' },
@@ -61,7 +70,7 @@ export function planFaults({ rng, durationMs, available }) {
     kind,
     at: Math.round(start + i * slot + rng.float() * slot * 0.7),
     holdMs:
-      kind === 'pause'
+      kind === 'pause' || kind === 'stop-runner'
         ? TTL_MS + rng.int(700, 2_500)
         : kind === 'partition'
           ? rng.int(1_000, 6_000)
@@ -73,7 +82,9 @@ export function planFaults({ rng, durationMs, available }) {
         ? rng.pick(['reset', 'blackhole'])
         : kind === 'pause'
           ? rng.pick(['together', 'child-first'])
-          : undefined,
+          : kind === 'kill-at-spawn'
+            ? rng.pick(['acquired', 'child-seen'])
+            : undefined,
     // Aimed: a short stall, so that the sequence's next claim meets the promoted standby.
     stallMs: kind === 'failover' ? rng.int(500, 2_000) : kind === 'failover-sequence' ? rng.int(100, 600) : undefined,
     skewS:
@@ -88,6 +99,37 @@ export function planFaults({ rng, durationMs, available }) {
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const nextTurn = () => new Promise((r) => setImmediate(r));
+// After a runner's SIGKILL its guard stops the child's group (SIGTERM, the 500 ms grace,
+// SIGKILL, a 1 s settle) and exits: how long the injector waits before it looks for orphans.
+const GUARD_GONE_MS = 5_000;
+
+/** The direct children of `pid` (its main thread's, the one that spawns). */
+function childrenOf(pid) {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(' ').filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+/** Live processes whose environment names `owner`'s runner pid (LEASEJOB_OWNER host:pid:nonce): its children. */
+function processesOfRunner(runnerPid) {
+  const found = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const env = readFileSync(`/proc/${name}/environ`, 'latin1');
+      if (!new RegExp(`(^|\0)LEASEJOB_OWNER=[^:\0]*:${runnerPid}:`).test(env)) continue;
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const state = stat.slice(stat.lastIndexOf(')') + 2)[0];
+      if (state !== 'Z' && state !== 'X') found.push(Number(name));
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  return found;
+}
 
 function signal(target, sig) {
   try {
@@ -137,6 +179,58 @@ export class Injector {
     }
   }
 
+  /**
+   * SIGKILL to a runner as its child starts: right after it logged 'lease acquired' (the child's
+   * spawn comes next), or at the first sight of a process under its guard. Then, once the guard
+   * has had time to stop the group, no process of that runner may be left.
+   */
+  async killAtSpawn(plan, rec) {
+    const until = Date.now() + VICTIM_SEARCH_MS;
+    let v;
+    let seen;
+    while (v === undefined && Date.now() < until) {
+      const fresh = this.fleet.live(
+        (r) => r.acquiredAt !== undefined && !r.child && r.faults.length === 0 && r.phase === 'chaos',
+      );
+      for (const r of fresh) {
+        if (plan.mode === 'acquired') {
+          v = r;
+          break;
+        }
+        const guard = childrenOf(r.pid)[0];
+        const child = guard === undefined ? undefined : childrenOf(guard)[0];
+        if (child !== undefined) {
+          v = r;
+          seen = child;
+          break;
+        }
+      }
+      if (v === undefined) await (plan.mode === 'acquired' ? sleep(20) : nextTurn());
+    }
+    if (v === undefined) return { ...rec, injected: false, note: 'no runner caught at its spawn' };
+    const at = Date.now();
+    v.faults.push({ kind: 'kill-at-spawn', at });
+    if (!signal(v.pid, 'SIGKILL')) {
+      v.faults.pop();
+      return { ...rec, injected: false, note: 'victim exited first' };
+    }
+    v.killedAt = at;
+    await sleep(GUARD_GONE_MS);
+    const orphans = processesOfRunner(v.pid);
+    for (const pid of orphans) signal(pid, 'SIGKILL'); // the round goes on without them
+    return {
+      ...rec,
+      at,
+      run: v.id,
+      job: v.job,
+      window: v.window,
+      generation: v.generation,
+      host: v.host,
+      childSeen: seen,
+      orphans,
+    };
+  }
+
   async inject(plan) {
     const rec = { ...plan, startedAt: Date.now(), injected: true };
     const h = this.hostsCtl;
@@ -158,6 +252,29 @@ export class Injector {
         }
         v.killedAt = at;
         return { ...rec, at, run: v.id, job: v.job, window: v.window, generation: v.generation, host: v.host };
+      }
+      case 'kill-at-spawn':
+        return await this.killAtSpawn(plan, rec);
+      case 'stop-runner': {
+        // SIGSTOP of the runner alone: its event loop frozen, its child running on. The guard
+        // must stop the child at the lease's stop point (the run then looks like any lost lease).
+        const v = await this.findVictim(undefined, 1);
+        if (!v) return { ...rec, injected: false, note: 'no holder to stop' };
+        const at = Date.now();
+        v.faults.push({ kind: 'stop-runner', at });
+        signal(v.pid, 'SIGSTOP');
+        await sleep(plan.holdMs);
+        signal(v.pid, 'SIGCONT');
+        return {
+          ...rec,
+          at,
+          resumedAt: Date.now(),
+          run: v.id,
+          job: v.job,
+          window: v.window,
+          generation: v.generation,
+          host: v.host,
+        };
       }
       case 'pause': {
         // A child paused while still starting may find its window finished by its successor when

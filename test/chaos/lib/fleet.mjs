@@ -73,7 +73,10 @@ export class Fleet {
       o.onBusy,
       ...(o.onBusy === 'wait' || o.onBusy === 'replace' ? ['--wait-timeout', o.waitTimeout ?? WAIT_TIMEOUT] : []),
       // An attempt budget for the job (issue 17): the checker holds it as the invariant `budget`.
-      ...(o.maxAttempts ? ['--max-attempts', String(o.maxAttempts)] : []),
+      // Without one, every trigger may run a failed window again, as the checks expect (the clean
+      // reruns complete what the faults left): --max-attempts 1000, not run's default of once
+      // per occurrence for a scheduled one.
+      ...['--max-attempts', String(o.maxAttempts ?? 1000)],
       '--',
       process.execPath,
       WRITER,

@@ -76,7 +76,8 @@ export class Operators {
     return {
       kind: extra.length ? 'catch-up' : 'run',
       job,
-      args: [...args, '--scheduled-time', iso(at), ...extra, ...this.child()],
+      // Every trigger may run a failed occurrence again (not run's default of once per occurrence).
+      args: [...args, '--scheduled-time', iso(at), '--max-attempts', '1000', ...extra, ...this.child()],
     };
   }
 
