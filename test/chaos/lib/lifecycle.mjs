@@ -187,7 +187,13 @@ export class Lifecycle {
 
   /** Embedded store: a run of a fresh window; now and then the state file backed up, or restored. */
   async embedded() {
-    const what = this.backedUp && this.rng.chance(0.3) ? 'restore' : this.rng.chance(0.25) ? 'backup' : 'run';
+    // A backup only of a store that exists: restoring "nothing" would delete the store, not restore it.
+    const what =
+      this.backedUp && this.rng.chance(0.3)
+        ? 'restore'
+        : existsSync(this.stateFile) && this.rng.chance(0.25)
+          ? 'backup'
+          : 'run';
     const startedAt = Date.now();
     const files = [this.stateFile, `${this.stateFile}-wal`, `${this.stateFile}-shm`];
     if (what === 'backup') {
