@@ -5,7 +5,7 @@ import { constants } from 'node:os';
 import { monoNow } from '../clock.js';
 import { ExitCode, LeasejobError, UsageError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { startChild, SpawnError, type ChildHandle, type ChildResult } from '../lease/child.js';
+import { GuardLostError, startChild, SpawnError, type ChildHandle, type ChildResult } from '../lease/child.js';
 import { stoppedExitCode } from '../lease/finish.js';
 import { safetyMarginMs } from '../lease/keeper.js';
 import { TailBuffer } from '../lease/output-tail.js';
@@ -161,6 +161,7 @@ export async function superviseChild(
     { childPid: child.pid, command: config.command, generation: ctx.fenceToken, attempt: ctx.attempt },
     'child started',
   );
+  log.debug({ guard: child.guard.kind, guardFile: child.guard.file, guardPid: child.guard.pid }, 'child guarded');
   const onAbort = (): void => {
     const reason = ctx.signal.reason as AbortReason;
     const first =
@@ -186,16 +187,7 @@ export async function superviseChild(
       : undefined;
   const result = await child.exited;
   clearTimeout(overlapTimer);
-  // A failed child at warn: `--log-level warn` (a crontab's) then prints failures, and only them.
-  log[result.code === 0 ? 'info' : 'warn'](
-    {
-      childPid: child.pid,
-      exitCode: result.exitCode,
-      signal: result.signal,
-      durationMs: Math.round(monoNow() - started),
-    },
-    'child exited',
-  );
+  logChildEnd(log, child, result, monoNow() - started);
   // What the child started in its group is part of the run: nothing of it may work on past the
   // lease. Left behind after a normal exit, it is stopped like the child (SIGTERM, the grace,
   // SIGKILL); after a stop, stop() resolves only once the whole group is gone. The abort listener
@@ -219,8 +211,24 @@ export async function superviseChild(
   supervised.trace?.childExited(result);
   // The whole tail, before the runner records it with the outcome.
   if (supervised.tail) await child.outputClosed(OUTPUT_CLOSE_LIMIT_MS);
+  if (result.guardLost)
+    throw new GuardLostError('the guard stopped answering: the child was stopped, its own exit status is unknown');
   if (result.code !== 0) throw new ChildFailedError(result);
   return result;
+}
+
+/** The child's end, as the guard reported it (or leasejob, when the guard stopped answering). */
+function logChildEnd(log: Logger, child: ChildHandle, result: ChildResult, durationMs: number): void {
+  if (result.guardLost)
+    log.error(
+      { childPid: child.pid, guardPid: child.guard.pid },
+      'the guard stopped answering; leasejob stopped the child group and killed the guard',
+    );
+  // A failed child at warn: `--log-level warn` (a crontab's) then prints failures, and only them.
+  log[result.code === 0 ? 'info' : 'warn'](
+    { childPid: child.pid, exitCode: result.exitCode, signal: result.signal, durationMs: Math.round(durationMs) },
+    'child exited',
+  );
 }
 
 export function exitCodeFor(result: RunResult<ChildResult>, cancel: AbortSignal): number {

@@ -4,19 +4,23 @@ import type { Readable } from 'node:stream';
 import { constants as osConstants } from 'node:os';
 import path from 'node:path';
 import { monoNow, sleep } from '../clock.js';
-import { LeasejobError } from '../errors.js';
-import { spawnGuarded, type GuardedChild } from './guarded-spawn.js';
+import { ExitCode, LeasejobError } from '../errors.js';
+import { nativeGuardFile, spawnGuarded, type GuardedChild, type GuardKind } from './guarded-spawn.js';
 import type { TailBuffer } from './output-tail.js';
 
 export interface ChildResult {
   exitCode: number | null;
   signal: NodeJS.Signals | null;
-  /** 0 on success; the child's code; or 128+N when killed by signal N */
+  /** 0 on success; the child's code; or 128+N when killed by signal N; 70 when the guard was lost */
   code: number;
+  /** The guard stopped answering: leasejob stopped the child's group itself; the child's own end is unknown. */
+  guardLost?: true;
 }
 
 export interface ChildHandle {
   readonly pid: number;
+  /** The guard the child runs under: native (src/native/guard.c) or Node (guard.ts). */
+  readonly guard: { kind: GuardKind; file: string; pid: number };
   /** resolves once the child process has exited (never rejects) */
   readonly exited: Promise<ChildResult>;
   /** send a signal to the child's whole process group (no-op once exited) */
@@ -47,6 +51,16 @@ export interface ChildHandle {
 export class SpawnError extends LeasejobError {
   constructor(message: string, exitCode: 126 | 127, options?: { cause?: unknown }) {
     super(message, 'E_SPAWN', exitCode, options);
+  }
+}
+
+/**
+ * The guard stopped answering (SIGSTOPped by a process of the child's user, held in a
+ * debugger): leasejob stopped the child's group itself and killed the guard. Exit 70.
+ */
+export class GuardLostError extends LeasejobError {
+  constructor(message: string) {
+    super(message, 'E_GUARD_LOST', ExitCode.internal);
   }
 }
 
@@ -154,7 +168,10 @@ export async function startChild(
   // status, indistinguishable from the command's own 126/127.
   resolveCommand(command, opts.env.PATH ?? DEFAULT_PATH, cwd);
 
-  const spawnArgs = buildSpawnArgs(command, args, opts.parentDeathSignal ?? true, opts.runAs);
+  // The native guard arms the child's parent-death signal itself; setpriv is then needed only
+  // for another user (its --init-groups), and still sets the signal after changing the ids.
+  const pdeath = (opts.parentDeathSignal ?? true) && (nativeGuardFile() === undefined || opts.runAs !== undefined);
+  const spawnArgs = buildSpawnArgs(command, args, pdeath, opts.runAs);
   // Through the guard (guard.ts), which stops the child's group if we die or stall past the
   // lease's deadline. node:child_process, not execa: importing execa would be a large part of
   // every run's start (docs/performance.md), and we use none of its features here.
@@ -183,10 +200,13 @@ export async function startChild(
 
   // The child's end as the guard reaped it: once, whoever caused it.
   let leaderExited = false;
-  const exited = subprocess.exited.then(({ exitCode, signal }) => {
+  const exited = subprocess.exited.then(({ exitCode, signal, guardLost }) => {
     leaderExited = true;
-    return toResult(exitCode, signal);
+    return guardLost ? { exitCode, signal, code: ExitCode.internal, guardLost } : toResult(exitCode, signal);
   });
+  // A guard that stopped answering can neither stop the group nor say how the child ended: the
+  // group is stopped from here, then the guard is killed.
+  subprocess.whenUnresponsive(() => stopWithoutGuard(pid, opts.graceMs ?? 0));
 
   let stopping: Promise<ChildResult> | undefined;
   let stopDeadline = Infinity;
@@ -215,6 +235,7 @@ export async function startChild(
 
   return {
     pid,
+    guard: subprocess.guard,
     exited,
     signal(sig) {
       if (!leaderExited) signalGroup(pid, sig);
@@ -245,6 +266,19 @@ export async function startChild(
       await within(Promise.all(copies.map((c) => c.flushed)), limitMs);
     },
   };
+}
+
+/**
+ * The group stopped from here, for a guard that no longer answers: SIGTERM, the grace, SIGKILL.
+ * A child that already exited is a zombie of the stopped guard and counts as gone.
+ */
+async function stopWithoutGuard(pid: number, graceMs: number): Promise<void> {
+  signalGroup(pid, 'SIGTERM');
+  const killAt = monoNow() + Math.max(0, graceMs);
+  while (groupHasLiveMember(pid) && monoNow() < killAt) await sleep(Math.min(STOP_POLL_MS, killAt - monoNow()));
+  signalGroup(pid, 'SIGKILL');
+  const settleBy = monoNow() + KILL_SETTLE_MS;
+  while (groupHasLiveMember(pid) && monoNow() < settleBy) await sleep(STOP_POLL_MS);
 }
 
 async function within(p: Promise<unknown>, limitMs: number): Promise<void> {

@@ -224,6 +224,8 @@ export function exitCodeOf(err: unknown): number | undefined {
     return Number((err as { childCode: unknown }).childCode);
   // A command that could not be started: 127 or 126, as a shell would report it.
   if (err instanceof LeasejobError && err.code === 'E_SPAWN') return err.exitCode;
+  // The guard stopped answering and the child was stopped without it: 70, as leasejob exits.
+  if (err instanceof LeasejobError && err.code === 'E_GUARD_LOST') return err.exitCode;
   return undefined;
 }
 
