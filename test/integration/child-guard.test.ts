@@ -8,6 +8,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { BIN, isAlive, logLines, startCli, waitFor } from '../helpers/cli.js';
 import { bothStores, NO_DB_ENV } from '../helpers/both-stores.js';
+import { GUARDS } from '../helpers/guards.js';
 import { tempDir } from '../helpers/temp.js';
 import { readPidFile, signalPid } from '../helpers/signal.mjs';
 
@@ -64,60 +65,69 @@ function killQuietly(pid: number): void {
   }
 }
 
-describe('a runner SIGKILLed at spawn', { timeout: 60_000 + SPAWN_KILLS * 5_000 }, () => {
-  it(`leaves no orphan in ${SPAWN_KILLS} kills at the guard's or the child's first sight`, async () => {
-    const state = path.join(tmp, 'spawn-kills.db');
-    const orphans = new Set<number>();
-    let childrenSeen = 0;
-    for (let i = 0; i < SPAWN_KILLS; i++) {
-      const pidFile = path.join(tmp, `spawn-kill-${i}.pid`);
-      const runner = spawn(
-        process.execPath,
-        [
-          BIN,
-          'run',
-          '--state-file',
-          state,
-          '--name',
-          `spawn-kill-${i}`,
-          '--log-level',
-          'fatal',
-          '--',
-          ...pidChild(pidFile),
-        ],
-        { stdio: 'ignore', env: { ...process.env, ...NO_DB_ENV, XDG_STATE_HOME: tmp } as NodeJS.ProcessEnv },
-      );
-      const runnerGone = new Promise((resolve) => runner.once('exit', resolve));
-      const pid = runner.pid!;
-      // Three moments, in turn: the guard's first sight; the child's pid file; a few turns of the
-      // loop after the guard's first sight (between its start and the child's).
-      let guard: number | undefined;
-      if (i % 3 === 1) {
-        await firstSight(() => readPid(pidFile), 30_000);
-        guard = childrenOf(pid)[0];
-      } else {
-        guard = await firstSight(() => childrenOf(pid)[0], 30_000);
-        for (let turn = 0; i % 3 === 2 && turn < i % 7; turn++) await new Promise((r) => setImmediate(r));
+describe.each(GUARDS)('a runner SIGKILLed at spawn, the $name guard', (g) => {
+  it.skipIf(g.missing)(
+    `leaves no orphan in ${SPAWN_KILLS} kills at the guard's or the child's first sight`,
+    { timeout: 60_000 + SPAWN_KILLS * 5_000 },
+    async () => {
+      const state = path.join(tmp, `spawn-kills-${g.name}.db`);
+      const orphans = new Set<number>();
+      let childrenSeen = 0;
+      for (let i = 0; i < SPAWN_KILLS; i++) {
+        const pidFile = path.join(tmp, `spawn-kill-${g.name}-${i}.pid`);
+        const runner = spawn(
+          process.execPath,
+          [
+            BIN,
+            'run',
+            '--state-file',
+            state,
+            '--name',
+            `spawn-kill-${g.name}-${i}`,
+            '--log-level',
+            'fatal',
+            '--',
+            ...pidChild(pidFile),
+          ],
+          {
+            stdio: 'ignore',
+            env: { ...process.env, ...NO_DB_ENV, ...g.env, XDG_STATE_HOME: tmp } as NodeJS.ProcessEnv,
+          },
+        );
+        const runnerGone = new Promise((resolve) => runner.once('exit', resolve));
+        const pid = runner.pid!;
+        // Three moments, in turn: the guard's first sight; the child's pid file; a few turns of the
+        // loop after the guard's first sight (between its start and the child's).
+        let guard: number | undefined;
+        if (i % 3 === 1) {
+          await firstSight(() => readPid(pidFile), 30_000);
+          guard = childrenOf(pid)[0];
+        } else {
+          guard = await firstSight(() => childrenOf(pid)[0], 30_000);
+          for (let turn = 0; i % 3 === 2 && turn < i % 7; turn++) await new Promise((r) => setImmediate(r));
+        }
+        runner.kill('SIGKILL');
+        await runnerGone;
+        // The guard stops the child's group (SIGTERM: the child goes at once), then goes itself.
+        // Without one, the runner's direct child is the command: it must go too.
+        for (const p of guard !== undefined ? [guard] : []) if (!(await goneWithin(p))) orphans.add(p);
+        const child = readPid(pidFile);
+        if (child === undefined) continue;
+        childrenSeen += 1;
+        if (!(await goneWithin(child))) orphans.add(child);
       }
-      runner.kill('SIGKILL');
-      await runnerGone;
-      // The guard stops the child's group (SIGTERM: the child goes at once), then goes itself.
-      // Without one, the runner's direct child is the command: it must go too.
-      for (const p of guard !== undefined ? [guard] : []) if (!(await goneWithin(p))) orphans.add(p);
-      const child = readPid(pidFile);
-      if (child === undefined) continue;
-      childrenSeen += 1;
-      if (!(await goneWithin(child))) orphans.add(child);
-    }
-    for (const p of orphans) killQuietly(p);
-    expect([...orphans]).toEqual([]);
-    // The kills at the child's pid file saw a child each time: the check looked at live children.
-    expect(childrenSeen).toBeGreaterThanOrEqual(Math.floor(SPAWN_KILLS / 3));
-  });
+      for (const p of orphans) killQuietly(p);
+      expect([...orphans]).toEqual([]);
+      // The kills at the child's pid file saw a child each time: the check looked at live children.
+      expect(childrenSeen).toBeGreaterThanOrEqual(Math.floor(SPAWN_KILLS / 3));
+    },
+  );
 });
 
-describe.each(stores)('a runner SIGSTOPped past its lease in %s', (store, conn) => {
-  const tag = store === 'PostgreSQL' ? 'pg' : 'lite';
+const storesAndGuards = stores.flatMap(([store, conn]) => GUARDS.map((g) => [store, conn, g] as const));
+
+describe.each(storesAndGuards)('a runner SIGSTOPped past its lease in %s, the guard %#', (store, conn, g) => {
+  const tag = `${store === 'PostgreSQL' ? 'pg' : 'lite'}-${g.name}`;
   // Short, on purpose: the first runner must lose its lease while stopped. The second's child
   // only looks and exits, so it needs no long lease.
   const TTL = ['--ttl', '6s', '--kill-grace', '1s'];
@@ -139,7 +149,10 @@ describe.each(stores)('a runner SIGSTOPped past its lease in %s', (store, conn) 
     extra: string[],
   ): Promise<{ a: ReturnType<typeof startCli>; child: number }> {
     const pidFile = path.join(tmp, `${job}-a.pid`);
-    const a = startCli(['run', ...conn(), '--name', job, ...TTL, ...extra, '--', ...pidChild(pidFile)], NO_DB_ENV);
+    const a = startCli(['run', ...conn(), '--name', job, ...TTL, ...extra, '--', ...pidChild(pidFile)], {
+      ...NO_DB_ENV,
+      ...g.env,
+    });
     const child = await waitFor(`A's child`, () => readPid(pidFile));
     signalPid(a.pid!, 'SIGSTOP');
     return { a, child };
@@ -157,7 +170,10 @@ describe.each(stores)('a runner SIGSTOPped past its lease in %s', (store, conn) 
     const out = path.join(tmp, `${job}-b.out`);
     let b: ReturnType<typeof startCli> | undefined;
     try {
-      b = startCli(['run', ...conn(), '--name', job, ...TTL, ...extraB, '--', ...witness(child, out)], NO_DB_ENV);
+      b = startCli(['run', ...conn(), '--name', job, ...TTL, ...extraB, '--', ...witness(child, out)], {
+        ...NO_DB_ENV,
+        ...g.env,
+      });
       const rb = await b;
       expect(rb.exitCode, rb.all).toBe(0);
       expect(readFileSync(out, 'utf8').trim()).toBe('gone');
@@ -172,18 +188,104 @@ describe.each(stores)('a runner SIGSTOPped past its lease in %s', (store, conn) 
     expect(logLines(ra.stderr).some((l) => l.msg === 'child exited')).toBe(true);
   }
 
-  it('a plain takeover after expiry never starts its child while the first child lives', async () => {
+  it.skipIf(g.missing)('a plain takeover after expiry never starts its child while the first child lives', async () => {
     await expectNoOverlap(`stop-wait-${tag}`, [], ['--on-busy', 'wait', '--wait-timeout', '60s']);
   });
 
-  it('--on-busy replace of a stopped holder never starts its child while the first child lives', async () => {
-    const job = `stop-replace-${tag}`;
-    await expectNoOverlap(job, hourly('2026-01-01T00:00:00Z'), [
-      ...hourly('2026-01-01T01:00:00Z'),
-      '--on-busy',
-      'replace',
-      '--wait-timeout',
-      '60s',
-    ]);
+  it.skipIf(g.missing)(
+    '--on-busy replace of a stopped holder never starts its child while the first child lives',
+    async () => {
+      const job = `stop-replace-${tag}`;
+      await expectNoOverlap(job, hourly('2026-01-01T00:00:00Z'), [
+        ...hourly('2026-01-01T01:00:00Z'),
+        '--on-busy',
+        'replace',
+        '--wait-timeout',
+        '60s',
+      ]);
+    },
+  );
+});
+
+/** The parent of `pid` (field 4 of /proc/<pid>/stat): a child's guard. */
+function parentOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+}
+
+// A process that leaves the child's group and session (setsid) is re-parented to the native
+// guard, a child subreaper, and stopped with the group. The Node guard cannot be a subreaper.
+describe.each(stores)('a setsid escapee in %s, the native guard', (store, conn) => {
+  const native = GUARDS.find((g) => g.name === 'native')!;
+  it.skipIf(native.missing)('is gone once its runner is SIGKILLed', async () => {
+    const job = `escapee-${store === 'PostgreSQL' ? 'pg' : 'lite'}`;
+    const pidFile = path.join(tmp, `${job}.pid`);
+    const script = `setsid sh -c 'echo $$ > ${pidFile}.tmp; mv ${pidFile}.tmp ${pidFile}; exec sleep 600' & exec sleep 600`;
+    const a = startCli(['run', ...conn(), '--name', job, '--kill-grace', '1s', '--', 'sh', '-c', script], NO_DB_ENV);
+    const escapee = await waitFor('the escapee', () => readPid(pidFile));
+    signalPid(a.pid!, 'SIGKILL');
+    await a;
+    const gone = await goneWithin(escapee);
+    if (!gone) killQuietly(escapee);
+    expect(gone).toBe(true);
+  });
+});
+
+// A child of the same user can stop its guard (kill -STOP $PPID). leasejob pings its guard and,
+// past the answer's bound, stops the child's group itself, kills the guard and records the
+// attempt as failed with exit 70; a stopped guard no longer wedges a run whose child exited.
+describe.each(storesAndGuards)('a guard SIGSTOPped by its child in %s, the guard %#', (store, conn, g) => {
+  const tag = `${store === 'PostgreSQL' ? 'pg' : 'lite'}-${g.name}`;
+
+  async function expectStoppedByLeasejob(job: string, script: string): Promise<void> {
+    const pidFile = path.join(tmp, `${job}.pid`);
+    const run = startCli(
+      [
+        'run',
+        ...conn(),
+        '--name',
+        job,
+        '--window',
+        'w1',
+        '--kill-grace',
+        '1s',
+        '--',
+        'sh',
+        '-c',
+        `echo $$ > '${pidFile}.tmp' && mv '${pidFile}.tmp' '${pidFile}'; ${script}`,
+      ],
+      { ...NO_DB_ENV, ...g.env },
+      { timeoutMs: 120_000 },
+    );
+    const child = await waitFor(`the child`, () => readPid(pidFile));
+    const guard = await waitFor('the guard', () => {
+      try {
+        return parentOf(child);
+      } catch {
+        return undefined;
+      }
+    });
+    const r = await run;
+    expect(r.exitCode, r.all).toBe(70);
+    expect(logLines(r.stderr).some((l) => String(l.msg).startsWith('the guard stopped answering'))).toBe(true);
+    expect(await goneWithin(child)).toBe(true);
+    expect(await goneWithin(guard)).toBe(true);
+    // The attempt is recorded: the window failed with 70, not left running.
+    const events = await startCli(['history', ...conn(), '--name', job, '--json'], NO_DB_ENV);
+    expect(events.exitCode, events.all).toBe(0);
+    const failed = (JSON.parse(events.stdout) as Array<{ kind: string; detail: { exit_code?: number } }>).filter(
+      (e) => e.kind === 'window-failed',
+    );
+    expect(failed.map((e) => e.detail.exit_code)).toEqual([70]);
+    const occurrences = await startCli(['history', ...conn(), '--name', job, '--by-occurrence', '--json'], NO_DB_ENV);
+    expect(JSON.parse(occurrences.stdout)).toMatchObject([{ window: 'w1', outcome: 'failed' }]);
+  }
+
+  it.skipIf(g.missing)('is noticed: leasejob stops the child itself and exits 70', async () => {
+    await expectStoppedByLeasejob(`guard-stop-${tag}`, 'kill -STOP $PPID; exec sleep 600');
+  });
+
+  it.skipIf(g.missing)('no longer wedges a run whose child exited', async () => {
+    await expectStoppedByLeasejob(`guard-stop-exit-${tag}`, 'kill -STOP $PPID; exit 0');
   });
 });
