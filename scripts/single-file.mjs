@@ -7,7 +7,8 @@
 // version pinned below, checked against the pinned sha512 before use (a changed tarball stops
 // the build), fetched with `npm pack` into a cache directory (LEASEJOB_NODE_CACHE, else
 // ~/.cache/leasejob/node): it is never installed, so nothing puts a second `node` on PATH.
-// The same checkout builds the same bytes; the build prints the file's sha256.
+// The same checkout builds the same bytes; the build prints the file's sha256. The native guard
+// is placed beside it (leasejob-guard-linux-<arch>): a release is the two files.
 //
 // arm64 is built without the code cache (it is written by running the file); it starts slower,
 // and is untested here.
@@ -181,6 +182,8 @@ export async function buildSingleFile({ arch = 'x64', out } = {}) {
     },
   };
   mkdirSync(path.dirname(output), { recursive: true });
+  // Before the priming run, so that it runs (and caches) the path a release runs: the native guard.
+  const guard = placeGuard(arch, output);
   const partial = `${output}.${process.pid}.partial`;
   await injectBlob(builder, node, work, config, partial);
   if (native) {
@@ -205,14 +208,35 @@ export async function buildSingleFile({ arch = 'x64', out } = {}) {
   }
   execFileSync('mv', ['-f', partial, output]);
   rmSync(work, { recursive: true, force: true });
-  return { file: output, sha256: sha('sha256', output).digest('hex') };
+  return { file: output, sha256: sha('sha256', output).digest('hex'), guard };
+}
+
+/**
+ * The native guard (`npm run build`'s dist/guard/linux-<arch>/leasejob-guard) beside the single
+ * file as leasejob-guard-linux-<arch>, where the file looks for it: a two-file release, that
+ * needs no writable executable directory on the host. Without one built, the file runs the Node
+ * guard (itself, LEASEJOB_GUARD=1).
+ */
+function placeGuard(arch, output) {
+  const built = path.join(ROOT, 'dist', 'guard', `linux-${arch}`, 'leasejob-guard');
+  const beside = path.join(path.dirname(output), `leasejob-guard-linux-${arch}`);
+  if (!existsSync(built)) {
+    rmSync(beside, { force: true });
+    process.stderr.write(`note: ${built} was not built; the single file will run the Node guard\n`);
+    return undefined;
+  }
+  copyFileSync(built, beside);
+  chmodSync(beside, 0o755);
+  return beside;
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const { values } = parseArgs({ options: { arch: { type: 'string', default: 'x64' }, out: { type: 'string' } } });
   try {
-    const { file, sha256 } = await buildSingleFile(values);
-    process.stdout.write(`${file}\nsha256 ${sha256}\n`);
+    const { file, sha256, guard } = await buildSingleFile(values);
+    process.stdout.write(
+      `${file}\nsha256 ${sha256}\n${guard ? `${guard} (its native guard, shipped beside it)\n` : ''}`,
+    );
   } catch (err) {
     process.stderr.write(`single-file: ${err.message}\n`);
     process.exit(1);

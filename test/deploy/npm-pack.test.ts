@@ -30,6 +30,7 @@ describe('npm pack, then npm install --omit=dev of the tarball', () => {
   let dir: string;
   let app: string;
   let files: string[];
+  let modes: Map<string, number>;
   let bin: string;
 
   beforeAll(async () => {
@@ -38,8 +39,9 @@ describe('npm pack, then npm install --omit=dev of the tarball', () => {
     const packed = await execa('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', dir], {
       cwd: ROOT, env: cleanEnv(), extendEnv: false, timeout: NPM_TIMEOUT_MS,
     });
-    const [info] = JSON.parse(packed.stdout) as Array<{ filename: string; files: Array<{ path: string }> }>;
+    const [info] = JSON.parse(packed.stdout) as Array<{ filename: string; files: Array<{ path: string; mode: number }> }>;
     files = info!.files.map((f) => f.path).sort();
+    modes = new Map(info!.files.map((f) => [f.path, f.mode]));
     app = path.join(dir, 'app');
     mkdirSync(app);
     writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'leasejob-pack-check', private: true }));
@@ -62,10 +64,24 @@ describe('npm pack, then npm install --omit=dev of the tarball', () => {
     const sqlite = readdirSync(path.join(ROOT, 'sql', 'sqlite')).filter((f) => f.endsWith('.sql')).map((f) => `sql/sqlite/${f}`);
     expect(sqlite.length).toBeGreaterThan(0);
     for (const m of sqlite) expect(files).toContain(m);
-    const allowed = /^(package\.json|README\.md|LICENSE(\.\w+)?|bin\/([^/]+\.c?js|package\.json)|dist\/.+\.(c?js|d\.ts|js\.map|d\.ts\.map)|sql\/\d+_[a-z0-9_]+\.sql|sql\/sqlite\/[a-z0-9_]+\.sql)$/;
+    const allowed = /^(package\.json|README\.md|LICENSE(\.\w+)?|bin\/([^/]+\.c?js|package\.json)|dist\/.+\.(c?js|d\.ts|js\.map|d\.ts\.map)|dist\/guard\/linux-(x64|arm64)\/leasejob-guard|sql\/\d+_[a-z0-9_]+\.sql|sql\/sqlite\/[a-z0-9_]+\.sql)$/;
     expect(files.filter((f) => !allowed.test(f))).toEqual([]);
     // The single executable, its bundle and its main script are built beside, never shipped in, the package.
     expect(files.filter((f) => /^dist\/(single-file\/|leasejob-single-file\.cjs|single-file-loader\.cjs)/.test(f))).toEqual([]);
+  });
+
+  // Prebuilt static guards, one per architecture, executable as packed: no install script, no
+  // per-platform package. A build without a compiler for one ships without it (the Node guard then).
+  it('packs the native guard built for each architecture, executable', () => {
+    for (const arch of ['x64', 'arm64']) {
+      const f = `dist/guard/linux-${arch}/leasejob-guard`;
+      if (!existsSync(path.join(ROOT, f))) continue;
+      expect(files).toContain(f);
+      expect(modes.get(f)! & 0o111, f).toBe(0o111);
+    }
+    expect(existsSync(path.join(ROOT, 'dist', 'guard', `linux-${process.arch}`, 'leasejob-guard'))).toBe(true);
+    const manifest = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+    for (const hook of ['preinstall', 'install', 'postinstall']) expect(manifest.scripts[hook], hook).toBeUndefined();
   });
 
   it('installs the production dependencies only', () => {
@@ -105,9 +121,13 @@ describe('npm pack, then npm install --omit=dev of the tarball', () => {
     expect(migrated.exitCode, migrated.all).toBe(0);
 
     const args = ['run', '--schema', schema, '--name', 'packed', '--window', 'w1', '--', process.execPath, '-e', 'console.log(`ran ${process.env.LEASEJOB_WINDOW} ${process.env.FENCE_TOKEN}`)'];
-    const first = await execa(bin, args, opts);
+    const first = await execa(bin, [...args.slice(0, 1), '--log-level', 'debug', ...args.slice(1)], opts);
     expect(first.exitCode, first.all).toBe(0);
     expect(first.stdout).toBe('ran w1 1');
+    // The installed package's own native guard ran the child.
+    const guarded = first.stderr.split('\n').filter((l) => l.includes('"child guarded"')).map((l) => JSON.parse(l) as { guard: string; guardFile: string });
+    expect(guarded).toMatchObject([{ guard: 'native' }]);
+    expect(guarded[0]!.guardFile.startsWith(path.join(app, 'node_modules', 'leasejob', 'dist', 'guard'))).toBe(true);
     const second = await execa(bin, args, opts);
     expect(second.exitCode, second.all).toBe(0);
     expect(second.stdout).toBe('');
