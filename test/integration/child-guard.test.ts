@@ -65,7 +65,7 @@ function killQuietly(pid: number): void {
   }
 }
 
-describe.each(GUARDS)('a runner SIGKILLed at spawn, the $name guard', (g) => {
+describe.each(GUARDS.map((g) => [g.name, g] as const))('a runner SIGKILLed at spawn, the %s guard', (_name, g) => {
   it.skipIf(g.missing)(
     `leaves no orphan in ${SPAWN_KILLS} kills at the guard's or the child's first sight`,
     { timeout: 60_000 + SPAWN_KILLS * 5_000 },
@@ -124,9 +124,9 @@ describe.each(GUARDS)('a runner SIGKILLed at spawn, the $name guard', (g) => {
   );
 });
 
-const storesAndGuards = stores.flatMap(([store, conn]) => GUARDS.map((g) => [store, conn, g] as const));
+const storesAndGuards = stores.flatMap(([store, conn]) => GUARDS.map((g) => [store, g.name, conn, g] as const));
 
-describe.each(storesAndGuards)('a runner SIGSTOPped past its lease in %s, the guard %#', (store, conn, g) => {
+describe.each(storesAndGuards)('a runner SIGSTOPped past its lease in %s, the %s guard', (store, _name, conn, g) => {
   const tag = `${store === 'PostgreSQL' ? 'pg' : 'lite'}-${g.name}`;
   // Short, on purpose: the first runner must lose its lease while stopped. The second's child
   // only looks and exits, so it needs no long lease.
@@ -234,7 +234,7 @@ describe.each(stores)('a setsid escapee in %s, the native guard', (store, conn) 
 // A child of the same user can stop its guard (kill -STOP $PPID). leasejob pings its guard and,
 // past the answer's bound, stops the child's group itself, kills the guard and records the
 // attempt as failed with exit 70; a stopped guard no longer wedges a run whose child exited.
-describe.each(storesAndGuards)('a guard SIGSTOPped by its child in %s, the guard %#', (store, conn, g) => {
+describe.each(storesAndGuards)('a guard SIGSTOPped by its child in %s, the %s guard', (store, _name, conn, g) => {
   const tag = `${store === 'PostgreSQL' ? 'pg' : 'lite'}-${g.name}`;
 
   async function expectStoppedByLeasejob(job: string, script: string): Promise<void> {

@@ -47,7 +47,7 @@ const value = fc
   .map((parts) => parts.join(''))
   .filter((s) => !s.includes('\0'));
 
-describe.each(GUARDS)('the $name guard', (g) => {
+describe.each(GUARDS.map((g) => [g.name, g] as const))('the %s guard', (_name, g) => {
   const runs = g.name === 'native' ? 40 : 10; // a Node guard is a Node start each
 
   it.skipIf(g.missing)('passes every argument through to the command byte for byte', async () => {
