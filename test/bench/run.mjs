@@ -235,6 +235,9 @@ try {
     }
   }
 
+  // A bench that could not measure (it threw) prints no figure of its own and makes the whole
+  // run exit non-zero, said last and loudly: a number from a broken trial is worse than none.
+  const failures = [];
   for (const name of BENCHES) {
     if (!selected.includes(name)) continue;
     log(`--- ${name}`);
@@ -245,6 +248,7 @@ try {
     } catch (err) {
       log(`${name} failed:`, err.stack ?? err);
       report.note(`${name} FAILED: ${err.message}`);
+      failures.push(`${name}: ${err.message}`);
     }
     log(`--- ${name} done in ${((performance.now() - t) / 1000).toFixed(1)} s`);
   }
@@ -285,6 +289,11 @@ try {
   report.write(out, meta);
   console.log('');
   console.log(`JSON: ${out}`);
+  if (failures.length > 0) {
+    console.error(`\nBENCH FAILED: ${failures.length} bench(es) could not measure:`);
+    for (const f of failures) console.error(`  ${f}`);
+    process.exitCode = 1;
+  }
 } finally {
   await cleanup();
 }

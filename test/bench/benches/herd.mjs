@@ -26,6 +26,7 @@ import {
   BIN,
   FLOOR,
   NODE,
+  ancestorIn,
   cpuTimed,
   fileLines,
   interleave,
@@ -45,7 +46,18 @@ const spawnNote = (acc) =>
   `last exit from spawn ${acc.fromSpawn.map((x) => Math.round(x)).join(', ')} ms` +
   (acc.bad.length ? `; problems: ${acc.bad.slice(0, 2).join(' | ')}` : '');
 
+/**
+ * A herd whose trials could not be measured (a timed-out trial, a failed contender, no child or
+ * two) gives no figure: its problems, and the bench then fails (npm run bench exits non-zero).
+ */
+function measured(acc, what, problems) {
+  if (acc.bad.length === 0) return true;
+  problems.push(`${what}: ${acc.bad.slice(0, 3).join(' | ')}`);
+  return false;
+}
+
 export async function run(ctx) {
+  const problems = [];
   await cpuPerContender(ctx);
   const trials = ctx.n(3, 1);
   for (const size of ctx.herdSizes) {
@@ -79,6 +91,7 @@ export async function run(ctx) {
         [`N=${size} through pgbouncer: last non-winner exit after 1st acquisition`, herdPooled],
         [`N=${size} through pgbouncer: floor.cjs herd, same measure`, floorPooled],
       ]) {
+        if (!measured(acc, name, problems)) continue;
         ctx.report.add({
           bench: 'herd',
           name,
@@ -90,6 +103,9 @@ export async function run(ctx) {
       }
     }
     const okOne = herd.children.every((c) => c === 1);
+    const herdOk = measured(herd, `N=${size} leasejob herd`, problems);
+    const floorOk = measured(floor, `N=${size} floor.cjs herd`, problems);
+    if (!herdOk || !floorOk) continue;
     ctx.report.add({
       bench: 'herd',
       name: `N=${size}: last exit from spawn`,
@@ -132,6 +148,7 @@ export async function run(ctx) {
         (herd.bad.length ? `; problems: ${herd.bad.slice(0, 3).join(' | ')}` : ''),
     });
   }
+  if (problems.length > 0) throw new Error(`could not measure: ${problems.join('; ')}`);
 }
 
 function newAcc() {
@@ -167,14 +184,20 @@ async function herdTrial(ctx, size, acc, command, { leasejobFigures = true, env 
   const spawnWall = Date.now();
   const procs = [];
   for (let i = 0; i < size; i++) procs.push(start(file, args, { env }));
-  // Everyone but the winner exits on its own; the winner is the runner whose pid the child recorded.
+  // Everyone but the winner exits on its own; the winner is the runner above the child that
+  // stamped: its parent (the floor) or its guard's parent (leasejob), read while the child waits.
   const exits = new Map();
   for (const p of procs) void p.done.then((r) => exits.set(p.pid, r));
   const deadline = performance.now() + 120_000;
+  const pids = new Set(procs.map((p) => p.pid));
   let winnerPid;
   for (;;) {
     const stamps = fileLines(stampFile).map(parseStamp);
-    winnerPid = stamps[0]?.ppid;
+    winnerPid ??= stamps[0] === undefined ? undefined : ancestorIn(stamps[0].pid, pids);
+    if (stamps[0] !== undefined && winnerPid === undefined) {
+      acc.bad.push(`no contender is an ancestor of the child ${stamps[0].pid}: the winner cannot be named`);
+      break;
+    }
     const nonWinnersDone = winnerPid !== undefined && procs.every((p) => p.pid === winnerPid || exits.has(p.pid));
     // If no child ever starts (all failed), stop when everyone has exited.
     if (nonWinnersDone || exits.size === size) break;
@@ -188,6 +211,7 @@ async function herdTrial(ctx, size, acc, command, { leasejobFigures = true, env 
   const results = await Promise.all(procs.map((p) => p.done));
   const stamps = fileLines(stampFile).map(parseStamp);
   acc.children.push(stamps.length);
+  if (stamps.length !== 1) acc.bad.push(`${stamps.length} children started, not exactly 1`);
   const nonWinners = procs
     .filter((p) => p.pid !== winnerPid)
     .map((p) => exits.get(p.pid))

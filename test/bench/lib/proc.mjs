@@ -193,6 +193,26 @@ export function stampCmd(file) {
   return `echo "$(date +%s%N) $$ $PPID" >> '${file}'`;
 }
 
+/** The parent of `pid` (/proc/<pid>/stat), or undefined once it is gone. */
+export function parentOf(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Which of `pids` started `pid`: its parent, or its parent's parent (leasejob's child runs under
+ * a guard), up to a few generations; undefined when none of them is an ancestor (or one is gone).
+ */
+export function ancestorIn(pid, pids) {
+  for (let p = pid, depth = 0; p !== undefined && p > 1 && depth < 4; p = parentOf(p), depth++)
+    if (pids.has(p)) return p;
+  return undefined;
+}
+
 /** Parse a stamp line written by stampCmd: { wallMs, pid, ppid }. */
 export function parseStamp(line) {
   const [ns, pid, ppid] = line.trim().split(/\s+/);
