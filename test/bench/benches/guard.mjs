@@ -47,13 +47,19 @@ const startLines = (file, args) =>
  * Start `command` through the guard; resolves with the time to its reported end, and (with
  * `sample`) the guard's memory read while the command still runs.
  */
-function throughGuard(guard, file, args, sample) {
+function throughGuard(guard, file, args, sample, { cpu = false } = {}) {
   const t0 = performance.now();
-  const g = spawn(guard.file, guard.args, {
-    env: guard.env,
-    stdio: ['ignore', 'ignore', 'inherit', 'pipe'],
+  // With `cpu`: under bash, which passes fd 3 on and prints the CPU its children used (`times`).
+  const [cmd, cmdArgs] = cpu
+    ? ['bash', ['-c', '"$@"; times', 'bash', guard.file, ...guard.args]]
+    : [guard.file, guard.args];
+  const g = spawn(cmd, cmdArgs, {
+    env: cpu ? { ...guard.env, PATH: process.env.PATH } : guard.env,
+    stdio: ['ignore', cpu ? 'pipe' : 'ignore', 'inherit', 'pipe'],
     detached: true,
   });
+  let out = '';
+  g.stdout?.setEncoding('utf8').on('data', (t) => (out += t));
   const control = g.stdio[3];
   control.on('error', () => {}); // the guard may be gone before our last word (EPIPE)
   control.setEncoding('latin1');
@@ -70,13 +76,21 @@ function throughGuard(guard, file, args, sample) {
         if (word === 'exit' || word === 'signal') {
           const ms = performance.now() - t0;
           control.end('done\n');
-          g.once('exit', () => resolve({ ms, code: word === 'exit' ? Number(value) : 128 + Number(value), memory }));
+          const code = word === 'exit' ? Number(value) : 128 + Number(value);
+          g.once('close', () => resolve({ ms: cpu ? cpuMs(out) : ms, code, memory }));
         }
         if (word === 'spawn-error') resolve({ ms: NaN, code: 127, error: value });
       }
     });
     control.write(startLines(file, args));
   });
+}
+
+/** bash's `times`: the children's user + system line, in ms. */
+function cpuMs(text) {
+  const line = text.trim().split('\n').at(-1) ?? '';
+  const secs = [...line.matchAll(/(\d+)m([\d.]+)s/g)].map((m) => Number(m[1]) * 60 + Number(m[2]));
+  return secs.length === 2 ? (secs[0] + secs[1]) * 1000 : NaN;
 }
 
 /** The guard's VmHWM and PSS (kB) once it has settled with its child running. */
@@ -100,6 +114,7 @@ export async function run(ctx) {
   const n = ctx.n(30, 5);
   const problems = [];
   await startUp(ctx, n, problems);
+  await startUpCpu(ctx, n, problems);
   await memory(ctx, problems);
   await wholeRuns(ctx, n, problems);
   if (problems.length > 0) throw new Error(`could not measure: ${problems.join('; ')}`);
@@ -124,6 +139,39 @@ async function startUp(ctx, n, problems) {
       baseline: { name: 'true spawned directly', samples: base },
       ...(native ? { target: { text: '<= 3 ms over direct', ok: over <= 3 } } : {}),
       note: `${over.toFixed(2)} ms over spawning it directly (medians)`,
+    });
+  }
+}
+
+/**
+ * The same in CPU time (user + system of the guard and its child, bash's `times`), which a
+ * loaded machine does not inflate as it does wall time: the guard's own work per child.
+ */
+async function startUpCpu(ctx, n, problems) {
+  const directCpu = async () => {
+    const r = await timed('bash', ['-c', '/bin/true; times'], { env: { PATH: process.env.PATH }, stdout: true });
+    return { ms: cpuMs(r.stdout), code: r.code };
+  };
+  const contenders = [
+    ...guards().map((g) => ({
+      name: `CPU of true through the ${g.name} guard`,
+      run: () => throughGuard(g, '/bin/true', [], false, { cpu: true }),
+    })),
+    { name: 'CPU of true spawned directly', run: directCpu },
+  ];
+  const { samples, failed } = await interleave(contenders, n, (c) => c.run());
+  for (const f of failed) problems.push(`${f.c.name}: exit ${f.r.code}`);
+  const base = samples['CPU of true spawned directly'];
+  for (const c of contenders.slice(0, -1)) {
+    const over = summarize(samples[c.name]).median - summarize(base).median;
+    ctx.report.add({
+      bench: 'guard',
+      name: c.name,
+      unit: 'ms',
+      samples: samples[c.name],
+      baseline: { name: 'CPU of true spawned directly', samples: base },
+      ...(c.name.includes('native') ? { target: { text: '<= 3 ms over direct', ok: over <= 3 } } : {}),
+      note: `${over.toFixed(2)} ms of CPU over spawning it directly (medians; user + system, bash's times)`,
     });
   }
 }
