@@ -23,6 +23,8 @@ function inputs(): string[] {
     'dist/single-file-loader.cjs',
     'scripts/single-file.mjs',
     'package.json',
+    // The native guard placed beside the file (absent where it was not built).
+    ...[`dist/guard/linux-${process.arch}/leasejob-guard`].filter((f) => existsSync(path.join(ROOT, f))),
     ...sql('sql'),
     ...sql('sql/sqlite'),
   ];

@@ -80,7 +80,8 @@ describe.skipIf(unbuilt !== undefined)('the single executable, on a host without
     expect(r.status, r.stderr).toBe(0);
     // Quiet unless something is wrong: the file and its sha256, no postject or Node chatter.
     expect(r.stderr).toBe('');
-    expect(r.stdout).toMatch(/^\S+\nsha256 [0-9a-f]{64}\n$/);
+    // ... and the native guard placed beside it, where one was built (a two-file release).
+    expect(r.stdout).toMatch(/^\S+\nsha256 [0-9a-f]{64}\n(\S+ \(its native guard, shipped beside it\)\n)?$/);
     expect(readFileSync(again).equals(readFileSync(FILE))).toBe(true);
     const v = spawnSync(FILE, ['--version'], { env: { LEASEJOB_SINGLE_FILE_CACHE: 'report' }, encoding: 'utf8' });
     expect(v.stderr).toBe('code cache: used\n');
@@ -226,6 +227,42 @@ describe.skipIf(unbuilt !== undefined)('the single executable, on a host without
     const history = await startFile(['history', '--state-file', state, '--name', 'sf-embedded', '--json'], cwd);
     expect(history.exitCode, history.all).toBe(0);
     for (const w of ['w1', 'w2', 'w3']) expect(history.stdout).toContain(`"${w}"`);
+  });
+
+  // A two-file release: the native guard beside the file (no writable executable directory
+  // needed); the file copied alone runs as its own (Node) guard.
+  it('runs its child under the native guard beside it, and under itself when copied alone', async () => {
+    const guardFile = path.join(out, `leasejob-guard-linux-${process.arch}`);
+    const nativeBuilt = existsSync(path.join(ROOT, 'dist', 'guard', `linux-${process.arch}`, 'leasejob-guard'));
+    expect(existsSync(guardFile)).toBe(nativeBuilt);
+    const guardOf = async (file: string, job: string): Promise<unknown> => {
+      const cwd = dirs();
+      const r = await execa(
+        'env',
+        [
+          '-i',
+          'PATH=/usr/bin:/bin',
+          `HOME=${cwd}`,
+          file,
+          'run',
+          '--log-level',
+          'debug',
+          '--state-file',
+          path.join(cwd, 's.db'),
+          '--name',
+          job,
+          '--',
+          'true',
+        ],
+        { cwd, reject: false, all: true, timeout: 60_000 },
+      );
+      expect(r.exitCode, r.all).toBe(0);
+      return logLines(r.stderr).find((l) => l.msg === 'child guarded')?.guard;
+    };
+    if (nativeBuilt) expect(await guardOf(FILE, 'sf-guard-native')).toBe('native');
+    const alone = path.join(dirs(), 'leasejob');
+    execFileSync('cp', [FILE, alone]);
+    expect(await guardOf(alone, 'sf-guard-alone')).toBe('node');
   });
 
   it('a bad flag: exit 64 and a message, nothing written', async () => {
