@@ -225,7 +225,9 @@ static void maybe_finish(void) {
 
 static void tick(void) {
   int64_t now = now_ns(CLOCK_BOOTTIME);
-  if (child > 0 && !released && now >= stop_at_ns && !term_sent && (child_status < 0 || group_alive())) {
+  // Something left to stop: the child, its group, or what escaped the group and is ours now.
+  if (child > 0 && !released && now >= stop_at_ns && !term_sent &&
+      (child_status < 0 || group_alive() || signal_children(0) > 0)) {
     term_sent = 1;
     int64_t k = stop_at_ns + grace_ms * NS_PER_MS;
     if (k < kill_at_ns) kill_at_ns = k;

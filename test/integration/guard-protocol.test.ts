@@ -180,6 +180,22 @@ describe.each(GUARDS.map((g) => [g.name, g] as const))('the %s guard', (_name, g
     await guard.exited;
     await waitFor('the escapee to be gone', () => !isAlive(escapee), 10_000);
   });
+
+  it.skipIf(g.missing || g.name === 'node')(
+    'stops an escapee at the stop point after the child itself exited',
+    async () => {
+      const pidFile = path.join(tmp, `escapee-left-${Date.now()}.pid`);
+      const guard = startGuard(g);
+      const script = `setsid sh -c 'echo $$ > ${pidFile}.tmp; mv ${pidFile}.tmp ${pidFile}; exec sleep 600' & exit 0`;
+      guard.say(startLines(start('/bin/sh', ['-c', script], { graceMs: 300 })));
+      await guard.waitLine((l) => l === 'exit 0', 'the child to exit');
+      const escapee = await waitFor('the escapee', () => readPidFile(pidFile));
+      expect(isAlive(escapee)).toBe(true);
+      guard.say(`stop ${Math.floor(monoNowMs())}\n`);
+      expect(await guard.exited).toEqual({ code: 0, signal: null });
+      await waitFor('the escapee to be gone', () => !isAlive(escapee), 10_000);
+    },
+  );
 });
 
 describe('encodeValue', () => {
