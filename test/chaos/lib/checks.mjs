@@ -602,6 +602,13 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
         ok = lost || takenOver || fenceRefused || waitedOut;
         why = 'no lease loss, fence refusal or wait timeout to explain it';
         break;
+      case 70:
+        // Its guard stopped (the stop-guard fault): the runner stopped the child itself.
+        ok =
+          r.faults.some((f) => f.kind === 'stop-guard') &&
+          r.lines.some((l) => String(l.msg).startsWith('the guard stopped answering'));
+        why = 'no stopped guard to explain it';
+        break;
       case 69:
         ok = outages(r) || overloaded(r);
         why =

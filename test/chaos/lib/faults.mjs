@@ -16,6 +16,10 @@ export const FAULT_KINDS = [
     kind: 'stop-runner',
     what: 'SIGSTOP of a holder alone (a frozen event loop) for longer than the TTL, then SIGCONT: its child gone before the lease could be taken',
   },
+  {
+    kind: 'stop-guard',
+    what: "SIGSTOP of a holder's guard, left stopped (a child of the same user's kill -STOP $PPID): its runner stops the child itself and exits 70",
+  },
   { kind: 'pg-restart', what: 'PostgreSQL restarted in immediate mode (a crash for every client)' },
   { kind: 'partition', what: "a host's route to the database cut (reset) or black-holed, then healed" },
   { kind: 'clock-skew-ahead', what: "a host's wall clock set minutes ahead", needs: 'clock' },
@@ -106,6 +110,16 @@ const nextTurn = () => new Promise((r) => setImmediate(r));
 const GUARD_GONE_MS = 5_000;
 
 /** The direct children of `pid` (its main thread's, the one that spawns). */
+/** The parent of `pid` (/proc/<pid>/stat), or undefined once it is gone. */
+function parentOf(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return undefined;
+  }
+}
+
 function childrenOf(pid) {
   try {
     return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(' ').filter(Boolean).map(Number);
@@ -276,6 +290,23 @@ export class Injector {
           generation: v.generation,
           host: v.host,
         };
+      }
+      case 'stop-guard': {
+        // The guard between a holder and its child, stopped and never resumed: the runner must
+        // notice it no longer answers, stop the child's group itself, kill the guard and exit 70
+        // with the attempt recorded as failed.
+        const v = await this.findVictim((r) => r.faults.length === 0, 1);
+        if (!v) return { ...rec, injected: false, note: 'no holder whose guard to stop' };
+        const guard = parentOf(v.child.pid);
+        if (guard === undefined || guard === v.pid || guard <= 1)
+          return { ...rec, injected: false, note: 'no guard seen above the child' };
+        const at = Date.now();
+        v.faults.push({ kind: 'stop-guard', at });
+        if (!signal(guard, 'SIGSTOP')) {
+          v.faults.pop();
+          return { ...rec, injected: false, note: 'guard exited first' };
+        }
+        return { ...rec, at, run: v.id, job: v.job, window: v.window, generation: v.generation, host: v.host, guard };
       }
       case 'pause': {
         // A child paused while still starting may find its window finished by its successor when
