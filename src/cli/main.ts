@@ -584,7 +584,8 @@ export function buildProgram(only?: string, argv: string[] = []): Command {
     `
 Environment: LEASEJOB_DATABASE_URL (else DATABASE_URL, PG*), LEASEJOB_STATE_FILE,
 LEASEJOB_REQUIRE_SHARED=1, LEASEJOB_LOG_LEVEL, LEASEJOB_COMPILE_CACHE=<dir>|off (V8 code
-cache of the CLI; default: a directory of this user under the OS temp dir); for run and
+cache of the CLI; default: a directory of this user under the OS temp dir),
+LEASEJOB_NATIVE_GUARD=off (the Node guard, not the native one, between leasejob and the child); for run and
 backfill, OTEL_EXPORTER_OTLP_ENDPOINT and the other OTEL_* variables (spans over OTLP/HTTP).
 Run \`leasejob <command> --help\` for options.`,
   );
