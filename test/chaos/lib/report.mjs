@@ -36,7 +36,10 @@ const INVARIANTS = [
     'no child outlives its lease (see checks.mjs for the exact rule); pauses and kills by their own rules',
   ],
   ['one-live-child', 'at most one live child per job at any time (runs across a failover excepted)'],
-  ['exit-codes', 'exit codes match what happened (0 done/skipped, 75 lost, 69 outage, 70 guard stopped, SIGKILL when killed)'],
+  [
+    'exit-codes',
+    'exit codes match what happened (0 done/skipped, 75 lost, 69 outage, 70 guard stopped, SIGKILL when killed)',
+  ],
   ['completes-once', "operators' jobs: no window key completes twice (events kept aside from prune)"],
   [
     'one-owner-per-token',
