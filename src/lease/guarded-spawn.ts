@@ -140,13 +140,15 @@ function launchGuard(capture: boolean): Launched {
 let warm: Launched | undefined;
 
 /**
- * Start the guard now, before the lease is asked for: its start (a Node process, tens of
- * milliseconds; the native guard, about one) then overlaps the connection and the acquire instead
- * of delaying the child. Unused (the run skips, fails, exits), it sees its socket close and
- * exits; it keeps nothing of ours alive meanwhile.
+ * Start the Node guard now, before the lease is asked for: its start (a Node process, tens of
+ * milliseconds) then overlaps the connection and the acquire instead of delaying the child.
+ * Unused (the run skips, fails, exits), it sees its socket close and exits; it keeps nothing of
+ * ours alive meanwhile.
  */
 export function prewarmGuard(capture: boolean): void {
-  if (warm !== undefined) return;
+  // The native guard starts in about a millisecond: started ahead it would only cost a process
+  // to every run that never starts a child (a busy skip, each of a herd's contenders).
+  if (warm !== undefined || nativeGuardFile() !== undefined) return;
   warm = launchGuard(capture);
   warm.guard.unref();
   warm.control?.unref();
