@@ -191,6 +191,8 @@ describe.each(GUARDS.map((g) => [g.name, g] as const))('the %s guard', (_name, g
       await guard.waitLine((l) => l === 'exit 0', 'the child to exit');
       const escapee = await waitFor('the escapee', () => readPidFile(pidFile));
       expect(isAlive(escapee)).toBe(true);
+      // Still guarded: leasejob has not said `done`, so the guard stays for what escaped.
+      expect(guard.proc.exitCode).toBeNull();
       guard.say(`stop ${Math.floor(monoNowMs())}\n`);
       expect(await guard.exited).toEqual({ code: 0, signal: null });
       await waitFor('the escapee to be gone', () => !isAlive(escapee), 10_000);
