@@ -7,14 +7,14 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, runCli, startCli, startExporter, waitFor } from '../helpers/cli.js';
+import { ROOT, fixture, runCli, startCli, startExporter, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 import { tempDir } from '../helpers/temp.js';
 
 const CHROMIUM = process.env.LEASEJOB_CHROMIUM ?? '/usr/bin/chromium';
 const haveChromium = existsSync(CHROMIUM);
-/** Screenshots for the reviewer (the closing note asks for them). */
-const SHOTS = process.env.LEASEJOB_SCREENSHOT_DIR ?? '/work/clones/shots';
+/** Screenshots for a person to look at; .tmp/ is gitignored. */
+const SHOTS = process.env.LEASEJOB_SCREENSHOT_DIR ?? path.join(ROOT, '.tmp', 'screenshots');
 
 const DAY_MS = 86_400_000;
 // Daily at midnight UTC: the due occurrence is today's for the whole test unless midnight passes
@@ -305,14 +305,12 @@ describe.skipIf(!haveChromium)('the status page at a glance, in chromium', () =>
     for (let i = 1; i < ats.length; i++) expect(ats[i]! - ats[i - 1]!).toBe(3_600_000);
     expect(ats.at(-1)! <= Date.now() && Date.now() < ats.at(-1)! + 3_600_000).toBe(true);
     // The axis: a time label above every sixth column, at that column's x.
-    const labels = await page
-      .locator('#jobs thead .axis span')
-      .evaluateAll((ss) =>
-        ss.map((s) => ({
-          text: (s as HTMLElement).innerText,
-          x: Math.round(s.getBoundingClientRect().left * 10) / 10,
-        })),
-      );
+    const labels = await page.locator('#jobs thead .axis span').evaluateAll((ss) =>
+      ss.map((s) => ({
+        text: (s as HTMLElement).innerText,
+        x: Math.round(s.getBoundingClientRect().left * 10) / 10,
+      })),
+    );
     expect(labels.length).toBe(4);
     labels.forEach((l, i) => {
       expect(l.text).toBe(new Date(ats[i * 6]!).toISOString().slice(11, 16));
