@@ -306,7 +306,7 @@ function columnTitle(c: Column, span: string): string {
  * cell with an occurrence links to it; its title and (visually hidden) text carry its time.
  */
 export function timeStrip(job: string, cols: Column[], axis: TimeAxis, text: { spans: string[] }): SafeHtml {
-  return markup`<div class="${`tgrid cols-${axis.columns}`}" aria-label="${`Occurrences of ${job}`}">${cols.map(
+  return markup`<div class="${`tgrid cols-${axis.columns}`}" role="group" aria-label="${`Occurrences of ${job}`}">${cols.map(
     (c, i) => {
       const span = text.spans[i]!;
       if (c.cell) {
@@ -314,7 +314,7 @@ export function timeStrip(job: string, cols: Column[], axis: TimeAxis, text: { s
         return markup`<a class="${`cell c-${cell.state}${cell.overdue !== undefined ? ' due' : ''}`}" href="${occurrenceHref(
           job,
           cell.window,
-        )}" title="${columnTitle(c, span)}" data-col="${i}" data-at="${c.from.toISOString()}" data-window="${
+        )}" title="${columnTitle(c, span)}" data-at="${c.from.toISOString()}" data-window="${
           cell.window
         }" data-state="${cell.state}"${
           cell.overdue !== undefined ? markup` data-overdue="${cell.overdue}"` : ''
@@ -326,7 +326,7 @@ export function timeStrip(job: string, cols: Column[], axis: TimeAxis, text: { s
           ? ['c-unread', 'not read']
           : ['c-none', 'no occurrence'];
       const at = c.from.toISOString();
-      return markup`<span class="${`cell ${cls}`}" title="${`${span} · ${what}`}" data-col="${i}" data-at="${at}"></span>`;
+      return markup`<span class="${`cell ${cls}`}" title="${`${span} · ${what}`}" data-at="${at}"></span>`;
     },
   )}</div>`;
 }

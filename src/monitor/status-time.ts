@@ -79,8 +79,29 @@ export function columnSpan(d: Date, stepMs: number): string {
   return `${day} ${a.toFormat('HH:mm')}–${end} ${pageZone()}`;
 }
 
-/** `3m ago` (or `in 2h`) with the instant itself as its title: a list's cell, one line. */
+/** `3h12m`: the two largest units of a span, for a narrow cell (the title has the instant). */
+function roughMs(ms: number): string {
+  const units: Array<[string, number]> = [
+    ['d', 86_400_000],
+    ['h', 3_600_000],
+    ['m', 60_000],
+    ['s', 1000],
+  ];
+  const i = Math.max(
+    0,
+    units.findIndex(([, u]) => ms >= u),
+  );
+  const [a, ua] = units[i]!;
+  const first = Math.floor(ms / ua);
+  const next = units[i + 1];
+  const second = next ? Math.floor((ms - first * ua) / next[1]) : 0;
+  return `${first}${a}${second && next ? `${second}${next[0]}` : ''}`;
+}
+
+/** `3m ago` (or `in 2h5m`) with the instant itself as its title: a list's cell, one line. */
 export function ago(d: Date | null | undefined, now: Date): SafeHtml {
   if (!d) return markup`<span class="muted">-</span>`;
-  return markup`<time datetime="${iso(d)}" title="${shortIso(d)}">${relative(d, now)}</time>`;
+  const ms = d.getTime() - now.getTime();
+  const text = Math.abs(ms) < 1000 ? 'now' : ms < 0 ? `${roughMs(-ms)} ago` : `in ${roughMs(ms)}`;
+  return markup`<time datetime="${iso(d)}" title="${shortIso(d)}">${text}</time>`;
 }

@@ -101,13 +101,12 @@ const rowsWithin = (page: Page, height: number) =>
 
 describe.skipIf(!haveChromium)('the status page at a glance, in chromium', () => {
   beforeAll(async () => {
-    // Midnight UTC passing mid-test makes a new occurrence due for every daily job: wait it out.
+    // Midnight UTC passing mid-test makes a new occurrence due for every daily job: wait it out,
+    // and a minute past it, so that today's runs come later than --max-delay 1s.
     await waitFor(
-      'not to be within 10 minutes of midnight UTC',
-      async () => dayBase() + DAY_MS - Date.now() > 600_000,
-      {
-        timeoutMs: 700_000,
-      },
+      'not to be within 10 minutes before midnight UTC, nor a minute after',
+      async () => dayBase() + DAY_MS - Date.now() > 600_000 && Date.now() - dayBase() > 60_000,
+      { timeoutMs: 700_000 },
     );
     DAY_BASE = dayBase();
     db = await testDb();
@@ -351,7 +350,9 @@ describe.skipIf(!haveChromium)('the status page at a glance, in chromium', () =>
         const probe = document.createElement('span');
         probe.className = 'state s-running';
         document.body.append(probe);
-        return getComputedStyle(probe).color;
+        const colour = getComputedStyle(probe).color;
+        probe.remove();
+        return colour;
       });
     for (const f of fills) expect(f).not.toBe(running);
     const last = await page
