@@ -14,6 +14,7 @@ import { Reach, noteReach } from '../../startup/start-reach.js';
 import { visibleControls } from '../terminal-text.js';
 import { countsByJob, readOccurrences, type Occurrence } from '../../monitor/occurrences.js';
 import { occurrenceTraceId, traceIdOf } from '../../trace-context.js';
+import { leaseLeftText } from '../../monitor/status-view.js';
 
 /** readJobStates() reads the job rows and the due-window judgement side by side. */
 const JOB_STATES_POOL = 2;
@@ -31,7 +32,7 @@ function statusRow(j: JobState): string[] {
     j.name,
     j.holder ?? '-',
     j.generation ?? '-',
-    j.held ? humanMs(j.expiresInMs) : '-',
+    j.held ? (j.holderGone ? leaseLeftText(j) : humanMs(j.expiresInMs)) : '-',
     j.lastWindow ?? '-',
     j.lastCompletedAt ? j.lastCompletedAt.toISOString() : '-',
     open || '-',
