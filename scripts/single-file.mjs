@@ -158,7 +158,8 @@ async function quietly(fn) {
  */
 export async function buildSingleFile({ arch = 'x64', out } = {}) {
   if (!(arch in INTEGRITY)) throw new Error(`--arch: x64 or arm64, got ${JSON.stringify(arch)}`);
-  for (const f of [BUNDLE, LOADER, TRACE_EXPORT]) if (!existsSync(f)) throw new Error(`${f} is missing: run \`npm run build\` first`);
+  for (const f of [BUNDLE, LOADER, TRACE_EXPORT])
+    if (!existsSync(f)) throw new Error(`${f} is missing: run \`npm run build\` first`);
   const output = path.resolve(out ?? path.join(ROOT, 'dist', 'single-file', `leasejob-linux-${arch}`));
   mkdirSync(path.join(ROOT, 'dist', 'single-file'), { recursive: true });
   const work = mkdtempSync(path.join(ROOT, 'dist', 'single-file', `work-${arch}-`));

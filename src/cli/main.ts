@@ -65,7 +65,7 @@ function reportOptions(cmd: Command): Command {
     )
     .option(
       '--trace-link-template <url>',
-      'a trace viewer\'s URL with {traceId} in it (or LEASEJOB_TRACE_LINK_TEMPLATE): the webhook\'s trace_url',
+      "a trace viewer's URL with {traceId} in it (or LEASEJOB_TRACE_LINK_TEMPLATE): the webhook's trace_url",
     )
     .option(
       '--record-output [size]',

@@ -78,9 +78,7 @@ export async function exportSpans(
   const next = { traceId: '', spanId: '' };
   const ended: ReadableSpan[] = [];
   const provider = new TracerProvider({
-    resource: resourceFromAttributes(resource).merge(
-      detectResources({ detectors: [envDetector] }),
-    ),
+    resource: resourceFromAttributes(resource).merge(detectResources({ detectors: [envDetector] })),
     idGenerator: { generateTraceId: () => next.traceId, generateSpanId: () => next.spanId },
     spanProcessors: [
       {

@@ -294,7 +294,16 @@ export class RunTrace {
     attributes: Record<string, SpanValue>,
     startMs = Date.now(),
   ): SpanRecord {
-    const span: SpanRecord = { name, traceId, spanId: randomSpanId(), parentSpanId, startMs, attributes, events: [], links: [] };
+    const span: SpanRecord = {
+      name,
+      traceId,
+      spanId: randomSpanId(),
+      parentSpanId,
+      startMs,
+      attributes,
+      events: [],
+      links: [],
+    };
     this.spans.push(span);
     return span;
   }

@@ -54,7 +54,10 @@ interface JsonBody {
 
 const jsonAttributes = (kvs: JsonKeyValue[] = []): Record<string, string> =>
   Object.fromEntries(
-    kvs.map((a) => [a.key, String(a.value.stringValue ?? a.value.intValue ?? a.value.boolValue ?? a.value.doubleValue)]),
+    kvs.map((a) => [
+      a.key,
+      String(a.value.stringValue ?? a.value.intValue ?? a.value.boolValue ?? a.value.doubleValue),
+    ]),
   );
 
 const nanosToMs = (n: string | number | bigint): number => Number(BigInt(n) / 1_000_000n);

@@ -32,7 +32,11 @@ describe.each(stores)('backfill --schedule on %s', (_, store) => {
     const job = 'backfilled-job';
     const counter = path.join(newTmp(), 'count');
     // The second occurrence fails; without --keep-going the backfill stops there.
-    const child = ['sh', '-c', `n=$(cat ${counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > ${counter}; [ $n -ne 2 ]`];
+    const child = [
+      'sh',
+      '-c',
+      `n=$(cat ${counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > ${counter}; [ $n -ne 2 ]`,
+    ];
     const bf = await runCli(
       ['backfill', ...store(), '--name', job, '--schedule', '0 * * * *', '--from', W(0), '--to', W(4), '--', ...child],
       NO_DB_ENV,
@@ -62,7 +66,19 @@ describe.each(stores)('backfill --schedule on %s', (_, store) => {
   it("leaves a registered job's schedule and its settings as its runs recorded them", async () => {
     const job = 'backfilled-registered';
     const run = await runCli(
-      ['run', ...store(), '--name', job, '--schedule', '0 * * * *', '--window-from-schedule', '--alert-after', '30m', '--', 'true'],
+      [
+        'run',
+        ...store(),
+        '--name',
+        job,
+        '--schedule',
+        '0 * * * *',
+        '--window-from-schedule',
+        '--alert-after',
+        '30m',
+        '--',
+        'true',
+      ],
       NO_DB_ENV,
     );
     expect(run.exitCode, run.all).toBe(0);

@@ -147,9 +147,7 @@ describe.skipIf(built.unbuilt !== undefined)('the single executable exports its 
         expect(s.attributes['host.name']).toBeUndefined();
       }
       expect(new Set(spans.map((s: ReceivedSpan) => s.resource['host.name']))).toEqual(new Set(['node-a', 'node-b']));
-      expect(
-        attempts.filter((s) => s.attributes['leasejob.attempt'] !== '3').map((s) => s.statusCode),
-      ).toEqual([2, 2]);
+      expect(attempts.filter((s) => s.attributes['leasejob.attempt'] !== '3').map((s) => s.statusCode)).toEqual([2, 2]);
     });
   }
 

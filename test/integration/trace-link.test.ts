@@ -48,7 +48,15 @@ describe('trace links', () => {
 
   it('history links the trace ids: the TRACE column, traceUrl in JSON; without a template, none', async () => {
     const traceId = occurrenceTraceId(JOB, 'w1');
-    const text = await runCli(['history', ...conn(), '--name', JOB, '--by-occurrence', '--trace-link-template', TEMPLATE]);
+    const text = await runCli([
+      'history',
+      ...conn(),
+      '--name',
+      JOB,
+      '--by-occurrence',
+      '--trace-link-template',
+      TEMPLATE,
+    ]);
     expect(text.exitCode, text.all).toBe(0);
     expect(text.stdout).toContain(link(traceId));
     const json = await runCli(['history', ...conn(), '--name', JOB, '--by-occurrence', '--json'], {
