@@ -7,6 +7,7 @@ import {
   JOB_STATES,
   STATE_LABEL,
   STATE_MEANING,
+  leaseLeftText,
   type JobStateName,
   type ListQuery,
   type ListView,
@@ -203,7 +204,7 @@ function stateDetail(j: JobState, now: Date, at: Instant = when): SafeHtml {
     parts.push(
       markup`<span class="part">running on <code>${j.holder}</code> (generation ${j.generation}, for ${humanMs(
         j.heldForMs ?? 0,
-      )}, expires in ${humanMs(j.expiresInMs)})</span>`,
+      )}, ${leaseLeftText(j)})</span>`,
     );
   if (j.paused && j.pause) parts.push(markup`<span class="part">${pauseText(j.pause, now, at)}</span>`);
   if (j.durationUnexpected) parts.push(markup`<span class="part">${j.durationUnexpected}</span>`);
@@ -492,7 +493,7 @@ ${fact(
     : j.held
       ? markup`held by <code>${j.holder}</code>, generation ${
           j.generation
-        }, expires in ${humanMs(j.expiresInMs)}, held for ${humanMs(j.heldForMs)}`
+        }, ${leaseLeftText(j)}, held for ${humanMs(j.heldForMs)}`
       : markup`free (last owner <code>${j.owner}</code>, generation ${j.generation})`,
 )}
 ${fact('Pause', j.pause ? markup`${j.paused ? '' : 'last '}${pauseText(j.pause, now)}` : 'never paused')}

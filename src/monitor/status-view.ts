@@ -4,6 +4,7 @@ import type { JobState } from './job-states.js';
 import { nextTick, parseSchedule, type Schedule } from '../schedule/cron.js';
 import type { HostClock } from '../store/contract.js';
 import { GRID_STEPS } from './time-grid.js';
+import { humanMs } from '../schedule/duration.js';
 
 /**
  * Worst first: the order of the chips and of the list. Each names what is wrong (issue 27): the
@@ -88,6 +89,15 @@ export function stateOf(j: JobState): JobStateName {
   if (j.held)
     return j.expectMaxMs !== null && j.heldForMs !== null && j.heldForMs > j.expectMaxMs ? 'running-late' : 'running';
   return 'healthy';
+}
+
+/**
+ * The held lease's time left, and whether its holder is gone (its database session, or on the
+ * embedded store its process on this boot: a crash): "holder gone, lease expires in 1m14s". The
+ * lease is waited out all the same; the next run takes it over then.
+ */
+export function leaseLeftText(j: Pick<JobState, 'holderGone' | 'expiresInMs'>): string {
+  return `${j.holderGone ? 'holder gone, lease ' : ''}expires in ${humanMs(j.expiresInMs)}`;
 }
 
 export interface ListQuery {
