@@ -152,11 +152,6 @@ static void signal_group(int sig) {
   if (child > 0) kill(-child, sig);
 }
 
-/**
- * Signal every child of ours but the reaped ones: as a subreaper, what left the child's group
- * and lost its parent is ours (a setsid daemon, a double fork). Found in /proc by parent pid
- * (getdents64 into a static buffer: no opendir, which allocates). Returns how many live ones.
- */
 struct dirent64_ {
   uint64_t ino;
   int64_t off;
@@ -165,7 +160,11 @@ struct dirent64_ {
   char name[];
 };
 
-static int signal_children(int sig) {
+/**
+ * Signal (0: count) every child of ours found in /proc by parent pid: getdents64 into a static
+ * buffer (no opendir, which allocates). For kernels without /proc/<pid>/task/<tid>/children.
+ */
+static int scan_proc_children(int sig) {
   static char dents[16384];
   static char stat[1024];
   pid_t self = getpid();
@@ -201,6 +200,47 @@ static int signal_children(int sig) {
       if (pid > 1) kill((pid_t)pid, sig);
       live++;
     }
+  }
+  close(fd);
+  return live;
+}
+
+/**
+ * Signal (0: count) every child of ours: as a subreaper, what left the child's group and lost
+ * its parent is ours (a setsid daemon, a double fork). Read from /proc/self/task/<pid>/children,
+ * one file (the guard has one thread); a zombie not yet reaped counts until its SIGCHLD is.
+ */
+static int signal_children(int sig) {
+  static char list[16384];
+  char path[64] = "/proc/self/task/";
+  char digits[24];
+  int nd = 0;
+  for (unsigned long v = (unsigned long)getpid(); nd == 0 || v > 0; v /= 10) digits[nd++] = (char)('0' + v % 10);
+  size_t at = strlen(path);
+  while (nd > 0) path[at++] = digits[--nd];
+  memcpy(path + at, "/children", 10);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return scan_proc_children(sig);
+  int live = 0;
+  long pid = 0;
+  for (;;) {
+    ssize_t n = read(fd, list, sizeof list);
+    if (n <= 0) break;
+    for (ssize_t i = 0; i < n; i++) {
+      if (list[i] >= '0' && list[i] <= '9') {
+        pid = pid * 10 + (list[i] - '0');
+        continue;
+      }
+      if (pid > 1) {
+        kill((pid_t)pid, sig);
+        live++;
+      }
+      pid = 0;
+    }
+  }
+  if (pid > 1) {
+    kill((pid_t)pid, sig);
+    live++;
   }
   close(fd);
   return live;
