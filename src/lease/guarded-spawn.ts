@@ -165,18 +165,19 @@ const signalName = (n: number): NodeJS.Signals | null =>
 function heartbeat(
   send: (line: string) => void,
   lost: () => void,
-): { heard(): void; answered(n: number): void; stop(): void } {
+): { first(): string; heard(): void; answered(n: number): void; stop(): void } {
   let seq = 0;
   let waiting: { n: number; since: number } | undefined;
   let lastBeat = monoNow();
   let heardOnce = false;
-  const beat = (): void => {
+  /** A ping when none is awaited (written by `out`), else a look at how late the awaited one is. */
+  const beat = (out: (line: string) => void = send): void => {
     const now = monoNow();
     if (waiting !== undefined && now - lastBeat > 2 * PING_INTERVAL_MS) waiting.since = now;
     lastBeat = now;
     if (waiting === undefined) {
       waiting = { n: ++seq, since: now };
-      send(`ping ${waiting.n}`);
+      out(`ping ${waiting.n}`);
       return;
     }
     const bound = heardOnce ? ANSWER_WITHIN_MS : FIRST_ANSWER_WITHIN_MS;
@@ -189,9 +190,19 @@ function heartbeat(
       lost();
     });
   };
-  const timer = setInterval(beat, PING_INTERVAL_MS);
+  const timer = setInterval(() => beat(), PING_INTERVAL_MS);
   timer.unref();
   return {
+    /**
+     * The first ping, to send with the start: answered in the same read of the guard, before the
+     * child's end, so that what a run compiles never depends on timing (the single file's code
+     * cache, written at the end of the build's priming run, is the same at every build).
+     */
+    first() {
+      let line = '';
+      beat((l) => (line = l));
+      return line;
+    },
     heard() {
       heardOnce = true;
     },
@@ -284,7 +295,7 @@ export async function spawnGuarded(start: GuardStart, capture: boolean): Promise
   guard.once('exit', onGuardExit);
   control.once('close', onControlClose);
 
-  send(startLines(start));
+  send(`${startLines(start)}${beats.first()}`);
   const answer = await first;
   if (!('pid' in answer)) {
     beats.stop();
