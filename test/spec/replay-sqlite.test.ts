@@ -1,4 +1,4 @@
 // The spec's traces replayed on the embedded store (test/spec/replay-suite.ts).
 import { replaySuite } from './replay-suite.js';
 
-replaySuite('sqlite', { traces: 1, steps: 6 });
+replaySuite('sqlite', { traces: 1, steps: 5 });

@@ -74,10 +74,9 @@ export function runSpec(o) {
   return { status: r.status, ok: r.status === 0 && /No violation found/.test(out), out, ms, seed, executions };
 }
 
-/** The invariants the violating state breaks, as Quint lists them (verbosity 2 and up). */
-export function failed(out) {
-  const names = INVARIANTS.filter((n) => new RegExp(`\\b${n}\\b[^\\n]*(violated|false)`, 'i').test(out));
-  return names.length ? names.join(', ') : 'see the execution';
+/** The invariants the violating state breaks, as Quint marks them (`❌ name`). */
+export function failedInvariants(out) {
+  return INVARIANTS.filter((n) => new RegExp(`❌ ${n}\\b`).test(out));
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
@@ -112,10 +111,11 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     nTraces: Number(opts.traces),
   });
   if (!r.ok) process.stdout.write(r.out);
+  const broken = r.ok ? [] : failedInvariants(r.out);
   console.log(
-    `spec ${opts.main}/${opts.step}: ${r.ok ? `no invariant failed in ${opts.samples}` : `AN INVARIANT FAILED (${failed(r.out)}) after about ${r.executions ?? '?'} of ${opts.samples}`} ` +
+    `spec ${opts.main}/${opts.step}: ${r.ok ? `no invariant failed in ${opts.samples}` : `AN INVARIANT FAILED (${broken.join(', ') || 'see the execution'}) after about ${r.executions ?? '?'} of ${opts.samples}`} ` +
       `executions of up to ${opts.steps} steps, ${INVARIANTS.length} invariants (${INVARIANTS.join(', ')}) ` +
-      `checked after every step, seed ${r.seed ?? opts.seed}, ${(r.ms / 1000).toFixed(1)} s`,
+      `checked after every step, seed ${r.seed ?? (opts.seed || '?')}, ${(r.ms / 1000).toFixed(1)} s`,
   );
   process.exit(r.ok ? 0 : r.status === 0 ? 1 : r.status === 1 ? 1 : (r.status ?? 1));
 }

@@ -12,7 +12,7 @@ describe('the protocol specification', () => {
   it('no invariant fails in random executions of the spec with every fix on', () => {
     const r = spawnSync(
       process.execPath,
-      [path.join(ROOT, 'test', 'spec', 'run.mjs'), '--samples', '25', '--steps', '30', '--seed', seed],
+      [path.join(ROOT, 'test', 'spec', 'run.mjs'), '--samples', '10', '--steps', '25', '--seed', seed],
       { cwd: ROOT, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 },
     );
     const out = `${r.stdout}${r.stderr}`;
