@@ -351,6 +351,16 @@ function defineStatus(program: Command): void {
       .option(
         '--json',
         "JSON instead of a table, with each job's occurrences within its lookback counted by the reason each ended as",
+      )
+      .option(
+        '--wide',
+        "every column (generation, expiry, completion time) and every open window in full, whatever the terminal's width",
+      )
+      .addHelpText(
+        'after',
+        `
+The table fits the terminal: COLUMNS, else the terminal's width (no limit into a pipe or a file);
+lists are shortened to what fits, with a count of what was left out (+3 more).`,
       ),
   ).action(lazy(async () => (await import('./commands/status.js')).statusCommand));
 }
