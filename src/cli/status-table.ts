@@ -45,19 +45,37 @@ function openCell(j: JobState): Cell {
   return cell;
 }
 
+/** Whether the latest due occurrence is done, with how many due ones are not (status --wide: DUE, NOT COMPLETED). */
 function dueCell(j: JobState): Cell {
   if (j.paused) {
     const until = j.pause?.until ? ` until ${j.pause.until.toISOString()}` : '';
     return [`paused${until}`, 'paused'];
   }
-  if (j.overdue) return [`OVERDUE ${j.due?.window}`, 'OVERDUE'];
-  return [j.due ? 'on time' : 'no schedule'];
+  const n = j.notCompletedCount;
+  const oldest = n > 0 ? ` (oldest ${j.notCompleted[0]!.window})` : '';
+  if (j.overdue)
+    return [`OVERDUE ${j.due?.window}, ${n} not completed${oldest}`, `OVERDUE, ${n} not completed`, 'OVERDUE'];
+  if (!j.due) return [notJudged(j)];
+  return n > 0
+    ? [`on time, ${n} earlier not completed${oldest}`, `on time, ${n} earlier not completed`, 'on time']
+    : ['on time'];
 }
 
-function notCompletedCell(j: JobState): Cell {
-  if (j.notCompletedCount > 0)
-    return [`${j.notCompletedCount} (oldest ${j.notCompleted[0]!.window})`, String(j.notCompletedCount)];
-  return [j.due ? '0' : 'no schedule'];
+/** Why nothing is due: no schedule, no windows from it, or none due since the job was registered. */
+function notJudged(j: JobState): string {
+  if (typeof j.schedule !== 'string') return 'no schedule';
+  return j.windowMode === 'schedule' ? 'not due yet' : 'no due windows';
+}
+
+function wideDue(j: JobState): string {
+  if (j.paused) return dueCell(j)[0]!;
+  if (j.overdue) return `OVERDUE ${j.due?.window}`;
+  return j.due ? 'on time' : notJudged(j);
+}
+
+function wideNotCompleted(j: JobState): string {
+  if (j.notCompletedCount > 0) return `${j.notCompletedCount} (oldest ${j.notCompleted[0]!.window})`;
+  return j.due || j.windowMode === 'schedule' ? '0' : notJudged(j);
 }
 
 /** Every column, each cell in full: `status --wide`. */
@@ -71,8 +89,8 @@ function wideColumns(jobs: JobState[]): Column[] {
     col('LAST COMPLETED WINDOW', (j) => [j.lastWindow ?? 'never']),
     col('COMPLETED AT', (j) => [j.lastCompletedAt ? j.lastCompletedAt.toISOString() : 'never']),
     col('OPEN WINDOWS', (j) => [openCell(j)[0]!]),
-    col('DUE', (j) => [dueCell(j)[0]!]),
-    col('NOT COMPLETED', (j) => [notCompletedCell(j)[0]!]),
+    col('DUE', (j) => [wideDue(j)]),
+    col('NOT COMPLETED', (j) => [wideNotCompleted(j)]),
   ];
 }
 
@@ -83,12 +101,11 @@ function defaultColumns(jobs: JobState[]): { columns: Column[]; giveWay: number[
     col('JOB', (j) => [j.name]),
     col('LEASE', leaseCell),
     col('LAST COMPLETED', (j) => [j.lastWindow ?? 'never']),
-    col('OPEN WINDOWS', openCell),
+    col('OPEN', openCell),
     col('DUE', dueCell),
-    col('NOT COMPLETED', notCompletedCell),
   ];
-  // Open windows first (a count stays), then the holder, then the counts' oldest, then the due window.
-  return { columns, giveWay: [3, 1, 5, 4] };
+  // Open windows first (a count stays), then the holder, then what is due (its word stays).
+  return { columns, giveWay: [3, 1, 4] };
 }
 
 /** The fullest rendering of `cell` within `width`, else its shortest. */

@@ -82,7 +82,7 @@ describe('due occurrences (issue 20)', () => {
       [missing[2], 'no run'],
     ]);
     expect(status.jobs[0].notCompleted).toHaveLength(3 + late);
-    const table = await runCli(['status', ...conn(), '--name', name]);
+    const table = await runCli(['status', ...conn(), '--name', name, '--wide']);
     expect(table.stdout).toMatch(/NOT COMPLETED/);
     expect(table.stdout).toContain(`${3 + late} (oldest ${missing[0]})`);
 
