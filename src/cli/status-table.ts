@@ -33,7 +33,7 @@ function leaseCell(j: JobState): Cell {
 /** The open windows, as many as fit, then `+N more`; at the least their count. */
 function openCell(j: JobState): Cell {
   if (j.openCount === 0) return ['none'];
-  const full = j.openWindows.map((w) => `${w.window} (${w.outcome}, attempt ${w.attempts})`);
+  const full = j.openWindows.map((w) => `${w.window}(${w.outcome}, attempt ${w.attempts})`);
   const keys = j.openWindows.map((w) => w.window);
   const cell: Cell = [];
   for (const items of [full, keys])
@@ -43,6 +43,14 @@ function openCell(j: JobState): Cell {
     }
   cell.push(`${j.openCount} open`);
   return cell;
+}
+
+/** The open windows read (the newest 10, the most failed one if older), then how many more: status --wide. */
+function wideOpen(j: JobState): string {
+  if (j.openCount === 0) return 'none';
+  const more = j.openCount - j.openWindows.length;
+  const listed = j.openWindows.map((w) => `${w.window}(${w.outcome}, attempt ${w.attempts})`).join(' ');
+  return listed + (more > 0 ? ` (+${more} more)` : '');
 }
 
 /** Whether the latest due occurrence is done, with how many due ones are not (status --wide: DUE, NOT COMPLETED). */
@@ -88,7 +96,7 @@ function wideColumns(jobs: JobState[]): Column[] {
     col('EXPIRES IN', (j) => [j.held ? humanMs(j.expiresInMs) : 'not held']),
     col('LAST COMPLETED WINDOW', (j) => [j.lastWindow ?? 'never']),
     col('COMPLETED AT', (j) => [j.lastCompletedAt ? j.lastCompletedAt.toISOString() : 'never']),
-    col('OPEN WINDOWS', (j) => [openCell(j)[0]!]),
+    col('OPEN WINDOWS', (j) => [wideOpen(j)]),
     col('DUE', (j) => [wideDue(j)]),
     col('NOT COMPLETED', (j) => [wideNotCompleted(j)]),
   ];

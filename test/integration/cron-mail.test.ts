@@ -68,6 +68,7 @@ describe.skipIf(skip !== undefined)('cron mails a failure once, in words, and no
   const dir = tempDir('leasejob-cron-mail-');
   let db: TestDb;
   const daemons: ChildProcess[] = [];
+  let daemonErrors = '';
 
   beforeAll(async () => {
     db = await testDb();
@@ -120,16 +121,19 @@ describe.skipIf(skip !== undefined)('cron mails a failure once, in words, and no
         ['--mount', '--pid', '--uts', '--fork', '--kill-child', 'sh', path.join(dir, 'ns.sh'), dir, host],
         { stdio: ['ignore', 'ignore', 'pipe'] },
       );
+      d.stderr!.on('data', (chunk: Buffer) => (daemonErrors += chunk.toString()));
       daemons.push(d);
     }
     const expected = JOBS.length * HOSTS.length;
+    const why = (): string => `cron's stderr: ${daemonErrors || '(nothing)'}`;
     const doneCount = (): number => readdirSync(path.join(dir, 'done')).length;
     await waitFor(
       `every line of both crontabs to run at ${at.toISOString()}`,
-      () => doneCount() === expected,
+      () => doneCount() === expected || daemons.some((d) => d.exitCode !== null),
       200_000,
       500,
     );
+    expect(doneCount(), why()).toBe(expected);
     // cron mails after the line has ended, from its own child process: once no daemon has one, every mail is written.
     const crons = daemons.map((d) => childrenOf(d.pid!)[0]!);
     await waitFor('cron to have sent its mails', () => crons.every((c) => childrenOf(c).length === 0), 60_000, 200);
