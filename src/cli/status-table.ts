@@ -2,6 +2,7 @@
 // terminal's width), its lists shortened with a count of what was left out; `--wide` gives every
 // column in full. Each cell says in words what a bare `-` left to guess.
 import type { JobState } from '../monitor/job-states.js';
+import { leaseLeftText } from '../monitor/status-view.js';
 import { humanMs, renderTable } from '../monitor/table.js';
 
 /** One cell's renderings, the fullest first: the widest that fits its column is shown. */
@@ -26,6 +27,15 @@ const host = (owner: string): string => owner.split(':').slice(0, 2).join(':');
 
 function leaseCell(j: JobState): Cell {
   if (!j.holder) return [j.generation === null ? 'never held' : 'free'];
+  if (j.holderGone) {
+    const left = leaseLeftText(j);
+    return [
+      `held by ${j.holder}, ${left}`,
+      `held by ${host(j.holder)}, ${left}`,
+      `${host(j.holder)}, holder gone`,
+      'holder gone',
+    ];
+  }
   const left = humanMs(j.expiresInMs);
   return [`held by ${j.holder}, ${left} left`, `held by ${host(j.holder)}, ${left} left`, `${host(j.holder)}`, 'held'];
 }
@@ -93,7 +103,7 @@ function wideColumns(jobs: JobState[]): Column[] {
     col('JOB', (j) => [j.name]),
     col('HOLDER', (j) => [j.holder ?? (j.generation === null ? 'never held' : 'free')]),
     col('GEN', (j) => [j.generation ?? 'none']),
-    col('EXPIRES IN', (j) => [j.held ? humanMs(j.expiresInMs) : 'not held']),
+    col('EXPIRES IN', (j) => [j.held ? (j.holderGone ? leaseLeftText(j) : humanMs(j.expiresInMs)) : 'not held']),
     col('LAST COMPLETED WINDOW', (j) => [j.lastWindow ?? 'never']),
     col('COMPLETED AT', (j) => [j.lastCompletedAt ? j.lastCompletedAt.toISOString() : 'never']),
     col('OPEN WINDOWS', (j) => [wideOpen(j)]),

@@ -87,6 +87,21 @@ namespace's default.
       key: {{ .Values.database.secretKey }}
 - name: LEASEJOB_LOG_LEVEL
   value: {{ .Values.logLevel | quote }}
+{{- include "leasejob.traceEnv" . }}
+{{- end }}
+
+{{/* traces.linkTemplate and traces.otel (docs/monitoring.md#a-trace-per-occurrence). */}}
+{{- define "leasejob.traceEnv" -}}
+{{- with (.Values.traces | default dict) }}
+{{- if .linkTemplate }}
+- name: LEASEJOB_TRACE_LINK_TEMPLATE
+  value: {{ .linkTemplate | quote }}
+{{- end }}
+{{- range $k, $v := .otel }}
+- name: {{ $k }}
+  value: {{ $v | quote }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -99,6 +114,7 @@ child (the same user) could read in /proc/<pid>/environ.
   value: /etc/leasejob/database/url
 - name: LEASEJOB_LOG_LEVEL
   value: {{ .Values.logLevel | quote }}
+{{- include "leasejob.traceEnv" . }}
 {{- end }}
 
 {{/* The Secret's URL as the file /etc/leasejob/database/url: readable by the pod's fsGroup, not by others. */}}
