@@ -100,7 +100,7 @@ describe.skipIf(!helm)('the chart, job by job', () => {
     }
   });
 
-  it('numbers written as strings are read; a word is refused saying what to write', () => {
+  it('numbers written as strings are read; a word is refused saying what to write', async () => {
     const quoted = render({
       jobs: [{ name: 'q', schedule: '@daily', command: ['true'], maxAttempts: '3', retries: '1', backoffLimit: '2',
         terminationGracePeriodSeconds: '60', activeDeadlineSeconds: '0' }],
@@ -112,12 +112,25 @@ describe.skipIf(!helm)('the chart, job by job', () => {
     expect(cron.spec.jobTemplate.spec.backoffLimit).toBe(2);
     expect(cron.spec.jobTemplate.spec.activeDeadlineSeconds).toBeUndefined();
     expect(podSpecOf(cron).terminationGracePeriodSeconds).toBe(60);
+    // The chart's other counts too, each rendered as the number the Kubernetes types want.
+    const others = render({
+      exporter: { port: '9500', replicas: '2', service: { port: '9500' } }, prune: { batchSize: '500', backoffLimit: '1' },
+      migration: { backoffLimit: '2', activeDeadlineSeconds: '120', ttlSecondsAfterFinished: '0' }, networkPolicy: { enabled: true },
+    }); // prettier-ignore
+    for (const o of others.filter((x) => !['ServiceMonitor', 'PrometheusRule'].includes(x.kind)))
+      expect(await schemaErrors(o), `${o.kind} ${o.metadata.name}`).toEqual([]);
+    const deployment = others.find((o) => o.kind === 'Deployment') as K8sObject & { spec: any };
+    expect(deployment.spec.replicas).toBe(2);
+    expect(podSpecOf(deployment).containers[0].ports[0].containerPort).toBe(9500);
+    const migrate = others.find((o) => o.kind === 'Job') as K8sObject & { spec: any };
+    expect([migrate.spec.backoffLimit, migrate.spec.activeDeadlineSeconds, migrate.spec.ttlSecondsAfterFinished]).toEqual([2, 120, undefined]);
     const word = template({ jobs: [{ name: 'q', schedule: '@daily', command: ['true'], maxAttempts: 'three' }] });
     expect(word.status).not.toBe(0);
     expect(word.stderr).toContain("at '/jobs/0/maxAttempts'");
     expect(word.stderr).toContain('a whole number from 1 to 1000, written maxAttempts: 3');
     const range = template({ jobs: [{ name: 'q', schedule: '@daily', command: ['true'], maxAttempts: '1001' }] });
     expect(range.stderr).toContain('a whole number from 1 to 1000');
+    expect(template({ exporter: { port: '99999' } }).stderr).toContain('a whole number from 1 to 65535, written port: 9464');
   });
 
   it('refuses two jobs on one lease name, and a lease name run would refuse', () => {
