@@ -1,10 +1,11 @@
 // `leasejob status` fits the terminal: at COLUMNS=80 and 200 every line fits, the open-windows
 // list is shortened with a count of what was left out, cells say in words what `-` left to guess
 // (never held, free, none, no schedule, on time); `--wide` gives every column in full.
+import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { NO_DB_ENV } from '../helpers/both-stores.js';
-import { runCli } from '../helpers/cli.js';
+import { BIN, runCli } from '../helpers/cli.js';
 import { tempDir } from '../helpers/temp.js';
 
 const state = ['--state-file', path.join(tempDir('leasejob-status-width-'), 'leasejob.db')];
@@ -77,5 +78,20 @@ describe('status at the width of the terminal', () => {
     expect(lines.find((l) => l.startsWith('adhoc'))).toMatch(
       / free +1 +not held +w1 +\S+Z +none +no schedule +no schedule$/,
     );
+  });
+
+  // util-linux's script(1) gives the command a terminal; stty sets its width. Without COLUMNS,
+  // status reads the width from the terminal.
+  const hasScript = spawnSync('script', ['--version']).status === 0;
+  it.skipIf(!hasScript)('on a terminal of 60 columns, without COLUMNS, every line fits it', () => {
+    const env = { ...process.env, ...NO_DB_ENV, COLUMNS: undefined, LINES: undefined } as NodeJS.ProcessEnv;
+    const command = `stty cols 60; '${process.execPath}' '${BIN}' status ${state.map((a) => `'${a}'`).join(' ')}`;
+    const r = spawnSync('script', ['-qec', command, '/dev/null'], { encoding: 'utf8', env, timeout: 60_000 });
+    expect(r.status, r.stderr).toBe(0);
+    const lines = table(r.stdout.replace(/\r/g, ''));
+    expect(lines[0]).toMatch(/^JOB +LEASE +LAST COMPLETED +OPEN +DUE$/);
+    for (const l of lines) expect([...l].length, r.stdout).toBeLessThanOrEqual(60);
+    // Names cut to what is left, with …, never below 8 characters.
+    expect(lines.some((l) => /^export-\S*\s/.test(l)), r.stdout).toBe(true);
   });
 });
