@@ -22,7 +22,8 @@ const minutes = (n: number): string[] => {
 
 describe('status at the width of the terminal', () => {
   beforeAll(async () => {
-    // A job with many failed windows, a completed one with a long name, one without a schedule.
+    // A job with many failed windows, a completed one with a long name (daily: what is due of it
+    // stays the same while the tests run), one without a schedule.
     // One after the other: they share the job's lease.
     for (const t of minutes(8)) {
       const r = await runCli(
@@ -31,7 +32,7 @@ describe('status at the width of the terminal', () => {
       expect(r.exitCode, r.all).toBe(1);
     }
     const ok = await runCli(
-      ['run', ...state, '--name', 'nightly-close-of-the-accounts-payable-ledger', '--schedule', '* * * * *',
+      ['run', ...state, '--name', 'nightly-close-of-the-accounts-payable-ledger', '--schedule', '@daily',
         '--window-from-schedule', '--', 'true'], NO_DB_ENV); // prettier-ignore
     expect(ok.exitCode, ok.all).toBe(0);
     const plain = await runCli(['run', ...state, '--name', 'adhoc', '--window', 'w1', '--', 'true'], NO_DB_ENV);
