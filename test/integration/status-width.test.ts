@@ -93,6 +93,9 @@ describe('status at the width of the terminal', () => {
     expect(lines[0]).toMatch(/^JOB +LEASE +LAST COMPLETED +OPEN +DUE$/);
     for (const l of lines) expect([...l].length, r.stdout).toBeLessThanOrEqual(60);
     // Names cut to what is left, with …, never below 8 characters.
-    expect(lines.some((l) => /^export-\S*\s/.test(l)), r.stdout).toBe(true);
+    expect(
+      lines.some((l) => /^export-\S*\s/.test(l)),
+      r.stdout,
+    ).toBe(true);
   });
 });
