@@ -17,6 +17,14 @@ import { hostName } from '../host-name.js';
 import { stopAfterMs, type LeaseTiming } from './keeper.js';
 import type { Logger } from '../log.js';
 import { budgetSkip } from './attempts.js';
+import {
+  UNCONFIRMED_MESSAGE,
+  unconfirmedFields,
+  watchLease,
+  watchPollMs,
+  watchedLongEnough,
+  type LeaseWatch,
+} from './two-clock.js';
 import { runWindows, type Held, type Windows } from './windows.js';
 import type { RunOptions, RunResult, TaskContext, WindowClaim } from './types.js';
 import { isTransient, type AcquireInput, type AcquireRow, type LeaseStore as Store } from '../store/contract.js';
@@ -66,6 +74,8 @@ interface Acquiring {
   signalled: boolean;
   /** Set as the lease is taken (from then on, runWindows records and releases). */
   taken: boolean;
+  /** An `unconfirmed` lease being watched on this host's monotonic clock (two-clock.ts). */
+  watch: LeaseWatch | undefined;
 }
 
 export async function runWithLease<T>(
@@ -113,6 +123,11 @@ export async function runWithLease<T>(
           : { kind: 'one', window: a.win, attempt: row.attempt ?? 1 };
         return await runWindows(store, opts, task, a.log, held, windows);
       }
+      if (row.outcome === 'unconfirmed') {
+        a.watch = await waitUnconfirmed(a, row, received);
+        continue;
+      }
+      a.watch = undefined;
       const busy = await whenBusy<T>(a, row);
       if (busy) return busy;
     }
@@ -140,6 +155,7 @@ function acquiring(store: Store, opts: RunOptions, log: Logger): Acquiring {
     unanswered: false,
     signalled: false,
     taken: false,
+    watch: undefined,
   };
 }
 
@@ -179,6 +195,7 @@ function acquireInput(a: Acquiring, sent: Stamp): AcquireInput {
     spec: opts.spec,
     maxAttempts: win ? opts.maxAttempts : undefined,
     retryDelayMs: win ? opts.retryDelayMs : undefined,
+    observed: watchedLongEnough(a.watch, sent.mono),
     // With --on-busy wait, never past --wait-timeout once waiting (at least a short round trip).
     answerTimeoutMs: Math.min(
       stopAfterMs(a.timing),
@@ -239,6 +256,27 @@ async function cancelledWhileAcquiring<T>(a: Acquiring, pending: Promise<Acquire
   clearTimeout(settle);
   if (settled === undefined || settled.outcome === 'acquired') a.unanswered = true;
   return { status: 'skipped', reason: 'cancelled' };
+}
+
+/**
+ * `unconfirmed`: expired on the database clock, the clocks disagreeing. Watched on this host's
+ * monotonic clock (two-clock.ts), as a stale holder is waited out: whatever --on-busy says, and
+ * with --on-busy wait not past --wait-timeout.
+ */
+async function waitUnconfirmed(a: Acquiring, row: AcquireRow, received: Stamp): Promise<LeaseWatch | undefined> {
+  const waitLeft = waitLeftMs(a);
+  if (waitLeft <= 0) {
+    throw new LeaseUnavailableError(
+      `lease "${a.opts.name}" expired on the database clock, but the clocks disagree and its holder (${row.holder}) ` +
+        `was not seen stopped within ${waitedMs(a)} ms ${waitBound(a)}`,
+      'E_WAIT_TIMEOUT',
+    );
+  }
+  const watch = watchLease(a.watch, row, received.mono, a.opts.ttlMs);
+  if (watch.fresh) a.log.warn(unconfirmedFields(row, watch), UNCONFIRMED_MESSAGE);
+  a.waiting = true;
+  await sleep(Math.min(watchPollMs(watch, monoNow()), Math.max(50, waitLeft)), a.opts.signal);
+  return watch;
 }
 
 /** Paused, done or missed: the run ends here, the command not started. */
