@@ -35,6 +35,7 @@ import { checkOperators, installOperatorWatch, Operators } from './lib/operators
 import { Lifecycle, PENDING_INVARIANTS } from './lib/lifecycle.mjs';
 import { stream } from './lib/prng.mjs';
 import { printReport, summarize } from './lib/report.mjs';
+import { signalGroup } from '../helpers/signal.mjs';
 
 const USAGE =
   'usage: node test/chaos/run.mjs --rounds N --seed S [--duration-s D>=20] [--bounded] [--jobs J] [--keep] [--json FILE] ' +
@@ -113,9 +114,9 @@ try {
 const live = { fleets: new Set(), operators: new Set(), stops: [] };
 /** SIGKILL a run's process group and its child's (each leads its own). */
 function killRun(r) {
-  for (const target of [-r.pid, r.child ? -r.child.pid : undefined]) {
+  for (const group of [r.pid, r.child?.pid]) {
     try {
-      if (target) process.kill(target, 'SIGKILL');
+      if (group) signalGroup(group, 'SIGKILL');
     } catch {
       // gone
     }
