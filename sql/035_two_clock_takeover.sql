@@ -105,7 +105,8 @@ BEGIN
   -- 035: a takeover needs the second clock's word too (an older caller's: the database clock's alone).
   v_confirmed := v_clock IS NULL OR v_prev.name IS NULL OR v_prev.released_at IS NOT NULL
     OR v_prev.owner = p_owner OR v_prev.expires_at > now()
-    OR two_clock_confirmed(v_prev, v_clock);
+    OR two_clock_confirmed(v_prev.generation, v_prev.renewals, v_prev.ttl_ms, v_prev.holder_offset_ms,
+                           v_prev.holder_uncertainty_ms, v_clock);
   IF v_gate.reason IS NULL AND v_confirmed THEN
   INSERT INTO leases AS l (name, owner, generation, acquired_at, renewed_at, expires_at,
                            released_at, ttl_ms, renew_interval_ms, window_key, backend_pid, backend_start,
@@ -310,14 +311,17 @@ BEGIN
 END $$;
 
 -- two_clock_confirmed: as in sql/functions/two_clock_confirmed.sql
-CREATE OR REPLACE FUNCTION two_clock_confirmed(p_lease leases, p_clock jsonb) RETURNS boolean
+CREATE OR REPLACE FUNCTION two_clock_confirmed(
+  p_generation bigint, p_renewals bigint, p_ttl_ms integer, p_holder_offset_ms integer,
+  p_holder_uncertainty_ms integer, p_clock jsonb
+) RETURNS boolean
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path FROM CURRENT AS $$
   SELECT coalesce(
-           (p_clock->>'observed_generation') = p_lease.generation::text
-             AND (p_clock->>'observed_renewals') = p_lease.renewals::text, false)
+           (p_clock->>'observed_generation') = p_generation::text
+             AND (p_clock->>'observed_renewals') = p_renewals::text, false)
       OR coalesce(
-           clock_offset_estimate(p_clock) - (p_lease.holder_offset_ms - coalesce(p_lease.holder_uncertainty_ms, 0))
-             <= least(1000, p_lease.ttl_ms / 10.0), false)
+           clock_offset_estimate(p_clock) - (p_holder_offset_ms - coalesce(p_holder_uncertainty_ms, 0))
+             <= least(1000, p_ttl_ms / 10.0), false)
 $$;
 
 -- New: acquire_two_clock, clock_offset_estimate, renew_measured, two_clock_confirmed. Not executable by PUBLIC; executable by every role already given the

@@ -107,7 +107,8 @@ BEGIN
   -- 035: a takeover needs the second clock's word too (an older caller's: the database clock's alone).
   v_confirmed := v_clock IS NULL OR v_prev.name IS NULL OR v_prev.released_at IS NOT NULL
     OR v_prev.owner = p_owner OR v_prev.expires_at > now()
-    OR two_clock_confirmed(v_prev, v_clock);
+    OR two_clock_confirmed(v_prev.generation, v_prev.renewals, v_prev.ttl_ms, v_prev.holder_offset_ms,
+                           v_prev.holder_uncertainty_ms, v_clock);
   IF v_gate.reason IS NULL AND v_confirmed THEN
   INSERT INTO leases AS l (name, owner, generation, acquired_at, renewed_at, expires_at,
                            released_at, ttl_ms, renew_interval_ms, window_key, backend_pid, backend_start,
