@@ -123,11 +123,11 @@ export async function runWithLease<T>(
           : { kind: 'one', window: a.win, attempt: row.attempt ?? 1 };
         return await runWindows(store, opts, task, a.log, held, windows);
       }
+      a.watch = watchLease(a.watch, row, received.mono, a.opts.ttlMs);
       if (row.outcome === 'unconfirmed') {
-        a.watch = await waitUnconfirmed(a, row, received);
+        await waitUnconfirmed(a, row);
         continue;
       }
-      a.watch = undefined;
       const busy = await whenBusy<T>(a, row);
       if (busy) return busy;
     }
@@ -263,7 +263,7 @@ async function cancelledWhileAcquiring<T>(a: Acquiring, pending: Promise<Acquire
  * monotonic clock (two-clock.ts), as a stale holder is waited out: whatever --on-busy says, and
  * with --on-busy wait not past --wait-timeout.
  */
-async function waitUnconfirmed(a: Acquiring, row: AcquireRow, received: Stamp): Promise<LeaseWatch | undefined> {
+async function waitUnconfirmed(a: Acquiring, row: AcquireRow): Promise<void> {
   const waitLeft = waitLeftMs(a);
   if (waitLeft <= 0) {
     throw new LeaseUnavailableError(
@@ -272,11 +272,13 @@ async function waitUnconfirmed(a: Acquiring, row: AcquireRow, received: Stamp): 
       'E_WAIT_TIMEOUT',
     );
   }
-  const watch = watchLease(a.watch, row, received.mono, a.opts.ttlMs);
-  if (watch.fresh) a.log.warn(unconfirmedFields(row, watch), UNCONFIRMED_MESSAGE);
+  const watch = a.watch;
+  if (watch && !watch.told) {
+    a.log.warn(unconfirmedFields(row, watch), UNCONFIRMED_MESSAGE);
+    watch.told = true;
+  }
   a.waiting = true;
-  await sleep(Math.min(watchPollMs(watch, monoNow()), Math.max(50, waitLeft)), a.opts.signal);
-  return watch;
+  await sleep(Math.min(watch ? watchPollMs(watch, monoNow()) : 1_000, Math.max(50, waitLeft)), a.opts.signal);
 }
 
 /** Paused, done or missed: the run ends here, the command not started. */

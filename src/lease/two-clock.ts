@@ -17,8 +17,8 @@ export interface LeaseWatch {
   sinceMono: number;
   /** The holder's TTL (its own, which may differ from this run's). */
   ttlMs: number;
-  /** Seen as it is for the first time (said in the log once per change). */
-  fresh: boolean;
+  /** Whether the wait for it was said in the log (once per state of the lease). */
+  told: boolean;
 }
 
 export const UNCONFIRMED_MESSAGE =
@@ -26,21 +26,27 @@ export const UNCONFIRMED_MESSAGE =
   "holder's (the database clock may have stepped): waiting a full TTL on this host's monotonic clock for " +
   'its renewals to stay unchanged before taking it over';
 
-/** The watch after an `unconfirmed` answer received at `receivedMono`: kept while the lease is unchanged. */
+/**
+ * The watch after an answer naming a holder (busy, stale, unconfirmed) received at `receivedMono`:
+ * kept while the lease is unchanged, so that the wait for a stale holder's expiry counts toward
+ * it; undefined for any other answer, or from a store without the reading.
+ */
 export function watchLease(
   previous: LeaseWatch | undefined,
   row: AcquireRow,
   receivedMono: number,
   ownTtlMs: number,
-): LeaseWatch {
+): LeaseWatch | undefined {
+  if (!row.clocks || (row.outcome !== 'busy' && row.outcome !== 'stale' && row.outcome !== 'unconfirmed'))
+    return undefined;
   const generation = row.holderGeneration;
-  const renewals = row.clocks?.renewals ?? null;
+  const renewals = row.clocks.renewals;
   if (previous && renewals !== null && previous.generation === generation && previous.renewals === renewals)
-    return { ...previous, fresh: false };
+    return previous;
   // The holder's TTL as its lease row has it; unknown (a read that missed it), the longer of ours
   // and a default lease's, so that the wait is never shorter than the holder's.
-  const ttlMs = row.clocks?.holderTtlMs ?? Math.max(ownTtlMs, 90_000);
-  return { generation, renewals, sinceMono: receivedMono, ttlMs, fresh: true };
+  const ttlMs = row.clocks.holderTtlMs ?? Math.max(ownTtlMs, 90_000);
+  return { generation, renewals, sinceMono: receivedMono, ttlMs, told: false };
 }
 
 /** The observation to send with the acquire sent at `sentMono`, once watched for a full TTL. */
