@@ -8,6 +8,8 @@
 -- the renewal counter unchanged for a full TTL on its own monotonic clock; else the outcome is
 -- `unconfirmed` and it waits, saying why. Older runners call acquire() and renew() as before: the
 -- database clock alone judges their takeovers (they keep counting renewals).
+-- acquire_two_clock() also records the skip its answer means (done-skip; busy-skip for a run with
+-- --on-busy skip) in the same statement: a skipped run is one round trip, not two.
 -- Functions: acquire, acquire_two_clock, clock_offset_estimate, renew, renew_measured, two_clock_confirmed, each its whole current definition from sql/functions/.
 -- CREATE OR REPLACE keeps the privileges granted on a function of the same signature;
 -- SECURITY DEFINER and the pinned search_path are restated, as CREATE OR REPLACE resets them.
@@ -233,7 +235,7 @@ CREATE OR REPLACE FUNCTION acquire_two_clock(
   outcome text, generation bigint, attempt integer, db_now timestamptz,
   holder text, holder_generation bigint, holder_window text, expires_at timestamptz,
   completed_at timestamptz, renewals bigint, holder_ttl_ms integer, holder_offset_ms integer,
-  holder_uncertainty_ms integer, offset_ms integer
+  holder_uncertainty_ms integer, offset_ms integer, skip_recorded boolean
 )
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 #variable_conflict use_column
@@ -256,6 +258,18 @@ BEGIN
       renewals := v_lease.renewals; holder_ttl_ms := v_lease.ttl_ms;
       holder_offset_ms := v_lease.holder_offset_ms; holder_uncertainty_ms := v_lease.holder_uncertainty_ms;
     END IF;
+  END IF;
+  skip_recorded := false;
+  IF p_clock ? 'skips' AND a.outcome = 'done' THEN
+    PERFORM record_event(p_job, 'done-skip', p_window, p_owner, NULL, p_host_time, jsonb_strip_nulls(jsonb_build_object(
+      'completed_at', to_char(a.completed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))));
+    skip_recorded := true;
+  ELSIF p_clock->'skips'->>'busy' = 'true' AND a.outcome = 'busy' THEN
+    PERFORM record_event(p_job, 'busy-skip', p_window, p_owner, NULL, p_host_time,
+      jsonb_build_object('holder', a.holder, 'holder_generation', a.holder_generation::text, 'holder_window', a.holder_window)
+      || CASE WHEN p_clock->'skips'->>'scheduled_at' IS NULL THEN '{}'::jsonb
+              ELSE jsonb_build_object('scheduled_at', p_clock->'skips'->>'scheduled_at') END);
+    skip_recorded := true;
   END IF;
   RETURN NEXT;
 END $$;

@@ -6,6 +6,9 @@
 -- plus what the caller needs to watch and to say why it waits: the lease's renewal counter (for
 -- the holder_generation answered), the holder's TTL, the holder's recorded offset and its
 -- uncertainty, and the caller's own offset as this statement saw it. One statement, as acquire().
+-- p_clock's skips (the run's --on-busy skip, its occurrence's scheduled_at as the run writes it):
+-- the skip an answer means is recorded here, not in a second round trip: `done-skip` for done,
+-- and with skips.busy `busy-skip` for busy (skip_recorded), as the runner would record them.
 CREATE OR REPLACE FUNCTION acquire_two_clock(
   p_job text, p_owner text, p_ttl_ms integer, p_renew_ms integer,
   p_window text, p_scheduled_at timestamptz, p_rerun boolean, p_max_delay_ms bigint,
@@ -14,7 +17,7 @@ CREATE OR REPLACE FUNCTION acquire_two_clock(
   outcome text, generation bigint, attempt integer, db_now timestamptz,
   holder text, holder_generation bigint, holder_window text, expires_at timestamptz,
   completed_at timestamptz, renewals bigint, holder_ttl_ms integer, holder_offset_ms integer,
-  holder_uncertainty_ms integer, offset_ms integer
+  holder_uncertainty_ms integer, offset_ms integer, skip_recorded boolean
 )
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 #variable_conflict use_column
@@ -37,6 +40,18 @@ BEGIN
       renewals := v_lease.renewals; holder_ttl_ms := v_lease.ttl_ms;
       holder_offset_ms := v_lease.holder_offset_ms; holder_uncertainty_ms := v_lease.holder_uncertainty_ms;
     END IF;
+  END IF;
+  skip_recorded := false;
+  IF p_clock ? 'skips' AND a.outcome = 'done' THEN
+    PERFORM record_event(p_job, 'done-skip', p_window, p_owner, NULL, p_host_time, jsonb_strip_nulls(jsonb_build_object(
+      'completed_at', to_char(a.completed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))));
+    skip_recorded := true;
+  ELSIF p_clock->'skips'->>'busy' = 'true' AND a.outcome = 'busy' THEN
+    PERFORM record_event(p_job, 'busy-skip', p_window, p_owner, NULL, p_host_time,
+      jsonb_build_object('holder', a.holder, 'holder_generation', a.holder_generation::text, 'holder_window', a.holder_window)
+      || CASE WHEN p_clock->'skips'->>'scheduled_at' IS NULL THEN '{}'::jsonb
+              ELSE jsonb_build_object('scheduled_at', p_clock->'skips'->>'scheduled_at') END);
+    skip_recorded := true;
   END IF;
   RETURN NEXT;
 END $$;

@@ -196,6 +196,8 @@ function acquireInput(a: Acquiring, sent: Stamp): AcquireInput {
     maxAttempts: win ? opts.maxAttempts : undefined,
     retryDelayMs: win ? opts.retryDelayMs : undefined,
     observed: watchedLongEnough(a.watch, sent.mono),
+    // Not after an unanswered acquire: a busy answer may then be our own lease, to be adopted.
+    recordSkips: a.unanswered ? undefined : { busy: (opts.onBusy ?? 'skip') === 'skip' },
     // With --on-busy wait, never past --wait-timeout once waiting (at least a short round trip).
     answerTimeoutMs: Math.min(
       stopAfterMs(a.timing),
@@ -292,7 +294,7 @@ async function notToRun<T>(a: Acquiring, row: AcquireRow): Promise<RunResult<T> 
     log.info({ completedAt: row.completedAt }, 'window already completed');
     // Evidence like a busy skip (an event, so a counter): a late duplicate, a retry of a run
     // that did finish, or a second host's cron. Best effort: the skip stands either way.
-    await skipEvent(a, 'done-skip', { completed_at: row.completedAt?.toISOString() });
+    if (!row.skipRecorded) await skipEvent(a, 'done-skip', { completed_at: row.completedAt?.toISOString() });
     return { status: 'skipped', reason: 'done', completedAt: row.completedAt };
   }
   if (row.outcome === 'missed') {
@@ -376,7 +378,7 @@ async function whenBusy<T>(a: Acquiring, row: AcquireRow): Promise<RunResult<T> 
     // ledger row (only this skip) among the others by it.
     const scheduled = a.win?.scheduledAt ? { scheduled_at: a.win.scheduledAt.toISOString() } : {};
     const detail = { holder: row.holder, holder_generation: row.holderGeneration, holder_window: row.holderWindow };
-    await skipEvent(a, 'busy-skip', { ...detail, ...scheduled });
+    if (!row.skipRecorded) await skipEvent(a, 'busy-skip', { ...detail, ...scheduled });
     return { status: 'skipped', reason: 'busy', holder: row.holder };
   }
   if (policy === 'fail') {

@@ -64,6 +64,12 @@ export interface AcquireInput extends AttemptBudget {
    * clocks disagree (`unconfirmed`).
    */
   observed?: { generation: string; renewals: string } | undefined;
+  /**
+   * Record the skip an answer means in the acquiring statement (one round trip, not two): a
+   * `done-skip` for `done`, and with `busy` (--on-busy skip) a `busy-skip` for `busy`, with the
+   * occurrence's `scheduledAt` as the run would write it. The answer then says skipRecorded.
+   */
+  recordSkips?: { busy: boolean } | undefined;
 }
 
 export interface AcquireRow {
@@ -85,6 +91,8 @@ export interface AcquireRow {
   jobChanged?: JobChange | undefined;
   /** The two-clock takeover's reading (PostgreSQL from 035). */
   clocks?: TwoClockReading | undefined;
+  /** The skip this answer means was recorded with it (AcquireInput.recordSkips). */
+  skipRecorded?: boolean | undefined;
 }
 
 /** Registry settings as a run sends them (`spec`) and the registry holds them. */

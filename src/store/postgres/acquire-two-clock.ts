@@ -19,6 +19,10 @@ export function clockParam(i: AcquireInput): string {
     ...(i.observed
       ? { observed_generation: i.observed.generation, observed_renewals: i.observed.renewals }
       : {}),
+    // The skip events as the runner would write them (runner.ts skipEvent): same detail, same format.
+    ...(i.recordSkips
+      ? { skips: { busy: i.recordSkips.busy, scheduled_at: i.scheduledAt?.toISOString() ?? null } }
+      : {}),
   });
 }
 
@@ -35,4 +39,7 @@ export function twoClockReading(r: Record<string, unknown>): TwoClockReading | u
     offsetMs: num(r.offset_ms),
   };
 }
+
+/** Whether the answer's skip was recorded with it (AcquireInput.recordSkips). */
+export const skipRecorded = (r: Record<string, unknown>): boolean => r.skip_recorded === true;
 

@@ -9,7 +9,7 @@ import { passwordFileWarnings, type ConnectionSource } from './connection.js';
 import { isTransientDbError, noAnswerWithin, wasRolledBack } from './db-errors.js';
 import { quoteIdent } from '../../names.js';
 import { PgRetention } from './retention.js';
-import { acquireStatement, clockParam, twoClockReading } from './acquire-two-clock.js';
+import { acquireStatement, clockParam, skipRecorded, twoClockReading } from './acquire-two-clock.js';
 import { offsetValues, renewStatement } from './renew-measured.js';
 import type { ReplicationReadings, ReplicationReport } from '../../replication.js';
 import { driverTls } from './tls.js';
@@ -438,6 +438,7 @@ export class PgStore implements LeaseStore {
       expiresAt: r.expires_at,
       completedAt: r.completed_at,
       ...(clocks ? { clocks } : {}),
+      ...(skipRecorded(r) ? { skipRecorded: true } : {}),
     };
   }
 
