@@ -246,7 +246,11 @@ export class LeaseKeeper implements LeaseDeadline {
   private notRenewedDetail(row: { dbNow: Date } | undefined, sent: Stamp, received: Stamp): string {
     const gone = 'renewal found the lease taken, expired or released';
     if (!row) return gone;
-    const step = databaseStepMs(this.latestOffset, measureOffset(sent, received, row.dbNow), wallJumpMs(this.lastSent, sent));
+    const step = databaseStepMs(
+      this.latestOffset,
+      measureOffset(sent, received, row.dbNow),
+      wallJumpMs(this.lastSent, sent),
+    );
     if (step <= 0) return gone;
     return (
       `${gone}: the database clock stepped forward by about ${Math.round(step / 1000)} s, past the lease ` +

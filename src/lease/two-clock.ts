@@ -55,7 +55,9 @@ export function watchedLongEnough(
   sentMono: number,
 ): { generation: string; renewals: string } | undefined {
   if (!watch || watch.generation === null || watch.renewals === null) return undefined;
-  return sentMono - watch.sinceMono >= watch.ttlMs ? { generation: watch.generation, renewals: watch.renewals } : undefined;
+  return sentMono - watch.sinceMono >= watch.ttlMs
+    ? { generation: watch.generation, renewals: watch.renewals }
+    : undefined;
 }
 
 /** Until the next look: at most a second (a holder that renews is seen soon), never past the TTL's end. */

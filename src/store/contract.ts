@@ -11,14 +11,7 @@ import type { ReplicationReport } from '../replication.js';
  * (AcquireInput.observed; docs/fencing.md "Which clock decides what"). PostgreSQL only.
  */
 export type AcquireOutcome =
-  | 'acquired'
-  | 'busy'
-  | 'stale'
-  | 'unconfirmed'
-  | 'done'
-  | 'missed'
-  | 'paused'
-  | BudgetRefusal;
+  'acquired' | 'busy' | 'stale' | 'unconfirmed' | 'done' | 'missed' | 'paused' | BudgetRefusal;
 
 /** What the two-clock takeover answers about the lease and the clocks (PostgreSQL from 035). */
 export interface TwoClockReading {

@@ -16,9 +16,7 @@ export function acquireStatement(schema: string, twoClock: boolean): string {
 export function clockParam(i: AcquireInput): string {
   return JSON.stringify({
     host_ms: Date.now(),
-    ...(i.observed
-      ? { observed_generation: i.observed.generation, observed_renewals: i.observed.renewals }
-      : {}),
+    ...(i.observed ? { observed_generation: i.observed.generation, observed_renewals: i.observed.renewals } : {}),
     // The skip events as the runner would write them (runner.ts skipEvent): same detail, same format.
     ...(i.recordSkips
       ? { skips: { busy: i.recordSkips.busy, scheduled_at: i.scheduledAt?.toISOString() ?? null } }
@@ -42,4 +40,3 @@ export function twoClockReading(r: Record<string, unknown>): TwoClockReading | u
 
 /** Whether the answer's skip was recorded with it (AcquireInput.recordSkips). */
 export const skipRecorded = (r: Record<string, unknown>): boolean => r.skip_recorded === true;
-

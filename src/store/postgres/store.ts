@@ -296,8 +296,7 @@ export class PgStore implements LeaseStore {
     });
     // Values computed once the connection is ready: what they measure (the time left, the
     // host's wall time as the statement leaves: acquire-two-clock.ts) excludes the connect.
-    const values =
-      typeof valuesOrFn === 'function' ? valuesOrFn(timeoutMs - (monoNow() - started)) : valuesOrFn;
+    const values = typeof valuesOrFn === 'function' ? valuesOrFn(timeoutMs - (monoNow() - started)) : valuesOrFn;
     // The server's notices during this statement (register_job's job-changed), when asked for.
     const onNotice = (n: Notice): void => {
       notices?.push(n);
