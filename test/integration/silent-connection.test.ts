@@ -102,9 +102,13 @@ describe('a connection that goes silent', () => {
   });
 
   it('at the busy-skip event: the contender still leaves with exit 0', async () => {
+    // With --on-busy skip the busy-skip rides in the acquire's own statement; --on-busy replace
+    // facing the same occurrence skips after asking, and records its busy-skip on its own.
     const holder = startCli([
       'run',
       ...direct('silent-busy'),
+      '--window',
+      'w',
       '--ttl',
       '20s',
       '--',
@@ -122,7 +126,22 @@ describe('a connection that goes silent', () => {
       );
       const seen = proxy.silence('.record_event(');
       const t0 = performance.now();
-      const r = await runCli(['run', ...via('silent-busy'), '--', 'true'], {}, { timeoutMs: 30_000 });
+      const r = await runCli(
+        [
+          'run',
+          ...via('silent-busy'),
+          '--window',
+          'w',
+          '--scheduled-time',
+          new Date().toISOString(),
+          '--on-busy',
+          'replace',
+          '--',
+          'true',
+        ],
+        {},
+        { timeoutMs: 30_000 },
+      );
       await seen;
       expect(r.exitCode, r.all).toBe(0);
       expect(logLines(r.stderr).some((l) => l.msg === 'lease busy')).toBe(true);
