@@ -235,7 +235,7 @@ CREATE OR REPLACE FUNCTION acquire_two_clock(
   outcome text, generation bigint, attempt integer, db_now timestamptz,
   holder text, holder_generation bigint, holder_window text, expires_at timestamptz,
   completed_at timestamptz, renewals bigint, holder_ttl_ms integer, holder_offset_ms integer,
-  holder_uncertainty_ms integer, offset_ms integer, skip_recorded boolean
+  holder_uncertainty_ms integer, offset_ms integer, skip_recorded boolean, holder_gone boolean
 )
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 #variable_conflict use_column
@@ -257,6 +257,10 @@ BEGIN
     IF v_lease.generation = a.holder_generation THEN
       renewals := v_lease.renewals; holder_ttl_ms := v_lease.ttl_ms;
       holder_offset_ms := v_lease.holder_offset_ms; holder_uncertainty_ms := v_lease.holder_uncertainty_ms;
+      holder_gone := a.outcome = 'stale' AND v_lease.expires_at > now() AND v_lease.backend_pid IS NOT NULL
+        AND NOT EXISTS (SELECT 1 FROM pg_stat_get_activity(v_lease.backend_pid) s
+                         WHERE s.pid = v_lease.backend_pid
+                           AND (s.backend_start IS NULL OR s.backend_start = v_lease.backend_start));
     END IF;
   END IF;
   skip_recorded := false;

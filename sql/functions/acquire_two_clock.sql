@@ -5,7 +5,9 @@
 -- observed_generation and observed_renewals (two_clock_confirmed()). Answers acquire()'s row,
 -- plus what the caller needs to watch and to say why it waits: the lease's renewal counter (for
 -- the holder_generation answered), the holder's TTL, the holder's recorded offset and its
--- uncertainty, and the caller's own offset as this statement saw it. One statement, as acquire().
+-- uncertainty, and the caller's own offset as this statement saw it; and for a stale holder,
+-- whether its database session is gone (a crash: what the waiting run says), as acquire() judges
+-- it (sql/006), so that the run need not ask apart. One statement, as acquire().
 -- p_clock's skips (the run's --on-busy skip, its occurrence's scheduled_at as the run writes it):
 -- the skip an answer means is recorded here, not in a second round trip: `done-skip` for done,
 -- and with skips.busy `busy-skip` for busy (skip_recorded), as the runner would record them.
@@ -17,7 +19,7 @@ CREATE OR REPLACE FUNCTION acquire_two_clock(
   outcome text, generation bigint, attempt integer, db_now timestamptz,
   holder text, holder_generation bigint, holder_window text, expires_at timestamptz,
   completed_at timestamptz, renewals bigint, holder_ttl_ms integer, holder_offset_ms integer,
-  holder_uncertainty_ms integer, offset_ms integer, skip_recorded boolean
+  holder_uncertainty_ms integer, offset_ms integer, skip_recorded boolean, holder_gone boolean
 )
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 #variable_conflict use_column
@@ -39,6 +41,10 @@ BEGIN
     IF v_lease.generation = a.holder_generation THEN
       renewals := v_lease.renewals; holder_ttl_ms := v_lease.ttl_ms;
       holder_offset_ms := v_lease.holder_offset_ms; holder_uncertainty_ms := v_lease.holder_uncertainty_ms;
+      holder_gone := a.outcome = 'stale' AND v_lease.expires_at > now() AND v_lease.backend_pid IS NOT NULL
+        AND NOT EXISTS (SELECT 1 FROM pg_stat_get_activity(v_lease.backend_pid) s
+                         WHERE s.pid = v_lease.backend_pid
+                           AND (s.backend_start IS NULL OR s.backend_start = v_lease.backend_start));
     END IF;
   END IF;
   skip_recorded := false;

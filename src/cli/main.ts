@@ -64,6 +64,10 @@ function reportOptions(cmd: Command): Command {
       'webhook: a JSON POST for a failed window, a lost lease and missed occurrences (or LEASEJOB_NOTIFY_URL; a secret, never logged)',
     )
     .option(
+      '--trace-link-template <url>',
+      "a trace viewer's URL with {traceId} in it (or LEASEJOB_TRACE_LINK_TEMPLATE): the webhook's trace_url",
+    )
+    .option(
       '--record-output [size]',
       "keep the last bytes of the child's stdout and stderr with each window (default 4KiB when " +
         'given, at most 64KiB): shown by history, sent with pings and the webhook; may hold secrets the ' +
@@ -372,7 +376,11 @@ function defineHistory(program: Command): void {
           'caught-up, backfilled, running, failed (attempts left), exhausted, skipped-{paused,marked,busy,' +
           'replaced,backoff}, missed-{max-delay,catch-up-limit,other}; and the runs that skipped it, per host',
       )
-      .option('--json', 'JSON instead of a table'),
+      .option('--json', 'JSON instead of a table')
+      .option(
+        '--trace-link-template <url>',
+        "a trace viewer's URL with {traceId} in it (or LEASEJOB_TRACE_LINK_TEMPLATE): trace ids shown as links",
+      ),
   ).action(lazy(async () => (await import('./commands/status.js')).historyCommand));
 }
 
@@ -407,6 +415,10 @@ function defineExporter(program: Command): void {
       .option(
         '--no-status-page',
         'serve only /metrics and /healthz: no job names, hosts or events at /, /job and /occurrence',
+      )
+      .option(
+        '--trace-link-template <url>',
+        "a trace viewer's URL with {traceId} in it (or LEASEJOB_TRACE_LINK_TEMPLATE): the status page links trace ids",
       ),
   ).action(lazy(async () => (await import('./commands/status.js')).exporterCommand));
 }

@@ -7,6 +7,7 @@ import { relative, shortIso, when, zoned } from './status-time.js';
 import { humanMs } from './table.js';
 import type { HistoryEvent, WindowOutput, WindowRow } from '../store/contract.js';
 import { attemptSpanId, occurrenceTraceId } from '../trace-context.js';
+import { pageTraceLink } from './trace-link.js';
 
 export const GRID_STYLE = `
 .grid{display:flex;flex-wrap:wrap;gap:2px;margin:.2rem 0;padding:0;list-style:none}
@@ -210,6 +211,13 @@ export interface OccurrencePageData {
 
 const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f]/g; // eslint-disable-line no-control-regex
 
+/** The trace id, a link to the trace viewer when --trace-link-template names one (trace-link.ts). */
+function traceIdHtml(traceId: string): SafeHtml {
+  const link = pageTraceLink(traceId);
+  const code = markup`<code id="trace-id">${traceId}</code>`;
+  return link === undefined ? code : markup`<a href="${link}" rel="noopener noreferrer">${code}</a>`;
+}
+
 export function occurrenceBody(d: OccurrencePageData): SafeHtml {
   const now = d.dbNow;
   const traceId = occurrenceTraceId(d.job, d.window);
@@ -227,7 +235,7 @@ export function occurrenceBody(d: OccurrencePageData): SafeHtml {
       : markup`<span class="muted">older than the job's grid</span>`
   }</dd>
 <dt>Scheduled</dt><dd>${when(c?.scheduledAt ?? null, now)}</dd>
-<dt>Trace id</dt><dd><code id="trace-id">${traceId}</code>
+<dt>Trace id</dt><dd>${traceIdHtml(traceId)}
 <span class="muted">(every attempt's TRACEPARENT, the webhook's trace_id)</span></dd>
 </dl>
 <h2>Attempts</h2>

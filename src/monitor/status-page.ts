@@ -2,7 +2,14 @@
 // inline style sheet and no script, every value through markup`` (status-html.ts).
 import { markup, trusted, type SafeHtml } from './status-html.js';
 import type { JobState } from './job-states.js';
-import { DEFAULT_PER_PAGE, JOB_STATES, type JobStateName, type ListQuery, type ListView } from './status-view.js';
+import {
+  DEFAULT_PER_PAGE,
+  JOB_STATES,
+  leaseLeftText,
+  type JobStateName,
+  type ListQuery,
+  type ListView,
+} from './status-view.js';
 import type { HistoryEvent, HostClock, WindowOutput, WindowRow } from '../store/contract.js';
 import { replicationProblems, replicationSummary, type ReplicationReport } from '../replication.js';
 import { humanMs } from './table.js';
@@ -143,7 +150,7 @@ function stateDetail(j: JobState, now: Date): SafeHtml {
     );
   if (j.held)
     parts.push(
-      markup`<div>running on <code>${j.holder}</code> (generation ${j.generation}, expires in ${humanMs(j.expiresInMs)})</div>`,
+      markup`<div>running on <code>${j.holder}</code> (generation ${j.generation}, ${leaseLeftText(j)})</div>`,
     );
   if (j.paused && j.pause) parts.push(markup`<div>${pauseText(j.pause, now)}</div>`);
   if (j.recentJobChanges > 0)
@@ -374,7 +381,7 @@ ${fact(
     : j.held
       ? markup`held by <code>${j.holder}</code>, generation ${
           j.generation
-        }, expires in ${humanMs(j.expiresInMs)}, held for ${humanMs(j.heldForMs)}`
+        }, ${leaseLeftText(j)}, held for ${humanMs(j.heldForMs)}`
       : markup`free (last owner <code>${j.owner}</code>, generation ${j.generation})`,
 )}
 ${fact('Pause', j.pause ? markup`${j.paused ? '' : 'last '}${pauseText(j.pause, now)}` : 'never paused')}

@@ -3,6 +3,7 @@
 import type { JobState } from './job-states.js';
 import { nextTick, parseSchedule, type Schedule } from '../schedule/cron.js';
 import type { HostClock } from '../store/contract.js';
+import { humanMs } from '../schedule/duration.js';
 
 /** Worst first: the order of the summary and of the list. */
 export const JOB_STATES = ['overdue', 'paused', 'failing', 'running', 'healthy'] as const;
@@ -25,6 +26,15 @@ export function stateOf(j: JobState): JobStateName {
   if (j.openWindows.some((w) => FAILED_OUTCOMES.has(w.outcome))) return 'failing';
   if (j.held) return 'running';
   return 'healthy';
+}
+
+/**
+ * The held lease's time left, and whether its holder is gone (its database session, or on the
+ * embedded store its process on this boot: a crash): "holder gone, lease expires in 1m14s". The
+ * lease is waited out all the same; the next run takes it over then.
+ */
+export function leaseLeftText(j: Pick<JobState, 'holderGone' | 'expiresInMs'>): string {
+  return `${j.holderGone ? 'holder gone, lease ' : ''}expires in ${humanMs(j.expiresInMs)}`;
 }
 
 export interface ListQuery {

@@ -78,6 +78,12 @@ export interface AcquireRow {
   expiresAt: Date | null;
   completedAt: Date | null;
   /**
+   * With outcome `stale`: the holder's database session (PostgreSQL) or its process on this boot
+   * (the embedded store) is gone, a crash, rather than renewals merely overdue. Its lease is
+   * waited out all the same: taking it before expiry is not safe (docs/fencing.md).
+   */
+  holderGone?: boolean | undefined;
+  /**
    * Set when this run's settings differed from a registered schedule's: the registry now holds
    * `new` (adopted, version bumped) and a `job-changed` event says so. The runner warns.
    */
@@ -252,6 +258,11 @@ export interface JobRow {
   owner: string | null;
   generation: string | null;
   held: boolean;
+  /**
+   * Held, but its holder's database session (PostgreSQL) or process on this boot (the embedded
+   * store) is gone: a crashed holder, whose lease still runs until it expires (expiresInMs).
+   */
+  holderGone?: boolean | undefined;
   expiresInMs: number | null;
   heldForMs: number | null;
   lastWindow: string | null;

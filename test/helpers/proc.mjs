@@ -1,7 +1,7 @@
 // A process as /proc/<pid>/stat shows it (Linux): its state letter, its process group and its
 // start time, which tells a process from a later one that got the same pid. And stopping one.
 import { readFileSync } from 'node:fs';
-import { signalPid } from './signal.mjs';
+import { signalGroup, signalPid } from './signal.mjs';
 
 /**
  * @param {number} pid
@@ -45,10 +45,12 @@ export async function stopProcess(child, graceMs, signal = 'SIGTERM') {
 }
 
 /**
- * A signal (test/helpers/signal.mjs's signalPid) that tolerates a process that has already exited (ESRCH), as one that was only
- * paused for a while may have done on a busy machine. Returns whether the signal was delivered.
+ * A signal that tolerates a process that has already exited (ESRCH), as one that was only
+ * paused for a while may have done on a busy machine; a negative pid is the group -pid, as for
+ * kill(2). Returns whether the signal was delivered. Through test/helpers/signal.mjs, so pid 0,
+ * 1 and the test's own process and group are refused.
  * @param {number} pid @param {NodeJS.Signals} signal
  */
 export function signalIfAlive(pid, signal) {
-  return signalPid(pid, signal);
+  return pid < 0 ? signalGroup(-pid, signal) : signalPid(pid, signal);
 }

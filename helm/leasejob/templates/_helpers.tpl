@@ -72,6 +72,21 @@ app.kubernetes.io/instance: {{ .Release.Name }}
       key: {{ .Values.database.secretKey }}
 - name: LEASEJOB_LOG_LEVEL
   value: {{ .Values.logLevel | quote }}
+{{- include "leasejob.traceEnv" . }}
+{{- end }}
+
+{{/* traces.linkTemplate and traces.otel (docs/monitoring.md#a-trace-per-occurrence). */}}
+{{- define "leasejob.traceEnv" -}}
+{{- with (.Values.traces | default dict) }}
+{{- if .linkTemplate }}
+- name: LEASEJOB_TRACE_LINK_TEMPLATE
+  value: {{ .linkTemplate | quote }}
+{{- end }}
+{{- range $k, $v := .otel }}
+- name: {{ $k }}
+  value: {{ $v | quote }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -84,6 +99,7 @@ child (the same user) could read in /proc/<pid>/environ.
   value: /etc/leasejob/database/url
 - name: LEASEJOB_LOG_LEVEL
   value: {{ .Values.logLevel | quote }}
+{{- include "leasejob.traceEnv" . }}
 {{- end }}
 
 {{/* The Secret's URL as the file /etc/leasejob/database/url: readable by the pod's fsGroup, not by others. */}}

@@ -143,6 +143,16 @@ const passwordWarningSink = (): Writable =>
   }));
 
 /**
+ * A lease `l` held by a database session that is gone: its recorded backend is no longer there, or
+ * is another session by its start time (as acquire() judges a crashed holder: sql/006). A
+ * session the role may not see still shows its pid, with a null start: taken as alive.
+ */
+const HOLDER_GONE_SQL = (l: string): string =>
+  `(${l}.expires_at > now() AND ${l}.backend_pid IS NOT NULL AND NOT EXISTS (
+     SELECT 1 FROM pg_stat_get_activity(${l}.backend_pid) a
+      WHERE a.pid = ${l}.backend_pid AND (a.backend_start IS NULL OR a.backend_start = ${l}.backend_start)))`;
+
+/**
  * An instant as float8 milliseconds since the epoch, truncated to the millisecond as a
  * JavaScript Date holds it: truncated first, so float rounding cannot land a millisecond early.
  */
@@ -425,8 +435,17 @@ export class PgStore implements LeaseStore {
     const r = result.rows[0];
     const changed = notices.find((n) => n.message === 'leasejob:job-changed' && n.detail);
     const clocks = twoClockReading(r);
+    // Only for a stale holder, whose wait is what a run then says: whether it crashed. Read in
+    // the acquire's own statement from 035 (acquire_two_clock's holder_gone), else asked apart.
+    const gone =
+      r.outcome !== 'stale'
+        ? undefined
+        : 'holder_gone' in r
+          ? r.holder_gone === true
+          : await this.holderGone(i.job, r.holder_generation);
     return {
       ...(changed ? { jobChanged: JSON.parse(changed.detail as string) as JobChange } : {}),
+      ...(gone ? { holderGone: true } : {}),
       outcome: r.outcome,
       generation: r.generation,
       attempt: r.attempt,
@@ -443,6 +462,22 @@ export class PgStore implements LeaseStore {
 
   /** Set once the schema is found to predate 035: acquire() and renew(), without the two clocks. */
   private beforeTwoClocks = false;
+
+  /**
+   * Whether generation `generation` of the job's lease is held by a database session that is
+   * gone (as acquire() judges it: sql/006_session_lookup.sql). Best effort: false when unknown.
+   */
+  private async holderGone(job: string, generation: string | null): Promise<boolean> {
+    try {
+      const { rows } = await this.query(
+        `SELECT ${HOLDER_GONE_SQL('l')} AS gone FROM ${this.s}.leases l WHERE l.name = $1 AND l.generation = $2`,
+        [job, generation],
+      );
+      return rows[0]?.gone === true;
+    } catch {
+      return false;
+    }
+  }
 
   /** Undefined when the lease is no longer ours (taken, expired or released). */
   async renew(
@@ -778,7 +813,7 @@ export class PgStore implements LeaseStore {
       `SELECT j.name, j.schedule, j.tz, j.window_mode, j.window_format, j.window_offset, j.alert_after_ms,
               j.alert_lookback_ms, j.expect_min_ms, j.expect_max_ms, ${epochMs('j.created_at')} AS created_ms,
               ${epochMs('j.schedule_since')} AS schedule_since_ms,
-              l.owner, l.generation, l.expires_at > now() AS held,
+              l.owner, l.generation, l.expires_at > now() AS held, ${HOLDER_GONE_SQL('l')} AS holder_gone,
               round(date_part('epoch', l.expires_at - now()) * 1000) AS expires_in_ms,
               round(date_part('epoch', now() - l.acquired_at) * 1000) AS held_for_ms,
               coalesce(dg.last_window, lc.window_key) AS last_window,
@@ -840,6 +875,7 @@ export class PgStore implements LeaseStore {
         owner: r.owner,
         generation: r.generation,
         held: r.held === true,
+        holderGone: r.held === true && r.holder_gone === true,
         expiresInMs: r.held ? r.expires_in_ms : null,
         heldForMs: r.held ? r.held_for_ms : null,
         lastWindow: r.last_window,
