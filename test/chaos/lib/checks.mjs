@@ -513,8 +513,9 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
         effects.some((e) => e.kind === 'refused' && e.pid === r.child.pid && e.token === g);
       // A step of the database's clock (db-clock-step) expires the lease on that clock at once:
       // assert_lease then refuses the child's next write, as it should, and the runner stops the
-      // child at its next renewal (TTL/3 later at most), its grace included: within a TTL.
-      const stepped = steps.find((f) => r.child.startedAt <= f.at && (r.exitedAt ?? Infinity) >= f.at);
+      // child at its next renewal (TTL/3 later at most), its grace included: within a TTL. Any run
+      // alive at the step (its lease may have been taken on the clock before it).
+      const stepped = steps.find((f) => r.startedAt <= f.at && (r.exitedAt ?? Infinity) >= f.at);
       if (refused && stepped) {
         if (E > db(stepped.at) + TTL_MS + END_SLACK_MS)
           violate(
