@@ -250,6 +250,9 @@ async function main() {
 
 async function runRound({ round, cluster, hostsCtl, workDir, available, parentDeathSignal }) {
   const rng = stream(SEED, `round-${round}/launch`);
+  // The database clock's steps of earlier rounds (--db-clock-step): the harness-to-database
+  // offset this round starts from.
+  const dbClockAheadMs = (cluster.dbClock?.offsetS ?? 0) * 1000;
   const plan = planFaults({ rng: stream(SEED, `round-${round}/faults`), durationMs: DURATION_S * 1000, available });
   const effectsFile = path.join(workDir, `round${round}-effects.jsonl`);
   writeFileSync(effectsFile, '');
@@ -473,7 +476,7 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
     unitsOf: (job, window) => fleet.runs.find((r) => r.job === job && r.window === window).units,
     crowdWindows,
     stragglers,
-    clockOffsetMs: cluster.clockOffsetMs,
+    clockOffsetMs: cluster.clockOffsetMs + dbClockAheadMs,
     effects,
     parentDeathSignal,
   });
