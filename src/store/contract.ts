@@ -317,6 +317,20 @@ export const skipReasonSql = (kind: string): string =>
     .map(([k, r]) => `WHEN '${k}' THEN '${r}'`)
     .join(' ')} END`;
 
+/** One occurrence of a job within a time range (readOccurrencesBetween), for the status page's grid. */
+export interface RangeOccurrence {
+  job: string;
+  window: string;
+  /** Its scheduled time, else when it was first claimed or skipped. */
+  at: Date;
+  /** A reason of monitor/occurrences.ts's OCCURRENCE_REASONS, judged as readOccurrenceCounts judges it. */
+  reason: string;
+  attempts: number;
+  maxAttempts: number | null;
+  /** The window's generation (null: no ledger row, only skip events). */
+  generation: string | null;
+}
+
 /** How many of a job's occurrences ended with one reason (readOccurrenceCounts). */
 export interface OccurrenceCount {
   job: string;
@@ -602,6 +616,14 @@ export interface LeaseStore {
    * not reported).
    */
   readOccurrenceCounts?(job?: string): Promise<OccurrenceCount[]>;
+  /**
+   * The occurrences of these jobs in [from, to): windows scheduled (else first claimed) then, at
+   * most `perJob` per job (the latest), each with its reason as readOccurrenceCounts judges it,
+   * and occurrences with no ledger row that a run skipped then (by the latest skip). One
+   * statement for the whole page, whatever the number of jobs (the status page's grid).
+   * Optional for a store of your own (the page then reads each job as `history --by-occurrence`).
+   */
+  readOccurrencesBetween?(jobs: readonly string[], from: Date, to: Date, perJob: number): Promise<RangeOccurrence[]>;
   /** Event counts by (job, kind, host), of these kinds only (a scrape exports a few of them). */
   readEventCounts(kinds: readonly string[]): Promise<EventCount[]>;
   readHostClocks(): Promise<HostClock[]>;
