@@ -47,6 +47,7 @@ const PACKAGES: Array<{ pkg: string; present: () => boolean }> = [
   { pkg: 'musl-tools', present: () => onPath('musl-gcc') },
   { pkg: 'gcc', present: () => onPath('gcc') },
   { pkg: 'gcc-aarch64-linux-gnu', present: () => onPath('aarch64-linux-gnu-gcc') },
+  { pkg: 'cron', present: () => existsSync('/usr/sbin/cron') },
 ];
 
 /** The Debian packages from .ci/run's list that this machine lacks. */

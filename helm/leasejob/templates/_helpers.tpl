@@ -53,6 +53,21 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s:%s" $repository (toString $tag) }}
 {{- end }}
 
+{{/*
+The pods' ServiceAccount: serviceAccountName (an existing one, as before serviceAccount), else
+serviceAccount.name, else with serviceAccount.create the release's own (<fullname>); empty: the
+namespace's default.
+*/}}
+{{- define "leasejob.serviceAccountName" -}}
+{{- if .Values.serviceAccountName }}
+{{- .Values.serviceAccountName }}
+{{- else if .Values.serviceAccount.name }}
+{{- .Values.serviceAccount.name }}
+{{- else if .Values.serviceAccount.create }}
+{{- include "leasejob.fullname" . }}
+{{- end }}
+{{- end }}
+
 {{/* The Secret holding the database URL: the existing one, or the one secret.yaml makes. */}}
 {{- define "leasejob.databaseSecretName" -}}
 {{- if .Values.database.existingSecret }}
@@ -123,7 +138,7 @@ Kubernetes API. Argument: the root context, or dict with root and podSecurityCon
 {{- $ownContext := .podSecurityContext }}
 {{- with (.root | default .) }}
 automountServiceAccountToken: false
-{{- with .Values.serviceAccountName }}
+{{- with (include "leasejob.serviceAccountName" .) }}
 serviceAccountName: {{ . }}
 {{- end }}
 {{- with .Values.imagePullSecrets }}

@@ -2,9 +2,9 @@
 import { maskPasswords } from '../../secrets.js';
 import { parseDuration } from '../../schedule/duration.js';
 import { ExitCode, LeasejobError, UsageError } from '../../errors.js';
-import { findProblems, readJobStates, statesToJson, type JobState } from '../../monitor/job-states.js';
+import { findProblems, readJobStates, statesToJson } from '../../monitor/job-states.js';
 import { validateName, validateWindowKey } from '../../names.js';
-import { humanMs, renderTable } from '../../monitor/table.js';
+import { renderTable } from '../../monitor/table.js';
 import type { Logger } from '../../log.js';
 import { replicationProblems, type ReplicationReport } from '../../replication.js';
 import type { HistoryEvent, LeaseStore, WindowOutput } from '../../store/contract.js';
@@ -12,9 +12,9 @@ import { latestSchemaVersion } from '../../store/choice.js';
 import { unknownJob, withStore, type DbFlags } from '../with-store.js';
 import { Reach, noteReach } from '../../startup/start-reach.js';
 import { visibleControls } from '../terminal-text.js';
+import { outputWidth, renderStatusTable } from '../status-table.js';
 import { countsByJob, readOccurrences, type Occurrence } from '../../monitor/occurrences.js';
 import { occurrenceTraceId, traceIdOf } from '../../trace-context.js';
-import { leaseLeftText } from '../../monitor/status-view.js';
 import { traceLink, traceLinkTemplate, useTraceLinks } from '../../monitor/trace-link.js';
 
 /** readJobStates() reads the job rows and the due-window judgement side by side. */
@@ -23,31 +23,6 @@ const JOB_STATES_POOL = 2;
 const out = (text: string): void => {
   process.stdout.write(text);
 };
-
-function statusRow(j: JobState): string[] {
-  const more = j.openCount - j.openWindows.length;
-  const open =
-    j.openWindows.map((w) => `${w.window}(${w.outcome}, attempt ${w.attempts})`).join(' ') +
-    (more > 0 ? ` (+${more} more)` : '');
-  return [
-    j.name,
-    j.holder ?? '-',
-    j.generation ?? '-',
-    j.held ? (j.holderGone ? leaseLeftText(j) : humanMs(j.expiresInMs)) : '-',
-    j.lastWindow ?? '-',
-    j.lastCompletedAt ? j.lastCompletedAt.toISOString() : '-',
-    open || '-',
-    j.paused
-      ? `paused${j.pause?.until ? ` until ${j.pause.until.toISOString()}` : ''}`
-      : j.overdue
-        ? `OVERDUE ${j.due?.window}`
-        : j.due
-          ? 'ok'
-          : '-',
-    // Due occurrences within the lookback that are not final, the latest included.
-    j.notCompletedCount > 0 ? `${j.notCompletedCount} (oldest ${j.notCompleted[0]!.window})` : j.due ? '0' : '-',
-  ];
-}
 
 /**
  * The schema's version against this leasejob's migrations, said on stderr when they differ. A
@@ -70,7 +45,9 @@ async function checkSchemaVersion(
   return { version: schemaVersion, known };
 }
 
-export async function statusCommand(flags: DbFlags & { name?: string; json?: boolean }): Promise<number> {
+export async function statusCommand(
+  flags: DbFlags & { name?: string; json?: boolean; wide?: boolean },
+): Promise<number> {
   const name = flags.name !== undefined ? validateName(flags.name) : undefined;
   return withStore({ ...flags, poolSize: JOB_STATES_POOL }, async (store, log) => {
     // The counts by reason only for --json (the table has no column for them): one grouped read.
@@ -86,22 +63,7 @@ export async function statusCommand(flags: DbFlags & { name?: string; json?: boo
       out(statesToJson({ store: store.kind, location: store.location, dbNow, jobs: withCounts }) + '\n');
     } else {
       out(`store: ${store.kind}, ${store.location}, time ${dbNow.toISOString()}\n`);
-      out(
-        renderTable(
-          [
-            'JOB',
-            'HOLDER',
-            'GEN',
-            'EXPIRES IN',
-            'LAST COMPLETED WINDOW',
-            'COMPLETED AT',
-            'OPEN WINDOWS',
-            'DUE',
-            'NOT COMPLETED',
-          ],
-          jobs.map(statusRow),
-        ),
-      );
+      out(renderStatusTable(jobs, { width: outputWidth(), wide: flags.wide }));
     }
     return 0;
   });
