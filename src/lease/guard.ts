@@ -133,10 +133,16 @@ class NodeGuard {
     return this.pgid === undefined || !signalGroup(this.pgid, 0);
   }
 
-  /** Nothing left to guard: the child reaped, and its group empty or given back to leasejob. */
+  /**
+   * Nothing left to guard: the child reaped and given back by leasejob (`done`), or, once
+   * stopping (the stop point, leasejob gone), its group empty. The guard's own end so comes
+   * after leasejob is done with it, never racing its last line.
+   */
   private maybeFinish(): void {
     if (this.exitCode === undefined) return;
-    if (this.released || this.groupGone() || bootNow() >= this.killAt + KILL_SETTLE_MS) this.finish(this.exitCode);
+    if (this.released) return this.finish(this.exitCode);
+    const stopping = this.termSent || this.parentGone;
+    if (stopping && (this.groupGone() || bootNow() >= this.killAt + KILL_SETTLE_MS)) this.finish(this.exitCode);
   }
 
   private tick(): void {

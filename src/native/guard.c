@@ -254,14 +254,16 @@ static _Noreturn void finish(int code) {
 }
 
 /**
- * Nothing left to guard: the child reaped, its group and what escaped it gone, or released by
- * leasejob. An escapee still running after the child's end stays guarded until leasejob says
- * `done` (then it is left running, a daemon the job meant to start) or the stop point comes.
+ * Nothing left to guard. After the child's end the guard stays until leasejob says `done` (what
+ * is left, an escapee, is then let go: a daemon the job meant to start) or is gone: so the
+ * guard's own end always comes after leasejob is done with it, never racing its last line.
+ * Once stopping (the stop point, leasejob gone), it goes when everything is gone.
  */
 static void maybe_finish(void) {
   if (child_status < 0) return;
   if (released) finish(child_status);
-  if (!group_alive() && signal_children(0) == 0) finish(child_status);
+  int stopping = term_sent || parent_gone;
+  if (stopping && !group_alive() && signal_children(0) == 0) finish(child_status);
   if (kill_at_ns != INT64_MAX && now_ns(CLOCK_BOOTTIME) >= kill_at_ns + KILL_SETTLE_MS * NS_PER_MS)
     finish(child_status);
 }

@@ -31,6 +31,10 @@ const start = (file: string, args: string[], extra: Partial<GuardStart> = {}): G
 async function runThrough(g: GuardUnderTest, s: GuardStart) {
   const guard = startGuard(g);
   guard.say(startLines(s));
+  // The guard stays until leasejob is done with it (after the child's end, or at once after a
+  // spawn error): `done`, as leasejob says it.
+  await guard.waitLine((l) => /^(exit|signal|spawn-error) /.test(l), "the command's end");
+  guard.say('done\n');
   const end = await guard.exited;
   return { ...end, lines: guard.lines, stdout: guard.stdout() };
 }
