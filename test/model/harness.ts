@@ -123,8 +123,8 @@ function runArgs(m: Model, r: Real, key: string, extra: string[], mode?: string)
     '--window-from-schedule',
     '--alert-after',
     `${ALERT_AFTER_MS}ms`,
-    '--max-attempts',
-    String(m.job.maxAttempts),
+    // 0: no --max-attempts, run's default budget (failed attempts only).
+    ...(m.job.maxAttempts > 0 ? ['--max-attempts', String(m.job.maxAttempts)] : []),
     '--scheduled-time',
     key,
     ...extra,
@@ -646,7 +646,7 @@ export async function runModel(
 ): Promise<ModelRunStats> {
   await fc.assert(
     fc.asyncProperty(
-      fc.integer({ min: 1, max: 3 }),
+      fc.integer({ min: 0, max: 3 }),
       fc.commands(commandArbs(store.kind, o.only), {
         maxCommands: o.maxCommands,
         ...(o.replayPath !== undefined ? { replayPath: o.replayPath } : {}),
