@@ -72,7 +72,10 @@ describe.each(stores)('the default budget in %s', (store, conn) => {
     expect(starts(file).map((s) => s.LEASEJOB_ATTEMPT)).toEqual(['1', '2', '3', '4', '5']);
 
     // Three failed attempts spent the run's budget: a later trigger skips the occurrence.
-    const again = await runCli(runArgs(job, file, ['--retries', '2', '--retry-delay', '1ms'], `fail=3=${WINDOW}`), NO_DB_ENV);
+    const again = await runCli(
+      runArgs(job, file, ['--retries', '2', '--retry-delay', '1ms'], `fail=3=${WINDOW}`),
+      NO_DB_ENV,
+    );
     expect(again.exitCode, again.all).toBe(0);
     expect(starts(file)).toHaveLength(5);
   }, 300_000);
@@ -83,7 +86,10 @@ describe.each(stores)('the default budget in %s', (store, conn) => {
     const first = await runCli(runArgs(job, file, [], `fail=3=${WINDOW}`), NO_DB_ENV);
     expect(first.exitCode, first.all).toBe(3);
     // --retries 1 allows two failed attempts: one more, then that run's budget is spent too.
-    const second = await runCli(runArgs(job, file, ['--retries', '1', '--retry-delay', '1ms'], `fail=3=${WINDOW}`), NO_DB_ENV);
+    const second = await runCli(
+      runArgs(job, file, ['--retries', '1', '--retry-delay', '1ms'], `fail=3=${WINDOW}`),
+      NO_DB_ENV,
+    );
     expect(second.exitCode, second.all).toBe(3);
     expect(starts(file).map((s) => s.LEASEJOB_ATTEMPT)).toEqual(['1', '2']);
     const third = await runCli(runArgs(job, file, [], `fail=3=${WINDOW}`), NO_DB_ENV);

@@ -58,6 +58,10 @@ const INVARIANTS = [
   ],
   ['tokens-never-go-back', "lifecycle: the embedded store's tokens only grow, across its state file restored in place"],
   [
+    'lost-attempts-spare-retries',
+    "run's default budget: after two crashed and released holders, a failing --retries 2 run tries three times, then a trigger skips",
+  ],
+  [
     'contenders',
     'one winner per 50-contender window (another claim only after the winner logged a lease loss); contenders exit 0, or 75 after a loss',
   ],
