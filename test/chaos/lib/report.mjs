@@ -56,7 +56,10 @@ const INVARIANTS = [
     'schedule-change-not-due',
     'lifecycle: after a schedule change, check lists no occurrence of the new schedule from before it that no run claimed (nor of the old)',
   ],
-  ['tokens-never-go-back', "lifecycle: the embedded store's tokens only grow, across its state file restored in place"],
+  [
+    'tokens-never-go-back',
+    "lifecycle: the embedded store's tokens only grow, across its state file restored (renamed over, or copied over its own bytes)",
+  ],
   [
     'lost-attempts-spare-retries',
     "run's default budget: after two crashed and released holders, a failing --retries 2 run tries three times, then a trigger skips",
