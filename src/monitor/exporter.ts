@@ -6,6 +6,7 @@ import { monoNow } from '../clock.js';
 import type { Logger } from '../log.js';
 import { labelText, MetricRows } from './metric-rows.js';
 import { readJobStates } from './job-states.js';
+import { sharedRead } from './shared-read.js';
 import { StatusPages } from './status-server.js';
 import type { LeaseStore } from '../store/contract.js';
 import { latestSchemaVersion } from '../store/choice.js';
@@ -186,7 +187,11 @@ const EXPORTED_KINDS = [
 export class Exporter {
   readonly registry = new Registry();
   private readonly m = metrics(this.registry);
-  private queue: Promise<unknown> = Promise.resolve();
+  /** The one read in flight, shared by every scrape that arrives while it runs (shared-read.ts). */
+  private readonly sharedCollect = sharedRead(
+    () => this.collect(),
+    (served) => this.log.debug({ served }, 'scrape read shared'),
+  );
   /** The newest migration this leasejob ships (read from sql/ once). */
   private expectedSchema: Promise<number> | undefined;
   /** Scrapes that read the database and rendered every family. */
@@ -210,11 +215,12 @@ export class Exporter {
     private readonly log: Logger,
   ) {}
 
-  /** Read the database and render the exposition text; scrapes are serialized. */
+  /**
+   * Read the database and render the exposition text: one read at a time, and a scrape that
+   * arrives while one runs is answered by it (a flood of scrapes costs one read, not a queue).
+   */
   scrape(): Promise<string> {
-    const next = this.queue.then(() => this.collect());
-    this.queue = next.catch(() => {});
-    return next;
+    return this.sharedCollect();
   }
 
   private async collect(): Promise<string> {

@@ -1,0 +1,86 @@
+// A scrape flood (issue 44, item 4): 2,000 concurrent `GET /metrics` over real HTTP against the
+// real exporter, on both stores, share reads of the store instead of queueing one read each. The
+// exporter's debug log says how many requests each read served; no duration is asserted (the
+// speed is in docs/performance.md, measured by `npm run bench -- scrape-flood`).
+import http from 'node:http';
+import net from 'node:net';
+import { describe, expect, it } from 'vitest';
+import { fixture, logLines, runCli, startExporter } from '../helpers/cli.js';
+import { bothStores, NO_DB_ENV } from '../helpers/both-stores.js';
+
+const { stores } = bothStores('leasejob-scrape-flood-');
+const REQUESTS = 2_000;
+
+/** A TCP connection to the exporter, established (the kernel's handshake done). */
+function connect(port: number): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const sock = net.connect({ host: '127.0.0.1', port }, () => resolve(sock));
+    sock.once('error', reject);
+  });
+}
+
+/** One GET on an established connection of its own. */
+function get(sock: net.Socket, path: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ path, createConnection: () => sock, timeout: 300_000 }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error('no answer in 300 s')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/**
+ * The flood: every connection opened first, then every request sent in one tick, as 2,000
+ * scrapers firing at once do (opened one by one, the requests would trickle in as fast as this
+ * process can open sockets, and measure that instead).
+ */
+async function flood(port: number, n: number): Promise<Array<{ status: number; body: string }>> {
+  const socks = await Promise.all(Array.from({ length: n }, () => connect(port)));
+  return await Promise.all(socks.map((s) => get(s, '/metrics')));
+}
+
+describe.each(stores)('a scrape flood in %s', (store, conn) => {
+  const tag = store === 'PostgreSQL' ? 'pg' : 'lite';
+
+  it(`${REQUESTS} concurrent /metrics requests are all answered, by reads each shared by many of them`, async () => {
+    for (const job of [`flood-a-${tag}`, `flood-b-${tag}`]) {
+      const r = await runCli(
+        ['run', ...conn(), '--name', job, '--window', 'w1', '--', process.execPath, fixture('exit-with.mjs'), '0'],
+        NO_DB_ENV,
+      );
+      expect(r.exitCode, r.all).toBe(0);
+    }
+    const ex = await startExporter([...conn(), '--log-level', 'debug'], NO_DB_ENV, { timeoutMs: 600_000 });
+    let answers: Array<{ status: number; body: string }>;
+    try {
+      answers = await flood(ex.port, REQUESTS);
+    } finally {
+      await ex.stop();
+    }
+    // Every request answered with the whole state read from the store.
+    for (const a of answers) {
+      expect(a.status).toBe(200);
+      expect(a.body).toMatch(/^leasejob_up 1$/m);
+      expect(a.body).toContain(`leasejob_lease_held{job="flood-a-${tag}"} 0`);
+      expect(a.body).toContain(`leasejob_lease_held{job="flood-b-${tag}"} 0`);
+    }
+    // Each read of the store said how many requests it answered: all of them, in far fewer reads.
+    const reads = logLines((await ex.p).stderr as string).filter((l) => l.msg === 'scrape read shared');
+    const served = reads.map((l) => Number(l.served));
+    console.log(`scrape flood, ${store}: ${reads.length} reads served ${REQUESTS} requests (${served.join(' ')})`);
+    expect(served.reduce((n, s) => n + s, 0)).toBe(REQUESTS);
+    expect(reads.length, `${reads.length} reads served ${REQUESTS} requests: ${served.join(' ')}`).toBeLessThanOrEqual(
+      REQUESTS / 10,
+    );
+    // A read's requests get the same bytes: as many distinct bodies as reads at most.
+    expect(
+      new Set(answers.map((a) => a.body.replace(/^leasejob_scrape_duration_seconds .*$/m, ''))).size,
+    ).toBeLessThanOrEqual(reads.length);
+  }, 600_000);
+});
