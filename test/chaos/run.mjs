@@ -34,6 +34,7 @@ import { Fleet, windowOf } from './lib/fleet.mjs';
 import { checkOperators, installOperatorWatch, Operators } from './lib/operators.mjs';
 import { Lifecycle, PENDING_INVARIANTS } from './lib/lifecycle.mjs';
 import { RetryBudget } from './lib/retry-budget.mjs';
+import { floodFigures, ScrapeFlood } from './lib/scrape-flood.mjs';
 import { stream } from './lib/prng.mjs';
 import { printReport, summarize } from './lib/report.mjs';
 
@@ -245,8 +246,16 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
     workDir,
   });
   live.operators.add(life);
-  // Issue 44's actors, each on a job of its own: a --retries run after crashed holders (the budget).
+  // Issue 44's actors: a --retries run after crashed holders (the budget), on a job of its own;
+  // a scrape flood against an exporter of the round.
+  const flood = new ScrapeFlood({
+    url: cluster.directUrl,
+    schema: 'leasejob',
+    rng: stream(SEED, `round-${round}/scrape-flood`),
+    round,
+  });
   const actors44 = [
+    flood,
     new RetryBudget({
       url: cluster.directUrl,
       schema: 'leasejob',
@@ -480,6 +489,7 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
       say(`round ${round}: ${name} (pending its fix, not counted): ${list.length}x, e.g. ${list[0]}`);
   }
   for (const a of actors44) for (const [name, list] of Object.entries(a.judge(lossy))) check.invariants.set(name, list);
+  check.figures.scrapeFlood = floodFigures(flood.actions);
   check.figures.claimedAs = opsCheck.claimedAs;
   const checkEnd = Date.now();
   const violations = [...check.invariants.values()].reduce((n, l) => n + l.length, 0);
