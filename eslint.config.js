@@ -147,6 +147,23 @@ export default tseslint.config(
     rules: { '@typescript-eslint/no-explicit-any': 'off' },
   },
   {
+    // A pid read from a half-written file is 0, and kill(0) takes the whole test run's process
+    // group with it: tests signal only through test/helpers/signal.mjs, which refuses pid <= 1
+    // and the run's own process and group.
+    files: ['test/**'],
+    ignores: ['test/helpers/signal.mjs'],
+    rules: {
+      'no-restricted-properties': [
+        'error',
+        {
+          object: 'process',
+          property: 'kill',
+          message: 'signal through signalPid/signalGroup (test/helpers/signal.mjs), and read pids with readPidFile.',
+        },
+      ],
+    },
+  },
+  {
     // Names left unused, a value assigned and never read, an error rethrown without its cause.
     // Leaving fields out of a copy with a rest pattern (`const { raw, ...json } = s`) is not an
     // unused name.

@@ -6,6 +6,8 @@ import { describe, expect, it } from 'vitest';
 import { ROOT } from '../helpers/wait.js';
 
 const SEED = process.env.LEASEJOB_CHAOS_SEED ?? String(1 + Math.floor(Math.random() * 2 ** 31));
+// Said as the file loads, not only in the test's name when it ends: a run that dies keeps it.
+console.log(`chaos: seed ${SEED} (LEASEJOB_CHAOS_SEED=${SEED} replays it)`);
 // Kinds that need a tool the machine may lack; the report then says SKIPPED with the reason.
 // failover, failover-sequence, restore-in-place: opt-in (--failover, --restore-in-place: Debian
 // postgresql-15), not in the bounded round.

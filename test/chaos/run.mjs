@@ -37,6 +37,7 @@ import { RetryBudget } from './lib/retry-budget.mjs';
 import { floodFigures, ScrapeFlood } from './lib/scrape-flood.mjs';
 import { stream } from './lib/prng.mjs';
 import { printReport, summarize } from './lib/report.mjs';
+import { signalGroup } from '../helpers/signal.mjs';
 
 const USAGE =
   'usage: node test/chaos/run.mjs --rounds N --seed S [--duration-s D>=20] [--bounded] [--jobs J] [--keep] [--json FILE] ' +
@@ -115,9 +116,9 @@ try {
 const live = { fleets: new Set(), operators: new Set(), stops: [] };
 /** SIGKILL a run's process group and its child's (each leads its own). */
 function killRun(r) {
-  for (const target of [-r.pid, r.child ? -r.child.pid : undefined]) {
+  for (const group of [r.pid, r.child?.pid]) {
     try {
-      if (target) process.kill(target, 'SIGKILL');
+      if (group) signalGroup(group, 'SIGKILL');
     } catch {
       // gone
     }

@@ -1,6 +1,7 @@
 // A process as /proc/<pid>/stat shows it (Linux): its state letter, its process group and its
 // start time, which tells a process from a later one that got the same pid. And stopping one.
 import { readFileSync } from 'node:fs';
+import { signalGroup, signalPid } from './signal.mjs';
 
 /**
  * @param {number} pid
@@ -21,11 +22,7 @@ export function procStat(pid, tid) {
 
 /** Alive and not a zombie or dead (orphans here are reparented to a PID 1 that may reap them late, or never). */
 export function isAlive(pid) {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
+  if (!signalPid(pid, 0)) return false;
   const st = procStat(pid);
   return st !== undefined && st.state !== 'Z' && st.state !== 'X';
 }
@@ -48,16 +45,12 @@ export async function stopProcess(child, graceMs, signal = 'SIGTERM') {
 }
 
 /**
- * process.kill that tolerates a process that has already exited (ESRCH), as one that was only
- * paused for a while may have done on a busy machine. Returns whether the signal was delivered.
+ * A signal that tolerates a process that has already exited (ESRCH), as one that was only
+ * paused for a while may have done on a busy machine; a negative pid is the group -pid, as for
+ * kill(2). Returns whether the signal was delivered. Through test/helpers/signal.mjs, so pid 0,
+ * 1 and the test's own process and group are refused.
  * @param {number} pid @param {NodeJS.Signals} signal
  */
 export function signalIfAlive(pid, signal) {
-  try {
-    process.kill(pid, signal);
-    return true;
-  } catch (e) {
-    if (/** @type {NodeJS.ErrnoException} */ (e).code === 'ESRCH') return false;
-    throw e;
-  }
+  return pid < 0 ? signalGroup(-pid, signal) : signalPid(pid, signal);
 }

@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { BIN, isAlive, logLines, startCli, waitFor } from '../helpers/cli.js';
 import { bothStores, NO_DB_ENV } from '../helpers/both-stores.js';
 import { tempDir } from '../helpers/temp.js';
+import { readPidFile, signalPid } from '../helpers/signal.mjs';
 
 const tmp = tempDir('leasejob-guard-');
 const { stores } = bothStores('leasejob-guard-state-');
@@ -17,16 +18,13 @@ const { stores } = bothStores('leasejob-guard-state-');
 const SPAWN_KILLS = Number(process.env.LEASEJOB_TEST_SPAWN_KILLS ?? 20);
 
 /** A child that writes its pid (sh's, kept by exec) to `file`, then runs until stopped. */
-const pidChild = (file: string): string[] => ['sh', '-c', `echo $$ > '${file}'; exec sleep 600`];
+const pidChild = (file: string): string[] => [
+  'sh',
+  '-c',
+  `echo $$ > '${file}.tmp' && mv '${file}.tmp' '${file}'; exec sleep 600`,
+];
 
-const readPid = (file: string): number | undefined => {
-  try {
-    const pid = Number.parseInt(readFileSync(file, 'utf8'), 10);
-    return Number.isInteger(pid) && pid > 0 ? pid : undefined;
-  } catch {
-    return undefined;
-  }
-};
+const readPid = readPidFile;
 
 /** The direct children of `pid` (its main thread's: the one that spawns). */
 function childrenOf(pid: number): number[] {
@@ -60,7 +58,7 @@ async function goneWithin(pid: number): Promise<boolean> {
 
 function killQuietly(pid: number): void {
   try {
-    process.kill(pid, 'SIGKILL');
+    signalPid(pid, 'SIGKILL');
   } catch {
     // gone meanwhile
   }
@@ -143,7 +141,7 @@ describe.each(stores)('a runner SIGSTOPped past its lease in %s', (store, conn) 
     const pidFile = path.join(tmp, `${job}-a.pid`);
     const a = startCli(['run', ...conn(), '--name', job, ...TTL, ...extra, '--', ...pidChild(pidFile)], NO_DB_ENV);
     const child = await waitFor(`A's child`, () => readPid(pidFile));
-    process.kill(a.pid!, 'SIGSTOP');
+    signalPid(a.pid!, 'SIGSTOP');
     return { a, child };
   }
 
@@ -165,7 +163,7 @@ describe.each(stores)('a runner SIGSTOPped past its lease in %s', (store, conn) 
       expect(readFileSync(out, 'utf8').trim()).toBe('gone');
       expect(isAlive(child)).toBe(false);
     } finally {
-      process.kill(a.pid!, 'SIGCONT');
+      signalPid(a.pid!, 'SIGCONT');
     }
     const ra = await a;
     // Woken, A finds its lease gone: exit 75, and its child was already stopped by the guard.

@@ -7,6 +7,7 @@ import { fixture, isAlive, logLines, runCli, startCli, waitFor } from '../helper
 import { testDb, type TestDb } from '../helpers/db.js';
 import { startProxy } from '../helpers/proxy.mjs';
 import { tempDir } from '../helpers/temp.js';
+import { readPidFile } from '../helpers/signal.mjs';
 
 const tmp = tempDir('leasejob-contention-');
 let db: TestDb;
@@ -18,11 +19,7 @@ afterAll(async () => {
 });
 
 const base = (name: string, url = db.url): string[] => ['--database-url', url, '--schema', db.schema, '--name', name];
-const readPid = (file: string): number | false => {
-  if (!existsSync(file)) return false;
-  const pid = Number.parseInt(readFileSync(file, 'utf8'), 10);
-  return Number.isFinite(pid) && pid > 0 ? pid : false;
-};
+const readPid = (file: string): number | false => readPidFile(file) ?? false;
 
 /** Resolves once the running CLI has written `msg` to stderr (its log is read as it comes). */
 function untilLogged(p: ReturnType<typeof startCli>, msg: string): Promise<unknown> {

@@ -16,6 +16,7 @@ import { ROOT, fixture, logLines, runCli, startCli, waitFor } from '../helpers/c
 import { procStat, signalIfAlive } from '../helpers/proc.mjs';
 import { startProxy, type Proxy } from '../helpers/proxy.mjs';
 import { dumpRestore, replicationMissing, startReplicaSet, startServer } from '../helpers/replication.mjs';
+import { signalGroup, signalPid } from '../helpers/signal.mjs';
 
 const missing = replicationMissing();
 if (missing) console.info(`failover tests skipped: ${missing}`);
@@ -41,7 +42,8 @@ afterEach(async () => {
   for (const pid of strays) {
     for (const sig of ['SIGCONT', 'SIGKILL'] as const) {
       try {
-        process.kill(pid, sig);
+        if (pid < 0) signalGroup(-pid, sig);
+        else signalPid(pid, sig);
       } catch {
         // already gone
       }
@@ -213,9 +215,9 @@ describe.skipIf(missing !== undefined)('fencing across a PostgreSQL failover (re
     const stat = readFileSync(`/proc/${mark.pid}/stat`, 'utf8');
     const guardPid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
     expect(guardPid).not.toBe(a.pid);
-    process.kill(a.pid!, 'SIGSTOP');
-    process.kill(guardPid, 'SIGSTOP');
-    process.kill(-childGroup, 'SIGSTOP');
+    signalPid(a.pid!, 'SIGSTOP');
+    signalPid(guardPid, 'SIGSTOP');
+    signalGroup(childGroup, 'SIGSTOP');
     await waitFor(
       'A and its child to be stopped',
       () => procStat(a.pid!)?.state === 'T' && procStat(mark.pid)?.state === 'T',
@@ -240,7 +242,7 @@ describe.skipIf(missing !== undefined)('fencing across a PostgreSQL failover (re
     expect(tokenB).toBe(String(EPOCH + 2n)); // epoch 1 (timeline 2), second acquisition
 
     // A's child wakes first and goes straight for its next write: the new primary refuses it.
-    process.kill(-childGroup, 'SIGCONT');
+    signalGroup(childGroup, 'SIGCONT');
     await waitFor(
       "A's child to try its next write and exit",
       () => {
@@ -249,8 +251,8 @@ describe.skipIf(missing !== undefined)('fencing across a PostgreSQL failover (re
       },
       WAIT_MS,
     );
-    process.kill(a.pid!, 'SIGCONT');
-    process.kill(guardPid, 'SIGCONT');
+    signalPid(a.pid!, 'SIGCONT');
+    signalPid(guardPid, 'SIGCONT');
     const ra = await a;
     strays.delete(a.pid!);
     expect(ra.exitCode, ra.all).toBe(75);

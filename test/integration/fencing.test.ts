@@ -9,6 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 import { procStat as procState, signalIfAlive } from '../helpers/proc.mjs';
+import { signalGroup, signalPid } from '../helpers/signal.mjs';
 
 const FENCE_REFUSED = 'LJ001';
 const NULL_NOT_ALLOWED = '22004';
@@ -36,7 +37,8 @@ afterEach(async () => {
   for (const pid of strays) {
     for (const sig of ['SIGCONT', 'SIGKILL'] as const) {
       try {
-        process.kill(pid, sig);
+        if (pid < 0) signalGroup(-pid, sig);
+        else signalPid(pid, sig);
       } catch {
         // already gone
       }
@@ -506,9 +508,9 @@ async function pausedOwnerTimeline(
   const stat = readFileSync(`/proc/${mark.pid}/stat`, 'utf8');
   const guardPid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
   expect(guardPid).not.toBe(runnerPid);
-  process.kill(runnerPid, 'SIGSTOP');
-  process.kill(guardPid, 'SIGSTOP');
-  process.kill(-childGroup, 'SIGSTOP');
+  signalPid(runnerPid, 'SIGSTOP');
+  signalPid(guardPid, 'SIGSTOP');
+  signalGroup(childGroup, 'SIGSTOP');
   await waitFor(
     'A and its child to be stopped',
     () => procState(runnerPid)?.state === 'T' && procState(mark.pid)?.state === 'T',
@@ -558,7 +560,7 @@ async function pausedOwnerTimeline(
     // As in the note: the paused process wakes and goes straight for its next write, before its
     // runner can react, so only the database can refuse it. The guard, still stopped, cannot
     // reap the child: a zombie means the child has reported and recorded its refusal.
-    process.kill(-childGroup, 'SIGCONT');
+    signalGroup(childGroup, 'SIGCONT');
     await waitFor(
       "A's child to try its next write and exit",
       () => {
@@ -567,8 +569,8 @@ async function pausedOwnerTimeline(
       },
       WAIT_LIMIT_MS,
     );
-    process.kill(runnerPid, 'SIGCONT');
-    process.kill(guardPid, 'SIGCONT');
+    signalPid(runnerPid, 'SIGCONT');
+    signalPid(guardPid, 'SIGCONT');
   } else {
     // The whole machine resumes: runner, guard and child race.
     // The guard, past the lease's stop point, may kill the child's group before it is resumed.

@@ -22,6 +22,7 @@ import { singleFile } from '../helpers/single-file.js';
 import { plainObject, podSpecOf } from '../deploy/deploy-files.js';
 import { tempDir } from '../helpers/temp.js';
 import { ROOT, fixture } from '../helpers/wait.js';
+import { signalPid } from '../helpers/signal.mjs';
 
 const built = singleFile();
 const has = (cmd: string, args: string[] = ['--version']): boolean => spawnSync(cmd, args).status === 0;
@@ -294,7 +295,7 @@ describe.skipIf(skip !== undefined)('the injected leasejob in an image of any li
       ]);
       await waitFor('the program ready', () => existsSync(path.join(here, 'ready')));
       // As the kubelet does: to the container's PID 1.
-      process.kill(injected('tini', name)!, 'SIGTERM');
+      signalPid(injected('tini', name)!, 'SIGTERM');
       const r = await run;
       expect(r.exitCode, r.all).toBe(143);
       expect(readFileSync(path.join(here, 'term'), 'utf8')).toBe('TERM\n');

@@ -12,6 +12,7 @@ import { describe, expect, it } from 'vitest';
 import { fixture, isAlive, runCli, scrapeOnce, startCli, waitFor } from '../helpers/cli.js';
 import { bothStores, NO_DB_ENV } from '../helpers/both-stores.js';
 import { tempDir } from '../helpers/temp.js';
+import { readPidFile } from '../helpers/signal.mjs';
 
 const tmp = tempDir('leasejob-lifecycle-');
 const noDb = NO_DB_ENV;
@@ -113,9 +114,7 @@ describe.each(stores)('one occurrence, one state machine, in %s', (store, conn) 
     const file = path.join(tmp, `${job}.jsonl`);
     const args = ['run', ...conn(), '--name', job, '--window', 'w1', '--max-attempts', '1', '--ttl', HOLDER_TTL];
     const holder = startCli([...args, '--', process.execPath, fixture('append-env.mjs'), file, 'block=w1'], noDb);
-    const child = await waitFor('the child to start', () =>
-      existsSync(`${file}.blocked`) ? Number(readFileSync(`${file}.blocked`, 'utf8')) : undefined,
-    );
+    const child = await waitFor('the child to start', () => readPidFile(`${file}.blocked`));
     holder.kill('SIGKILL');
     await holder;
     // The parent-death signal takes the child down with its runner.
@@ -145,9 +144,7 @@ describe.each(stores)('one occurrence, one state machine, in %s', (store, conn) 
       [...args, '--ttl', '3s', '--', process.execPath, fixture('append-env.mjs'), file, 'block=w1'],
       noDb,
     );
-    const child = await waitFor('the child to start', () =>
-      existsSync(`${file}.blocked`) ? Number(readFileSync(`${file}.blocked`, 'utf8')) : undefined,
-    );
+    const child = await waitFor('the child to start', () => readPidFile(`${file}.blocked`));
     holder.kill('SIGKILL');
     await holder;
     await waitFor('the child to die with its runner', () => !isAlive(child), 10_000);

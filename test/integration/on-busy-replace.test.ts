@@ -3,12 +3,12 @@
 // child, records its window `replaced` (left open) and releases; the new run takes the lease. The
 // same window is never replaced; a holder that cannot yield bounds the wait (exit 75); a SIGKILLed
 // holder is taken over at expiry as on a lost lease. Order comes from logs and events, not time.
-import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { fixture, isAlive, logLines, runCli, startCli, waitFor } from '../helpers/cli.js';
 import { bothStores, NO_DB_ENV } from '../helpers/both-stores.js';
 import { tempDir } from '../helpers/temp.js';
+import { readPidFile, signalPid } from '../helpers/signal.mjs';
 
 const tmp = tempDir('leasejob-replace-');
 const noDb = NO_DB_ENV;
@@ -62,8 +62,7 @@ describe.each(stores)('--on-busy replace in %s', (store, conn) => {
     expect(r.exitCode, r.all).toBe(0);
     return JSON.parse(r.stdout) as Event[];
   };
-  const pidIn = (file: string) =>
-    waitFor(`pid in ${file}`, () => existsSync(file) && Number(readFileSync(file, 'utf8')));
+  const pidIn = (file: string) => waitFor(`pid in ${file}`, () => readPidFile(file));
 
   it('stops an earlier occurrence (child SIGTERMed), records it replaced and open; the new occurrence runs; the same window is never replaced', async () => {
     const job = `replace-${tag}`;
@@ -128,7 +127,7 @@ describe.each(stores)('--on-busy replace in %s', (store, conn) => {
       earlier.all,
     ).toBe(true);
     expect(isAlive(child)).toBe(true);
-    process.kill(holder.pid!, 'SIGTERM');
+    signalPid(holder.pid!, 'SIGTERM');
     expect((await holder).exitCode).toBe(143);
     expect((await history(job, KEY0)).map((e) => e.kind)).not.toContain('window-claimed');
   });
@@ -155,7 +154,7 @@ describe.each(stores)('--on-busy replace in %s', (store, conn) => {
     const pidFile = path.join(tmp, `${job}.pid`);
     const holder = run(job, HOUR0, ['--ttl', '60s'], [fixture('forever.mjs'), pidFile]);
     await pidIn(pidFile);
-    process.kill(holder.pid!, 'SIGSTOP');
+    signalPid(holder.pid!, 'SIGSTOP');
     try {
       const next = await run(
         job,
@@ -166,9 +165,9 @@ describe.each(stores)('--on-busy replace in %s', (store, conn) => {
       expect(next.exitCode, next.all).toBe(75);
       expect((await history(job, KEY1)).map((e) => e.kind)).not.toContain('window-claimed');
     } finally {
-      process.kill(holder.pid!, 'SIGCONT');
+      signalPid(holder.pid!, 'SIGCONT');
     }
-    process.kill(holder.pid!, 'SIGTERM');
+    signalPid(holder.pid!, 'SIGTERM');
     await holder;
   });
 
@@ -177,13 +176,13 @@ describe.each(stores)('--on-busy replace in %s', (store, conn) => {
     const pidFile = path.join(tmp, `${job}.pid`);
     const holder = run(job, HOUR0, ['--ttl', '3s'], [fixture('forever.mjs'), pidFile]);
     const child = await pidIn(pidFile);
-    process.kill(holder.pid!, 'SIGKILL');
+    signalPid(holder.pid!, 'SIGKILL');
     await holder;
     const next = await run(job, HOUR1, ['--on-busy', 'replace'], [fixture('exit-with.mjs'), '0']);
     // Its child may outlive it (or not): it is no part of what is asserted.
     if (isAlive(child)) {
       try {
-        process.kill(child, 'SIGKILL');
+        signalPid(child, 'SIGKILL');
       } catch {
         // already gone
       }

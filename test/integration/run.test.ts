@@ -6,6 +6,7 @@ import { execa } from 'execa';
 import { BIN, fixture, isAlive, logLines, ROOT, runCli, startCli, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 import { tempDir } from '../helpers/temp.js';
+import { readPidFile } from '../helpers/signal.mjs';
 
 const tmp = tempDir('leasejob-run-');
 let db: TestDb;
@@ -569,7 +570,11 @@ describe('leasejob run', () => {
 });
 
 describe('what the child started goes with it', () => {
-  const grandchild = (pidFile: string): number => Number(readFileSync(pidFile, 'utf8'));
+  const grandchild = (pidFile: string): number => {
+    const pid = readPidFile(pidFile);
+    if (pid === undefined) throw new Error(`no whole pid in ${pidFile}`);
+    return pid;
+  };
   const published = (pidFile: string) => () => {
     try {
       return readFileSync(pidFile, 'utf8').length > 0;

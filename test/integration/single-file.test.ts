@@ -14,6 +14,7 @@ import { logLines, runCli, waitFor } from '../helpers/cli.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 import { tempDir, tempDirs } from '../helpers/temp.js';
 import { ROOT } from '../helpers/wait.js';
+import { signalPid } from '../helpers/signal.mjs';
 
 const out = tempDir('leasejob-single-file-');
 const FILE = path.join(out, 'leasejob');
@@ -319,7 +320,7 @@ describe.skipIf(noInject !== undefined)('injected into a container without Node,
     const leasejob = injected(dir, 'leasejob', 'inj-kill');
     expect(leasejob).toBeDefined();
     // No setpriv here: leasejob says which mechanism holds the child instead of warning.
-    process.kill(leasejob!, 'SIGKILL');
+    signalPid(leasejob!, 'SIGKILL');
     const r = await run;
     expect(r.exitCode, r.all).toBe(137);
     expect(r.stderr).not.toContain('no parent-death signal');
@@ -345,7 +346,7 @@ describe.skipIf(noInject !== undefined)('injected into a container without Node,
     ); // prettier-ignore
     await waitFor('child ready', () => existsSync(path.join(cwd, 'ready')));
     // As the kubelet does: to the container's PID 1 (unshare itself forwards nothing).
-    process.kill(injected(dir, 'tini', 'inj-term')!, 'SIGTERM');
+    signalPid(injected(dir, 'tini', 'inj-term')!, 'SIGTERM');
     const r = await run;
     expect(r.exitCode, r.all).toBe(143);
     expect(readFileSync(path.join(cwd, 'term'), 'utf8').trim()).toBe('TERM');

@@ -30,6 +30,7 @@ import {
   windowKey,
   type JobModel,
 } from './occurrence-model.js';
+import { readPidFile, signalPid } from '../helpers/signal.mjs';
 
 export type StoreKind = 'postgres' | 'sqlite';
 
@@ -335,7 +336,9 @@ async function startBlocked(m: Model, r: Real, key: string, extra: string[]) {
   void p.then(() => (ended = true));
   await waitFor('the blocked child to start', () => existsSync(blocked) || ended, 60_000);
   if (!existsSync(blocked)) fail(r, `run ${key} did not start its child: exit ${(await p).exitCode}\n${(await p).all}`);
-  return { p, childPid: Number(readFileSync(blocked, 'utf8')) };
+  const childPid = readPidFile(blocked);
+  if (childPid === undefined) fail(r, `run ${key} wrote no whole pid to ${blocked}`);
+  return { p, childPid };
 }
 
 /**
@@ -355,7 +358,7 @@ class Crash implements Cmd {
     const { p, childPid } = await startBlocked(m, r, key, this.then === 'expire' ? ['--ttl', '3s'] : []);
     p.kill('SIGKILL');
     try {
-      process.kill(childPid, 'SIGKILL');
+      signalPid(childPid, 'SIGKILL');
     } catch {
       // already gone with its holder
     }

@@ -88,7 +88,10 @@ export function modelSuite(kind: StoreKind, bounded: { runs: number; maxCommands
       }
       const runs = envNumber('LEASEJOB_MODEL_RUNS') ?? bounded.runs;
       const maxCommands = envNumber('LEASEJOB_MODEL_MAX_COMMANDS') ?? bounded.maxCommands;
-      const seed = envNumber('LEASEJOB_MODEL_SEED');
+      // Drawn here rather than by fast-check, so that it is printed before the run starts: a run
+      // that dies (a killed worker, a timeout) still leaves the seed that reproduces it.
+      const seed = envNumber('LEASEJOB_MODEL_SEED') ?? 1 + Math.floor(Math.random() * 2 ** 31);
+      console.log(`model ${kind}: seed ${seed} (LEASEJOB_MODEL_SEED=${seed} or npm run model -- --seed ${seed})`);
       const replay = process.env.LEASEJOB_MODEL_PATH || undefined;
       const only = process.env.LEASEJOB_MODEL_ONLY ? process.env.LEASEJOB_MODEL_ONLY.split(',') : undefined;
 

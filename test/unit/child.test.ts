@@ -14,6 +14,7 @@ import {
   type ChildHandle,
 } from '../../src/lease/child.js';
 import { FIXTURES, fixture, isAlive, waitFor } from '../helpers/wait.js';
+import { readPidFile, signalPid } from '../helpers/signal.mjs';
 
 const node = process.execPath;
 const env = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
@@ -57,12 +58,7 @@ function waitForPid(file: string): Promise<number> {
   return waitFor(
     `pid in ${file}`,
     () => {
-      try {
-        const pid = Number.parseInt(readFileSync(file, 'utf8'), 10);
-        return Number.isInteger(pid) && pid > 0 ? pid : undefined;
-      } catch {
-        return undefined;
-      }
+      return readPidFile(file);
     },
     WAIT_LIMIT_MS,
     POLL_MS,
@@ -78,7 +74,7 @@ function waitUntilGone(pid: number): Promise<true> {
 
 function killQuietly(pid: number): void {
   try {
-    process.kill(pid, 'SIGKILL');
+    signalPid(pid, 'SIGKILL');
   } catch {
     // already gone
   }

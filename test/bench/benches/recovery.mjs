@@ -20,6 +20,7 @@ import {
   waitFor,
   waitStamp,
 } from '../lib/proc.mjs';
+import { signalPid } from '../../helpers/signal.mjs';
 
 const TTL_MS = 3000;
 const RENEW_MS = 1000;
@@ -87,7 +88,7 @@ async function trial(ctx, t, trials) {
   await phaseSleep(200, RENEW_MS, t, trials);
   const killWall = Date.now();
   const killMono = performance.now();
-  process.kill(holder.pid, 'SIGKILL');
+  signalPid(holder.pid, 'SIGKILL');
   await waitFor(() => !isAlive(holderChild.pid), { everyMs: 1, timeoutMs: 10_000, what: "holder's child to die" });
   const holderChildGone = performance.now() - killMono;
   // Seconds before anyone can take it over: the dead holder's lease as it was left.

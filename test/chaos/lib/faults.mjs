@@ -1,6 +1,7 @@
 // Fault kinds, the seeded schedule of a round, and the injectors that carry each one out.
 import { readdirSync, readFileSync } from 'node:fs';
 import { TTL_MS } from './fleet.mjs';
+import { signalGroup, signalPid } from '../../helpers/signal.mjs';
 
 /** Every kind, in report order; `needs` names the simulated host feature a kind depends on. */
 export const FAULT_KINDS = [
@@ -131,10 +132,10 @@ function processesOfRunner(runnerPid) {
   return found;
 }
 
+/** `sig` to a pid, or to the group -target; false when it is gone (or refused: never pid 0, 1 or ours). */
 function signal(target, sig) {
   try {
-    process.kill(target, sig);
-    return true;
+    return target < 0 ? signalGroup(-target, sig) : signalPid(target, sig);
   } catch {
     return false;
   }

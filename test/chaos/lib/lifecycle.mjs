@@ -9,6 +9,7 @@ import { spawn } from 'node:child_process';
 import { copyFileSync, existsSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { BIN } from './cluster.mjs';
+import { readPidFile, signalPid } from '../../helpers/signal.mjs';
 
 const MINUTE = 60_000;
 const CHILD = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../fixtures/append-env.mjs');
@@ -111,11 +112,8 @@ export class Lifecycle {
     const blocked = existsSync(`${out}.blocked`);
     if (blocked) {
       runner.kill('SIGKILL');
-      try {
-        process.kill(Number(readFileSync(`${out}.blocked`, 'utf8')), 'SIGKILL');
-      } catch {
-        // gone with its runner
-      }
+      const child = readPidFile(`${out}.blocked`);
+      if (child !== undefined) signalPid(child, 'SIGKILL'); // false: gone with its runner
     } else runner.kill('SIGKILL');
     const crash = await first;
     const release = blocked ? await this.cli(['release', ...this.db(), '--name', this.rel, '--force']) : undefined;
