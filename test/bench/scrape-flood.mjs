@@ -117,7 +117,11 @@ async function main() {
         for (const [b, root] of r % 2 === 0 ? builds : [...builds].reverse()) {
           const ex = await startExporter(root, conn);
           try {
-            rows.get(b).push(await measure(ex.port));
+            const m = await measure(ex.port);
+            rows.get(b).push(m);
+            console.log(
+              `  ${store}, ${b}, round ${r + 1}: alone ${fmt(m.alone)}, beside the flood ${fmt(m.legit)}, flood ${fmt(m.floodEnd)}`,
+            );
           } finally {
             ex.stop();
           }
