@@ -37,6 +37,9 @@ function cli(root, args) {
   });
 }
 
+/** The exporters running, stopped on SIGINT or SIGTERM with the server (an interrupted bench leaves nothing). */
+const running = new Set();
+
 function startExporter(root, conn) {
   return new Promise((resolve, reject) => {
     const p = spawn(
@@ -53,6 +56,8 @@ function startExporter(root, conn) {
       const m = /"msg":"exporter listening"[^\n]*"port":(\d+)|"port":(\d+)[^\n]*"msg":"exporter listening"/.exec(err);
       if (m) resolve({ port: Number(m[1] ?? m[2]), stop: () => p.kill('SIGTERM') });
     });
+    running.add(p);
+    p.on('exit', () => running.delete(p));
     p.on('exit', (code) => reject(new Error(`exporter exited ${code}: ${err.slice(-500)}`)));
   });
 }
@@ -63,19 +68,20 @@ const connect = (port) =>
     s.once('error', reject);
   });
 
-/** One GET /metrics on an established socket (or a new one): ms to the end of its body. */
+/**
+ * One GET /metrics on an established socket (a flood request, plain as a naive client asks), or
+ * on a new one asking for gzip as Prometheus does: ms to the end of its body.
+ */
 function get(port, sock) {
   const t0 = performance.now();
+  const how = sock ? { createConnection: () => sock } : { agent: false, headers: { 'accept-encoding': 'gzip' } };
   return new Promise((resolve, reject) => {
-    const req = http.request(
-      { host: '127.0.0.1', port, path: '/metrics', ...(sock ? { createConnection: () => sock } : { agent: false }) },
-      (res) => {
-        res.resume();
-        res.on('end', () =>
-          res.statusCode === 200 ? resolve(performance.now() - t0) : reject(new Error(`status ${res.statusCode}`)),
-        );
-      },
-    );
+    const req = http.request({ host: '127.0.0.1', port, path: '/metrics', ...how }, (res) => {
+      res.resume();
+      res.on('end', () =>
+        res.statusCode === 200 ? resolve(performance.now() - t0) : reject(new Error(`status ${res.statusCode}`)),
+      );
+    });
     req.on('error', reject);
     req.end();
   });
@@ -97,6 +103,13 @@ const fmt = (ms) => (ms >= 1000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(
 async function main() {
   const db = await startEmbeddedPostgres();
   const dir = mkdtempSync(path.join(tmpdir(), 'leasejob-scrape-flood-'));
+  for (const sig of ['SIGINT', 'SIGTERM'])
+    process.once(sig, async () => {
+      for (const p of running) p.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+      await db.stop();
+      process.exit(130);
+    });
   try {
     const schema = 'bench_flood';
     await cli(ROOT, ['migrate', '--database-url', db.url, '--schema', schema]);
