@@ -305,9 +305,20 @@ export function judgeLifecycle({ actions, crashes, tokens, lossy }) {
       );
   }
   let change;
+  // The schedule the registry holds, when known: a run that failed (exit 69: adopted or not) makes
+  // it unknown, and the next run is then no change to judge by (its schedule may have been the
+  // registry's already, since a tick the checks rightly call due), only what the registry holds.
+  let registry;
+  let sure = true;
   const claimed = new Set(actions.filter((a) => a.kind === 'schedule-change').map((a) => a.tick));
   for (const a of actions) {
-    if (a.kind === 'schedule-change') change = a.code === 0 && !overlaps(a) ? a : undefined;
+    if (a.kind === 'schedule-change') {
+      if (a.code !== 0 || overlaps(a)) [change, registry, sure] = [undefined, undefined, false];
+      else {
+        if (registry === undefined ? sure : registry !== a.schedule) change = a;
+        registry = a.schedule;
+      }
+    }
     if (a.kind !== 'check' || !change || !a.due) continue;
     for (const o of a.due.filter((d) => !claimed.has(d.window))) {
       const at = Date.parse(o.scheduledAt);
