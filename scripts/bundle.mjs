@@ -111,8 +111,9 @@ const bundleCli = (options) =>
     charset: 'ascii',
     // The OpenTelemetry SDK is loaded from node_modules, and only when OTEL_* asks for an export
     // (src/cli/trace-spans.ts): bundled, it would add ~0.5 MB to every start's parse. The single
-    // executable has no node_modules, so it does not export traces (it says so in a warning), but
-    // passes TRACEPARENT on. (@opentelemetry/api stays bundled: prom-client requires it.)
+    // executable has no node_modules: it carries the export as a bundle of its own
+    // (dist/trace-export.cjs, below), an asset read only then. (@opentelemetry/api stays
+    // bundled: prom-client requires it.)
     external: ['pg-native', 'better-sqlite3', ...OTEL_SDK],
     logLevel: 'warning',
     // pg's Cloudflare probe builds a fetch Response at import (loading undici): compiled out.
@@ -136,6 +137,28 @@ const bundled = [
     alias: { 'better-sqlite3': './dist/store/sqlite/node-sqlite.js' },
   }),
 ];
+
+// The trace export with the SDK, for the single executable (an asset of it, scripts/single-file.mjs,
+// compiled only when OTEL_* asks: src/cli/single-file.ts). Not in the npm package, which loads the
+// SDK from node_modules.
+const traceExport = await build({
+  write: false,
+  entryPoints: ['dist/cli/trace-export.js'],
+  bundle: true,
+  format: 'cjs',
+  platform: 'node',
+  target: 'node24',
+  // The SDK loads http/https by import(): a require here, since the file is compiled as a
+  // script (src/cli/single-file.ts), where import() has no loader.
+  supported: { 'dynamic-import': false },
+  minifyWhitespace: true,
+  minifySyntax: true,
+  legalComments: 'none',
+  charset: 'ascii',
+  logLevel: 'warning',
+  outfile: 'dist/trace-export.cjs',
+});
+bundled.push(traceExport);
 
 const missed = PATCHES.filter((_, i) => !applied.has(i));
 if (missed.length > 0) {

@@ -51,6 +51,8 @@ const V8_FLAGS = ['--hash-seed=20240101', '--no-flush-bytecode'];
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 const BUNDLE = path.join(ROOT, 'dist', 'leasejob-single-file.cjs');
 const LOADER = path.join(ROOT, 'dist', 'single-file-loader.cjs');
+/** The trace export with the OpenTelemetry SDK, an asset compiled only when OTEL_* asks for an export. */
+const TRACE_EXPORT = path.join(ROOT, 'dist', 'trace-export.cjs');
 
 const sha = (algorithm, file) => createHash(algorithm).update(readFileSync(file));
 
@@ -156,7 +158,8 @@ async function quietly(fn) {
  */
 export async function buildSingleFile({ arch = 'x64', out } = {}) {
   if (!(arch in INTEGRITY)) throw new Error(`--arch: x64 or arm64, got ${JSON.stringify(arch)}`);
-  for (const f of [BUNDLE, LOADER]) if (!existsSync(f)) throw new Error(`${f} is missing: run \`npm run build\` first`);
+  for (const f of [BUNDLE, LOADER, TRACE_EXPORT])
+    if (!existsSync(f)) throw new Error(`${f} is missing: run \`npm run build\` first`);
   const output = path.resolve(out ?? path.join(ROOT, 'dist', 'single-file', `leasejob-linux-${arch}`));
   mkdirSync(path.join(ROOT, 'dist', 'single-file'), { recursive: true });
   const work = mkdtempSync(path.join(ROOT, 'dist', 'single-file', `work-${arch}-`));
@@ -176,6 +179,7 @@ export async function buildSingleFile({ arch = 'x64', out } = {}) {
     execArgv: V8_FLAGS,
     assets: {
       'leasejob.cjs': BUNDLE,
+      'trace-export.cjs': TRACE_EXPORT,
       'manifest.json': path.join(work, 'manifest.json'),
       ...Object.fromEntries(files.map((f) => [f, path.join(ROOT, f)])),
     },

@@ -83,3 +83,20 @@ export function validateRole(value: string): string {
   }
   return value;
 }
+
+/** The chart's job names: a DNS label that leaves room for the CronJob's prefix (helm/leasejob). */
+const KUBERNETES_JOB_NAME = /^[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?$/;
+
+/**
+ * For a job name that could not be the chart's `jobs[].name` (a DNS label), one that could be,
+ * to give beside it as `jobs[].leaseName`; undefined when the name is one already.
+ */
+export function kubernetesNameFor(name: string): string | undefined {
+  if (KUBERNETES_JOB_NAME.test(name)) return undefined;
+  const label = name
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .slice(0, 52)
+    .replace(/^-+|-+$/g, '');
+  return label === '' ? 'job' : label;
+}

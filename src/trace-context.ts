@@ -9,6 +9,7 @@
 /** What is hashed before the job and the window: a version, so the derivation can change without collisions. */
 const TRACE_PREFIX = 'leasejob-trace-v1';
 const SPAN_PREFIX = 'leasejob-span-v1';
+const ROOT_PREFIX = 'leasejob-root-v1';
 
 /** The occurrence's trace id: 32 hex digits, the first 16 bytes of SHA-256 over `prefix\0job\0window`. */
 export function occurrenceTraceId(job: string, window: string): string {
@@ -36,6 +37,20 @@ export function attemptSpanId(
   attempt: number,
 ): string {
   const text = `${SPAN_PREFIX}\u0000${job}\u0000${window ?? ''}\u0000${generation}\u0000${attempt}`;
+  return nonZero(hex(sha256(utf8(text)).subarray(0, 8)));
+}
+
+/**
+ * The root span of an occurrence's trace (every attempt's parent): 16 hex digits, the first 8 bytes
+ * of SHA-256 over `leasejob-root-v1\0job\0window`, derived as the trace id is, so that each run,
+ * on any host, names the same parent without asking anyone. A windowless run's root is its
+ * ownership's: the window left empty and the fencing token after a second NUL.
+ */
+export function rootSpanId(job: string, window: string | undefined | null, generation: string): string {
+  const text =
+    window === undefined || window === null
+      ? `${ROOT_PREFIX}\u0000${job}\u0000\u0000${generation}`
+      : `${ROOT_PREFIX}\u0000${job}\u0000${window}`;
   return nonZero(hex(sha256(utf8(text)).subarray(0, 8)));
 }
 

@@ -8,6 +8,9 @@
 -- 028: a change of the schedule itself (schedule, tz, window mode, format or offset) is an event
 -- with an effective time: jobs.schedule_since is set to the database clock, and an occurrence of
 -- the new schedule before it that no run claimed is never due (docs/occurrence.md).
+-- 038: `backfill --schedule` registers the schedule of a job that has none, as `run` does, with
+-- `expected_from_ms` (its range's first occurrence): the job's occurrences are expected from
+-- there, not from the registration, so a backfill's failed day and the days it left unrun are due.
 CREATE OR REPLACE FUNCTION register_job(p_job text, p_ttl_ms integer, p_spec jsonb) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 #variable_conflict use_column
@@ -17,8 +20,11 @@ DECLARE
   v_old_spec jsonb;
   v_version bigint;
   v_expect boolean := p_spec ? 'expect_min_ms';
+  v_from timestamptz := to_timestamp((p_spec->>'expected_from_ms')::float8 / 1000);
 BEGIN
   IF p_spec IS NULL THEN RETURN; END IF;
+  <<registration>>
+  BEGIN
   -- Unchanged (the common case): nothing written, no row lock (a herd would queue on it).
   SELECT * INTO v_old FROM jobs j WHERE j.name = p_job;
   IF FOUND AND ((v_old.schedule, v_old.tz, v_old.window_mode, v_old.window_format, v_old.window_offset, v_old.ttl_ms,
@@ -31,7 +37,7 @@ BEGIN
                  CASE WHEN v_expect THEN (p_spec->>'expect_max_ms')::bigint ELSE v_old.expect_max_ms END)
              -- A run with no schedule settings says nothing about the schedule: never erases it.
              OR (v_old.schedule IS NOT NULL AND p_spec->>'schedule' IS NULL AND p_spec->>'window_mode' IS DISTINCT FROM 'schedule')) THEN
-    RETURN;
+    EXIT registration;
   END IF;
   INSERT INTO jobs AS j (name) VALUES (p_job) ON CONFLICT (name) DO NOTHING;
   SELECT * INTO v_old FROM jobs j WHERE j.name = p_job FOR UPDATE;
@@ -47,7 +53,7 @@ BEGIN
     'expect_min_ms', v_old.expect_min_ms, 'expect_max_ms', v_old.expect_max_ms);
   -- Checked again under the row lock: a concurrent run may have registered the same.
   IF v_old_spec = v_new OR (v_old.schedule IS NOT NULL AND p_spec->>'schedule' IS NULL AND p_spec->>'window_mode' IS DISTINCT FROM 'schedule') THEN
-    RETURN;
+    EXIT registration;
   END IF;
   UPDATE jobs j SET
     schedule = v_new->>'schedule', tz = v_new->>'tz', window_mode = v_new->>'window_mode',
@@ -71,5 +77,14 @@ BEGIN
     PERFORM record_event(p_job, 'job-changed', NULL, p_spec->>'owner', NULL, NULL,
       jsonb_build_object('old', v_old_spec, 'new', v_new, 'version', v_version, 'adopted', true));
     RAISE NOTICE 'leasejob:job-changed' USING DETAIL = jsonb_build_object('old', v_old_spec, 'new', v_new, 'version', v_version)::text;
+  END IF;
+  END registration;
+  -- 038: expected from the backfill's first occurrence, when the schedule registered is its own.
+  -- (least() would take a NULL schedule_since, "never changed", for the earlier one: kept NULL.)
+  IF v_from IS NOT NULL THEN
+    UPDATE jobs j SET created_at = least(j.created_at, v_from),
+                      schedule_since = CASE WHEN j.schedule_since IS NULL THEN NULL ELSE least(j.schedule_since, v_from) END
+     WHERE j.name = p_job AND j.window_mode = 'schedule' AND j.schedule = p_spec->>'schedule'
+       AND (j.created_at > v_from OR j.schedule_since > v_from);
   END IF;
 END $$;

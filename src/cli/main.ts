@@ -64,6 +64,10 @@ function reportOptions(cmd: Command): Command {
       'webhook: a JSON POST for a failed window, a lost lease and missed occurrences (or LEASEJOB_NOTIFY_URL; a secret, never logged)',
     )
     .option(
+      '--trace-link-template <url>',
+      "a trace viewer's URL with {traceId} in it (or LEASEJOB_TRACE_LINK_TEMPLATE): the webhook's trace_url",
+    )
+    .option(
       '--record-output [size]',
       "keep the last bytes of the child's stdout and stderr with each window (default 4KiB when " +
         'given, at most 64KiB): shown by history, sent with pings and the webhook; may hold secrets the ' +
@@ -152,8 +156,66 @@ function windowOptions(cmd: Command): Command {
     );
 }
 
+/**
+ * `run --help` in groups, the options people need first (commander's help groups): each option
+ * to the heading that names it, and the options listed in that order.
+ */
+const RUN_HELP_GROUPS: Array<[string, string[]]> = [
+  [
+    'The job and its occurrence:',
+    [
+      '--name',
+      '--schedule',
+      '--tz',
+      '--window-from-schedule',
+      '--window',
+      '--scheduled-time',
+      '--window-format',
+      '--window-offset',
+      '--mutex-only',
+    ],
+  ],
+  [
+    'Where its state is kept, and its logs:',
+    [
+      '--database-url',
+      '--database-url-file',
+      '--schema',
+      '--state-file',
+      '--require-shared',
+      '--log-level',
+      '--log-format',
+    ],
+  ],
+  ['When it fails:', ['--retries', '--retry-delay', '--max-attempts', '--max-runtime', '--rerun']],
+  [
+    'Monitoring and notifications:',
+    ['--expect-duration', '--alert-after', '--alert-lookback', '--ping-url', '--notify-url', '--record-output'],
+  ],
+  [
+    'Another run, late runs, missed occurrences:',
+    ['--on-busy', '--wait-timeout', '--max-delay', '--catch-up', '--catch-up-limit'],
+  ],
+  ['The lease:', ['--ttl', '--kill-grace']],
+  ['The child:', ['--pass-database-url', '--user', '--group']],
+];
+
+/** Each option of `cmd` to its group's heading, the options reordered group by group (help lists them so). */
+function inHelpGroups(cmd: Command, groups: Array<[string, string[]]>): Command {
+  const rank = new Map<string, number>();
+  groups.forEach(([heading, longs], g) =>
+    longs.forEach((long, i) => {
+      rank.set(long, g * 100 + i);
+      cmd.options.find((o) => o.long === long)?.helpGroup(heading);
+    }),
+  );
+  const at = (o: Option): number => rank.get(o.long ?? '') ?? Number.MAX_SAFE_INTEGER;
+  (cmd.options as Option[]).sort((a, b) => at(a) - at(b));
+  return cmd;
+}
+
 function defineRun(program: Command): void {
-  dbOptions(
+  const run = dbOptions(
     childUserOptions(
       reportOptions(
         policyOptions(
@@ -194,7 +256,8 @@ function defineRun(program: Command): void {
             .option(
               '--expect-duration <min>..<max>',
               'how long a run should take, e.g. 30s..10m (either side may be left out: 1m.., ..2h); a run ' +
-                'outside it is a `check` warning, a metric and an alert',
+                'outside it is a `check` warning, a metric and an alert; while it runs, a warning past its max ' +
+                '(instead of past half the schedule interval)',
             )
             .option('--rerun', 'run an already completed window again'),
         ),
@@ -227,7 +290,8 @@ module unusable; 70 internal; 75 lease lost, acquired too
 late to start safely, busy (--on-busy fail, wait timeout), or the occurrence not yet due by
 the database clock; 124 --max-runtime exceeded; 126 the command is not executable, 127 not
 found (as a shell). The window's recorded exit code is always the one leasejob exits with.
-In a crontab, --log-level warn prints only failures (cron mails only those).
+In a crontab, --log-level warn --log-format pretty: cron mails a failure once, in words,
+and nothing for a success, a skip or a try that a retry then completes.
 
 Example:
   leasejob run --name nightly-close --schedule '5 0 * * *' --tz America/Sao_Paulo \\
@@ -254,6 +318,7 @@ Example:
         exitWith(await runCommand(flags, command, early));
       }),
   );
+  inHelpGroups(run, RUN_HELP_GROUPS);
 }
 
 function defineBackfill(program: Command): void {
@@ -351,6 +416,16 @@ function defineStatus(program: Command): void {
       .option(
         '--json',
         "JSON instead of a table, with each job's occurrences within its lookback counted by the reason each ended as",
+      )
+      .option(
+        '--wide',
+        "every column (generation, expiry, completion time) and every open window in full, whatever the terminal's width",
+      )
+      .addHelpText(
+        'after',
+        `
+The table fits the terminal: COLUMNS, else the terminal's width (no limit into a pipe or a file);
+lists are shortened to what fits, with a count of what was left out (+3 more).`,
       ),
   ).action(lazy(async () => (await import('./commands/status.js')).statusCommand));
 }
@@ -372,7 +447,11 @@ function defineHistory(program: Command): void {
           'caught-up, backfilled, running, failed (attempts left), exhausted, skipped-{paused,marked,busy,' +
           'replaced,backoff}, missed-{max-delay,catch-up-limit,other}; and the runs that skipped it, per host',
       )
-      .option('--json', 'JSON instead of a table'),
+      .option('--json', 'JSON instead of a table')
+      .option(
+        '--trace-link-template <url>',
+        "a trace viewer's URL with {traceId} in it (or LEASEJOB_TRACE_LINK_TEMPLATE): trace ids shown as links",
+      ),
   ).action(lazy(async () => (await import('./commands/status.js')).historyCommand));
 }
 
@@ -407,6 +486,10 @@ function defineExporter(program: Command): void {
       .option(
         '--no-status-page',
         'serve only /metrics and /healthz: no job names, hosts or events at /, /job and /occurrence',
+      )
+      .option(
+        '--trace-link-template <url>',
+        "a trace viewer's URL with {traceId} in it (or LEASEJOB_TRACE_LINK_TEMPLATE): the status page links trace ids",
       ),
   ).action(lazy(async () => (await import('./commands/status.js')).exporterCommand));
 }

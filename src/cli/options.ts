@@ -17,6 +17,7 @@ import { canonicalZone, parseSchedule, typicalInterval, validateZone, type Sched
 import { MAX_CATCH_UP_TICKS, type CatchUpSettings } from '../lease/catch-up.js';
 import type { WindowNaming } from '../schedule/window-range.js';
 import { attemptPolicy, defaultBudget, type AttemptPolicy } from './policies.js';
+import { traceLinkTemplate } from '../monitor/trace-link.js';
 
 /** Raw flags as commander hands them over. */
 export interface RawRunFlags {
@@ -49,6 +50,7 @@ export interface RawRunFlags {
   group?: string;
   pingUrl?: string;
   notifyUrl?: string;
+  traceLinkTemplate?: string;
   recordOutput?: string | boolean;
   catchUp?: string;
   catchUpLimit?: string;
@@ -93,6 +95,8 @@ export interface RunConfig {
   pingUrl?: string | undefined;
   /** Webhook for failed, lost and missed windows (a secret likewise). */
   notifyUrl?: string | undefined;
+  /** --trace-link-template: the webhook's trace_url (monitor/trace-link.ts). */
+  traceLinkTemplate?: string | undefined;
   /** --record-output: how many bytes of the child's output to keep. */
   recordOutputBytes?: number | undefined;
   /** --catch-up: the earlier occurrences to look for, and how the job names its windows. */
@@ -150,6 +154,7 @@ export function normalizeRunOptions(
   return {
     pingUrl,
     notifyUrl,
+    traceLinkTemplate: traceLinkTemplate(flags.traceLinkTemplate, env),
     recordOutputBytes,
     name,
     command: cmd,

@@ -9,6 +9,7 @@ import type { MissedGroup, RunResult, WindowEvent } from '../lease/types.js';
 import { EVENT_TIMEOUT_MS, type LeaseStore } from '../store/contract.js';
 import type { RunConfig } from './options.js';
 import { exitCodeFor, type Supervised } from './supervise.js';
+import { traceLink } from '../monitor/trace-link.js';
 
 /** The ping and webhook module, only when a URL is given: a failed request is a warning and a counted event. */
 export async function loadHooks(
@@ -20,8 +21,14 @@ export async function loadHooks(
 ): Promise<RunHooks> {
   const { RunHooks } = await import('../lease/run-hooks.js');
   const { packageVersion } = await import('../package-root.js');
+  const template = config.traceLinkTemplate;
   return new RunHooks(
-    { pingUrl: config.pingUrl, notifyUrl: config.notifyUrl, userAgent: `leasejob/${packageVersion()}` },
+    {
+      pingUrl: config.pingUrl,
+      notifyUrl: config.notifyUrl,
+      userAgent: `leasejob/${packageVersion()}`,
+      traceLink: template === undefined ? undefined : (traceId: string) => traceLink(template, traceId),
+    },
     (f) => {
       log.warn(
         { target: f.target, stage: f.stage, err: f.error },

@@ -9,7 +9,6 @@ import { runWithLease } from '../lease/runner.js';
 import type { RunOptions, RunResult } from '../lease/types.js';
 import { storeError, type StoreChoice } from '../store/choice.js';
 import type { LeaseStore } from '../store/contract.js';
-import { inSingleFile } from '../package-root.js';
 import type { RunConfig } from './options.js';
 import { loadHooks, reportUnfinished } from './reports.js';
 import { exitCodeFor, settleRun, superviseChild, type Supervised } from './supervise.js';
@@ -57,7 +56,7 @@ export async function withRunSession<T>(
     childRunning: false,
     childStarted: false,
     sharedStore: choice.kind === 'postgresql',
-    trace: runTrace(config.name, log),
+    trace: runTrace(config, log),
   };
   const pendingReports: Array<Promise<unknown>> = [];
   const onSignal = (sig: NodeJS.Signals): void => {
@@ -129,18 +128,10 @@ export async function withRunSession<T>(
 }
 
 /** The run's spans, when OTEL_* asks for an export; a setting leasejob cannot honour is said once. */
-function runTrace(job: string, log: Logger): RunTrace | undefined {
+function runTrace(config: RunConfig, log: Logger): RunTrace | undefined {
   const wish = traceExportWish();
   if (!wish.export && wish.warning) log.warn(`${wish.warning}; traces are not exported`);
-  if (wish.export && inSingleFile()) {
-    // Bundling the SDK would make every start of the file parse it (scripts/bundle.mjs).
-    log.warn(
-      'the single executable does not export traces (no OpenTelemetry SDK inside; install the npm package ' +
-        'for that); TRACEPARENT is still passed on',
-    );
-    return undefined;
-  }
-  return wish.export ? new RunTrace(job, wish) : undefined;
+  return wish.export ? new RunTrace(config.name, wish, config.policy.maxAttempts) : undefined;
 }
 
 function exitCodeOrUndefined(result: RunResult<ChildResult>, signal: AbortSignal): number | undefined {

@@ -17,6 +17,26 @@ import { attemptSpanId, traceIdOf, traceparent } from '../trace-context.js';
 import type { RunConfig } from './options.js';
 import type { RunTrace } from './trace-spans.js';
 
+/**
+ * The warning a run that takes long gives while it runs: past --expect-duration's maximum when
+ * one is given (the operator said it may take that long), else past half the schedule interval
+ * (the next occurrence may find this one still running). Past Node's timer limit a timer would
+ * fire at once: schedules over ~50 days get no warning.
+ */
+function longRunTimer(config: RunConfig, log: Logger, childPid: number | undefined): NodeJS.Timeout | undefined {
+  const expectMaxMs = config.spec.expect_max_ms;
+  if (typeof expectMaxMs === 'number') {
+    if (expectMaxMs > MAX_TIMER_MS) return undefined;
+    return setTimeout(() => log.warn({ childPid, expectMaxMs }, "run passed --expect-duration's maximum"), expectMaxMs);
+  }
+  const halfInterval = config.schedule ? typicalInterval(config.schedule, new Date()) / 2 : undefined;
+  if (halfInterval === undefined || halfInterval > MAX_TIMER_MS) return undefined;
+  return setTimeout(
+    () => log.warn({ childPid, halfIntervalMs: halfInterval }, 'run passed half the schedule interval'),
+    halfInterval,
+  );
+}
+
 /** The child exited non-zero or by a signal: the window stays open. */
 class ChildFailedError extends Error {
   constructor(readonly result: ChildResult) {
@@ -173,21 +193,12 @@ export async function superviseChild(
   };
   ctx.signal.addEventListener('abort', onAbort, { once: true });
   if (ctx.signal.aborted) onAbort();
-  // Past half the schedule interval, the next occurrence may find this one still running.
-  const halfInterval = config.schedule ? typicalInterval(config.schedule, new Date()) / 2 : undefined;
-  // (Past Node's timer limit a timer fires at once: schedules over ~50 days get no warning.)
-  const overlapTimer =
-    halfInterval !== undefined && halfInterval <= MAX_TIMER_MS
-      ? setTimeout(
-          () =>
-            log.warn({ childPid: child.pid, halfIntervalMs: halfInterval }, 'run passed half the schedule interval'),
-          halfInterval,
-        )
-      : undefined;
+  const overlapTimer = longRunTimer(config, log, child.pid);
   const result = await child.exited;
   clearTimeout(overlapTimer);
-  // A failed child at warn: `--log-level warn` (a crontab's) then prints failures, and only them.
-  log[result.code === 0 ? 'info' : 'warn'](
+  // At info even when it failed: the window's outcome line says the failure at warn once no try
+  // is left (a crontab at --log-level warn mails that line alone, and nothing for a try retried).
+  log.info(
     {
       childPid: child.pid,
       exitCode: result.exitCode,

@@ -71,6 +71,8 @@ export interface HookTargets {
   pingUrl?: string | undefined;
   notifyUrl?: string | undefined;
   userAgent: string;
+  /** --trace-link-template: a trace id's link in a trace viewer, the webhook's trace_url. */
+  traceLink?: ((traceId: string) => string) | undefined;
 }
 
 /**
@@ -132,7 +134,7 @@ export class RunHooks {
           'notify',
           e.outcome,
           this.targets.notifyUrl,
-          JSON.stringify(payload(e)),
+          JSON.stringify(payload(e, this.targets.traceLink)),
           'application/json',
           deadline - Date.now(),
           deadline,
@@ -213,7 +215,9 @@ export function pingTarget(base: string, suffix: string, rid: string | undefined
 }
 
 /** The webhook's JSON (docs/notifications.md): snake_case, instants in ISO-8601 UTC. */
-export function payload(e: WindowEnd): Record<string, unknown> {
+export function payload(e: WindowEnd, traceLink?: (traceId: string) => string): Record<string, unknown> {
+  const traceId =
+    e.window !== undefined || e.generation !== undefined ? traceIdOf(e.job, e.window, e.generation ?? '') : null;
   return {
     event: e.outcome,
     job: e.job,
@@ -231,8 +235,9 @@ export function payload(e: WindowEnd): Record<string, unknown> {
     duration_ms: e.startedAt ? e.finishedAt.getTime() - e.startedAt.getTime() : null,
     // The occurrence's trace (the child's TRACEPARENT), so an alert leads to it: derived, as
     // trace-context.ts says; the attempt's span when a lease was taken.
-    trace_id:
-      e.window !== undefined || e.generation !== undefined ? traceIdOf(e.job, e.window, e.generation ?? '') : null,
+    trace_id: traceId,
+    // With --trace-link-template: the trace in the viewer it names.
+    trace_url: traceId !== null && traceLink ? traceLink(traceId) : null,
     span_id:
       e.generation !== undefined && e.attempt !== undefined
         ? attemptSpanId(e.job, e.window, e.generation, e.attempt)

@@ -271,7 +271,7 @@ async function runWindow<T>(
   for (let tries = 0; ; tries++) {
     if (at) await lease.tell({ phase: 'start', ...at, attempt });
     const ran = await runTask(lease, w, attempt, notDue, wlog);
-    const ended = await recordWindow(lease, w, ran, at, wlog);
+    const ended = await recordWindow(lease, w, ran, at, wlog, retriedHere(lease, w, at, tries, ran));
     // --retries: the failed try is recorded, the lease still held; the next one is a new attempt.
     if (!w || !at || lease.end !== 'held' || noRetry(lease.opts, tries, ran) !== undefined) return ended;
     const next = await retryClaim(lease, w, at, tries + 1, wlog);
@@ -298,7 +298,8 @@ async function retryClaim<T>(
   log: Logger,
 ): Promise<number | undefined> {
   const waitMs = Math.round(retryWaitMs(lease.opts, retry));
-  log.warn({ retry, of: lease.opts.retries, waitMs }, 'try failed: retrying after the backoff, lease kept');
+  // At info: the try that failed is no failure yet (logOutcome warns once none is left).
+  log.info({ retry, of: lease.opts.retries, waitMs }, 'try failed: retrying after the backoff, lease kept');
   const run: WindowRun = { controller: new AbortController() };
   lease.current = run;
   if (lease.stopped) abortWindow(run, lease.stopped);
@@ -487,6 +488,7 @@ async function recordWindow<T>(
   ran: TaskEnd<T>,
   at: At | undefined,
   log: Logger,
+  retrying = false,
 ): Promise<WindowEnded<T>> {
   const { store, opts, held, keeper } = lease;
   const one = lease.finishReleases;
@@ -543,7 +545,7 @@ async function recordWindow<T>(
     return { result, last: true };
   }
   if (one) lease.end = 'released';
-  logOutcome(log, w, ran, exitCode, held.generation, w?.rerun ? undefined : opts.maxAttempts);
+  logOutcome(log, w, ran, exitCode, held.generation, w?.rerun ? undefined : opts.maxAttempts, retrying);
   if (one) log.info({ generation: held.generation }, 'lease released');
   const result: RunResult<T> = ran.ok
     ? { status: 'completed', value: ran.value as T, generation: held.generation, attempt: ran.attempt }
@@ -552,7 +554,28 @@ async function recordWindow<T>(
   return { result, last: !ran.ok && isLastAfterFailure(lease, at) };
 }
 
-/** A failure is said at warn (crontab mails what reaches stderr at --log-level warn). */
+/**
+ * Whether this run tries the failed window again (--retries), as runWindow then decides, the
+ * budget included: a try the run retries is no failure to report yet.
+ */
+function retriedHere<T>(
+  lease: Lease<T>,
+  w: SequenceWindow | undefined,
+  at: At | undefined,
+  tries: number,
+  ran: TaskEnd<T>,
+): boolean {
+  if (!w || !at || ran.ok || noRetry(lease.opts, tries, ran) !== undefined) return false;
+  const max = w.rerun ? undefined : lease.opts.maxAttempts;
+  return max === undefined || ran.attempt < Math.abs(max);
+}
+
+/**
+ * A failure is said at warn once no try is left for the occurrence (a crontab at --log-level
+ * warn mails what reaches stderr): a try this run retries, or one that leaves --max-attempts
+ * for a later trigger or another host, is said at info, so a failure that a retry then mends
+ * mails nothing, and one that is final mails once.
+ */
 function logOutcome<T>(
   log: Logger,
   w: SequenceWindow | undefined,
@@ -560,10 +583,13 @@ function logOutcome<T>(
   exitCode: number | undefined,
   generation: string,
   maxAttempts: number | undefined,
+  retrying: boolean,
 ): void {
   const aborted = ran.aborted ? { aborted: ran.aborted.kind } : {};
   const outcome = ran.ok ? 'completed' : ran.aborted?.kind === 'replaced' ? 'replaced' : 'failed';
+  const open = { generation, attempt: ran.attempt, outcome, exitCode, ...aborted };
   if (w && ran.ok) log.info({ generation, attempt: ran.attempt, outcome }, 'window completed');
+  else if (w && retrying) log.info({ ...open, triesLeft: true }, 'window left open');
   else if (w && maxAttempts !== undefined && maxAttempts < 0 && (!ran.aborted || ran.aborted.kind === 'max-runtime'))
     // run's default budget (no --retries or --max-attempts): one failure closes the occurrence.
     log.warn(
@@ -575,7 +601,10 @@ function logOutcome<T>(
       { generation, attempt: ran.attempt, maxAttempts, outcome: 'exhausted', exitCode, ...aborted },
       'window failed its last attempt (--max-attempts): exhausted; later triggers skip it until run --rerun or leasejob mark',
     );
-  else if (w) log.warn({ generation, attempt: ran.attempt, outcome, exitCode, ...aborted }, 'window left open');
+  // Attempts left for a later trigger (this host's or another's): check reports it if none comes.
+  else if (w && maxAttempts !== undefined && maxAttempts > 0)
+    log.info({ ...open, maxAttempts, triesLeft: true }, 'window left open');
+  else if (w) log.warn(open, 'window left open');
   else if (!ran.ok) log.warn({ generation, exitCode, ...aborted }, 'run failed');
 }
 

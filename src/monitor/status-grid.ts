@@ -1,12 +1,14 @@
 // The status pages' pictures: a job's occurrences as a strip of coloured cells with a legend, the
 // last runs' durations against --expect-duration as server-rendered SVG, and one occurrence's
 // page (its attempts, hosts, tokens, exit codes, durations, output tail and trace id).
-import { markup, trusted, type SafeHtml } from './status-html.js';
+import { markup, type SafeHtml } from './status-html.js';
 import { CELL_MEANING, CELL_STATES, type CellState, type GridCell } from './occurrence-grid.js';
-import { relative, shortIso, when, zoned } from './status-time.js';
+import { columnLabel, columnSpan, shortIso, when, zoned } from './status-time.js';
+import type { Column, TimeAxis } from './time-grid.js';
 import { humanMs } from './table.js';
 import type { HistoryEvent, WindowOutput, WindowRow } from '../store/contract.js';
 import { attemptSpanId, occurrenceTraceId } from '../trace-context.js';
+import { pageTraceLink } from './trace-link.js';
 
 export const GRID_STYLE = `
 .grid{display:flex;flex-wrap:wrap;gap:2px;margin:.2rem 0;padding:0;list-style:none}
@@ -23,10 +25,19 @@ export const GRID_STYLE = `
 form.search input.tz{flex:0 1 11rem;min-width:0;padding:.45rem .6rem;font:inherit;border:1px solid var(--line);border-radius:.35rem;
 background:var(--bg);color:var(--fg)}
 td.strip{min-width:12rem}
+.tgrid{display:grid;gap:2px;margin:0;padding:0}.tgrid.cols-24{grid-template-columns:repeat(24,minmax(0,1fr))}
+.tgrid.cols-48{grid-template-columns:repeat(48,minmax(0,1fr))}
+.tgrid .cell{width:auto;height:1.1rem}
+.c-none{--c:var(--head)}.c-unread{--c:repeating-linear-gradient(90deg,var(--line) 0 1px,transparent 1px 3px)}
+.axis{display:grid;gap:2px;font-size:.7rem;line-height:1.1;color:var(--muted);white-space:nowrap}
+.axis.cols-24{grid-template-columns:repeat(24,minmax(0,1fr))}.axis.cols-48{grid-template-columns:repeat(48,minmax(0,1fr))}
+.axis span{grid-column:span 6;overflow:hidden;border-left:1px solid var(--line);padding-left:2px}
+.axis.cols-48 span{grid-column:span 8}
+.vh{position:absolute;width:1px;height:1px;overflow:hidden;clip-path:inset(50%);white-space:nowrap}
 svg.chart{width:100%;max-width:48rem;height:auto;display:block}
 svg.chart text{font:11px system-ui,sans-serif;fill:var(--muted)}
 svg.chart .band{fill:var(--healthy);opacity:.15}svg.chart .bound{stroke:var(--healthy);stroke-dasharray:4 3}
-svg.chart .bar{fill:var(--running)}svg.chart .bar.failed{fill:var(--overdue)}svg.chart .bar.outside{fill:var(--failing)}
+svg.chart .bar{fill:var(--healthy)}svg.chart .bar.failed{fill:var(--overdue)}svg.chart .bar.outside{fill:var(--failing)}
 svg.chart .axis{stroke:var(--line)}
 `;
 
@@ -41,35 +52,18 @@ function cellTitle(c: GridCell): string {
   return `${c.window} · ${c.state}${at}${tries}${due}`;
 }
 
-/** The strip of one job's occurrences, oldest first, and its next due tick as an empty cell. */
-export function gridStrip(job: string, cells: GridCell[], next: Date | null, now: Date): SafeHtml {
-  if (cells.length === 0 && next === null) return markup`<span class="muted">no occurrence yet</span>`;
-  return markup`<ul class="grid" aria-label="${`Occurrences of ${job}, oldest first`}">${cells.map(
-    (c) =>
-      markup`<li><a class="${`cell c-${c.state}${c.overdue !== undefined ? ' due' : ''}`}" href="${occurrenceHref(
-        job,
-        c.window,
-      )}" title="${cellTitle(c)}" aria-label="${cellTitle(c)}" data-window="${c.window}" data-state="${c.state}"${
-        c.overdue !== undefined ? markup` data-overdue="${c.overdue}"` : ''
-      }></a></li>`,
-  )}${
-    next
-      ? markup`<li><span class="cell c-next" title="${`next due ${shortIso(next)} (${relative(next, now)})`}"></span></li>`
-      : ''
-  }</ul>`;
-}
-
 /** What each colour means; an outlined cell is one `check` reports as due and not completed. */
 export function legend(): SafeHtml {
   return markup`<ul class="legend" id="legend">${CELL_STATES.map(
     (s: CellState) => markup`<li title="${CELL_MEANING[s]}"><span class="cell c-${s}"></span>${s}</li>`,
   )}<li title="due, past its grace and not completed: what check reports">
 <span class="cell c-completed due"></span>outlined: check reports it</li>
-<li><span class="cell c-next"></span>next due</li></ul>`;
+<li><span class="cell c-next"></span>next due</li>
+<li><span class="cell c-none"></span>no occurrence</li></ul>`;
 }
 
 /** A run's duration: milliseconds below a second (a quick job's runs would all read `0s`). */
-const durationText = (ms: number): string => (ms < 1000 ? `${Math.round(ms)} ms` : humanMs(ms));
+export const durationText = (ms: number): string => (ms < 1000 ? `${Math.round(ms)} ms` : humanMs(ms));
 
 /** The y-axis labels, the higher first: one closer than a line's height to a kept one is left out. */
 function axisLabels(labels: Array<{ y: number; text: string }>, left: number): SafeHtml {
@@ -210,6 +204,13 @@ export interface OccurrencePageData {
 
 const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f]/g; // eslint-disable-line no-control-regex
 
+/** The trace id, a link to the trace viewer when --trace-link-template names one (trace-link.ts). */
+function traceIdHtml(traceId: string): SafeHtml {
+  const link = pageTraceLink(traceId);
+  const code = markup`<code id="trace-id">${traceId}</code>`;
+  return link === undefined ? code : markup`<a href="${link}" rel="noopener noreferrer">${code}</a>`;
+}
+
 export function occurrenceBody(d: OccurrencePageData): SafeHtml {
   const now = d.dbNow;
   const traceId = occurrenceTraceId(d.job, d.window);
@@ -227,7 +228,7 @@ export function occurrenceBody(d: OccurrencePageData): SafeHtml {
       : markup`<span class="muted">older than the job's grid</span>`
   }</dd>
 <dt>Scheduled</dt><dd>${when(c?.scheduledAt ?? null, now)}</dd>
-<dt>Trace id</dt><dd><code id="trace-id">${traceId}</code>
+<dt>Trace id</dt><dd>${traceIdHtml(traceId)}
 <span class="muted">(every attempt's TRACEPARENT, the webhook's trace_id)</span></dd>
 </dl>
 <h2>Attempts</h2>
@@ -282,4 +283,58 @@ ${d.events.map(
 }`;
 }
 
-export const gridStyle = (): SafeHtml => trusted(GRID_STYLE);
+/** Labels every this many columns (four on the list, six on a job's page). */
+const labelEvery = (columns: number): number => (columns === 48 ? 8 : 6);
+
+/** The time of each column once for the page: every job's strip has the same columns. */
+export function axisText(axis: TimeAxis): { labels: string[]; spans: string[] } {
+  const starts = Array.from({ length: axis.columns }, (_, i) => new Date(axis.from.getTime() + i * axis.stepMs));
+  return {
+    labels: starts.map((d) => columnLabel(d, axis.stepMs)),
+    spans: starts.map((d) => columnSpan(d, axis.stepMs)),
+  };
+}
+
+/** The axis: a label at the start of every few columns, aligned with the strips below (same grid). */
+export function axisRow(axis: TimeAxis, text: { labels: string[] }, extra = ''): SafeHtml {
+  const every = labelEvery(axis.columns);
+  return markup`<div class="${`axis cols-${axis.columns}${extra}`}" aria-hidden="true">${text.labels
+    .filter((_, i) => i % every === 0)
+    .map((l) => markup`<span>${l}</span>`)}</div>`;
+}
+
+function columnTitle(c: Column, span: string): string {
+  const cell = c.cell!;
+  const more = c.count > 1 ? ` (worst of ${c.count})` : '';
+  return `${span} · ${cell.state}${more} · ${cellTitle(cell)}`;
+}
+
+/**
+ * One job's strip: a cell per column of the page's axis, the same instants for every job. A
+ * cell with an occurrence links to it; its title and (visually hidden) text carry its time.
+ */
+export function timeStrip(job: string, cols: Column[], axis: TimeAxis, text: { spans: string[] }): SafeHtml {
+  return markup`<div class="${`tgrid cols-${axis.columns}`}" role="group" aria-label="${`Occurrences of ${job}`}">${cols.map(
+    (c, i) => {
+      const span = text.spans[i]!;
+      if (c.cell) {
+        const cell = c.cell;
+        return markup`<a class="${`cell c-${cell.state}${cell.overdue !== undefined ? ' due' : ''}`}" href="${occurrenceHref(
+          job,
+          cell.window,
+        )}" title="${columnTitle(c, span)}" data-at="${c.from.toISOString()}" data-window="${
+          cell.window
+        }" data-state="${cell.state}"${
+          cell.overdue !== undefined ? markup` data-overdue="${cell.overdue}"` : ''
+        }><span class="vh">${span} ${cell.state}</span></a>`;
+      }
+      const [cls, what] = c.next
+        ? ['c-next', 'next due']
+        : c.unread
+          ? ['c-unread', 'not read']
+          : ['c-none', 'no occurrence'];
+      const at = c.from.toISOString();
+      return markup`<span class="${`cell ${cls}`}" title="${`${span} · ${what}`}" data-at="${at}"></span>`;
+    },
+  )}</div>`;
+}

@@ -2,50 +2,80 @@
 // inline style sheet and no script, every value through markup`` (status-html.ts).
 import { markup, trusted, type SafeHtml } from './status-html.js';
 import type { JobState } from './job-states.js';
-import { DEFAULT_PER_PAGE, JOB_STATES, type JobStateName, type ListQuery, type ListView } from './status-view.js';
+import {
+  DEFAULT_PER_PAGE,
+  JOB_STATES,
+  STATE_LABEL,
+  STATE_MEANING,
+  leaseLeftText,
+  type JobStateName,
+  type ListQuery,
+  type ListView,
+} from './status-view.js';
 import type { HistoryEvent, HostClock, WindowOutput, WindowRow } from '../store/contract.js';
 import { replicationProblems, replicationSummary, type ReplicationReport } from '../replication.js';
 import { humanMs } from './table.js';
-import type { GridCell } from './occurrence-grid.js';
 import {
+  axisRow,
+  axisText,
   durationChart,
+  durationText,
   GRID_STYLE,
-  gridStrip,
   legend,
+  timeStrip,
   occurrenceBody,
   type OccurrencePageData,
 } from './status-grid.js';
-import { inZone, iso, pageZone, preciseIso, shortIso, when, zoned } from './status-time.js';
+import { ago, inZone, iso, pageZone, preciseIso, shortIso, when, zoned } from './status-time.js';
+import { GRID_STEPS, type Column, type TimeAxis } from './time-grid.js';
 
 const STYLE = trusted(`
-:root{color-scheme:light dark;--bg:#fff;--fg:#1b1f24;--muted:#5a6270;--line:#d8dde3;--head:#f3f5f7;--link:#0b57d0;
---overdue:#b3261e;--failing:#a35200;--running:#0b57d0;--paused:#6b5b95;--healthy:#1e7d32}
+:root{color-scheme:light dark;--bg:#fff;--fg:#1b1f24;--muted:#5a6270;--line:#d8dde3;--head:#f3f5f7;--link:#0b57d0;--on:#fff;
+--overdue:#b3261e;--failing:#c62828;--exhausted:#6d0f0b;--missed:#795548;--never-ran:#d84315;--running-late:#9a6700;
+--running:#0b57d0;--paused:#6b5b95;--healthy:#1e7d32}
 @media (prefers-color-scheme:dark){:root{--bg:#15181c;--fg:#e6e8eb;--muted:#9aa3ad;--line:#30363d;--head:#1f2429;--link:#8ab4f8;
---overdue:#f28b82;--failing:#fbbc04;--running:#8ab4f8;--paused:#c5b3e6;--healthy:#81c995}}
+--on:#15181c;--overdue:#f28b82;--failing:#f28b82;--exhausted:#ff8a80;--missed:#bcaaa4;--never-ran:#ffab40;--running-late:#fbbc04;
+--running:#8ab4f8;--paused:#c5b3e6;--healthy:#81c995}}
 *{box-sizing:border-box}
-body{margin:0;padding:1rem;font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;background:var(--bg);color:var(--fg)}
+body{margin:0;padding:.75rem 1rem;font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;background:var(--bg);color:var(--fg)}
 a{color:var(--link)}
-h1{font-size:1.35rem;margin:0 0 .25rem}h2{font-size:1.1rem;margin:1.5rem 0 .5rem}
-.meta,.muted{color:var(--muted)}.meta{margin:0 0 1rem;font-size:.9rem}
+h1{font-size:1.2rem;margin:0}h2{font-size:1.1rem;margin:1.5rem 0 .5rem}
+header.top{display:flex;flex-wrap:wrap;align-items:baseline;gap:.2rem 1rem;margin:0 0 .5rem}
+.meta,.muted{color:var(--muted)}.meta{margin:0;font-size:.85rem}
 code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.9em;overflow-wrap:anywhere}
-.summary{display:flex;flex-wrap:wrap;gap:.5rem;margin:0 0 1rem;padding:0;list-style:none}
-.summary a{display:inline-block;padding:.25rem .6rem;border:1px solid var(--line);border-radius:1rem;text-decoration:none;color:var(--fg)}
-.summary a[aria-current]{border-color:var(--fg);font-weight:600}
-form.search{display:flex;flex-wrap:wrap;gap:.5rem;margin:0 0 1rem}
-form.search input[type=search]{flex:1 1 14rem;min-width:0;padding:.45rem .6rem;font:inherit;border:1px solid var(--line);
+.bar{display:flex;flex-wrap:wrap;align-items:center;gap:.4rem 1rem;margin:0 0 .5rem}
+.summary{display:flex;flex-wrap:wrap;gap:.3rem;margin:0;padding:0;list-style:none}
+.summary a{display:inline-flex;align-items:center;gap:.3rem;padding:.1rem .55rem;border:1px solid var(--line);border-radius:1rem;
+text-decoration:none;color:var(--fg);font-size:.85rem}
+.summary a[aria-current]{border-color:var(--fg);font-weight:700;box-shadow:inset 0 0 0 1px var(--fg)}
+.summary .dot{width:.65rem;height:.65rem;border-radius:50%;background:var(--s,var(--muted))}
+.summary .n{font-weight:700}
+form.search{display:flex;flex-wrap:wrap;gap:.4rem;margin:0;flex:1 1 20rem}
+form.search input[type=search]{flex:1 1 10rem;min-width:0;padding:.3rem .5rem;font:inherit;border:1px solid var(--line);
 border-radius:.35rem;background:var(--bg);color:var(--fg)}
-form.search select,form.search button{padding:.45rem .6rem;font:inherit;border:1px solid var(--line);border-radius:.35rem;
+form.search select,form.search button{padding:.3rem .5rem;font:inherit;border:1px solid var(--line);border-radius:.35rem;
 background:var(--head);color:var(--fg)}
+.steps{font-size:.85rem}.steps a[aria-current]{font-weight:700;color:var(--fg)}
 table{border-collapse:collapse;width:100%}
 th,td{text-align:left;vertical-align:top;padding:.4rem .5rem;border-bottom:1px solid var(--line)}
 th{background:var(--head);font-weight:600;font-size:.85rem}
-.state{display:inline-block;padding:.05rem .5rem;border-radius:.8rem;font-size:.8rem;font-weight:700;text-transform:uppercase;
-letter-spacing:.03em;border:1px solid currentColor}
-.state-overdue{color:var(--overdue)}.state-failing{color:var(--failing)}.state-running{color:var(--running)}
-.state-paused{color:var(--paused)}.state-healthy{color:var(--healthy)}
-.outcome-failed,.outcome-lost,.outcome-abandoned,.outcome-missed,.outcome-no-run{color:var(--failing);font-weight:600}
+table.jobs{table-layout:fixed}
+table.jobs th,table.jobs td{padding:.2rem .4rem;vertical-align:middle;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+table.jobs th{font-size:.75rem;vertical-align:bottom}
+table.jobs col.k-job{width:15rem}table.jobs col.k-state{width:8.2rem}table.jobs col.k-sched{width:9rem}
+table.jobs col.k-last{width:6rem}table.jobs col.k-next{width:5.5rem}table.jobs col.k-grid{width:22rem}
+table.jobs td.strip{padding-top:.15rem;padding-bottom:.15rem}
+.why .part+.part::before{content:" · ";color:var(--muted)}
+.detail .part{display:block}
+.state{display:inline-block;padding:.05rem .45rem;border-radius:.8rem;font-size:.72rem;font-weight:700;text-transform:uppercase;
+letter-spacing:.03em;background:var(--s);color:var(--on);white-space:nowrap;line-height:1.35}
+.s-failing{--s:var(--failing)}.s-exhausted{--s:var(--exhausted)}.s-missed{--s:var(--missed)}.s-never-ran{--s:var(--never-ran)}
+.s-running-late{--s:var(--running-late)}.s-paused{--s:var(--paused)}.s-running{--s:var(--running)}.s-healthy{--s:var(--healthy)}
+.state.s-healthy,.state.s-running,.state.s-paused{background:transparent;color:var(--s);border:1px solid currentColor;line-height:1.2}
+.state-overdue{color:var(--overdue)}
+.outcome-failed,.outcome-lost,.outcome-abandoned,.outcome-missed,.outcome-no-run,.outcome-exhausted{color:var(--failing);font-weight:600}
 .banner{margin:0 0 1rem;padding:.6rem .8rem;border:1px solid currentColor;border-radius:.35rem}
-.banner-critical{color:var(--overdue)}.banner-warning{color:var(--failing)}.banner p{margin:.25rem 0 0;color:var(--fg)}
+.banner-critical{color:var(--overdue)}.banner-warning{color:var(--running-late)}.banner p{margin:.25rem 0 0;color:var(--fg)}
 .pager{display:flex;gap:1rem;align-items:center;margin:1rem 0}
 dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:.25rem 1rem;margin:0}
 dl.facts dt{color:var(--muted)}dl.facts dd{margin:0;overflow-wrap:anywhere}
@@ -53,13 +83,23 @@ dl.facts dt{color:var(--muted)}dl.facts dd{margin:0;overflow-wrap:anywhere}
 pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:0}
 h3{font-size:1rem;margin:1rem 0 .25rem}
 pre.tail{padding:.5rem;border:1px solid var(--line);border-radius:.35rem;background:var(--head);max-height:30rem;overflow:auto}
+.axis.phone-axis{display:none}
 @media (max-width:700px){
- body{padding:.6rem}
+ body{padding:.5rem}
  table.cards thead{display:none}
  table.cards,table.cards tbody,table.cards tr,table.cards td{display:block;width:100%}
  table.cards tr{border:1px solid var(--line);border-radius:.5rem;margin:0 0 .6rem;padding:.3rem .2rem}
  table.cards td{border:0;padding:.2rem .5rem;overflow-wrap:anywhere}
  table.cards td[data-label]::before{content:attr(data-label);display:block;font-size:.75rem;color:var(--muted)}
+ table.jobs colgroup,table.jobs thead{display:none}
+ table.jobs,table.jobs tbody{display:block;width:100%}
+ table.jobs tr{display:grid;grid-template-columns:minmax(0,1fr) max-content;gap:0 .4rem;padding:.3rem 0;border-bottom:1px solid var(--line)}
+ table.jobs td{display:block;border:0;padding:0}
+ table.jobs td.sched,table.jobs td.last,table.jobs td.next{display:none}
+ table.jobs td.name{grid-column:1;font-weight:600}table.jobs td.st{grid-column:2;text-align:right}
+ table.jobs td.why{grid-column:1/3;font-size:.8rem;color:var(--muted)}
+ table.jobs td.strip{grid-column:1/3}
+ .axis.phone-axis{display:grid;margin-top:1px}
  dl.facts{grid-template-columns:1fr}dl.facts dd{margin:0 0 .4rem}
 }${GRID_STYLE}`);
 
@@ -82,7 +122,7 @@ ${body}
 }
 
 function stateBadge(state: JobStateName): SafeHtml {
-  return markup`<span class="state state-${state}">${state}</span>`;
+  return markup`<span class="${`state s-${state}`}" title="${STATE_MEANING[state]}">${STATE_LABEL[state]}</span>`;
 }
 
 const jobHref = (name: string): string => zoned(`/job?name=${encodeURIComponent(name)}`);
@@ -94,6 +134,7 @@ function listHref(q: ListQuery, change: Partial<ListQuery>): string {
   if (next.state) p.set('state', next.state);
   if (next.page > 1) p.set('page', String(next.page));
   if (next.per !== DEFAULT_PER_PAGE) p.set('per', String(next.per));
+  if (next.every) p.set('every', next.every);
   const s = p.toString();
   return zoned(s ? `/?${s}` : '/');
 }
@@ -115,8 +156,8 @@ function openWindowsCell(j: JobState): SafeHtml {
 }
 
 /** A pause: since when, until when, by whom, why. */
-function pauseText(p: NonNullable<JobState['pause']>, now: Date): SafeHtml {
-  return markup`paused ${when(p.since, now)}${p.until ? markup`, until ${when(p.until, now)}` : ', until resumed'}${
+function pauseText(p: NonNullable<JobState['pause']>, now: Date, at: Instant = when): SafeHtml {
+  return markup`paused ${at(p.since, now)}${p.until ? markup`, until ${at(p.until, now)}` : ', until resumed'}${
     p.by ? markup` by <code>${p.by}</code>` : ''
   }${p.reason ? markup`: ${p.reason}` : ''}`;
 }
@@ -124,31 +165,52 @@ function pauseText(p: NonNullable<JobState['pause']>, now: Date): SafeHtml {
 /** `3 due occurrences not completed`: the count within the lookback, the latest included (as status and the metric count). */
 const notCompletedText = (n: number): string => `${n} due ${n === 1 ? 'occurrence' : 'occurrences'} not completed`;
 
-/** What stands beside the state word: the holder, the overdue window, the pause reason. */
-function stateDetail(j: JobState, now: Date): SafeHtml {
+type Instant = (d: Date | null | undefined, now: Date) => SafeHtml;
+
+/**
+ * What stands beside the state: the overdue window and its outcome, the earlier ones not
+ * completed, the failed open windows, the holder, the pause, a run outside --expect-duration.
+ * One line on the list (`ago`: relative instants), a line each on the job's page.
+ */
+function stateDetail(j: JobState, now: Date, at: Instant = when): SafeHtml {
   const parts: SafeHtml[] = [];
+  const due = j.overdue && j.due ? j.notCompleted.find((o) => o.window === j.due!.window) : undefined;
   if (j.overdue && j.due)
-    parts.push(markup`<div>window <code>${j.due.window}</code> overdue since ${when(j.due.overdueSince, now)}</div>`);
-  // Earlier occurrences than the latest (which the line above names): a failed night, a minute
+    parts.push(
+      markup`<span class="part">window <code>${j.due.window}</code>${
+        due ? markup` (<span class="outcome-${due.outcome.replace(' ', '-')}">${due.outcome}</span>)` : ''
+      } overdue since ${at(j.due.overdueSince, now)}</span>`,
+    );
+  // Earlier occurrences than the latest (which the part above names): a failed night, a minute
   // no host ran, still not completed although a later one is.
   const oldest = j.notCompleted[0];
   if (oldest && j.notCompletedCount > (j.overdue ? 1 : 0))
     parts.push(
-      markup`<div class="not-completed">${notCompletedText(j.notCompletedCount)}, the oldest <code>${
+      markup`<span class="part not-completed">${notCompletedText(j.notCompletedCount)}, the oldest <code>${
         oldest.window
-      }</code> (<span class="outcome-${oldest.outcome.replace(' ', '-')}">${oldest.outcome}</span>) overdue since ${when(
+      }</code> (<span class="outcome-${oldest.outcome.replace(' ', '-')}">${oldest.outcome}</span>) overdue since ${at(
         oldest.overdueSince,
         now,
-      )}</div>`,
+      )}</span>`,
+    );
+  const failed = j.openWindows.filter((w) => ['failed', 'lost', 'abandoned', 'exhausted'].includes(w.outcome));
+  for (const w of failed.slice(-2).reverse())
+    parts.push(
+      markup`<span class="part">window <code>${w.window}</code> <span class="outcome-${w.outcome}">${w.outcome}</span>, ${
+        w.attempts
+      } ${w.attempts === 1 ? 'attempt' : 'attempts'}${w.maxAttempts ? ` of ${w.maxAttempts}` : ''}</span>`,
     );
   if (j.held)
     parts.push(
-      markup`<div>running on <code>${j.holder}</code> (generation ${j.generation}, expires in ${humanMs(j.expiresInMs)})</div>`,
+      markup`<span class="part">running on <code>${j.holder}</code> (generation ${j.generation}, for ${humanMs(
+        j.heldForMs ?? 0,
+      )}, ${leaseLeftText(j)})</span>`,
     );
-  if (j.paused && j.pause) parts.push(markup`<div>${pauseText(j.pause, now)}</div>`);
+  if (j.paused && j.pause) parts.push(markup`<span class="part">${pauseText(j.pause, now, at)}</span>`);
+  if (j.durationUnexpected) parts.push(markup`<span class="part">${j.durationUnexpected}</span>`);
   if (j.recentJobChanges > 0)
     parts.push(
-      markup`<div>settings changed ${j.recentJobChanges}× lately: do its hosts agree? (job-changed events)</div>`,
+      markup`<span class="part">settings changed ${j.recentJobChanges}× lately: do its hosts agree? (job-changed events)</span>`,
     );
   return markup`${parts}`;
 }
@@ -170,81 +232,127 @@ function replicationBanner(r: ReplicationReport | undefined): SafeHtml {
   )}`;
 }
 
+/** The list's time grid: the page's columns, and each shown job's strip in them. */
+export interface ListGrid {
+  axis: TimeAxis;
+  strips: ReadonlyMap<string, Column[]>;
+}
+
 export function renderList(
   v: ListView,
   store: { kind: string; location: string },
   replication?: ReplicationReport,
-  grids: ReadonlyMap<string, GridCell[]> = new Map(),
+  grid?: ListGrid,
   tz?: string,
 ): string {
-  return inZone(tz, () => listPage(v, store, replication, grids));
+  return inZone(tz, () => listPage(v, store, replication, grid));
 }
+
+/** The chips: every state with its count, each a link to the list of those jobs (what the filter shows). */
+function chips(v: ListView): SafeHtml {
+  const q = v.query;
+  const current = (s: JobStateName | ''): SafeHtml | '' => (q.state === s ? trusted(' aria-current="true"') : '');
+  return markup`<ul class="summary" id="chips">
+<li><a href="${listHref(q, { state: '', page: 1 })}"${current('')} data-state="">all <span class="n">${v.total}</span></a></li>
+${JOB_STATES.map(
+  (s) =>
+    markup`<li><a class="${`s-${s}`}" href="${listHref(q, { state: s, page: 1 })}"${current(s)} data-state="${s}" title="${
+      STATE_MEANING[s]
+    }"><span class="dot"></span>${STATE_LABEL[s]} <span class="n">${v.counts[s]}</span></a></li>`,
+)}
+</ul>`;
+}
+
+/** The column widths a reader can pick (`every=`), the current one marked. */
+function stepLinks(v: ListView, axis: TimeAxis): SafeHtml {
+  return markup`<span class="steps">columns: ${GRID_STEPS.map(
+    (st) =>
+      markup`<a href="${listHref(v.query, { every: st.key })}"${
+        st.key === axis.step ? trusted(' aria-current="true"') : ''
+      }>${st.key}</a> `,
+  )}${axis.auto ? markup`<span class="muted">(chosen for the jobs shown)</span>` : ''}</span>`;
+}
+
+function jobRow(
+  j: JobState,
+  state: JobStateName,
+  nextDue: Date | null,
+  now: Date,
+  grid: ListGrid | undefined,
+  text: AxisText | undefined,
+): SafeHtml {
+  const cols = grid?.strips.get(j.name);
+  return markup`<tr data-job="${j.name}" data-state="${state}">
+<td class="name" data-label="Job"><a href="${jobHref(j.name)}" title="${j.name}">${j.name}</a></td>
+<td class="st" data-label="State">${stateBadge(state)}</td>
+<td class="why" data-label="Why">${stateDetail(j, now, ago)}</td>
+<td class="sched" data-label="Schedule">${scheduleCell(j)}</td>
+<td class="last" data-label="Last completed"${j.lastWindow ? markup` title="${`window ${j.lastWindow}`}"` : ''}>${
+    j.lastWindow ? ago(j.lastCompletedAt, now) : markup`<span class="muted">never</span>`
+  }</td>
+<td class="next" data-label="Next due">${ago(nextDue, now)}</td>
+<td class="strip" data-label="Occurrences">${
+    grid && cols && text
+      ? markup`${timeStrip(j.name, cols, grid.axis, text)}${axisRow(grid.axis, text, ' phone-axis')}`
+      : ''
+  }</td>
+</tr>`;
+}
+
+type AxisText = ReturnType<typeof axisText>;
 
 function listPage(
   v: ListView,
   store: { kind: string; location: string },
   replication: ReplicationReport | undefined,
-  grids: ReadonlyMap<string, GridCell[]>,
+  grid: ListGrid | undefined,
 ): string {
   const q = v.query;
   const first = v.matched === 0 ? 0 : (q.page - 1) * q.per + 1;
   const last = Math.min(v.matched, q.page * q.per);
-  const rows = v.items.map(
-    ({ job: j, state, nextDue }) => markup`<tr>
-<td data-label="Job"><a href="${jobHref(j.name)}">${j.name}</a></td>
-<td data-label="State">${stateBadge(state)}${stateDetail(j, v.dbNow)}</td>
-<td data-label="Schedule">${scheduleCell(j)}</td>
-<td data-label="Last completed">${
-      j.lastWindow
-        ? markup`<code>${j.lastWindow}</code><br>${when(j.lastCompletedAt, v.dbNow)}`
-        : markup`<span class="muted">never</span>`
-    }</td>
-<td data-label="Next due">${when(nextDue, v.dbNow)}</td>
-<td data-label="Open windows">${openWindowsCell(j)}</td>
-<td data-label="Occurrences" class="strip">${gridStrip(j.name, grids.get(j.name) ?? [], nextDue, v.dbNow)}</td>
-</tr>`,
-  );
-  const body = markup`<header>
+  const text = grid ? axisText(grid.axis) : undefined;
+  const rows = v.items.map(({ job, state, nextDue }) => jobRow(job, state, nextDue, v.dbNow, grid, text));
+  const body = markup`<header class="top">
 <h1>leasejob status</h1>
 <p class="meta">${v.total} ${v.total === 1 ? 'job' : 'jobs'} · ${store.kind} ${store.location} · database time <time datetime="${iso(
     v.dbNow,
   )}">${shortIso(v.dbNow)}</time> · times in ${pageZone()} · <a href="/metrics">metrics</a></p>
 </header>
 ${replicationBanner(replication)}
-<ul class="summary">
-<li><a href="${listHref(q, { state: '', page: 1 })}"${q.state === '' ? trusted(' aria-current="true"') : ''}>all ${v.total}</a></li>
-${JOB_STATES.map(
-  (s) =>
-    markup`<li><a class="state-${s}" href="${listHref(q, { state: s, page: 1 })}"${
-      q.state === s ? trusted(' aria-current="true"') : ''
-    }>${s} ${v.counts[s]}</a></li>`,
-)}
-</ul>
+<div class="bar">
+${chips(v)}
 <form class="search" method="get" action="/" role="search">
 <input type="search" name="q" value="${q.q}" placeholder="Search job names" aria-label="Search job names">
 <select name="state" aria-label="State"><option value="">any state</option>${JOB_STATES.map(
-    (s) => markup`<option value="${s}"${q.state === s ? trusted(' selected') : ''}>${s}</option>`,
+    (s) => markup`<option value="${s}"${q.state === s ? trusted(' selected') : ''}>${STATE_LABEL[s]}</option>`,
   )}</select>
 ${q.per !== DEFAULT_PER_PAGE ? markup`<input type="hidden" name="per" value="${q.per}">` : ''}
+${q.every ? markup`<input type="hidden" name="every" value="${q.every}">` : ''}
 <input type="text" name="tz" value="${pageZone() === 'UTC' ? '' : pageZone()}" placeholder="Time zone (UTC)"
 aria-label="Time zone" class="tz">
 <button type="submit">Search</button>
 </form>
-${v.items.length ? legend() : ''}
-<p class="muted" id="shown">${
+</div>
+<div class="bar">
+<span class="muted" id="shown">${
     v.matched === 0
       ? 'No job matches.'
       : `Jobs ${first}-${last} of ` + `${v.matched}${v.matched !== v.total ? ` matching (${v.total} in all)` : ''}`
-  }</p>
+  }</span>
+${grid && v.items.length ? stepLinks(v, grid.axis) : ''}
+</div>
+${v.items.length ? legend() : ''}
 ${
   v.items.length
-    ? markup`<div class="scroll"><table class="cards" id="jobs">
-<thead><tr><th>Job</th><th>State</th><th>Schedule and zone</th><th>Last completed window</th><th>Next due</th>
-<th>Open windows (attempts)</th><th>Occurrences (oldest first)</th></tr></thead>
+    ? markup`<table class="jobs" id="jobs">
+<colgroup><col class="k-job"><col class="k-state"><col class="k-why"><col class="k-sched"><col class="k-last"><col class="k-next">
+<col class="k-grid"></colgroup>
+<thead><tr><th>Job</th><th>State</th><th>Why</th><th>Schedule</th><th>Completed</th><th>Next due</th>
+<th class="strip">${grid && text ? axisRow(grid.axis, text) : 'Occurrences'}</th></tr></thead>
 <tbody>
 ${rows}
 </tbody>
-</table></div>`
+</table>`
     : ''
 }
 ${pager(v)}
@@ -314,10 +422,21 @@ export interface JobPageData {
   outputs: WindowOutput[];
   /** Events up to this seq were pruned (leasejob prune); 0: none. */
   prunedThroughSeq: number;
-  /** The occurrence grid (occurrence-grid.ts), oldest first; none when not read. */
-  grid?: GridCell[] | undefined;
+  /** The occurrence grid in time (time-grid.ts); none when not read. */
+  grid?: { axis: TimeAxis; columns: Column[] } | undefined;
   /** The reader's zone (`?tz=`); undefined: UTC. */
   tz?: string | undefined;
+}
+
+/** The job's own strip, 48 columns, with its axis above (and the column widths to pick). */
+function jobGrid(job: string, g: { axis: TimeAxis; columns: Column[] }): SafeHtml {
+  const text = axisText(g.axis);
+  const href = (every: string): string => zoned(`/job?name=${encodeURIComponent(job)}&every=${every}`);
+  return markup`<div class="job-grid">${axisRow(g.axis, text)}${timeStrip(job, g.columns, g.axis, text)}</div>
+<p class="steps">columns: ${GRID_STEPS.map(
+    (st) =>
+      markup`<a href="${href(st.key)}"${st.key === g.axis.step ? trusted(' aria-current="true"') : ''}>${st.key}</a> `,
+  )}</p>`;
 }
 
 export function renderJob(d: JobPageData): string {
@@ -332,10 +451,10 @@ function jobPage(d: JobPageData): string {
   const body = markup`<p><a href="${zoned('/')}">← all jobs</a></p>
 <h1 id="job-name">${j.name}</h1>
 <p class="meta">${stateBadge(d.state)} · database time <time datetime="${iso(now)}">${shortIso(now)}</time> · times in ${pageZone()}</p>
-${stateDetail(j, now)}
+<div class="detail">${stateDetail(j, now)}</div>
 <h2>Occurrences</h2>
 ${legend()}
-${gridStrip(j.name, d.grid ?? [], d.nextDue, now)}
+${d.grid ? jobGrid(j.name, d.grid) : markup`<p class="muted">Not read.</p>`}
 <h2>Durations</h2>
 ${durationChart(j.name, d.windows, { minMs: j.expectMinMs, maxMs: j.expectMaxMs })}
 <h2>Job</h2>
@@ -363,7 +482,7 @@ ${fact(
   'Last completed',
   j.lastWindow
     ? markup`<code>${j.lastWindow}</code> ${when(j.lastCompletedAt, now)}${
-        j.lastDurationMs !== null ? markup`, took ${humanMs(j.lastDurationMs)}` : ''
+        j.lastDurationMs !== null ? markup`, took ${durationText(j.lastDurationMs)}` : ''
       }`
     : 'never',
 )}
@@ -374,7 +493,7 @@ ${fact(
     : j.held
       ? markup`held by <code>${j.holder}</code>, generation ${
           j.generation
-        }, expires in ${humanMs(j.expiresInMs)}, held for ${humanMs(j.heldForMs)}`
+        }, ${leaseLeftText(j)}, held for ${humanMs(j.heldForMs)}`
       : markup`free (last owner <code>${j.owner}</code>, generation ${j.generation})`,
 )}
 ${fact('Pause', j.pause ? markup`${j.paused ? '' : 'last '}${pauseText(j.pause, now)}` : 'never paused')}

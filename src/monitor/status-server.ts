@@ -7,20 +7,14 @@ import { validateName, validateWindowKey } from '../names.js';
 import { renderJob, renderList, renderMessage, renderOccurrence } from './status-page.js';
 import { listView, nextDueOf, parseListQuery, stateOf } from './status-view.js';
 import type { LeaseStore } from '../store/contract.js';
-import { GRID_SIZE, readGrid, type GridCell } from './occurrence-grid.js';
+import { GRID_SIZE, readGrid } from './occurrence-grid.js';
+import { columnsOf, JOB_COLUMNS, LIST_COLUMNS, readTimeGrids, timeAxis, type Column } from './time-grid.js';
 import { zoneParam } from './status-time.js';
 
 /** Windows and events a job page lists unless asked for more events (`events=N`). */
 const WINDOW_LIMIT = 50;
 const DEFAULT_EVENT_LIMIT = 200;
 const MAX_EVENT_LIMIT = 100_000;
-/**
- * Occurrences in each strip of the job list: each job on the page costs a read of its windows,
- * of its latest events, and one per occurrence (occurrences.ts), so the list's strips are shorter
- * than the job page's, read a few jobs at a time.
- */
-const LIST_GRID_SIZE = 24;
-const LIST_GRID_READS = 4;
 /** Events of one occurrence its page lists. */
 const OCCURRENCE_EVENT_LIMIT = 1000;
 
@@ -82,15 +76,22 @@ export class StatusPages {
         return undefined;
       }),
     ]);
-    const view = listView(dbNow, jobs, hosts, parseListQuery(params));
-    const grids = new Map<string, GridCell[]>();
-    const queue = view.items.map((i) => i.job);
-    const worker = async (): Promise<void> => {
-      for (let job = queue.shift(); job; job = queue.shift())
-        grids.set(job.name, await readGrid(this.store, job, LIST_GRID_SIZE));
-    };
-    await Promise.all(Array.from({ length: LIST_GRID_READS }, worker));
-    return { status: 200, body: renderList(view, this.store, replication, grids, zoneParam(params)) };
+    const query = parseListQuery(params);
+    const view = listView(dbNow, jobs, hosts, query);
+    const shown = view.items.map((i) => i.job);
+    const axis = timeAxis(
+      dbNow,
+      query.every,
+      shown.map((j) => j.intervalMs),
+      LIST_COLUMNS,
+    );
+    const grids = await readTimeGrids(this.store, shown, axis);
+    const strips = new Map<string, Column[]>();
+    for (const i of view.items) {
+      const g = grids.get(i.job.name);
+      strips.set(i.job.name, columnsOf(axis, g?.cells ?? [], i.nextDue, g?.readFrom));
+    }
+    return { status: 200, body: renderList(view, this.store, replication, { axis, strips }, zoneParam(params)) };
   }
 
   private async job(params: URLSearchParams): Promise<{ status: number; body: string }> {
@@ -112,16 +113,18 @@ export class StatusPages {
     const job = jobs[0];
     if (!job)
       return { status: 404, body: renderMessage('No such job', `No job named “${name}” is registered in this store.`) };
-    const grid = await readGrid(this.store, job, GRID_SIZE);
+    const nextDue = nextDueOf(job, dbNow);
+    const axis = timeAxis(dbNow, params.get('every'), [job.intervalMs], JOB_COLUMNS);
+    const g = (await readTimeGrids(this.store, [job], axis)).get(job.name);
     return {
       status: 200,
       body: renderJob({
-        grid,
+        grid: { axis, columns: columnsOf(axis, g?.cells ?? [], nextDue, g?.readFrom) },
         tz: zoneParam(params),
         dbNow,
         job,
         state: stateOf(job),
-        nextDue: nextDueOf(job, dbNow),
+        nextDue,
         windows,
         events,
         eventLimit,

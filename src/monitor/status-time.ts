@@ -61,3 +61,47 @@ export function zoned(href: string): string {
   if (zone === undefined) return href;
   return `${href}${href.includes('?') ? '&' : '?'}tz=${encodeURIComponent(zone)}`;
 }
+
+/** A column's start as the grid's axis labels it: `22:00`, `Dec 7 21:00` for 3-hour columns, `Dec 7` for days. */
+export function columnLabel(d: Date, stepMs: number): string {
+  const t = DateTime.fromJSDate(d, { zone: zone ?? 'UTC' });
+  if (stepMs >= 86_400_000) return t.toFormat('LLL d');
+  if (stepMs >= 10_800_000) return t.toFormat('LLL d HH:mm');
+  return t.toFormat('HH:mm');
+}
+
+/** A column's span, for its cell's title and text: `2026-12-07 22:00–23:00 UTC`. */
+export function columnSpan(d: Date, stepMs: number): string {
+  const a = DateTime.fromJSDate(d, { zone: zone ?? 'UTC' });
+  const b = a.plus({ milliseconds: stepMs });
+  const day = a.toFormat('yyyy-MM-dd');
+  const end = b.toFormat('yyyy-MM-dd') === day ? b.toFormat('HH:mm') : b.toFormat('yyyy-MM-dd HH:mm');
+  return `${day} ${a.toFormat('HH:mm')}–${end} ${pageZone()}`;
+}
+
+/** `3h12m`: the two largest units of a span, for a narrow cell (the title has the instant). */
+function roughMs(ms: number): string {
+  const units: Array<[string, number]> = [
+    ['d', 86_400_000],
+    ['h', 3_600_000],
+    ['m', 60_000],
+    ['s', 1000],
+  ];
+  const i = Math.max(
+    0,
+    units.findIndex(([, u]) => ms >= u),
+  );
+  const [a, ua] = units[i]!;
+  const first = Math.floor(ms / ua);
+  const next = units[i + 1];
+  const second = next ? Math.floor((ms - first * ua) / next[1]) : 0;
+  return `${first}${a}${second && next ? `${second}${next[0]}` : ''}`;
+}
+
+/** `3m ago` (or `in 2h5m`) with the instant itself as its title: a list's cell, one line. */
+export function ago(d: Date | null | undefined, now: Date): SafeHtml {
+  if (!d) return markup`<span class="muted">-</span>`;
+  const ms = d.getTime() - now.getTime();
+  const text = Math.abs(ms) < 1000 ? 'now' : ms < 0 ? `${roughMs(-ms)} ago` : `in ${roughMs(ms)}`;
+  return markup`<time datetime="${iso(d)}" title="${shortIso(d)}">${text}</time>`;
+}

@@ -3,28 +3,101 @@
 import type { JobState } from './job-states.js';
 import { nextTick, parseSchedule, type Schedule } from '../schedule/cron.js';
 import type { HostClock } from '../store/contract.js';
-
-/** Worst first: the order of the summary and of the list. */
-export const JOB_STATES = ['overdue', 'paused', 'failing', 'running', 'healthy'] as const;
-export type JobStateName = (typeof JOB_STATES)[number];
-
-/** An open window whose latest attempt ended without success. */
-const FAILED_OUTCOMES = new Set(['failed', 'lost', 'abandoned']);
+import { GRID_STEPS } from './time-grid.js';
+import { humanMs } from '../schedule/duration.js';
 
 /**
- * One word for a job: overdue (a due occurrence past its grace not completed, the latest or an
- * earlier one within the lookback: what `check` calls critical and the alerts fire on), paused
- * (leasejob pause: an operator's decision, shown over what it may be the answer to), failing
- * (an open window whose last attempt failed, was lost, or was abandoned by a crashed runner),
- * running (a live lease), else healthy. The page shows the holder, the pause and the
- * overdue window beside the word whatever it is.
+ * Worst first: the order of the chips and of the list. Each names what is wrong (issue 27): the
+ * outcome of a due occurrence `check` reports, or a run the job has open.
+ */
+export const JOB_STATES = [
+  'failing',
+  'exhausted',
+  'missed',
+  'never-ran',
+  'running-late',
+  'paused',
+  'running',
+  'healthy',
+] as const;
+export type JobStateName = (typeof JOB_STATES)[number];
+
+/** How a state reads on its badge and chip. */
+export const STATE_LABEL: Record<JobStateName, string> = {
+  failing: 'failing',
+  exhausted: 'exhausted',
+  missed: 'missed',
+  'never-ran': 'never ran',
+  'running-late': 'running late',
+  paused: 'paused',
+  running: 'running',
+  healthy: 'healthy',
+};
+
+/** What each state means (the chips' titles; docs/status-page.md has the same table). */
+export const STATE_MEANING: Record<JobStateName, string> = {
+  failing: 'a run failed, lost its lease or was abandoned by a runner that died, and no later run redid it',
+  exhausted: 'a run failed with its --max-attempts spent: later runs skip it until a rerun or a mark',
+  missed: 'a due occurrence was missed (older than --max-delay, beyond --catch-up-limit)',
+  'never-ran': 'a due occurrence past its grace that no host ran',
+  'running-late': 'running past its grace (--alert-after), or longer than --expect-duration allows',
+  paused: 'paused by leasejob pause: nothing is expected of it',
+  running: 'a run holds the lease now, within its grace',
+  healthy: 'nothing due is missing and no run failed',
+};
+
+/** The state a due occurrence's outcome (as `check` names it) or an open window's outcome puts its job in. */
+const OUTCOME_STATE: Record<string, JobStateName> = {
+  failed: 'failing',
+  lost: 'failing',
+  abandoned: 'failing',
+  replaced: 'failing',
+  exhausted: 'exhausted',
+  missed: 'missed',
+  'no run': 'never-ran',
+  running: 'running-late',
+};
+
+const rank = (s: JobStateName): number => JOB_STATES.indexOf(s);
+
+/**
+ * One state for a job, naming the cause: the worst of its due occurrences that `check` reports
+ * (by their outcome: failed, exhausted, missed, no run, still running past the grace) and of its
+ * open windows (a failure is shown from the first one, retries left or not), else paused, running
+ * (running late when longer than --expect-duration's maximum), healthy. A paused job is paused
+ * whatever else: nothing is expected of it, and pausing is often how an operator answers a
+ * failing job. The page shows the holder, the pause and the occurrences beside the badge.
  */
 export function stateOf(j: JobState): JobStateName {
-  if (j.overdue || j.notCompletedCount > 0) return 'overdue';
   if (j.paused) return 'paused';
-  if (j.openWindows.some((w) => FAILED_OUTCOMES.has(w.outcome))) return 'failing';
-  if (j.held) return 'running';
+  let worst: JobStateName | undefined;
+  const consider = (outcome: string): void => {
+    const s = OUTCOME_STATE[outcome];
+    if (s !== undefined && s !== 'running-late' && (worst === undefined || rank(s) < rank(worst))) worst = s;
+  };
+  for (const o of j.notCompleted) {
+    // Still running past the grace: late, not failed (an open window running is not a cause).
+    if (o.outcome === 'running' && (worst === undefined || rank('running-late') < rank(worst))) worst = 'running-late';
+    else consider(o.outcome);
+  }
+  // An open window missed is not reported by `check` (a later occurrence makes up for it); failed is, at once.
+  for (const w of j.openWindows)
+    if (OUTCOME_STATE[w.outcome] === 'failing' || w.outcome === 'exhausted') consider(w.outcome);
+  // Counted beyond the listed ones (the oldest ten and the latest): never shown as healthy.
+  if (worst === undefined && j.notCompletedCount > 0) worst = 'never-ran';
+  if (worst !== undefined) return worst;
+  if (j.held)
+    return j.expectMaxMs !== null && j.heldForMs !== null && j.heldForMs > j.expectMaxMs ? 'running-late' : 'running';
   return 'healthy';
+}
+
+/**
+ * The held lease's time left, and whether its holder is gone (its database session, or on the
+ * embedded store its process on this boot: a crash): "holder gone, lease expires in 1m14s". The
+ * lease is waited out all the same; the next run takes it over then.
+ */
+export function leaseLeftText(j: Pick<JobState, 'holderGone' | 'expiresInMs'>): string {
+  return `${j.holderGone ? 'holder gone, lease ' : ''}expires in ${humanMs(j.expiresInMs)}`;
 }
 
 export interface ListQuery {
@@ -34,6 +107,8 @@ export interface ListQuery {
   /** 1-based. */
   page: number;
   per: number;
+  /** The grid's column width (`every=`, time-grid.ts's GRID_STEPS); '' to choose from the jobs shown. */
+  every: string;
 }
 
 export const DEFAULT_PER_PAGE = 100;
@@ -54,6 +129,7 @@ export function parseListQuery(params: URLSearchParams): ListQuery {
     state: (JOB_STATES as readonly string[]).includes(state) ? (state as JobStateName) : '',
     page: whole(params.get('page'), 1, 1, 1_000_000),
     per: whole(params.get('per'), DEFAULT_PER_PAGE, 1, MAX_PER_PAGE),
+    every: GRID_STEPS.some((s) => s.key === params.get('every')) ? params.get('every')! : '',
   };
 }
 

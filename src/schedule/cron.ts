@@ -111,6 +111,37 @@ export function previousTick(s: Schedule, at: Date): DateTime {
   return DateTime.fromMillis(scan(s, at.getTime(), -1), { zone: s.tz });
 }
 
+/**
+ * The ticks at or before `at`, newest first, at most `max`, down to `since` (the first one
+ * whatever `since`): previousTick's answers, from one walk of wall times. Each scan parses the
+ * expression anew and walks out from its start, a third of a status call's time over a few
+ * minutely schedules (the monitor bench); where the offset changes within a day of a tick, that
+ * tick's predecessor is scanned as previousTick scans it, so the DST rule above holds unchanged.
+ */
+export function previousTicks(s: Schedule, at: Date, since: number, max: number): number[] {
+  const zone = zoneOf(s.tz)!;
+  const ticks = [scan(s, at.getTime(), -1)];
+  let walls: ReturnType<typeof wallIterator> | undefined;
+  while (ticks.length < max) {
+    const last = ticks[ticks.length - 1]!;
+    let tick: number | undefined;
+    if (offsetJump(zone, last) === 0) {
+      // cron-parser's prev() is exclusive: the wall time before the last tick's.
+      walls ??= wallIterator(s, wallTime(zone, last));
+      const instants = instantsOf(zone, walls.prev().getTime());
+      const candidate = instants[instants.length - 1]!;
+      if (instants.length === 1 && candidate < last && offsetJump(zone, candidate) === 0) tick = candidate;
+    }
+    if (tick === undefined) {
+      tick = scan(s, last - 1, -1);
+      walls = undefined;
+    }
+    if (tick < since || tick >= last) break;
+    ticks.push(tick);
+  }
+  return ticks;
+}
+
 /** The first tick strictly after `after`, in the schedule's zone. */
 export function nextTick(s: Schedule, after: Date): DateTime {
   return DateTime.fromMillis(scan(s, after.getTime(), 1), { zone: s.tz });

@@ -50,6 +50,12 @@ export interface AcquireRow {
   expiresAt: Date | null;
   completedAt: Date | null;
   /**
+   * With outcome `stale`: the holder's database session (PostgreSQL) or its process on this boot
+   * (the embedded store) is gone, a crash, rather than renewals merely overdue. Its lease is
+   * waited out all the same: taking it before expiry is not safe (docs/fencing.md).
+   */
+  holderGone?: boolean | undefined;
+  /**
    * Set when this run's settings differed from a registered schedule's: the registry now holds
    * `new` (adopted, version bumped) and a `job-changed` event says so. The runner warns.
    */
@@ -215,6 +221,11 @@ export interface JobRow {
   owner: string | null;
   generation: string | null;
   held: boolean;
+  /**
+   * Held, but its holder's database session (PostgreSQL) or process on this boot (the embedded
+   * store) is gone: a crashed holder, whose lease still runs until it expires (expiresInMs).
+   */
+  holderGone?: boolean | undefined;
   expiresInMs: number | null;
   heldForMs: number | null;
   lastWindow: string | null;
@@ -268,6 +279,20 @@ export const skipReasonSql = (kind: string): string =>
   `CASE ${kind} ${Object.entries(SKIP_REASONS)
     .map(([k, r]) => `WHEN '${k}' THEN '${r}'`)
     .join(' ')} END`;
+
+/** One occurrence of a job within a time range (readOccurrencesBetween), for the status page's grid. */
+export interface RangeOccurrence {
+  job: string;
+  window: string;
+  /** Its scheduled time, else when it was first claimed or skipped. */
+  at: Date;
+  /** A reason of monitor/occurrences.ts's OCCURRENCE_REASONS, judged as readOccurrenceCounts judges it. */
+  reason: string;
+  attempts: number;
+  maxAttempts: number | null;
+  /** The window's generation (null: no ledger row, only skip events). */
+  generation: string | null;
+}
 
 /** How many of a job's occurrences ended with one reason (readOccurrenceCounts). */
 export interface OccurrenceCount {
@@ -552,6 +577,14 @@ export interface LeaseStore {
    * not reported).
    */
   readOccurrenceCounts?(job?: string): Promise<OccurrenceCount[]>;
+  /**
+   * The occurrences of these jobs in [from, to): windows scheduled (else first claimed) then, at
+   * most `perJob` per job (the latest), each with its reason as readOccurrenceCounts judges it,
+   * and occurrences with no ledger row that a run skipped then (by the latest skip). One
+   * statement for the whole page, whatever the number of jobs (the status page's grid).
+   * Optional for a store of your own (the page then reads each job as `history --by-occurrence`).
+   */
+  readOccurrencesBetween?(jobs: readonly string[], from: Date, to: Date, perJob: number): Promise<RangeOccurrence[]>;
   /** Event counts by (job, kind, host), of these kinds only (a scrape exports a few of them). */
   readEventCounts(kinds: readonly string[]): Promise<EventCount[]>;
   readHostClocks(): Promise<HostClock[]>;

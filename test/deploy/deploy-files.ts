@@ -122,7 +122,8 @@ export const RUN_FLAGS: ReadonlyArray<{ key: string; flag: string; kind: 'value'
 export function expectedRunArgs(values: Values, job: Values): string[] {
   const args = ['run'];
   for (const { key, flag, kind } of RUN_FLAGS) {
-    const v = job[key];
+    // --name is the lease's name: leaseName when the job gives one, else its object name.
+    const v = key === 'name' ? (job.leaseName ?? job.name) : job[key];
     if (kind === 'switch') {
       if (v === true) args.push(flag);
     } else if (kind === 'value' || (v !== undefined && v !== null && v !== '')) {

@@ -80,7 +80,7 @@ describe('values.yaml against values.schema.json', () => {
     ['a job without command', (v: Values) => delete v.jobs[0].command, /must have required property 'command'/],
     ['a schema name that is not an identifier', (v: Values) => (v.database.schema = 'lease-job'), /\/database\/schema must match pattern/],
     ['no URL and no existing Secret', (v: Values) => (v.database.url = ''), /\/database\/url must be equal to constant/],
-    ['a fractional grace period', (v: Values) => (v.jobDefaults.terminationGracePeriodSeconds = 30.5), /must be integer/],
+    ['a fractional grace period', (v: Values) => (v.jobDefaults.terminationGracePeriodSeconds = 30.5), /terminationGracePeriodSeconds must be equal to constant/],
     ['an unknown inject.mode', (v: Values) => (v.inject.mode = 'csi'), /\/inject\/mode must be equal to one of the allowed values/],
     ['an emptyDir size that is no quantity', (v: Values) => (v.inject.sizeLimit = 'lots'), /\/inject\/sizeLimit must match pattern/],
   ])('rejects %s', (_what, edit, message) => {
@@ -261,7 +261,9 @@ describe('deploy/kubernetes says what the chart says', () => {
     const at = RUN_FLAGS.map(({ key, flag }) => {
       const i = cronLines.indexOf(`- ${flag}`);
       expect(i, `cronjob.yaml has "- ${flag}"`).toBeGreaterThan(0);
-      expect(cronLines.slice(i - 1, i + 2).join('\n'), `${flag} next to $j.${key}`).toContain(`$j.${key}`);
+      // --name takes the lease name: leaseName, else name ($leaseName).
+      const ref = key === 'name' ? '$leaseName' : `$j.${key}`;
+      expect(cronLines.slice(i - 1, i + 2).join('\n'), `${flag} next to ${ref}`).toContain(ref);
       return i;
     });
     expect(at).toEqual([...at].sort((a, b) => a - b));

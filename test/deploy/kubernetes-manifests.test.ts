@@ -11,7 +11,7 @@ const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 describe('deploy/kubernetes manifests', () => {
   it('hold the expected objects', () => {
     const kinds = objects.map(({ object }) => `${object.kind}/${object.metadata.name}`).sort();
-    expect(kinds).toEqual(['CronJob/leasejob-example', 'CronJob/leasejob-prune', 'Deployment/leasejob-exporter', 'Job/leasejob-migrate', 'Secret/leasejob-database', 'Service/leasejob-exporter']);
+    expect(kinds).toEqual(['CronJob/leasejob-example', 'CronJob/leasejob-prune', 'Deployment/leasejob-exporter', 'Job/leasejob-migrate', 'Secret/leasejob-database', 'Service/leasejob-exporter', 'ServiceAccount/leasejob']);
   });
 
   it.each(objects.map(({ file, object }) => [`${file}: ${object.kind} ${object.metadata?.name}`, object] as const))(

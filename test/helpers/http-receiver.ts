@@ -1,7 +1,7 @@
 // A real HTTP endpoint on 127.0.0.1 for --ping-url and --notify-url: records every request,
 // answers 200 OK (or, `silent`, never answers). Bodies are decoded as strict UTF-8, as
 // healthchecks.io does: one that is not is answered 500 (the ping is lost there too), and its
-// `text` is null.
+// `text` is null; with `binary` (an OTLP collector taking protobuf) it is answered 200 all the same.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -32,7 +32,7 @@ export interface Receiver {
   close(): Promise<void>;
 }
 
-export async function startReceiver(opts: { silent?: boolean } = {}): Promise<Receiver> {
+export async function startReceiver(opts: { silent?: boolean; binary?: boolean } = {}): Promise<Receiver> {
   const requests: ReceivedRequest[] = [];
   const sockets = new Set<import('node:net').Socket>();
   const server = http.createServer((req, res) => {
@@ -51,7 +51,8 @@ export async function startReceiver(opts: { silent?: boolean } = {}): Promise<Re
         text,
         receivedAt: Date.now(),
       });
-      if (!opts.silent) res.writeHead(text === null ? 500 : 200).end(text === null ? 'body is not UTF-8' : 'OK');
+      const refused = text === null && !opts.binary;
+      if (!opts.silent) res.writeHead(refused ? 500 : 200).end(refused ? 'body is not UTF-8' : 'OK');
     });
   });
   server.on('connection', (s) => {

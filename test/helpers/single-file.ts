@@ -21,6 +21,7 @@ function inputs(): string[] {
   return [
     'dist/leasejob-single-file.cjs',
     'dist/single-file-loader.cjs',
+    'dist/trace-export.cjs',
     'scripts/single-file.mjs',
     'package.json',
     ...sql('sql'),

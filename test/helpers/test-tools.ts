@@ -46,6 +46,7 @@ const PACKAGES: Array<{ pkg: string; present: () => boolean }> = [
   { pkg: 'musl', present: () => existsSync('/lib/ld-musl-x86_64.so.1') || existsSync('/lib/ld-musl-aarch64.so.1') },
   { pkg: 'musl-tools', present: () => onPath('musl-gcc') },
   { pkg: 'gcc', present: () => onPath('gcc') },
+  { pkg: 'cron', present: () => existsSync('/usr/sbin/cron') },
 ];
 
 /** The Debian packages from .ci/run's list that this machine lacks. */

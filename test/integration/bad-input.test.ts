@@ -649,15 +649,17 @@ describe('bad input', () => {
           // The reload takes a moment: until then the server asks for a plain password.
           return await waitFor('the server to ask for SCRAM', async () => {
             const attempt = await runCli(['status', '--database-url', url.toString(), '--schema', db.schema], env);
-            return /SCRAM/.test(attempt.stderr) ? attempt : undefined;
+            return /none was found;/.test(attempt.stderr) ? attempt : undefined;
           });
         },
       );
       if (r === undefined) ctx.skip();
       expect(r!.exitCode, r!.all).toBe(69);
       expect(r!.stderr.trim()).toMatch(
-        /^leasejob: database refused the connection to .*: it asks for a password and none was found \(SASL: SCRAM-SERVER-FIRST-MESSAGE: client password must be a string\); give one in the URL, PGPASSWORD/,
+        /^leasejob: database refused the connection to .*: it asks for a password and none was found; give one in the URL, PGPASSWORD/,
       );
+      // The driver's internals are not leasejob's words.
+      expect(r!.stderr).not.toMatch(/SASL|SCRAM-SERVER|must be a string/);
       expect(r!.stderr.trim().split('\n')).toHaveLength(1);
     } finally {
       await db.rows(`DROP ROLE IF EXISTS ${role}`);

@@ -158,7 +158,11 @@ describe('embedded store (SQLite)', () => {
       env(),
     );
     expect(retry.exitCode, retry.all).toBe(0);
-    expect(logLines(retry.stderr).some((l) => l.msg === 'lease held by a stale owner, waiting for expiry')).toBe(true);
+    // Its process is gone on this boot: the wait says so, and until when (the lease is waited out all the same).
+    const waited = logLines(retry.stderr).find((l) => l.msg === 'lease holder gone, waiting for its lease to expire');
+    expect(waited, retry.stderr).toMatchObject({ level: 'warn', holderGone: true, holder: expect.any(String) });
+    expect(waited?.expiresInMs).toBeGreaterThan(0);
+    expect(Date.parse(String(waited?.expiresAt))).toBeGreaterThan(0);
     const hist = JSON.parse(
       (await runCli(['history', '--state-file', state, '--name', 'crash', '--json'], env())).stdout,
     ) as Array<{ kind: string; detail: Record<string, unknown> }>;

@@ -5,7 +5,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { bothStores, NO_DB_ENV as noDb } from '../helpers/both-stores.js';
-import { fixture, runCli, scrapeOnce, startCli, waitFor } from '../helpers/cli.js';
+import { fixture, logLines, runCli, scrapeOnce, startCli, waitFor } from '../helpers/cli.js';
 import { tempDir } from '../helpers/temp.js';
 
 const tmp = tempDir('leasejob-expect-');
@@ -117,4 +117,41 @@ describe('--expect-duration while a run is still going', () => {
       await p;
     }
   });
+});
+
+describe("the long-run warning follows --expect-duration's maximum, not half the interval", () => {
+  const conn = stores[0]![1];
+  const warnings = (stderr: string): unknown[] =>
+    logLines(stderr)
+      .filter((l) => l.level === 'warn')
+      .map((l) => l.msg);
+  const every = (job: string, expect: string, child: string[]) =>
+    runCli(
+      [
+        'run',
+        ...conn(),
+        '--name',
+        job,
+        '--schedule',
+        '* * * * *',
+        '--window-from-schedule',
+        '--expect-duration',
+        expect,
+        ...child,
+      ],
+      noDb,
+      { timeoutMs: 90_000 },
+    );
+
+  it('a 31 s run of an every-minute job expected to take up to 45 s is silent; one past its 1 s maximum warns once', async () => {
+    const [within, past] = await Promise.all([
+      every('may-take-long', '..45s', sleepThen(31_000)),
+      every('short-expected', '..1s', sleepThen(2_500)),
+    ]);
+    expect(within.exitCode, within.all).toBe(0);
+    expect(warnings(within.stderr), within.stderr).toEqual([]);
+    expect(past.exitCode, past.all).toBe(0);
+    expect(warnings(past.stderr), past.stderr).toEqual(["run passed --expect-duration's maximum"]);
+    expect(logLines(past.stderr).find((l) => l.level === 'warn')?.expectMaxMs).toBe(1_000);
+  }, 120_000);
 });

@@ -396,7 +396,7 @@ describe('monitoring by absence', () => {
         ])
       ).exitCode,
     ).toBe(4);
-    const table = (await runCli(['status', ...conn(), '--name', 'flaky'])).stdout;
+    const table = (await runCli(['status', ...conn(), '--name', 'flaky', '--wide'])).stdout;
     expect(table).toContain('w(failed, attempt 3) newer2(failed, attempt 1)');
     expect(table).toContain('(+1 more)');
 
@@ -487,14 +487,22 @@ describe('monitoring by absence', () => {
       ).exitCode,
     ).toBe(1);
 
-    const status = await runCli(['status', ...conn(), '--name', 'report']);
+    const status = await runCli(['status', ...conn(), '--name', 'report', '--wide']);
     expect(status.exitCode, status.all).toBe(0);
     const [header, columns, row] = status.stdout.trimEnd().split('\n');
     expect(header).toMatch(/^store: postgresql, postgres:\/\/\S+ schema t_\w+, time /);
     expect(columns).toMatch(
       /^JOB\s+HOLDER\s+GEN\s+EXPIRES IN\s+LAST COMPLETED WINDOW\s+COMPLETED AT\s+OPEN WINDOWS\s+DUE\s+NOT COMPLETED$/,
     );
-    expect(row).toMatch(/^report\s+-\s+3\s+-\s+2026-11-29\s+\S+Z\s+2026-11-30\(failed, attempt 1\)\s+-\s+-$/);
+    expect(row).toMatch(
+      /^report\s+free\s+3\s+not held\s+2026-11-29\s+\S+Z\s+2026-11-30\(failed, attempt 1\)\s+(no schedule|no due windows)\s+(no schedule|no due windows)$/,
+    );
+    // By default: the columns that fit, in words.
+    const narrow = (await runCli(['status', ...conn(), '--name', 'report'], { COLUMNS: '80' })).stdout.split('\n');
+    expect(narrow[1]).toMatch(/^JOB\s+LEASE\s+LAST COMPLETED\s+OPEN\s+DUE$/);
+    expect(narrow[2]).toMatch(
+      /^report\s+free\s+2026-11-29\s+2026-11-30\(failed, attempt 1\)\s+(no schedule|no due windows)$/,
+    );
     const sj = JSON.parse((await runCli(['status', ...conn(), '--name', 'report', '--json'])).stdout);
     expect(sj.jobs[0]).toMatchObject({
       name: 'report',

@@ -53,10 +53,11 @@ describe('a run ended by a signal: one exit code in the ledger, the event and th
     p.kill('SIGTERM');
     const r = await p;
     expect(r.exitCode, r.all).toBe(143);
-    // The child's own end is in the log: killed by SIGKILL after the grace.
+    // The child's own end is in the log: killed by SIGKILL after the grace (at info: the
+    // window's outcome line is the warning).
     expect(logLines(r.stderr).find((l) => l.msg === 'child exited')).toMatchObject({
       signal: 'SIGKILL',
-      level: 'warn',
+      level: 'info',
     });
     expect(await recorded('sig-kill')).toEqual({ ledger: 143, event: 143 });
   });

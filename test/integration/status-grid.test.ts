@@ -101,7 +101,7 @@ async function newPage(viewport = { width: 1280, height: 900 }): Promise<Page> {
 
 /** Each cell of the job's strip on the current page: its window, state and what `check` says of it. */
 const cellsOn = (page: Page, scope: string) =>
-  page.locator(`${scope} ul.grid a.cell`).evaluateAll((as) =>
+  page.locator(`${scope} .tgrid a.cell`).evaluateAll((as) =>
     as.map((a) => ({
       window: a.getAttribute('data-window')!,
       state: a.getAttribute('data-state')!,
@@ -239,7 +239,7 @@ describe.skipIf(!haveChromium)('the occurrence grid in chromium', () => {
   it('a cell leads to its occurrence: the attempts, hosts, tokens, exit codes, output tail and trace id', async () => {
     const page = await newPage();
     await page.goto(`${base()}/job?name=${JOB}`);
-    await page.locator(`ul.grid a.cell[data-window="${keyOf(7)}"]`).click();
+    await page.locator(`.tgrid a.cell[data-window="${keyOf(7)}"]`).click();
     await page.waitForURL(/\/occurrence\?/);
     expect(await page.locator('#state').innerText()).toBe('exhausted');
     expect(await page.locator('#trace-id').innerText()).toBe(occurrenceTraceId(JOB, keyOf(7)));

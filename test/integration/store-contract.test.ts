@@ -724,6 +724,19 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     for (const o of await readOccurrences(s, 'occ', 100)) judged[o.reason] = (judged[o.reason] ?? 0) + 1;
     expect(judged).toEqual(counts);
     expect((await s.readOccurrenceCounts!()).filter((c) => c.job === 'occ').length).toBe(5);
+    // The status page's grid reads the same occurrences for a time range, several jobs at once.
+    const from = new Date(Date.now() - 3_600_000);
+    const to = new Date(Date.now() + 3_600_000);
+    const between = await s.readOccurrencesBetween!(['occ', 'no-such-job'], from, to, 100);
+    const inRange: Record<string, number> = {};
+    for (const o of between) inRange[o.reason] = (inRange[o.reason] ?? 0) + 1;
+    expect(inRange).toEqual(counts);
+    expect(new Set(between.map((o) => o.job))).toEqual(new Set(['occ']));
+    for (const o of between) expect(o.at >= from && o.at < to, o.window).toBe(true);
+    // At most perJob windows of a job (its latest); a range with nothing in it reads nothing.
+    const capped = await s.readOccurrencesBetween!(['occ'], from, to, 2);
+    expect(capped.filter((o) => o.generation !== null)).toHaveLength(2);
+    expect(await s.readOccurrencesBetween!(['occ'], new Date(0), new Date(1000), 100)).toEqual([]);
   });
 
   it.runIf(_kind === 'postgresql')(

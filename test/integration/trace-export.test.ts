@@ -10,7 +10,7 @@ import { fixture, logLines, runCli, startCli, waitFor } from '../helpers/cli.js'
 import { testDb, type TestDb } from '../helpers/db.js';
 import { startReceiver, type Receiver } from '../helpers/http-receiver.js';
 import { tempDirPerTest } from '../helpers/temp.js';
-import { attemptSpanId, occurrenceTraceId } from '../../src/trace-context.js';
+import { attemptSpanId, occurrenceTraceId, rootSpanId } from '../../src/trace-context.js';
 
 const newTmp = tempDirPerTest('leasejob-trace-');
 let db: TestDb;
@@ -62,17 +62,21 @@ const attr = (s: { attributes: OtlpSpan['attributes'] }, key: string): unknown =
   // OTLP/JSON gives integers as numbers or strings: compared as strings here.
   return v === undefined ? undefined : String(v.stringValue ?? v.intValue ?? v.boolValue ?? v.doubleValue);
 };
-/** Every span the collector received for `job`, with its resource's service name. */
-function received(job: string): Array<OtlpSpan & { service: unknown }> {
+/** Every span the collector received for `job` (a resource attribute), with its resource's service and host names. */
+function received(job: string): Array<OtlpSpan & { service: unknown; host: unknown }> {
   return collector.requests
     .filter((r) => r.path === '/v1/traces')
     .flatMap((r) => (JSON.parse(r.text ?? '{}') as OtlpBody).resourceSpans)
+    .filter((rs) => attr({ attributes: rs.resource.attributes }, 'leasejob.job') === job)
     .flatMap((rs) =>
       rs.scopeSpans.flatMap((ss) =>
-        ss.spans.map((s) => ({ ...s, service: attr({ attributes: rs.resource.attributes }, 'service.name') })),
+        ss.spans.map((s) => ({
+          ...s,
+          service: attr({ attributes: rs.resource.attributes }, 'service.name'),
+          host: attr({ attributes: rs.resource.attributes }, 'host.name'),
+        })),
       ),
-    )
-    .filter((s) => attr(s, 'leasejob.job') === job);
+    );
 }
 const lines = (file: string): Array<Record<string, string | null>> =>
   readFileSync(file, 'utf8')
@@ -117,7 +121,8 @@ describe('a trace per occurrence', () => {
       expect(child.TRACEPARENT).toBe(`00-${traceId}-${span.spanId}-01`);
       expect(span.spanId).toBe(attemptSpanId(job, 'w1', child.FENCE_TOKEN!, i + 1));
       expect(span.traceId).toBe(traceId);
-      expect(span.parentSpanId ?? '').toBe('');
+      // Under the occurrence's root, which the second run sent: it ended the occurrence.
+      expect(span.parentSpanId).toBe(rootSpanId(job, 'w1', ''));
     }
     // A TRACESTATE leasejob was given is passed on; none is made up.
     expect(children.map((c) => c.TRACESTATE)).toEqual(['vendor=abc', null]);
@@ -132,7 +137,7 @@ describe('a trace per occurrence', () => {
       '0',
     ]);
     for (const s of attempts) {
-      expect(attr(s, 'host.name')).toEqual(expect.any(String));
+      expect(s.host).toEqual(expect.any(String));
       expect(attr(s, 'leasejob.fence_token')).toEqual(expect.any(String));
       expect(s.service).toBe('nightly-runner');
     }
@@ -140,6 +145,9 @@ describe('a trace per occurrence', () => {
     const all = received(job);
     expect(new Set(all.map((s) => s.traceId))).toEqual(new Set([traceId]));
     expect(all.filter((s) => s.name === 'acquire')).toHaveLength(2);
+    expect(all.filter((s) => (s.parentSpanId ?? '') === '').map((s) => [s.name, s.spanId])).toEqual([
+      ['occurrence', rootSpanId(job, 'w1', '')],
+    ]);
     for (const name of ['child', 'finish'])
       expect(
         all

@@ -41,6 +41,34 @@ describe('classifyDbError', () => {
     if (errorCode === 'E_DB_REFUSED') expect(e?.message).toContain(`(SQLSTATE ${code})`);
   });
 
+  it("the driver's own words become leasejob's: no password for SCRAM, other SCRAM failures, Node's errnos", () => {
+    const said = (err: Error): string => classifyDbError(err, ctx)!.message;
+    const noPassword = said(new Error('SASL: SCRAM-SERVER-FIRST-MESSAGE: client password must be a string'));
+    expect(noPassword).toMatch(/it asks for a password and none was found; give one in the URL, PGPASSWORD/);
+    const signature = classifyDbError(
+      new Error('SASL: SCRAM-SERVER-FINAL-MESSAGE: server signature does not match'),
+      ctx,
+    )!;
+    expect(signature.code).toBe('E_DB_AUTH');
+    expect(signature.message).toMatch(/proof of the password \(SCRAM\) does not match/);
+    expect(said(new Error('SASL: Only mechanism SCRAM-SHA-256 is currently supported'))).toMatch(
+      /a password exchange leasejob cannot do/,
+    );
+    const net = (code: string, fields: Record<string, unknown>): string =>
+      said(Object.assign(new Error(`connect ${code} whatever`), { code, syscall: 'connect', ...fields }));
+    expect(net('ECONNREFUSED', { address: '10.0.0.5', port: 5432 })).toMatch(
+      /: connection refused: nothing listens at 10\.0\.0\.5:5432 \(ECONNREFUSED\)$/,
+    );
+    expect(net('ENOTFOUND', { hostname: 'db.example' })).toMatch(
+      /: no such host name db\.example \(DNS\) \(ENOTFOUND\)$/,
+    );
+    expect(net('ENOENT', { address: '/run/postgresql/.s.PGSQL.5432' })).toMatch(
+      /: no server socket at \/run\/postgresql\/\.s\.PGSQL\.5432 /,
+    );
+    expect(net('EACCES', { address: '/run/postgresql/.s.PGSQL.5432' })).toMatch(/: not allowed to open /);
+    for (const m of [noPassword, signature.message]) expect(m).not.toMatch(/SASL|SCRAM-SERVER|must be a string/);
+  });
+
   it('no answer within our own bound: said as such, not as "unreachable"', () => {
     const e = classifyDbError(noAnswerWithin(5000), ctx);
     expect(e?.code).toBe('E_DB_UNREACHABLE');

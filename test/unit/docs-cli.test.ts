@@ -165,6 +165,8 @@ describe('table columns in the docs', () => {
     db.close();
     statusText = withStore('status').stdout;
     headers.set('status', columns(statusText.split('\n').find((l) => l.startsWith('JOB '))!));
+    const wide = withStore('status', '--wide').stdout;
+    headers.set('status --wide', columns(wide.split('\n').find((l) => l.startsWith('JOB '))!));
     headers.set('history', columns(withStore('history', '--name', 'healthy').stdout.split('\n')[0]!));
     headers.set(
       'history --by-occurrence',
@@ -192,16 +194,19 @@ describe('table columns in the docs', () => {
         if (!all.has(m[1]!)) wrong.push(`${page}: ${m[0]}`);
       // status's columns in backticks anywhere, e.g. "`status` (`OPEN WINDOWS`, ...)".
       for (const m of text(page).matchAll(
-        /`((?:[A-Z]+ )*(?:WINDOWS|COMPLETED|HOLDER|DUE|GEN|EXPIRES IN|REASON|ATTEMPTS|SKIPS.*))`/g,
+        /`((?:[A-Z]+ )*(?:WINDOWS|COMPLETED|HOLDER|DUE|GEN|EXPIRES IN|REASON|ATTEMPTS|LEASE|OPEN|SKIPS.*))`/g,
       ))
         if (!all.has(m[1]!)) wrong.push(`${page}: ${m[0]}`);
     }
     expect(wrong).toEqual([]);
-    expect(headers.get('status')).toEqual(expect.arrayContaining(['DUE', 'NOT COMPLETED', 'OPEN WINDOWS', 'HOLDER']));
+    expect(headers.get('status')).toEqual(['JOB', 'LEASE', 'LAST COMPLETED', 'OPEN', 'DUE']);
+    expect(headers.get('status --wide')).toEqual(
+      expect.arrayContaining(['DUE', 'NOT COMPLETED', 'OPEN WINDOWS', 'HOLDER']),
+    );
   });
 
-  it("the DUE column's values are the ones monitoring.md gives: OVERDUE <window>, or - when nothing is overdue", () => {
-    const said = /the `DUE` column \(`OVERDUE <window>`, or `-` when nothing is overdue\)/.test(
+  it("the DUE column's values are the ones monitoring.md gives: on time, or OVERDUE <window> with the count", () => {
+    const said = /in its `DUE` column \(`on time`, or `OVERDUE <window>`, with how many due occurrences/.test(
       text('docs/monitoring.md').replace(/\s+/g, ' '),
     );
     expect(said, 'monitoring.md says what DUE shows').toBe(true);
@@ -217,7 +222,7 @@ describe('table columns in the docs', () => {
         .trim()
         .split(/ {2,}/)[0]!;
     expect(at).toBeGreaterThan(0);
-    expect(due('healthy')).toBe('-');
-    expect(due('stopped')).toMatch(/^OVERDUE \S+$/);
+    expect(due('healthy')).toMatch(/^(on time|not due yet)$/); // registered after its latest due tick: not yet expected
+    expect(due('stopped')).toMatch(/^OVERDUE \S+, \d+ not completed \(oldest \S+\)$/);
   });
 });

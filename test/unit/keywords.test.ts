@@ -151,4 +151,15 @@ describe('connection option names', () => {
     for (const s of ok) expect(() => resolveConnection(s, {}), s).not.toThrow();
     expect(() => resolveConnection(undefined, { DATABASE_URL: 'postgres://h/db?schema=public' })).not.toThrow();
   });
+
+  it("a port that is no port number (PGPORT=abc, port=99999) is a usage error, not a RangeError of Node's", () => {
+    expect(() => resolveConnection(undefined, { PGHOST: 'h', PGPORT: 'abc' })).toThrow(
+      /^Expected PGPORT to be a port number from 1 to 65535, got "abc"\.$/,
+    );
+    expect(() => resolveConnection('postgres://u@h/db', { PGPORT: '70000' })).toThrow(/PGPORT/);
+    expect(() => resolveConnection('host=h port=99999 user=u', {})).toThrow(/port= in `--database-url`/);
+    // A port in the URL wins over PGPORT, as in libpq; a good PGPORT is taken.
+    expect(() => resolveConnection('postgres://u@h:5433/db', { PGPORT: 'abc' })).not.toThrow();
+    expect(() => resolveConnection(undefined, { PGHOST: 'h', PGPORT: '5433' })).not.toThrow();
+  });
 });

@@ -1,7 +1,14 @@
 import { describe, it, expect } from 'vitest';
 import { DateTime } from 'luxon';
 import { UsageError } from '../../src/errors.js';
-import { nextTick, parseSchedule, previousTick, typicalInterval, type Schedule } from '../../src/schedule/cron.js';
+import {
+  nextTick,
+  parseSchedule,
+  previousTick,
+  previousTicks,
+  typicalInterval,
+  type Schedule,
+} from '../../src/schedule/cron.js';
 
 const NY = 'America/New_York';
 const SP = 'America/Sao_Paulo';
@@ -325,5 +332,45 @@ describe('typicalInterval', () => {
     expect(typicalInterval(parseSchedule('*/15 * * * *', 'UTC'), new Date('2026-05-01T10:20:00Z'))).toBe(900_000);
     expect(typicalInterval(parseSchedule('@hourly', 'UTC'), new Date('2026-05-01T10:00:00Z'))).toBe(3_600_000);
     expect(typicalInterval(parseSchedule('0 9 * * 1-5', 'UTC'), new Date('2026-05-01T12:00:00Z'))).toBe(3 * 86_400_000);
+  });
+});
+
+describe('previousTicks: one walk, the same ticks as previousTick step by step', () => {
+  // Each zone's DST changes (gaps and repeated hours at 02:00, at midnight, half-hour shifts) and
+  // schedules from every minute to weekly, walked back from instants around the changes.
+  const zones = [
+    'UTC',
+    'America/New_York',
+    'America/Sao_Paulo',
+    'Europe/Berlin',
+    'Australia/Lord_Howe',
+    'Asia/Kolkata',
+  ];
+  const schedules = ['* * * * *', '*/15 * * * *', '0 * * * *', '30 1 * * *', '30 2 * * *', '5 0 * * *', '30 2 * * 1'];
+  const starts = [
+    '2026-03-08T09:00:00Z',
+    '2026-11-01T08:10:00Z',
+    '2018-11-04T05:00:00Z',
+    '2018-02-18T04:00:00Z',
+    '2026-03-29T03:00:00Z',
+    '2026-10-25T02:30:00Z',
+  ];
+  const stepByStep = (s: Schedule, at: Date, since: number, max: number): number[] => {
+    const ticks = [previousTick(s, at).toMillis()];
+    while (ticks.length < max) {
+      const earlier = previousTick(s, new Date(ticks.at(-1)! - 1)).toMillis();
+      if (earlier < since || earlier >= ticks.at(-1)!) break;
+      ticks.push(earlier);
+    }
+    return ticks;
+  };
+  it.each(zones)('%s', (tz) => {
+    for (const expr of schedules)
+      for (const start of starts) {
+        const s = parseSchedule(expr, tz);
+        const at = new Date(start);
+        const since = at.getTime() - 30 * 86_400_000;
+        expect(previousTicks(s, at, since, 30), `${expr} ${tz} ${start}`).toEqual(stepByStep(s, at, since, 30));
+      }
   });
 });

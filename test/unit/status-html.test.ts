@@ -58,37 +58,65 @@ describe('escaping', () => {
 });
 
 describe('view model', () => {
-  it('judges a job worst first: overdue, paused, failing, running, healthy', () => {
+  it('names the cause: the worst outcome of what check reports and of the open windows; paused over all', () => {
     const failed = [{ window: 'w', attempts: 1, outcome: 'failed', generation: 1 }];
-    expect(stateOf(job({ overdue: true, held: true, openWindows: failed }))).toBe('overdue');
+    const due = (outcome: string, window = 'w0') => ({
+      window,
+      scheduledAt: new Date(0),
+      overdueSince: new Date(1000),
+      outcome,
+    });
     expect(stateOf(job({ held: true, openWindows: failed }))).toBe('failing');
     expect(stateOf(job({ openWindows: [{ window: 'w', attempts: 1, outcome: 'abandoned', generation: 1 }] }))).toBe(
       'failing',
+    );
+    expect(stateOf(job({ openWindows: [{ window: 'w', attempts: 2, outcome: 'exhausted', generation: 1 }] }))).toBe(
+      'exhausted',
     );
     expect(
       stateOf(job({ held: true, openWindows: [{ window: 'w', attempts: 1, outcome: 'running', generation: 1 }] })),
     ).toBe('running');
     expect(stateOf(job({ paused: true, held: true, openWindows: failed }))).toBe('paused');
-    // An earlier due occurrence not completed, the latest completed: as critical as overdue (check, the alerts).
-    const noRun = { window: 'w0', scheduledAt: new Date(0), overdueSince: new Date(1000), outcome: 'no run' };
-    expect(stateOf(job({ held: true, notCompleted: [noRun], notCompletedCount: 1 }))).toBe('overdue');
+    // Each outcome of a due occurrence not completed, as check names it.
+    for (const [outcome, state] of [
+      ['failed', 'failing'],
+      ['lost', 'failing'],
+      ['abandoned', 'failing'],
+      ['exhausted', 'exhausted'],
+      ['missed', 'missed'],
+      ['no run', 'never-ran'],
+      ['running', 'running-late'],
+    ])
+      expect(stateOf(job({ held: true, notCompleted: [due(outcome)], notCompletedCount: 1 })), outcome).toBe(state);
+    // The worst of several: a failed night beats a late run today.
+    expect(
+      stateOf(job({ held: true, notCompleted: [due('failed'), due('running', 'w1')], notCompletedCount: 2 })),
+    ).toBe('failing');
+    expect(stateOf(job({ notCompleted: [due('no run'), due('missed', 'w1')], notCompletedCount: 2 }))).toBe('missed');
+    // Counted beyond the listed ones: never healthy.
+    expect(stateOf(job({ notCompletedCount: 3 }))).toBe('never-ran');
+    // Longer than --expect-duration's maximum while it runs: late too.
+    expect(stateOf(job({ held: true, heldForMs: 5000, expectMaxMs: 1000 }))).toBe('running-late');
+    // A missed open window check does not report: not a cause.
     expect(stateOf(job({ openWindows: [{ window: 'w', attempts: 1, outcome: 'missed', generation: 1 }] }))).toBe(
       'healthy',
     );
   });
 
   it('reads the query leniently: unknown states and out-of-range pages are clamped, not refused', () => {
-    expect(parseListQuery(new URLSearchParams('q=%20abc%20&state=overdue&page=3&per=50'))).toEqual({
+    expect(parseListQuery(new URLSearchParams('q=%20abc%20&state=never-ran&page=3&per=50&every=15m'))).toEqual({
       q: 'abc',
-      state: 'overdue',
+      state: 'never-ran',
       page: 3,
       per: 50,
+      every: '15m',
     });
-    expect(parseListQuery(new URLSearchParams('state=<x>&page=-1&per=999999999'))).toEqual({
+    expect(parseListQuery(new URLSearchParams('state=<x>&page=-1&per=999999999&every=2w'))).toEqual({
       q: '',
       state: '',
       page: 1,
       per: 1000,
+      every: '',
     });
     expect(parseListQuery(new URLSearchParams('page=abc&per=0'))).toMatchObject({ page: 1, per: 1 });
   });
@@ -96,19 +124,28 @@ describe('view model', () => {
   it('filters, counts every state, sorts worst first and pages; a page past the end shows the last', () => {
     const jobs = [
       job({ name: 'a' }),
-      job({ name: 'b', overdue: true }),
+      job({ name: 'b', notCompletedCount: 1 }),
       job({ name: 'c' }),
       job({ name: 'd', held: true }),
     ];
-    const v = listView(new Date(0), jobs, [], { q: '', state: '', page: 9, per: 2 });
-    expect(v.counts).toEqual({ overdue: 1, paused: 0, failing: 0, running: 1, healthy: 2 });
+    const v = listView(new Date(0), jobs, [], { q: '', state: '', page: 9, per: 2, every: '' });
+    expect(v.counts).toEqual({
+      failing: 0,
+      exhausted: 0,
+      missed: 0,
+      'never-ran': 1,
+      'running-late': 0,
+      paused: 0,
+      running: 1,
+      healthy: 2,
+    });
     expect(v.pages).toBe(2);
     expect(v.query.page).toBe(2);
     expect(v.items.map((i) => i.job.name)).toEqual(['a', 'c']);
     expect(
-      listView(new Date(0), jobs, [], { q: 'B', state: '', page: 1, per: 2 }).items.map((i) => i.job.name),
+      listView(new Date(0), jobs, [], { q: 'B', state: '', page: 1, per: 2, every: '' }).items.map((i) => i.job.name),
     ).toEqual(['b']);
-    expect(listView(new Date(0), jobs, [], { q: '', state: 'healthy', page: 1, per: 10 }).matched).toBe(2);
+    expect(listView(new Date(0), jobs, [], { q: '', state: 'healthy', page: 1, per: 10, every: '' }).matched).toBe(2);
   });
 });
 
@@ -127,7 +164,7 @@ describe('rendering', () => {
     ...over,
   });
   const list = (r?: ReplicationReport): string =>
-    renderList(listView(now, [job()], [], { q: '', state: '', page: 1, per: 100 }), store, r);
+    renderList(listView(now, [job()], [], { q: '', state: '', page: 1, per: 100, every: '' }), store, r);
 
   it('says what replication cannot promise in a banner: a standby, asynchronous standbys; nothing otherwise', () => {
     expect(list(replication({ mode: 'standby' }))).toMatch(
@@ -165,9 +202,9 @@ describe('rendering', () => {
         },
       ],
     });
-    const html = renderList(listView(now, [j], [], { q: '', state: '', page: 1, per: 100 }), store);
+    const html = renderList(listView(now, [j], [], { q: '', state: '', page: 1, per: 100, every: '' }), store);
     expect(html).toContain(
-      '<span class="state state-overdue">overdue</span><div class="not-completed">2 due occurrences not completed, the oldest <code>&lt;b&gt;2026-11-30&lt;/b&gt;</code>',
+      '<span class="part not-completed">2 due occurrences not completed, the oldest <code>&lt;b&gt;2026-11-30&lt;/b&gt;</code>',
     );
     const page = renderJob({
       dbNow: now,

@@ -7,6 +7,7 @@ import {
   occurrenceTraceId,
   ownershipTraceId,
   parseTraceparent,
+  rootSpanId,
   sha256,
   traceparent,
 } from '../../src/trace-context.js';
@@ -49,5 +50,18 @@ describe('trace context', () => {
     expect(parseTraceparent(tp)).toEqual({ traceId: occurrenceTraceId('j', 'w'), spanId: a1 });
     expect(parseTraceparent(`00-${'0'.repeat(32)}-${a1}-01`)).toBeUndefined();
     expect(parseTraceparent('garbage')).toBeUndefined();
+  });
+
+  it("derives the occurrence's root span id from the job and the window (a windowless run's from its fencing token)", () => {
+    const id = rootSpanId('nightly', '2026-12-06T01:00:00Z', '42');
+    const expected = createHash('sha256')
+      .update('leasejob-root-v1\u0000nightly\u00002026-12-06T01:00:00Z')
+      .digest('hex')
+      .slice(0, 16);
+    expect(id).toBe(expected);
+    // The same for every attempt of the occurrence, whatever its fencing token.
+    expect(rootSpanId('nightly', '2026-12-06T01:00:00Z', '43')).toBe(id);
+    expect(rootSpanId('nightly', undefined, '42')).not.toBe(rootSpanId('nightly', undefined, '43'));
+    expect(rootSpanId('nightly', undefined, '42')).toMatch(/^[0-9a-f]{16}$/);
   });
 });

@@ -1,7 +1,7 @@
 // Which OTEL_* settings make a run export its spans (src/cli/trace-spans.ts), read as the
 // OpenTelemetry SDK reads them: nothing set, disabled, or another exporter: no export.
 import { describe, expect, it } from 'vitest';
-import { traceExportWish } from '../../src/cli/trace-spans.js';
+import { exportLimitMs, traceExportWish } from '../../src/cli/trace-spans.js';
 
 describe('trace export settings', () => {
   it('exports only when an OTLP endpoint or exporter is asked for', () => {
@@ -43,5 +43,14 @@ describe('trace export settings', () => {
       export: false,
       warning: expect.stringContaining('grpc'),
     });
+  });
+
+  it('bounds the export by 3 s, or the standard timeout variables, and by 1 s once told to stop', () => {
+    expect(exportLimitMs({})).toBe(3000);
+    expect(exportLimitMs({ OTEL_EXPORTER_OTLP_TIMEOUT: '10000' })).toBe(10000);
+    expect(exportLimitMs({ OTEL_EXPORTER_OTLP_TIMEOUT: '10000', OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: '500' })).toBe(500);
+    expect(exportLimitMs({ OTEL_EXPORTER_OTLP_TIMEOUT: 'soon' })).toBe(3000);
+    expect(exportLimitMs({ OTEL_EXPORTER_OTLP_TIMEOUT: '10000' }, true)).toBe(1000);
+    expect(exportLimitMs({ OTEL_EXPORTER_OTLP_TIMEOUT: '200' }, true)).toBe(200);
   });
 });

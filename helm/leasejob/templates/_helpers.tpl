@@ -53,6 +53,21 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s:%s" $repository (toString $tag) }}
 {{- end }}
 
+{{/*
+The pods' ServiceAccount: serviceAccountName (an existing one, as before serviceAccount), else
+serviceAccount.name, else with serviceAccount.create the release's own (<fullname>); empty: the
+namespace's default.
+*/}}
+{{- define "leasejob.serviceAccountName" -}}
+{{- if .Values.serviceAccountName }}
+{{- .Values.serviceAccountName }}
+{{- else if .Values.serviceAccount.name }}
+{{- .Values.serviceAccount.name }}
+{{- else if .Values.serviceAccount.create }}
+{{- include "leasejob.fullname" . }}
+{{- end }}
+{{- end }}
+
 {{/* The Secret holding the database URL: the existing one, or the one secret.yaml makes. */}}
 {{- define "leasejob.databaseSecretName" -}}
 {{- if .Values.database.existingSecret }}
@@ -72,6 +87,21 @@ app.kubernetes.io/instance: {{ .Release.Name }}
       key: {{ .Values.database.secretKey }}
 - name: LEASEJOB_LOG_LEVEL
   value: {{ .Values.logLevel | quote }}
+{{- include "leasejob.traceEnv" . }}
+{{- end }}
+
+{{/* traces.linkTemplate and traces.otel (docs/monitoring.md#a-trace-per-occurrence). */}}
+{{- define "leasejob.traceEnv" -}}
+{{- with (.Values.traces | default dict) }}
+{{- if .linkTemplate }}
+- name: LEASEJOB_TRACE_LINK_TEMPLATE
+  value: {{ .linkTemplate | quote }}
+{{- end }}
+{{- range $k, $v := .otel }}
+- name: {{ $k }}
+  value: {{ $v | quote }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -84,6 +114,7 @@ child (the same user) could read in /proc/<pid>/environ.
   value: /etc/leasejob/database/url
 - name: LEASEJOB_LOG_LEVEL
   value: {{ .Values.logLevel | quote }}
+{{- include "leasejob.traceEnv" . }}
 {{- end }}
 
 {{/* The Secret's URL as the file /etc/leasejob/database/url: readable by the pod's fsGroup, not by others. */}}
@@ -107,7 +138,7 @@ Kubernetes API. Argument: the root context, or dict with root and podSecurityCon
 {{- $ownContext := .podSecurityContext }}
 {{- with (.root | default .) }}
 automountServiceAccountToken: false
-{{- with .Values.serviceAccountName }}
+{{- with (include "leasejob.serviceAccountName" .) }}
 serviceAccountName: {{ . }}
 {{- end }}
 {{- with .Values.imagePullSecrets }}

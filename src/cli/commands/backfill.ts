@@ -350,8 +350,7 @@ async function backfillWindows(
   const hooks = await session.loadHooks(store);
   const tell = hooks ? sequenceReports(hooks, config.name, session.supervised, signal) : undefined;
   const result = await session.run(store, {
-    // The registry is left as the job's own runs record it.
-    spec: undefined,
+    spec: await backfillSpec(c, store),
     sequence: {
       plan: async () => ({ run: await toRun() }),
       keepGoing: c.keepGoing,
@@ -378,6 +377,18 @@ async function backfillWindows(
       `open${stopWhy(result, signal)}${left > 0 ? '; run the same command again to resume' : ''}.\n`,
   );
   return code;
+}
+
+/**
+ * What the backfill records in the registry: a job with no schedule yet gets its --schedule (and
+ * the run flags given), as `run` records it, expected from the range's first occurrence, so that
+ * check, status and the exporter judge what the backfill leaves (docs/occurrence.md). A job whose
+ * schedule is registered is left as its own runs record it.
+ */
+async function backfillSpec(c: BackfillConfig, store: LeaseStore): Promise<RunConfig['spec'] | undefined> {
+  const job = (await store.readJobRows(c.run.name)).rows[0];
+  if (job?.schedule) return undefined;
+  return { ...c.run.spec, expected_from_ms: c.windows[0]!.scheduledAt.getTime() };
 }
 
 /** Why a backfill ran nothing or stopped early, for its summary line. */

@@ -3,6 +3,7 @@
 // the exit code.
 import { monoNow } from '../../clock.js';
 import { UsageError } from '../../errors.js';
+import { kubernetesNameFor } from '../../names.js';
 import { createLogger, type Logger } from '../../log.js';
 import { catchUpPlan, earlierWindows, findCatchUp, isEmpty } from '../../lease/catch-up.js';
 import type { SequenceOptions } from '../../lease/types.js';
@@ -51,9 +52,25 @@ export async function runCommand(
   passwordFileWarnings.sendTo((message) => log.warn(message));
   // A warning, not an error: crontab lines written before it keep running (and exiting) as they did.
   if (config.scheduleWithoutWindow) log.warn({ job: config.name }, SCHEDULE_WITHOUT_WINDOW);
+  noteKubernetesName(config.name, log);
   // The child's guard starts while the store opens and the lease is asked for.
   prewarmGuard(config.recordOutputBytes !== undefined);
   return withRunSession(config, choice, log, () => early?.store ?? openStore(choice), runWindows);
+}
+
+/**
+ * A name the chart could not give a CronJob (a space, capitals): said once, at info, with the
+ * setting that lets a CronJob share this lease, for the day this job moves to Kubernetes. Not
+ * inside Kubernetes, where the chart's leaseName already gave it.
+ */
+function noteKubernetesName(name: string, log: Logger): void {
+  const label = kubernetesNameFor(name);
+  if (label === undefined || process.env.KUBERNETES_SERVICE_HOST) return;
+  log.info(
+    { job: name, chartName: label },
+    'job name is not a Kubernetes name: in the Helm chart give it as jobs[].leaseName, beside a DNS-label jobs[].name ' +
+      '(e.g. the chartName field), so that the CronJob shares this lease, its windows and history',
+  );
 }
 
 const SCHEDULE_WITHOUT_WINDOW =

@@ -2,9 +2,9 @@
 import { maskPasswords } from '../../secrets.js';
 import { parseDuration } from '../../schedule/duration.js';
 import { ExitCode, LeasejobError, UsageError } from '../../errors.js';
-import { findProblems, readJobStates, statesToJson, type JobState } from '../../monitor/job-states.js';
+import { findProblems, readJobStates, statesToJson } from '../../monitor/job-states.js';
 import { validateName, validateWindowKey } from '../../names.js';
-import { humanMs, renderTable } from '../../monitor/table.js';
+import { renderTable } from '../../monitor/table.js';
 import type { Logger } from '../../log.js';
 import { replicationProblems, type ReplicationReport } from '../../replication.js';
 import type { HistoryEvent, LeaseStore, WindowOutput } from '../../store/contract.js';
@@ -12,8 +12,10 @@ import { latestSchemaVersion } from '../../store/choice.js';
 import { unknownJob, withStore, type DbFlags } from '../with-store.js';
 import { Reach, noteReach } from '../../startup/start-reach.js';
 import { visibleControls } from '../terminal-text.js';
+import { outputWidth, renderStatusTable } from '../status-table.js';
 import { countsByJob, readOccurrences, type Occurrence } from '../../monitor/occurrences.js';
 import { occurrenceTraceId, traceIdOf } from '../../trace-context.js';
+import { traceLink, traceLinkTemplate, useTraceLinks } from '../../monitor/trace-link.js';
 
 /** readJobStates() reads the job rows and the due-window judgement side by side. */
 const JOB_STATES_POOL = 2;
@@ -21,31 +23,6 @@ const JOB_STATES_POOL = 2;
 const out = (text: string): void => {
   process.stdout.write(text);
 };
-
-function statusRow(j: JobState): string[] {
-  const more = j.openCount - j.openWindows.length;
-  const open =
-    j.openWindows.map((w) => `${w.window}(${w.outcome}, attempt ${w.attempts})`).join(' ') +
-    (more > 0 ? ` (+${more} more)` : '');
-  return [
-    j.name,
-    j.holder ?? '-',
-    j.generation ?? '-',
-    j.held ? humanMs(j.expiresInMs) : '-',
-    j.lastWindow ?? '-',
-    j.lastCompletedAt ? j.lastCompletedAt.toISOString() : '-',
-    open || '-',
-    j.paused
-      ? `paused${j.pause?.until ? ` until ${j.pause.until.toISOString()}` : ''}`
-      : j.overdue
-        ? `OVERDUE ${j.due?.window}`
-        : j.due
-          ? 'ok'
-          : '-',
-    // Due occurrences within the lookback that are not final, the latest included.
-    j.notCompletedCount > 0 ? `${j.notCompletedCount} (oldest ${j.notCompleted[0]!.window})` : j.due ? '0' : '-',
-  ];
-}
 
 /**
  * The schema's version against this leasejob's migrations, said on stderr when they differ. A
@@ -68,7 +45,9 @@ async function checkSchemaVersion(
   return { version: schemaVersion, known };
 }
 
-export async function statusCommand(flags: DbFlags & { name?: string; json?: boolean }): Promise<number> {
+export async function statusCommand(
+  flags: DbFlags & { name?: string; json?: boolean; wide?: boolean },
+): Promise<number> {
   const name = flags.name !== undefined ? validateName(flags.name) : undefined;
   return withStore({ ...flags, poolSize: JOB_STATES_POOL }, async (store, log) => {
     // The counts by reason only for --json (the table has no column for them): one grouped read.
@@ -84,31 +63,27 @@ export async function statusCommand(flags: DbFlags & { name?: string; json?: boo
       out(statesToJson({ store: store.kind, location: store.location, dbNow, jobs: withCounts }) + '\n');
     } else {
       out(`store: ${store.kind}, ${store.location}, time ${dbNow.toISOString()}\n`);
-      out(
-        renderTable(
-          [
-            'JOB',
-            'HOLDER',
-            'GEN',
-            'EXPIRES IN',
-            'LAST COMPLETED WINDOW',
-            'COMPLETED AT',
-            'OPEN WINDOWS',
-            'DUE',
-            'NOT COMPLETED',
-          ],
-          jobs.map(statusRow),
-        ),
-      );
+      out(renderStatusTable(jobs, { width: outputWidth(), wide: flags.wide }));
     }
     return 0;
   });
 }
 
 export async function historyCommand(
-  flags: DbFlags & { name?: string; limit?: string; window?: string; byOccurrence?: boolean; json?: boolean },
+  flags: DbFlags & {
+    name?: string;
+    limit?: string;
+    window?: string;
+    byOccurrence?: boolean;
+    json?: boolean;
+    traceLinkTemplate?: string;
+  },
 ): Promise<number> {
   const name = validateName(flags.name);
+  const template = traceLinkTemplate(flags.traceLinkTemplate);
+  // With --trace-link-template: each trace id's link (`traceUrl` in JSON, the TRACE column's text).
+  const linkOf = (traceId: string | null): string | null =>
+    traceId === null || template === undefined ? null : traceLink(template, traceId);
   const window = flags.window === undefined ? undefined : validateWindowKey(flags.window);
   const most = flags.byOccurrence ? MAX_OCCURRENCES : 100_000;
   const limit = flags.limit === undefined ? 50 : Number(flags.limit);
@@ -118,7 +93,7 @@ export async function historyCommand(
     throw new UsageError(
       "`--by-occurrence` lists occurrences; `--window` shows one occurrence's events: give one of them.",
     );
-  if (flags.byOccurrence) return occurrencesCommand(flags, name, limit);
+  if (flags.byOccurrence) return occurrencesCommand(flags, name, limit, linkOf);
   return withStore(flags, async (store) => {
     const events = await store.readHistory(name, limit, window);
     if (events.length === 0 && (await store.readJobRows(name)).rows.length === 0)
@@ -130,11 +105,9 @@ export async function historyCommand(
           events.map((e) => {
             const o = outputs.get(e);
             // The occurrence's trace (the child's TRACEPARENT, the webhook's trace_id): derived, not stored.
-            const traced = {
-              ...e,
-              traceId:
-                e.window === null && e.generation === null ? null : traceIdOf(name, e.window, e.generation ?? ''),
-            };
+            const traceId =
+              e.window === null && e.generation === null ? null : traceIdOf(name, e.window, e.generation ?? '');
+            const traced = { ...e, traceId, ...(template === undefined ? {} : { traceUrl: linkOf(traceId) }) };
             return o
               ? {
                   ...traced,
@@ -188,14 +161,23 @@ export async function historyCommand(
 const MAX_OCCURRENCES = 1000;
 
 /** `history --by-occurrence`: one line per occurrence with the reason it ended as. */
-function occurrencesCommand(flags: DbFlags & { json?: boolean }, name: string, limit: number): Promise<number> {
+function occurrencesCommand(
+  flags: DbFlags & { json?: boolean },
+  name: string,
+  limit: number,
+  linkOf: (traceId: string) => string | null,
+): Promise<number> {
   return withStore(flags, async (store) => {
     const found = await readOccurrences(store, name, limit);
     if (found.length === 0 && (await store.readJobRows(name)).rows.length === 0) throw unknownJob(name, store.location);
     if (flags.json) {
       out(
         JSON.stringify(
-          found.map((o) => ({ ...o, traceId: occurrenceTraceId(name, o.window) })),
+          found.map((o) => {
+            const traceId = occurrenceTraceId(name, o.window);
+            const traceUrl = linkOf(traceId);
+            return { ...o, traceId, ...(traceUrl === null ? {} : { traceUrl }) };
+          }),
           null,
           2,
         ) + '\n',
@@ -222,7 +204,7 @@ function occurrencesCommand(flags: DbFlags & { json?: boolean }, name: string, l
           o.maxAttempts === null ? String(o.attempts) : `${o.attempts}/${o.maxAttempts}`,
           o.endedAt?.toISOString() ?? '-',
           visibleControls(skipText(o)),
-          occurrenceTraceId(name, o.window),
+          linkOf(occurrenceTraceId(name, o.window)) ?? occurrenceTraceId(name, o.window),
         ]),
       ),
     );
@@ -362,8 +344,9 @@ const LISTEN_ERRORS: Record<string, string> = {
 const EXPORTER_READ_TIMEOUT_MS = 4_000;
 
 export async function exporterCommand(
-  flags: DbFlags & { port?: string; host?: string; statusPage?: boolean },
+  flags: DbFlags & { port?: string; host?: string; statusPage?: boolean; traceLinkTemplate?: string },
 ): Promise<number> {
+  useTraceLinks(traceLinkTemplate(flags.traceLinkTemplate));
   const port = flags.port === undefined ? 9464 : Number(flags.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new UsageError(`Expected \`--port\` to be a TCP port from 0 to 65535, got \`${flags.port}\`.`);

@@ -75,12 +75,14 @@ function checked(source: ConnectionSource, env: NodeJS.ProcessEnv): ConnectionSo
     }
     checkOptionNames(url.searchParams.entries(), name);
     checkEnvOptions(new Set(url.searchParams.keys()), env);
+    if (url.port === '') checkPort(env.PGPORT, 'PGPORT');
     return source;
   }
   if (/^\s*\w+\s*=/.test(value)) {
     const keywords = parseKeywords(value, name);
     checkOptionNames(keywords.entries(), name);
     checkEnvOptions(new Set(keywords.keys()), env);
+    checkPort(keywords.get('port') ?? env.PGPORT, keywords.has('port') ? `port= in ${name}` : 'PGPORT');
     return { ...source, connectionString: keywordsToUrl(keywords) };
   }
   const got =
@@ -241,6 +243,7 @@ function checkOptionNames(options: Iterable<[string, string]>, source: string): 
 /** No connection string: libpq's PG* variables say everything. */
 function checkedEnvironment(env: NodeJS.ProcessEnv): ConnectionSource {
   checkEnvOptions(new Set(), env);
+  checkPort(env.PGPORT, 'PGPORT');
   return { connectionString: undefined, from: 'PG environment' };
 }
 
@@ -261,6 +264,14 @@ function checkEnvOptions(given: ReadonlySet<string>, env: NodeJS.ProcessEnv): vo
         `${variable}=${value} is set, and is not supported: ${why} Unset it to connect. Nothing was connected.`,
       );
   }
+}
+
+/** A port the driver would hand to Node's socket as it is (`PGPORT=abc` made a RangeError of Node's): 1 to 65535. */
+function checkPort(value: string | undefined, name: string): void {
+  if (value === undefined || value === '') return;
+  const port = /^\s*\d+\s*$/.test(value) ? Number(value) : NaN;
+  if (!(port >= 1 && port <= 65535))
+    throw new UsageError(`Expected ${name} to be a port number from 1 to 65535, got ${JSON.stringify(value)}.`);
 }
 
 /** Levenshtein distance, for the names of connection options. */

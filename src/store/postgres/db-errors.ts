@@ -59,6 +59,8 @@ export function isTransientDbError(err: unknown): boolean {
     UNAVAILABLE_CODES.has(code) ||
     code.startsWith('08') ||
     isNetworkError(err) ||
+    // A Unix socket not there (yet): the server is not running, or restarting.
+    (code === 'ENOENT' && isConnect(err)) ||
     (code === '' && /timeout|terminated/i.test(raw))
   );
 }
@@ -114,9 +116,12 @@ export function classifyDbError(
   // authentication; under scram-sha-256 (the default since PostgreSQL 14) pg says it itself,
   // before answering, in a plain Error.
   if ((AUTH_CODES.has(code) && /empty password returned by client/.test(raw)) || NO_PASSWORD.test(raw)) {
+    // The server's own words (under `password` authentication) are kept; the driver's, when it
+    // had none to offer to SCRAM, are its internals and say nothing more.
+    const said = NO_PASSWORD.test(raw) ? '' : ` (${raw})`;
     return new DatabaseError(
-      `database refused the connection to ${ctx.target}: it asks for a password and none was found ` +
-        `(${raw}); give one in the URL, PGPASSWORD, ~/.pgpass or PGPASSFILE (a password file others may ` +
+      `database refused the connection to ${ctx.target}: it asks for a password and none was found` +
+        `${said}; give one in the URL, PGPASSWORD, ~/.pgpass or PGPASSFILE (a password file others may ` +
         `read is ignored: chmod 600 it)`,
       'E_DB_AUTH',
       { cause: err },
@@ -125,6 +130,9 @@ export function classifyDbError(
   if (AUTH_CODES.has(code)) {
     return new DatabaseError(`database refused the connection to ${ctx.target}: ${raw}`, 'E_DB_AUTH', { cause: err });
   }
+  const sasl = saslWords(raw);
+  if (sasl !== undefined)
+    return new DatabaseError(`database refused the connection to ${ctx.target}: ${sasl}`, 'E_DB_AUTH', { cause: err });
   if (isTlsFailure(err, raw)) {
     return new DatabaseError(
       `TLS to ${ctx.target} failed: ${raw || code}; check sslmode and sslrootcert in the connection settings`,
@@ -132,6 +140,10 @@ export function classifyDbError(
       { cause: err },
     );
   }
+  if (code === 'EACCES' && isConnect(err))
+    return new DatabaseError(`database unreachable at ${ctx.target}: ${networkWords(err, raw)}`, 'E_DB_UNREACHABLE', {
+      cause: err,
+    });
   if (isTransientDbError(err)) {
     // Our own bound: no answer in time is not always no database.
     if ((err as { noAnswer?: unknown }).noAnswer === true) {
@@ -142,9 +154,13 @@ export function classifyDbError(
         { cause: err },
       );
     }
-    return new DatabaseError(`database unreachable at ${ctx.target}: ${raw || code}`, 'E_DB_UNREACHABLE', {
-      cause: err,
-    });
+    return new DatabaseError(
+      `database unreachable at ${ctx.target}: ${networkWords(err, raw) || code}`,
+      'E_DB_UNREACHABLE',
+      {
+        cause: err,
+      },
+    );
   }
   const refusal = serverRefusal(code);
   if (refusal !== undefined) {
@@ -155,6 +171,50 @@ export function classifyDbError(
     );
   }
   return undefined;
+}
+
+/**
+ * The driver's SCRAM exchange failing for another reason than a missing password, in words
+ * (pg says `SASL: SCRAM-SERVER-FINAL-MESSAGE: ...`, its own internals); undefined for any other error.
+ */
+function saslWords(raw: string): string | undefined {
+  if (!raw.startsWith('SASL:')) return undefined;
+  if (/signature does not match/.test(raw))
+    return "the server's proof of the password (SCRAM) does not match: not the server meant, or something between rewrites the exchange";
+  if (/Only mechanism|mechanism/i.test(raw))
+    return 'the server asks for a password exchange leasejob cannot do (it speaks SCRAM-SHA-256, without channel binding)';
+  return 'the password exchange (SCRAM) with the server failed: the server may not be the one meant, or a proxy between alters it';
+}
+
+/** Node's errno words (`getaddrinfo ENOTFOUND db`, `connect ECONNREFUSED 10.0.0.5:5432`) in leasejob's, the code kept. */
+const NETWORK_WORDS: Record<string, (where: string) => string> = {
+  ENOTFOUND: (where) => `no such host name ${where} (DNS)`,
+  EAI_AGAIN: (where) => `the host name ${where} could not be looked up now (DNS)`,
+  ECONNREFUSED: (where) => `connection refused: nothing listens at ${where}`,
+  ECONNRESET: () => 'the connection was reset (the server, or something between, closed it)',
+  ETIMEDOUT: (where) => `no answer from ${where} (timed out)`,
+  EHOSTUNREACH: (where) => `no route to ${where}`,
+  ENETUNREACH: (where) => `the network of ${where} is unreachable`,
+  ENOENT: (where) => `no server socket at ${where} (is the server running, and is that its socket directory?)`,
+  EACCES: (where) => `not allowed to open ${where}`,
+};
+
+/** Node's error for a socket that could not be opened (a Unix socket path missing or not ours). */
+const isConnect = (err: unknown): boolean => (err as { syscall?: unknown } | null)?.syscall === 'connect';
+
+function networkWords(err: unknown, raw: string): string {
+  const e = (err ?? {}) as { code?: unknown; hostname?: unknown; address?: unknown; port?: unknown };
+  const code = typeof e.code === 'string' ? e.code : '';
+  const words = NETWORK_WORDS[code];
+  if (!words) return raw;
+  const host = typeof e.hostname === 'string' ? e.hostname : typeof e.address === 'string' ? e.address : undefined;
+  const where =
+    host === undefined
+      ? 'the server'
+      : e.port !== undefined && !host.startsWith('/')
+        ? `${host}:${String(e.port)}`
+        : host;
+  return `${words(where)} (${code})`;
 }
 
 /**

@@ -43,6 +43,7 @@ import type {
   WindowOutput,
   WindowRow,
   WindowStates,
+  RangeOccurrence,
 } from '../contract.js';
 import {
   ACQUIRE_LOCK_TIMEOUT_MS,
@@ -139,6 +140,16 @@ const passwordWarningSink = (): Writable =>
       done();
     },
   }));
+
+/**
+ * A lease `l` held by a database session that is gone: its recorded backend is no longer there, or
+ * is another session by its start time (as acquire() judges a crashed holder: sql/006). A
+ * session the role may not see still shows its pid, with a null start: taken as alive.
+ */
+const HOLDER_GONE_SQL = (l: string): string =>
+  `(${l}.expires_at > now() AND ${l}.backend_pid IS NOT NULL AND NOT EXISTS (
+     SELECT 1 FROM pg_stat_get_activity(${l}.backend_pid) a
+      WHERE a.pid = ${l}.backend_pid AND (a.backend_start IS NULL OR a.backend_start = ${l}.backend_start)))`;
 
 /**
  * An instant as float8 milliseconds since the epoch, truncated to the millisecond as a
@@ -415,8 +426,11 @@ export class PgStore implements LeaseStore {
     );
     const r = rows[0];
     const changed = notices.find((n) => n.message === 'leasejob:job-changed' && n.detail);
+    // Only for a stale holder, whose wait is what a run then says: whether it crashed.
+    const gone = r.outcome === 'stale' ? await this.holderGone(i.job, r.holder_generation) : undefined;
     return {
       ...(changed ? { jobChanged: JSON.parse(changed.detail as string) as JobChange } : {}),
+      ...(gone ? { holderGone: true } : {}),
       outcome: r.outcome,
       generation: r.generation,
       attempt: r.attempt,
@@ -427,6 +441,22 @@ export class PgStore implements LeaseStore {
       expiresAt: r.expires_at,
       completedAt: r.completed_at,
     };
+  }
+
+  /**
+   * Whether generation `generation` of the job's lease is held by a database session that is
+   * gone (as acquire() judges it: sql/006_session_lookup.sql). Best effort: false when unknown.
+   */
+  private async holderGone(job: string, generation: string | null): Promise<boolean> {
+    try {
+      const { rows } = await this.query(
+        `SELECT ${HOLDER_GONE_SQL('l')} AS gone FROM ${this.s}.leases l WHERE l.name = $1 AND l.generation = $2`,
+        [job, generation],
+      );
+      return rows[0]?.gone === true;
+    } catch {
+      return false;
+    }
   }
 
   /** Undefined when the lease is no longer ours (taken, expired or released). */
@@ -750,7 +780,7 @@ export class PgStore implements LeaseStore {
       `SELECT j.name, j.schedule, j.tz, j.window_mode, j.window_format, j.window_offset, j.alert_after_ms,
               j.alert_lookback_ms, j.expect_min_ms, j.expect_max_ms, ${epochMs('j.created_at')} AS created_ms,
               ${epochMs('j.schedule_since')} AS schedule_since_ms,
-              l.owner, l.generation, l.expires_at > now() AS held,
+              l.owner, l.generation, l.expires_at > now() AS held, ${HOLDER_GONE_SQL('l')} AS holder_gone,
               round(date_part('epoch', l.expires_at - now()) * 1000) AS expires_in_ms,
               round(date_part('epoch', now() - l.acquired_at) * 1000) AS held_for_ms,
               coalesce(dg.last_window, lc.window_key) AS last_window,
@@ -812,6 +842,7 @@ export class PgStore implements LeaseStore {
         owner: r.owner,
         generation: r.generation,
         held: r.held === true,
+        holderGone: r.held === true && r.holder_gone === true,
         expiresInMs: r.held ? r.expires_in_ms : null,
         heldForMs: r.held ? r.held_for_ms : null,
         lastWindow: r.last_window,
@@ -1026,13 +1057,15 @@ export class PgStore implements LeaseStore {
     return this.claimedAsColumn ? 'w.claimed_as' : 'NULL::text';
   }
 
-  async readOccurrenceCounts(job?: string): Promise<OccurrenceCount[]> {
+  /**
+   * The reason of the window `w` (aliased so) as monitor/occurrences.ts judges one occurrence;
+   * events are read only for the rare windows that need them (missed, handled by hand), through
+   * their kind's index. A schema before 024 has no max_attempts: read from the row as JSON
+   * (failed windows only).
+   */
+  private async occurrenceReasonSql(): Promise<string> {
     const e = `${this.s}.events e WHERE e.job = w.job AND e.window_key = w.window_key`;
-    const since = "now() - coalesce(j.alert_lookback_ms, 86400000) * interval '1 millisecond'";
-    // The CASE as monitor/occurrences.ts judges one occurrence; events are read only for the
-    // rare windows that need them (missed, handled by hand), through their kind's index. A
-    // schema before 024 has no max_attempts: read from the row as JSON (failed windows only).
-    const windows = `SELECT w.job, CASE
+    return `CASE
          WHEN w.outcome = 'running' THEN 'running'
          WHEN w.outcome IN ('failed', 'lost', 'replaced') THEN
            CASE WHEN ${reportedBudget("(to_jsonb(w) ->> 'max_attempts')::int", '')} <= w.attempts THEN 'exhausted'
@@ -1043,7 +1076,12 @@ export class PgStore implements LeaseStore {
          WHEN w.generation = 0 AND EXISTS (SELECT 1 FROM ${e} AND e.kind = 'window-marked') THEN 'skipped-marked'
          WHEN w.outcome = 'skipped' THEN 'skipped-paused'
          ELSE CASE ${await this.claimedAsSql()} WHEN 'backfill' THEN 'backfilled' WHEN 'catch-up' THEN 'caught-up'
-           ELSE 'completed' END END AS reason
+           ELSE 'completed' END END`;
+  }
+
+  async readOccurrenceCounts(job?: string): Promise<OccurrenceCount[]> {
+    const since = "now() - coalesce(j.alert_lookback_ms, 86400000) * interval '1 millisecond'";
+    const windows = `SELECT w.job, ${await this.occurrenceReasonSql()} AS reason
        FROM ${this.s}.windows w JOIN ${this.s}.jobs j ON j.name = w.job
        WHERE coalesce(w.scheduled_at, w.first_started_at) >= ${since} AND ($1::text IS NULL OR w.job = $1)`;
     // Occurrences only skipped (no ledger row), by their latest skip: the skip kinds' events
@@ -1063,6 +1101,57 @@ export class PgStore implements LeaseStore {
       [job ?? null],
     );
     return rows.map((r) => ({ job: r.job, reason: r.reason, n: r.n }));
+  }
+
+  async readOccurrencesBetween(
+    jobs: readonly string[],
+    from: Date,
+    to: Date,
+    perJob: number,
+  ): Promise<RangeOccurrence[]> {
+    if (jobs.length === 0) return [];
+    // Each job's latest windows scheduled in the range through windows_scheduled (job,
+    // scheduled_at), those without a scheduled time (--window) by their first claim; then the
+    // skip events of the range with no ledger row, through events_kind (kind, db_time). A skip
+    // comes after its tick: an hour before the range is read for the ones that were late.
+    const { rows } = await this.query(
+      `SELECT j.name AS job, w.window_key, ${epochMs('coalesce(w.scheduled_at, w.first_started_at)')} AS at_ms,
+              w.attempts, ${reportedBudget("(to_jsonb(w) ->> 'max_attempts')::int", '')} AS max_attempts,
+              w.generation::text AS generation, ${await this.occurrenceReasonSql()} AS reason, NULL::text AS scheduled_text
+         FROM unnest($1::text[]) j(name)
+         CROSS JOIN LATERAL (
+           (SELECT * FROM ${this.s}.windows w WHERE w.job = j.name AND w.scheduled_at >= $2 AND w.scheduled_at < $3
+             ORDER BY w.scheduled_at DESC LIMIT $4)
+           UNION ALL
+           (SELECT * FROM ${this.s}.windows w WHERE w.job = j.name AND w.scheduled_at IS NULL
+              AND w.first_started_at >= $2 AND w.first_started_at < $3 ORDER BY w.first_started_at DESC LIMIT $4)) w
+       UNION ALL
+       SELECT * FROM (
+         SELECT DISTINCT ON (e.job, e.window_key) e.job, e.window_key, ${epochMs('e.db_time')}, 0, NULL::int, NULL::text,
+                ${skipReasonSql('e.kind')}, e.detail ->> 'scheduled_at'
+           FROM ${this.s}.events e
+          WHERE e.kind IN (${SKIP_KINDS_SQL}) AND e.db_time >= $2::timestamptz - interval '1 hour' AND e.db_time < $3
+            AND e.job = ANY($1::text[]) AND e.window_key IS NOT NULL
+            AND NOT EXISTS (SELECT 1 FROM ${this.s}.windows w WHERE w.job = e.job AND w.window_key = e.window_key)
+          ORDER BY e.job, e.window_key, e.seq DESC LIMIT $5) s`,
+      [jobs, from, to, perJob, perJob * jobs.length],
+    );
+    return rows.flatMap((r) => {
+      const scheduled = r.scheduled_text === null ? NaN : Date.parse(r.scheduled_text);
+      const at = new Date(Number.isNaN(scheduled) ? Number(r.at_ms) : scheduled);
+      if (at < from || at >= to) return [];
+      return [
+        {
+          job: r.job,
+          window: r.window_key,
+          at,
+          reason: r.reason,
+          attempts: r.attempts,
+          maxAttempts: r.max_attempts,
+          generation: r.generation,
+        },
+      ];
+    });
   }
 
   async readEventCounts(kinds: readonly string[]): Promise<EventCount[]> {

@@ -54,6 +54,7 @@ export function acquireSync(s: Sqlite, i: AcquireInput): AcquireRow {
     return {
       ...none,
       outcome: overdue || dead ? 'stale' : 'busy',
+      ...(dead ? { holderGone: true } : {}),
       holder: prev.owner,
       holderGeneration: String(prev.generation),
       holderWindow: prev.window_key,

@@ -3,6 +3,7 @@ import {
   type EventCount,
   type HistoryEvent,
   type OccurrenceCount,
+  type RangeOccurrence,
   SKIP_KINDS_SQL,
   type WindowRow,
   type WindowStates,
@@ -56,16 +57,9 @@ export async function readJobWindows(s: Sqlite, job: string, limit: number): Pro
   }));
 }
 
-export async function readOccurrenceCounts(s: Sqlite, job?: string): Promise<OccurrenceCount[]> {
-  const e = 'events e WHERE e.job = w.job AND e.window_key = w.window_key';
-  const since = '@now - coalesce(j.alert_lookback_ms, 86400000)';
-  // As PostgreSQL's (monitor/occurrences.ts judges one occurrence the same way); the skips
-  // within the longest lookback through the partial index events_skips (sql/sqlite/indexes.sql),
-  // the latest per window.
-  return s.db
-    .prepare(
-      `SELECT job, reason, count(*) AS n FROM (
-         SELECT w.job, CASE
+/** A window's reason (the window aliased `w`), as PostgreSQL's and monitor/occurrences.ts judge one occurrence. */
+const e = 'events e WHERE e.job = w.job AND e.window_key = w.window_key';
+const REASON_SQL = `CASE
            WHEN w.outcome = 'running' THEN 'running'
            WHEN w.outcome IN ('failed', 'lost', 'replaced') THEN
              CASE WHEN w.max_attempts > 0 AND w.max_attempts <= w.attempts THEN 'exhausted'
@@ -77,7 +71,17 @@ export async function readOccurrenceCounts(s: Sqlite, job?: string): Promise<Occ
            WHEN w.outcome = 'skipped' THEN 'skipped-paused'
            WHEN w.claimed_as = 'backfill' THEN 'backfilled'
            WHEN w.claimed_as = 'catch-up' THEN 'caught-up'
-           ELSE 'completed' END AS reason
+           ELSE 'completed' END`;
+
+export async function readOccurrenceCounts(s: Sqlite, job?: string): Promise<OccurrenceCount[]> {
+  const since = '@now - coalesce(j.alert_lookback_ms, 86400000)';
+  // As PostgreSQL's (monitor/occurrences.ts judges one occurrence the same way); the skips
+  // within the longest lookback through the partial index events_skips (sql/sqlite/indexes.sql),
+  // the latest per window.
+  return s.db
+    .prepare(
+      `SELECT job, reason, count(*) AS n FROM (
+         SELECT w.job, ${REASON_SQL} AS reason
          FROM windows w JOIN jobs j ON j.name = w.job
          WHERE coalesce(w.scheduled_at, w.first_started_at) >= ${since} AND (@job IS NULL OR w.job = @job)
          UNION ALL
@@ -91,6 +95,56 @@ export async function readOccurrenceCounts(s: Sqlite, job?: string): Promise<Occ
        GROUP BY 1, 2`,
     )
     .all({ now: Date.now(), job: job ?? null }) as OccurrenceCount[];
+}
+
+/** See LeaseStore.readOccurrencesBetween: as PostgreSQL's, a skip read from an hour before the range. */
+export async function readOccurrencesBetween(
+  s: Sqlite,
+  jobs: readonly string[],
+  from: Date,
+  to: Date,
+  perJob: number,
+): Promise<RangeOccurrence[]> {
+  if (jobs.length === 0) return [];
+  const rows = s.db
+    .prepare(
+      `SELECT * FROM (
+         SELECT w.job, w.window_key, coalesce(w.scheduled_at, w.first_started_at) AS at, w.attempts,
+                CASE WHEN w.max_attempts > 0 THEN w.max_attempts END AS max_attempts, w.generation, ${REASON_SQL} AS reason,
+                NULL AS scheduled_text,
+                row_number() OVER (PARTITION BY w.job ORDER BY coalesce(w.scheduled_at, w.first_started_at) DESC) AS n
+           FROM windows w
+          WHERE w.job IN (SELECT value FROM json_each(@jobs))
+            AND coalesce(w.scheduled_at, w.first_started_at) >= @from AND coalesce(w.scheduled_at, w.first_started_at) < @to)
+        WHERE n <= @per
+       UNION ALL
+       SELECT job, window_key, db_time, 0, NULL, NULL, ${skipReasonSql('kind')}, json_extract(detail, '$.scheduled_at'), 1 FROM (
+         SELECT e.*, row_number() OVER (PARTITION BY e.job, e.window_key ORDER BY e.seq DESC) AS latest
+           FROM events e
+          WHERE e.kind IN (${SKIP_KINDS_SQL}) AND e.db_time >= @from - 3600000 AND e.db_time < @to
+            AND e.job IN (SELECT value FROM json_each(@jobs)) AND e.window_key IS NOT NULL
+            AND NOT EXISTS (SELECT 1 FROM windows w WHERE w.job = e.job AND w.window_key = e.window_key))
+        WHERE latest = 1`,
+    )
+    .all({ jobs: JSON.stringify(jobs), from: from.getTime(), to: to.getTime(), per: perJob }) as Array<
+    Record<string, unknown>
+  >;
+  return rows.flatMap((r) => {
+    const scheduled = typeof r.scheduled_text === 'string' ? Date.parse(r.scheduled_text) : NaN;
+    const at = new Date(Number.isNaN(scheduled) ? (r.at as number) : scheduled);
+    if (at < from || at >= to) return [];
+    return [
+      {
+        job: r.job as string,
+        window: r.window_key as string,
+        at,
+        reason: r.reason as string,
+        attempts: r.attempts as number,
+        maxAttempts: (r.max_attempts as number | null) ?? null,
+        generation: r.generation == null ? null : String(r.generation),
+      },
+    ];
+  });
 }
 
 export async function readEventCounts(s: Sqlite, kinds: readonly string[]): Promise<EventCount[]> {

@@ -1,7 +1,7 @@
 // The monitor's reads of the registry: every job with its lease and open windows, the schedules to evaluate.
 import { JOB_CHANGES_WINDOW_MS, type JobRow, type ScheduleKey } from '../contract.js';
 import { budgetOutcome } from './attempt-budget.js';
-import { type JobRecord, type Sqlite, hostMonotonicMs, isPaused } from './context.js';
+import { type JobRecord, type Sqlite, hostMonotonicMs, hostOf, isPaused, pidAlive } from './context.js';
 
 /** The newest open windows (oldest first), with the one of most failed attempts first when it is older. */
 function withWorst(newest: JobRow['openWindows'], worst: string | null): JobRow['openWindows'] {
@@ -15,7 +15,7 @@ function withWorst(newest: JobRow['openWindows'], worst: string | null): JobRow[
  * name, or NULL for all). Exported for the test that checks its plan uses the indexes.
  */
 export const JOB_ROWS_SQL = `
-  SELECT j.*, l.owner, l.generation, l.expires_mono, l.boot_id, l.acquired_at,
+  SELECT j.*, l.owner, l.generation, l.expires_mono, l.boot_id, l.acquired_at, l.holder_pid,
          (SELECT json_object('window', w.window_key, 'completed_at', w.completed_at, 'started_at', w.started_at, 'generation', w.generation)
             FROM windows w WHERE w.job = j.name AND w.completed_at IS NOT NULL
              -- A window marked ahead of its tick is final, never the latest completion (as PostgreSQL's 023).
@@ -70,6 +70,9 @@ export async function readJobRows(s: Sqlite, name?: string): Promise<{ dbNow: Da
         owner: (r.owner as string | null) ?? null,
         generation: r.generation == null ? null : String(r.generation),
         held,
+        // As acquire judges a crashed holder: its process, on this host and this boot, is gone.
+        holderGone:
+          held && r.holder_pid != null && hostOf(r.owner as string) === s.host && !pidAlive(r.holder_pid as number),
         expiresInMs: held ? (r.expires_mono as number) - nowMono : null,
         heldForMs: held ? now - (r.acquired_at as number) : null,
         lastWindow: last?.window ?? null,

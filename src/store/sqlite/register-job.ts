@@ -35,6 +35,29 @@ const scheduleMoved = (before: JobSettings, next: JobSettings): boolean =>
  * the version, and (when a schedule is involved) is a job-changed event, returned.
  */
 export function registerJob(s: Sqlite, i: AcquireInput, now: number): JobChange | undefined {
+  const change = registerSettings(s, i, now);
+  const from = i.spec?.expected_from_ms;
+  if (typeof from === 'number') expectFrom(s, i.job, String(i.spec?.schedule), from);
+  return change;
+}
+
+/**
+ * As register_job (038): `backfill --schedule`, registering the schedule of a job that had none,
+ * has its occurrences expected from its range's first one, not from the registration, when the
+ * registered schedule is its own (a NULL schedule_since, never changed, stays NULL).
+ */
+function expectFrom(s: Sqlite, job: string, schedule: string, fromMs: number): void {
+  s.db
+    .prepare(
+      `UPDATE jobs SET created_at = min(created_at, @from),
+         schedule_since = CASE WHEN schedule_since IS NULL THEN NULL ELSE min(schedule_since, @from) END
+       WHERE name = @job AND window_mode = 'schedule' AND schedule = @schedule
+         AND (created_at > @from OR schedule_since > @from)`,
+    )
+    .run({ job, schedule, from: fromMs });
+}
+
+function registerSettings(s: Sqlite, i: AcquireInput, now: number): JobChange | undefined {
   const spec = i.spec ?? {};
   const next: JobSettings = {
     schedule: spec.schedule ?? null,

@@ -18,6 +18,7 @@ import type {
   DueNotCompleted,
   EventCount,
   OccurrenceCount,
+  RangeOccurrence,
   FinishInput,
   HistoryEvent,
   HostClock,
@@ -49,7 +50,14 @@ import { finishWindow } from './finish-window.js';
 import { mark } from './mark-window.js';
 import { pause, resume } from './pause-job.js';
 import { readDueNotCompleted } from './read-due.js';
-import { readEventCounts, readHistory, readJobWindows, readOccurrenceCounts, readWindows } from './read-history.js';
+import {
+  readEventCounts,
+  readHistory,
+  readJobWindows,
+  readOccurrenceCounts,
+  readOccurrencesBetween,
+  readWindows,
+} from './read-history.js';
 import { readJobRows, readScheduleKeys } from './read-jobs.js';
 import { recordEvent } from './record-event.js';
 import { recordMissed } from './record-missed.js';
@@ -180,6 +188,10 @@ export class SqliteStore implements LeaseStore {
 
   readJobWindows(job: string, limit: number): Promise<WindowRow[]> {
     return readJobWindows(this.s, job, limit);
+  }
+
+  readOccurrencesBetween(jobs: readonly string[], from: Date, to: Date, perJob: number): Promise<RangeOccurrence[]> {
+    return readOccurrencesBetween(this.s, jobs, from, to, perJob);
   }
 
   readOccurrenceCounts(job?: string): Promise<OccurrenceCount[]> {
