@@ -44,16 +44,17 @@ function get(
 }
 
 /**
- * The flood, as 2,000 scrapers firing at once: every connection opened, then the exporter stopped
- * (SIGSTOP) while every request is sent, and let go (SIGCONT) once all are in its sockets. Sent
- * to a running exporter, they would reach it as fast as this process can write them, and the
- * test would measure that; this way every request is there before the exporter reads any.
+ * The flood, as 2,000 scrapers firing at once: the exporter stopped (SIGSTOP) while every
+ * connection is made (the kernel completes them into its listen backlog, 4,096) and every request
+ * sent, and let go (SIGCONT) once all are there. Sent to a running exporter, they would reach it
+ * as fast as this process can open and write them, and the test would measure that; this way
+ * every request is there before the exporter takes up any.
  */
 async function flood(port: number, pid: number, n: number): Promise<Array<{ status: number; body: string }>> {
-  const socks = await Promise.all(Array.from({ length: n }, () => connect(port)));
   expect(signalPid(pid, 'SIGSTOP')).toBe(true);
   let requests: Array<ReturnType<typeof get>>;
   try {
+    const socks = await Promise.all(Array.from({ length: n }, () => connect(port)));
     requests = socks.map((s) => get(s, '/metrics'));
     await Promise.all(requests.map((r) => r.sent));
   } finally {
@@ -92,12 +93,12 @@ describe.each(stores)('a scrape flood in %s', (store, conn) => {
     const served = reads.map((l) => Number(l.served));
     console.log(`scrape flood, ${store}: ${reads.length} reads served ${REQUESTS} requests (${served.join(' ')})`);
     expect(served.reduce((n, s) => n + s, 0)).toBe(REQUESTS);
-    // All there before the exporter read any: the first read answers those it took up at once
-    // (up to 1,024 sockets a turn of its event loop), the others share the reads after it. Read
-    // one by one (main before issue 44), 2,000 reads would each answer one.
+    // All there before the exporter took up any: one read answers them (the loop takes up a few
+    // connections a turn; a read goes on answering while every turn brings more, up to 1 s), a
+    // few when a turn brought none. Read one by one (main before issue 44): 2,000 reads.
     expect(Math.max(...served), served.join(' ')).toBeGreaterThanOrEqual(100);
-    expect(reads.length, `${reads.length} reads served ${REQUESTS} requests: ${served.join(' ')}`).toBeLessThan(
-      REQUESTS / 2,
+    expect(reads.length, `${reads.length} reads served ${REQUESTS} requests: ${served.join(' ')}`).toBeLessThanOrEqual(
+      REQUESTS / 40,
     );
     // A read's requests get the same bytes: as many distinct bodies as reads at most.
     expect(

@@ -29,6 +29,18 @@ describe('sharedRead', () => {
     expect(await next).toBe(2);
   });
 
+  it('goes on answering while each turn of the event loop brings calls (a flood taken up a few a turn), not after an idle one', async () => {
+    let reads = 0;
+    const read = sharedRead(async () => ++reads);
+    expect(await read()).toBe(1);
+    // The turns right after it ended, each with a call: still read 1.
+    for (let i = 0; i < 5; i++) expect(await read()).toBe(1);
+    // A turn without a call ends it: a lone scraper's next request reads again.
+    await turn();
+    await turn();
+    expect(await read()).toBe(2);
+  });
+
   it('gives its error to every call that shared it, and reads again after', async () => {
     let n = 0;
     const read = sharedRead(async () => {
