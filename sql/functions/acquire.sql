@@ -14,6 +14,11 @@
 -- fencing token, epoch * 10^12 + n, in the epoch of this server's history (fence_epoch()), n
 -- never below the token floor of this server start (021). Committed durably (durable_commit).
 -- 026: its claim of a window resets the row's claimed_as (a plain run's claim: the latest claim says how).
+-- 035 (two clocks): with p_spec's `clock` (acquire_two_clock(), runners from 035 on), a lease the
+-- database clock calls expired is taken over only when a second clock agrees that its holder has
+-- stopped (two_clock_confirmed()); else the outcome is `unconfirmed` and the caller waits a full
+-- TTL on its own monotonic clock watching the lease's renewal counter. Without it (older
+-- callers), the database clock alone decides, as before. `clock` is not part of the job's spec.
 CREATE OR REPLACE FUNCTION acquire(
   p_job text, p_owner text, p_ttl_ms integer, p_renew_ms integer,
   p_window text, p_scheduled_at timestamptz, p_rerun boolean, p_max_delay_ms bigint,
@@ -37,6 +42,9 @@ DECLARE
   v_max integer := (p_spec->>'max_attempts')::integer; -- 024
   v_delay bigint := (p_spec->>'retry_delay_ms')::bigint;
   v_budget record;
+  v_clock jsonb := nullif(p_spec->'clock', 'null'::jsonb); -- 035
+  v_spec jsonb := nullif(p_spec - 'clock', '{}'::jsonb);
+  v_confirmed boolean := true;
 BEGIN
   db_now := now();
   -- 021: durable before the child starts, whatever synchronous_commit says.
@@ -53,7 +61,7 @@ BEGIN
   SELECT * INTO v_gate FROM window_gate(p_job, p_window, p_scheduled_at, p_rerun, p_max_delay_ms, false);
   IF v_gate.reason IS NOT NULL THEN
     -- The job's row before the window's, as everywhere.
-    PERFORM register_job(p_job, p_ttl_ms, p_spec);
+    PERFORM register_job(p_job, p_ttl_ms, v_spec);
     outcome := window_refused(p_job, p_owner, NULL, p_window, p_scheduled_at, v_gate.reason, v_gate.retained_from,
                               p_max_delay_ms, p_host_time);
     completed_at := v_gate.completed_at;
@@ -64,7 +72,7 @@ BEGIN
   -- trigger of an exhausted occurrence) takes no lease. Asked again below under the lease row.
   SELECT * INTO v_budget FROM attempt_budget(p_job, p_window, v_max, v_delay, p_rerun);
   IF v_budget.reason IS NOT NULL THEN
-    PERFORM register_job(p_job, p_ttl_ms, p_spec);
+    PERFORM register_job(p_job, p_ttl_ms, v_spec);
     PERFORM skip_budget(p_job, p_owner, NULL, p_window, v_budget.reason, v_budget.attempts, v_max,
                         v_budget.next_at, p_host_time);
     outcome := v_budget.reason; attempt := v_budget.attempts; expires_at := v_budget.next_at;
@@ -96,18 +104,29 @@ BEGIN
   -- which we now hold), and a pause may have committed while we queued: the gate again, the
   -- pause now under the job's row lock (020), before any generation is spent.
   SELECT * INTO v_gate FROM window_gate(p_job, p_window, p_scheduled_at, p_rerun, p_max_delay_ms, true);
-  IF v_gate.reason IS NULL THEN
+  -- 035: a takeover needs the second clock's word too (an older caller's: the database clock's alone).
+  v_confirmed := v_clock IS NULL OR v_prev.name IS NULL OR v_prev.released_at IS NOT NULL
+    OR v_prev.owner = p_owner OR v_prev.expires_at > now()
+    OR two_clock_confirmed(v_prev.generation, v_prev.renewals, v_prev.ttl_ms, v_prev.holder_offset_ms,
+                           v_prev.holder_uncertainty_ms, v_clock);
+  IF v_gate.reason IS NULL AND v_confirmed THEN
   INSERT INTO leases AS l (name, owner, generation, acquired_at, renewed_at, expires_at,
-                           released_at, ttl_ms, renew_interval_ms, window_key, backend_pid, backend_start)
+                           released_at, ttl_ms, renew_interval_ms, window_key, backend_pid, backend_start,
+                           renewals, holder_offset_ms, holder_uncertainty_ms)
   VALUES (p_job, p_owner, greatest(next_token(NULL, v_epoch), v_floor), now(), now(), now() + make_interval(secs => p_ttl_ms / 1000.0),
           NULL, p_ttl_ms, p_renew_ms, p_window, pg_backend_pid(),
-          (SELECT a.backend_start FROM pg_stat_get_activity(pg_backend_pid()) a))
+          (SELECT a.backend_start FROM pg_stat_get_activity(pg_backend_pid()) a),
+          -- 035: a new generation's renewals count from 0; its offset, until its first renewal
+          -- brings a measured one, is the database's estimate from this statement (host_ms, taken
+          -- as it was sent: an upper bound, high by the statement's one-way delay).
+          0, clock_offset_estimate(v_clock), CASE WHEN v_clock IS NULL THEN NULL ELSE 0 END)
   ON CONFLICT (name) DO UPDATE SET
     owner = EXCLUDED.owner, generation = greatest(next_token(l.generation, v_epoch), v_floor), acquired_at = now(),
     renewed_at = now(), expires_at = EXCLUDED.expires_at, released_at = NULL,
     ttl_ms = EXCLUDED.ttl_ms, renew_interval_ms = EXCLUDED.renew_interval_ms,
     window_key = EXCLUDED.window_key, backend_pid = EXCLUDED.backend_pid,
-    backend_start = EXCLUDED.backend_start
+    backend_start = EXCLUDED.backend_start, renewals = 0, holder_offset_ms = EXCLUDED.holder_offset_ms,
+    holder_uncertainty_ms = EXCLUDED.holder_uncertainty_ms
   WHERE l.expires_at <= now()
   RETURNING l.generation INTO v_gen;
   END IF;
@@ -118,14 +137,14 @@ BEGIN
   END IF;
 
   IF v_gate.reason IS NOT NULL THEN
-    PERFORM register_job(p_job, p_ttl_ms, p_spec);
+    PERFORM register_job(p_job, p_ttl_ms, v_spec);
     outcome := window_refused(p_job, p_owner, NULL, p_window, p_scheduled_at, v_gate.reason, v_gate.retained_from,
                               p_max_delay_ms, p_host_time);
     completed_at := v_gate.completed_at;
     RETURN NEXT; RETURN;
   END IF;
 
-  PERFORM register_job(p_job, p_ttl_ms, p_spec);
+  PERFORM register_job(p_job, p_ttl_ms, v_spec);
 
   IF v_gen IS NULL THEN
     -- Busy: describe the holder so the caller can skip, wait, or wait out a stale holder.
@@ -139,7 +158,9 @@ BEGIN
        WHERE a.pid = v_prev.backend_pid
          -- backend_start is NULL for another role's session without pg_read_all_stats.
          AND (a.backend_start IS NULL OR a.backend_start = v_prev.backend_start));
-    outcome := CASE WHEN v_stale OR v_session_gone THEN 'stale' ELSE 'busy' END;
+    -- 035: expired on the database clock, but the second clock does not agree (a stepped clock?).
+    outcome := CASE WHEN v_prev.expires_at <= now() AND v_prev.released_at IS NULL AND NOT v_confirmed THEN 'unconfirmed'
+                    WHEN v_stale OR v_session_gone THEN 'stale' ELSE 'busy' END;
     RETURN NEXT; RETURN;
   END IF;
 

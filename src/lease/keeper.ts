@@ -75,6 +75,8 @@ export class LeaseKeeper implements LeaseDeadline {
   /** Clock-offset measurements of this lease (acquire, renewals): the latest precise one, and the least uncertain. */
   private latestPreciseOffset: OffsetMeasurement | undefined;
   private leastUncertainOffset: OffsetMeasurement | undefined;
+  /** The latest measurement whatever its uncertainty: sent with each renewal for contenders (two clocks). */
+  private latestOffset: OffsetMeasurement | undefined;
 
   constructor(
     private readonly store: Store,
@@ -85,6 +87,7 @@ export class LeaseKeeper implements LeaseDeadline {
     private readonly onLoss: (reason: LossReason) => void,
     private readonly onClockJump: (jumpMs: number) => void = () => {},
     private readonly onRecovered: (failures: number, lastError: string) => void = () => {},
+    private readonly onDatabaseStep: (stepMs: number) => void = () => {},
   ) {
     this.lastSent = acquireSent;
   }
@@ -100,6 +103,7 @@ export class LeaseKeeper implements LeaseDeadline {
   /** A measurement of the host's clock against the database's (the acquire's, each renewal's). */
   noteOffset(m: OffsetMeasurement | undefined): void {
     if (m === undefined) return;
+    this.latestOffset = m;
     if (m.uncertaintyMs <= PRECISE_OFFSET_MS) this.latestPreciseOffset = m;
     if (this.leastUncertainOffset === undefined || m.uncertaintyMs <= this.leastUncertainOffset.uncertaintyMs)
       this.leastUncertainOffset = m;
@@ -173,18 +177,30 @@ export class LeaseKeeper implements LeaseDeadline {
         this.timing.ttlMs,
         lockTimeoutMs,
         answerTimeoutMs,
+        this.latestOffset,
       );
       const received = stamp();
       if (this.stopped) return;
-      if (!row) {
-        this.lose({ kind: 'lease-lost', detail: 'renewal found the lease taken, expired or released' });
+      if (!row || row.notRenewed) {
+        this.lose({ kind: 'lease-lost', detail: this.notRenewedDetail(row, sent, received) });
         return;
       }
       const jump = wallJumpMs(this.lastSent, sent);
       this.lastSent = sent;
       this.armDeadline();
       const offset = measureOffset(sent, received, row.dbNow);
+      const step = databaseStepMs(this.latestOffset, offset, jump);
       this.noteOffset(offset);
+      if (step !== 0) {
+        // The lease was renewed on the stepped clock: a full TTL ahead of it, so it still holds.
+        // Contenders of this version see the clocks disagree until the next renewal records
+        // this offset, and wait rather than take it (docs/fencing.md "Which clock decides what").
+        this.log.warn(
+          { stepMs: step, offsetMs: offset.offsetMs, uncertaintyMs: offset.uncertaintyMs },
+          'database clock stepped; the lease was renewed on it and still holds',
+        );
+        this.onDatabaseStep(step);
+      }
       if (this.failureStreak > 0) {
         this.onRecovered(this.failureStreak, this.lastError);
         this.failureStreak = 0;
@@ -221,11 +237,49 @@ export class LeaseKeeper implements LeaseDeadline {
     }
   }
 
+  /**
+   * Why a renewal found the lease gone. With the database's clock reading (PostgreSQL from 035),
+   * a forward step of that clock past the lease is told from a takeover: the database counts the
+   * lease expired while this holder's own clock says it holds. Contenders of this version wait a
+   * full TTL before taking it (the clocks disagree); the command is stopped within that TTL.
+   */
+  private notRenewedDetail(row: { dbNow: Date } | undefined, sent: Stamp, received: Stamp): string {
+    const gone = 'renewal found the lease taken, expired or released';
+    if (!row) return gone;
+    const step = databaseStepMs(
+      this.latestOffset,
+      measureOffset(sent, received, row.dbNow),
+      wallJumpMs(this.lastSent, sent),
+    );
+    if (step <= 0) return gone;
+    return (
+      `${gone}: the database clock stepped forward by about ${Math.round(step / 1000)} s, past the lease ` +
+      '(contenders that see the step wait a full TTL before taking it over; the command is stopped before then)'
+    );
+  }
+
   private lose(reason: LossReason): void {
     if (this.stopped) return;
     this.stop();
     this.onLoss(reason);
   }
+}
+
+/**
+ * How far the database clock stepped between two offset measurements (0: it did not, as far as
+ * they can tell): their difference beyond both uncertainties and the jump threshold, not
+ * explained by this host's own wall clock jumping (`hostJumpMs`, which moves the offset the
+ * other way: the wall-clock jump warning covers it).
+ */
+export function databaseStepMs(
+  previous: OffsetMeasurement | undefined,
+  current: OffsetMeasurement,
+  hostJumpMs: number,
+): number {
+  if (!previous) return 0;
+  const delta = current.offsetMs - previous.offsetMs + hostJumpMs;
+  const noise = Math.max(CLOCK_JUMP_THRESHOLD_MS, previous.uncertaintyMs + current.uncertaintyMs);
+  return Math.abs(delta) > noise ? delta : 0;
 }
 
 /**
@@ -268,6 +322,7 @@ export function keepRunLease(
     },
     (jumpMs) => event('clock-jump', { jump_ms: jumpMs }),
     (failures, lastError) => event('renew-failed', { failures, last_error: lastError }),
+    (stepMs) => event('clock-jump', { clock: 'database', step_ms: stepMs }),
   );
   return keeper;
 }

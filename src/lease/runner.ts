@@ -17,6 +17,14 @@ import { hostName } from '../host-name.js';
 import { stopAfterMs, type LeaseTiming } from './keeper.js';
 import type { Logger } from '../log.js';
 import { budgetSkip } from './attempts.js';
+import {
+  UNCONFIRMED_MESSAGE,
+  unconfirmedFields,
+  watchLease,
+  watchPollMs,
+  watchedLongEnough,
+  type LeaseWatch,
+} from './two-clock.js';
 import { runWindows, type Held, type Windows } from './windows.js';
 import type { RunOptions, RunResult, TaskContext, WindowClaim } from './types.js';
 import { isTransient, type AcquireInput, type AcquireRow, type LeaseStore as Store } from '../store/contract.js';
@@ -66,6 +74,8 @@ interface Acquiring {
   signalled: boolean;
   /** Set as the lease is taken (from then on, runWindows records and releases). */
   taken: boolean;
+  /** An `unconfirmed` lease being watched on this host's monotonic clock (two-clock.ts). */
+  watch: LeaseWatch | undefined;
 }
 
 export async function runWithLease<T>(
@@ -113,6 +123,11 @@ export async function runWithLease<T>(
           : { kind: 'one', window: a.win, attempt: row.attempt ?? 1 };
         return await runWindows(store, opts, task, a.log, held, windows);
       }
+      a.watch = watchLease(a.watch, row, received.mono, a.opts.ttlMs);
+      if (row.outcome === 'unconfirmed') {
+        await waitUnconfirmed(a, row);
+        continue;
+      }
       const busy = await whenBusy<T>(a, row);
       if (busy) return busy;
     }
@@ -140,6 +155,7 @@ function acquiring(store: Store, opts: RunOptions, log: Logger): Acquiring {
     unanswered: false,
     signalled: false,
     taken: false,
+    watch: undefined,
   };
 }
 
@@ -179,6 +195,9 @@ function acquireInput(a: Acquiring, sent: Stamp): AcquireInput {
     spec: opts.spec,
     maxAttempts: win ? opts.maxAttempts : undefined,
     retryDelayMs: win ? opts.retryDelayMs : undefined,
+    observed: watchedLongEnough(a.watch, sent.mono),
+    // Not after an unanswered acquire: a busy answer may then be our own lease, to be adopted.
+    recordSkips: a.unanswered ? undefined : { busy: (opts.onBusy ?? 'skip') === 'skip' },
     // With --on-busy wait, never past --wait-timeout once waiting (at least a short round trip).
     answerTimeoutMs: Math.min(
       stopAfterMs(a.timing),
@@ -241,6 +260,29 @@ async function cancelledWhileAcquiring<T>(a: Acquiring, pending: Promise<Acquire
   return { status: 'skipped', reason: 'cancelled' };
 }
 
+/**
+ * `unconfirmed`: expired on the database clock, the clocks disagreeing. Watched on this host's
+ * monotonic clock (two-clock.ts), as a stale holder is waited out: whatever --on-busy says, and
+ * with --on-busy wait not past --wait-timeout.
+ */
+async function waitUnconfirmed(a: Acquiring, row: AcquireRow): Promise<void> {
+  const waitLeft = waitLeftMs(a);
+  if (waitLeft <= 0) {
+    throw new LeaseUnavailableError(
+      `lease "${a.opts.name}" expired on the database clock, but the clocks disagree and its holder (${row.holder}) ` +
+        `was not seen stopped within ${waitedMs(a)} ms ${waitBound(a)}`,
+      'E_WAIT_TIMEOUT',
+    );
+  }
+  const watch = a.watch;
+  if (watch && !watch.told) {
+    a.log.warn(unconfirmedFields(row, watch), UNCONFIRMED_MESSAGE);
+    watch.told = true;
+  }
+  a.waiting = true;
+  await sleep(Math.min(watch ? watchPollMs(watch, monoNow()) : 1_000, Math.max(50, waitLeft)), a.opts.signal);
+}
+
 /** Paused, done or missed: the run ends here, the command not started. */
 async function notToRun<T>(a: Acquiring, row: AcquireRow): Promise<RunResult<T> | undefined> {
   const { win, log } = a;
@@ -252,7 +294,7 @@ async function notToRun<T>(a: Acquiring, row: AcquireRow): Promise<RunResult<T> 
     log.info({ completedAt: row.completedAt }, 'window already completed');
     // Evidence like a busy skip (an event, so a counter): a late duplicate, a retry of a run
     // that did finish, or a second host's cron. Best effort: the skip stands either way.
-    await skipEvent(a, 'done-skip', { completed_at: row.completedAt?.toISOString() });
+    if (!row.skipRecorded) await skipEvent(a, 'done-skip', { completed_at: row.completedAt?.toISOString() });
     return { status: 'skipped', reason: 'done', completedAt: row.completedAt };
   }
   if (row.outcome === 'missed') {
@@ -341,7 +383,7 @@ async function whenBusy<T>(a: Acquiring, row: AcquireRow): Promise<RunResult<T> 
     // ledger row (only this skip) among the others by it.
     const scheduled = a.win?.scheduledAt ? { scheduled_at: a.win.scheduledAt.toISOString() } : {};
     const detail = { holder: row.holder, holder_generation: row.holderGeneration, holder_window: row.holderWindow };
-    await skipEvent(a, 'busy-skip', { ...detail, ...scheduled });
+    if (!row.skipRecorded) await skipEvent(a, 'busy-skip', { ...detail, ...scheduled });
     return { status: 'skipped', reason: 'busy', holder: row.holder };
   }
   if (policy === 'fail') {

@@ -6,8 +6,24 @@ import type { ReplicationReport } from '../replication.js';
 /**
  * `paused`: the job is paused (leasejob pause); its occurrence was recorded as skipped, no lease taken.
  * `exhausted`, `backoff`: the attempt budget (see AttemptBudget) refused the window, no lease kept.
+ * `unconfirmed`: the lease expired on the database clock, but this caller's clock offset does not
+ * agree with the holder's (a stepped clock?): taken only once watched unchanged for a full TTL
+ * (AcquireInput.observed; docs/fencing.md "Which clock decides what"). PostgreSQL only.
  */
-export type AcquireOutcome = 'acquired' | 'busy' | 'stale' | 'done' | 'missed' | 'paused' | BudgetRefusal;
+export type AcquireOutcome =
+  'acquired' | 'busy' | 'stale' | 'unconfirmed' | 'done' | 'missed' | 'paused' | BudgetRefusal;
+
+/** What the two-clock takeover answers about the lease and the clocks (PostgreSQL from 035). */
+export interface TwoClockReading {
+  /** The holder's renewal counter (for holderGeneration), what a contender watches. */
+  renewals: string | null;
+  holderTtlMs: number | null;
+  /** The holder's clock offset at its last renewal (database minus host, ms) and its uncertainty. */
+  holderOffsetMs: number | null;
+  holderUncertaintyMs: number | null;
+  /** This caller's offset as the statement saw it (an upper bound). */
+  offsetMs: number | null;
+}
 
 /** Why the attempt budget refused a window: its attempts are spent, or its last failure is too recent. */
 export type BudgetRefusal = 'exhausted' | 'backoff';
@@ -35,6 +51,18 @@ export interface AcquireInput extends AttemptBudget {
   spec?: Record<string, string | number | null> | undefined;
   /** How long to wait for the answer: one later than the stop point could not be used. */
   answerTimeoutMs?: number | undefined;
+  /**
+   * The lease as this caller watched it, unchanged (generation and renewal counter) for a full
+   * TTL of the holder on its own monotonic clock: vouches that the holder has stopped when the
+   * clocks disagree (`unconfirmed`).
+   */
+  observed?: { generation: string; renewals: string } | undefined;
+  /**
+   * Record the skip an answer means in the acquiring statement (one round trip, not two): a
+   * `done-skip` for `done`, and with `busy` (--on-busy skip) a `busy-skip` for `busy`, with the
+   * occurrence's `scheduledAt` as the run would write it. The answer then says skipRecorded.
+   */
+  recordSkips?: { busy: boolean } | undefined;
 }
 
 export interface AcquireRow {
@@ -60,6 +88,10 @@ export interface AcquireRow {
    * `new` (adopted, version bumped) and a `job-changed` event says so. The runner warns.
    */
   jobChanged?: JobChange | undefined;
+  /** The two-clock takeover's reading (PostgreSQL from 035). */
+  clocks?: TwoClockReading | undefined;
+  /** The skip this answer means was recorded with it (AcquireInput.recordSkips). */
+  skipRecorded?: boolean | undefined;
 }
 
 /** Registry settings as a run sends them (`spec`) and the registry holds them. */
@@ -74,6 +106,11 @@ export interface JobChange {
 export interface RenewRow {
   dbNow: Date;
   expiresAt: Date;
+  /**
+   * Set when the lease was not renewed (no longer this generation's) and the store still read
+   * its clock (PostgreSQL from 035): dbNow is then that reading, expiresAt meaningless.
+   */
+  notRenewed?: true | undefined;
   /** The window of a later occurrence that asked this holder to stop (requestReplace), if any. */
   replaceFor?: string | null | undefined;
 }
@@ -497,6 +534,8 @@ export interface LeaseStore {
     ttlMs: number,
     lockTimeoutMs: number,
     answerTimeoutMs: number,
+    /** The holder's latest clock-offset measurement, recorded with the renewal (PostgreSQL). */
+    offset?: { offsetMs: number; uncertaintyMs: number },
   ): Promise<RenewRow | undefined>;
   /**
    * After an acquire whose answer never came, tried again: the lease `owner` holds as

@@ -3,7 +3,7 @@
 // injected at seeded random times, invariants checked after every round, figures reported.
 //
 //   npm run chaos -- --rounds N --seed S [--duration-s D] [--bounded] [--jobs J] [--keep] [--json FILE] [--sabotage no-fence]
-//                    [--isolation LEVEL] [--failover | --restore-in-place]
+//                    [--isolation LEVEL] [--failover | --restore-in-place] [--db-clock-step]
 //
 // Plain Node (no TypeScript, no vitest) against the built CLI (`npm run build` first; the
 // `chaos` script does it). It starts its own PostgreSQL so that it can restart it. The seed
@@ -18,6 +18,7 @@ import {
   readdirSync,
   readFileSync,
   readlinkSync,
+  renameSync,
   rmSync,
   writeFileSync,
 } from 'node:fs';
@@ -26,6 +27,7 @@ import { randomInt } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { faketimeLibrary } from '../helpers/faketime.mjs';
 import { procStat } from '../helpers/proc.mjs';
 import { checkRound, loadRound } from './lib/checks.mjs';
 import { BIN, startCluster, startHosts } from './lib/cluster.mjs';
@@ -41,7 +43,7 @@ import { signalGroup } from '../helpers/signal.mjs';
 
 const USAGE =
   'usage: node test/chaos/run.mjs --rounds N --seed S [--duration-s D>=20] [--bounded] [--jobs J] [--keep] [--json FILE] ' +
-  '[--sabotage no-fence] [--isolation LEVEL] [--failover | --restore-in-place]\n' +
+  '[--sabotage no-fence] [--isolation LEVEL] [--failover | --restore-in-place] [--db-clock-step]\n' +
   '(npm run chaos -- ... builds first; test/chaos/README.md says what each option and invariant is)\n';
 const { values: args } = parseArgs({
   options: {
@@ -65,6 +67,9 @@ const { values: args } = parseArgs({
     // A physical backup started in place of the crashed server (history lost with no new
     // timeline): a lone Debian postgresql-15 server (opt-in, as --failover).
     'restore-in-place': { type: 'boolean', default: false },
+    // The database's own wall clock steps forward under the runners (libfaketime on the server
+    // only): the two-clock takeover (docs/fencing.md). Opt-in, as --failover.
+    'db-clock-step': { type: 'boolean', default: false },
   },
 });
 if (args.help) {
@@ -142,13 +147,32 @@ for (const sig of ['SIGINT', 'SIGTERM']) {
   });
 }
 
+/**
+ * --db-clock-step: the database server's clock file (libfaketime, readable by the server's user),
+ * at +0 s until a `db-clock-step` fault moves it; undefined without libfaketime.
+ */
+function databaseClock(workDir) {
+  const library = faketimeLibrary();
+  if (!library) return undefined;
+  const file = path.join(workDir, 'db-clock');
+  const state = { library, file, offsetS: 0 };
+  state.step = (seconds) => {
+    state.offsetS += seconds;
+    writeFileSync(`${file}.tmp`, `+${state.offsetS}s\n`);
+    chmodSync(`${file}.tmp`, 0o644);
+    renameSync(`${file}.tmp`, file);
+  };
+  state.step(0);
+  return state;
+}
+
 const say = (line) => process.stdout.write(`[chaos ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function main() {
   const started = Date.now();
   say(
-    `seed ${SEED} (reproduce: npm run chaos -- --rounds ${ROUNDS} --seed ${SEED}${args['duration-s'] ? ` --duration-s ${DURATION_S}` : ''}${args.bounded ? ' --bounded' : ''}${args.isolation ? ` --isolation '${args.isolation}'` : ''}${args.failover ? ' --failover' : ''}${args['restore-in-place'] ? ' --restore-in-place' : ''})`,
+    `seed ${SEED} (reproduce: npm run chaos -- --rounds ${ROUNDS} --seed ${SEED}${args['duration-s'] ? ` --duration-s ${DURATION_S}` : ''}${args.bounded ? ' --bounded' : ''}${args.isolation ? ` --isolation '${args.isolation}'` : ''}${args.failover ? ' --failover' : ''}${args['restore-in-place'] ? ' --restore-in-place' : ''}${args['db-clock-step'] ? ' --db-clock-step' : ''})`,
   );
   const workDir = mkdtempSync(path.join(tmpdir(), 'leasejob-chaos-'));
   chmodSync(workDir, 0o755);
@@ -162,11 +186,13 @@ async function main() {
       process.exit(2);
     }
   }
+  const dbClock = args['db-clock-step'] ? databaseClock(workDir) : undefined;
   const cluster = await startCluster({
     schema: 'leasejob',
     isolation: args.isolation,
     failover: args.failover,
     restoreInPlace: args['restore-in-place'],
+    dbClock,
   });
   await installOperatorWatch(cluster.pool, 'leasejob');
   live.stops.push(() => cluster.stop());
@@ -190,6 +216,8 @@ async function main() {
       else if (k.needs === 'bouncer' && !hostsCtl.byName('bouncer')) skippedKinds[k.kind] = 'pgbouncer absent';
       else if (k.needs === 'failover' && !args.failover) skippedKinds[k.kind] = 'opt-in: --failover';
       else if (k.needs === 'restore' && !args['restore-in-place']) skippedKinds[k.kind] = 'opt-in: --restore-in-place';
+      else if (k.needs === 'db-clock' && !cluster.dbClock)
+        skippedKinds[k.kind] = args['db-clock-step'] ? 'libfaketime absent' : 'opt-in: --db-clock-step';
       else available.add(k.kind);
     }
     for (let round = 1; round <= ROUNDS; round += 1) {
@@ -224,6 +252,9 @@ async function main() {
 
 async function runRound({ round, cluster, hostsCtl, workDir, available, parentDeathSignal }) {
   const rng = stream(SEED, `round-${round}/launch`);
+  // The database clock's steps of earlier rounds (--db-clock-step): the harness-to-database
+  // offset this round starts from.
+  const dbClockAheadMs = (cluster.dbClock?.offsetS ?? 0) * 1000;
   const plan = planFaults({ rng: stream(SEED, `round-${round}/faults`), durationMs: DURATION_S * 1000, available });
   const effectsFile = path.join(workDir, `round${round}-effects.jsonl`);
   writeFileSync(effectsFile, '');
@@ -471,7 +502,7 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
     unitsOf: (job, window) => fleet.runs.find((r) => r.job === job && r.window === window).units,
     crowdWindows,
     stragglers,
-    clockOffsetMs: cluster.clockOffsetMs,
+    clockOffsetMs: cluster.clockOffsetMs + dbClockAheadMs,
     effects,
     parentDeathSignal,
   });

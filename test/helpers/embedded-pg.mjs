@@ -116,6 +116,8 @@ export async function startEmbeddedPostgres(opts = {}) {
     chownSync(pwfile, user.uid, user.gid);
   }
   const asUser = { ...(user ?? {}), env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LC_ALL: 'C' }, cwd: parent };
+  // The server's own environment beyond that (opts.env: libfaketime's, for a clock that steps).
+  const asServer = { ...asUser, env: { ...asUser.env, ...(opts.env ?? {}) } };
   // Only the C locales are certain to exist on a bare machine.
   await run(
     path.join(bin, 'initdb'),
@@ -149,7 +151,7 @@ export async function startEmbeddedPostgres(opts = {}) {
           'max_connections=300',
           ...(opts.postgresFlags ?? []),
         ],
-        { ...asUser, stdio: ['ignore', 'ignore', 'pipe'] },
+        { ...asServer, stdio: ['ignore', 'ignore', 'pipe'] },
       );
       let log = '';
       const onData = (d) => {

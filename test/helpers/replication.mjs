@@ -62,12 +62,12 @@ function serverUser() {
   return { uid: id('-u'), gid: id('-g') };
 }
 
-function run(tool, args, user, cwd) {
+function run(tool, args, user, cwd, env = {}) {
   return new Promise((resolve, reject) => {
     execFile(
       path.join(PG_BIN, tool),
       args,
-      { ...user, cwd, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LC_ALL: 'C' }, timeout: 120_000 },
+      { ...user, cwd, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LC_ALL: 'C', ...env }, timeout: 120_000 },
       (err, stdout, stderr) =>
         err ? reject(new Error(`${tool} ${args.join(' ')}: ${err.message}\n${stdout}${stderr}`)) : resolve(stdout),
     );
@@ -88,8 +88,10 @@ export async function startServer() {
  * (`pg_ctl -m immediate`: WAL still in its buffers is gone), `start()` starts it again,
  * `backup()` takes a physical backup (pg_basebackup, the stand-in for a disk snapshot) and
  * `startFrom(dir)` starts that copy in the server's place (same port, system identifier,
- * timeline). `conf`: extra postgresql.conf lines.
- * @param {{ conf?: string[] }} [opts]
+ * timeline). `conf`: extra postgresql.conf lines; `env`: the server's environment beyond PATH
+ * and LC_ALL (libfaketime's, for a server whose clock steps: faketime.mjs); `dir`: the server's
+ * parent directory, readable by the server (for such a clock file), made here.
+ * @param {{ conf?: string[], env?: Record<string, string> }} [opts]
  */
 export async function startLocalServer(opts = {}) {
   const user = serverUser();
@@ -115,13 +117,14 @@ export async function startLocalServer(opts = {}) {
       ...(opts.conf ?? []),
     ].join('\n') + '\n',
   );
-  const start = () => run('pg_ctl', ['-D', data, '-l', log, '-w', '-t', '60', 'start'], user, parent);
+  const start = () => run('pg_ctl', ['-D', data, '-l', log, '-w', '-t', '60', 'start'], user, parent, opts.env);
   const crash = () => run('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop'], user, parent);
   await start();
   let backups = 0;
   return {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     port,
+    dir: parent,
     start,
     crash,
     backup: async () => {

@@ -123,7 +123,7 @@ describe('contention and faults', () => {
         async () =>
           (
             await db.rows(
-              `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%.acquire(%'`,
+              `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%.acquire%'`,
             )
           ).length > 0,
         60_000,
@@ -782,7 +782,7 @@ describe('contention and faults', () => {
       // seen, so however slowly the runner starts. (A connection held before it was the same
       // test, timed from the spawn: a runner slow to start on a loaded machine saw a shorter
       // round trip, an offset under 2 s, and the test failed.)
-      proxy.slowAnswers('.acquire(', 5_500);
+      proxy.slowAnswers('.acquire', 5_500);
       const r = await runCli([
         'run',
         ...base('slow-connect', proxy.url(db.url)),

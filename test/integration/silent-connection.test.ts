@@ -42,7 +42,7 @@ async function signalledWhileSilent(text: string, name: string) {
 describe('a connection that goes silent', () => {
   it('at acquire: run exits 69 by the stop point, runs nothing, and a retry completes the window', async () => {
     const marks = path.join(tmp, 'acquire.txt');
-    const seen = proxy.silence('.acquire(');
+    const seen = proxy.silence('.acquire');
     const t0 = performance.now();
     // TTL 6 s, grace 1 s: an answer later than 4.4 s could not be used anyway.
     const r = await runCli(
@@ -89,7 +89,7 @@ describe('a connection that goes silent', () => {
   });
 
   it('at acquire: SIGTERM to the runner is honoured at once (exit 143)', async () => {
-    const { r, afterSignalMs, msgs } = await signalledWhileSilent('.acquire(', 'silent-term');
+    const { r, afterSignalMs, msgs } = await signalledWhileSilent('.acquire', 'silent-term');
     expect(r.exitCode, r.all).toBe(143);
     // The default TTL would let the acquire wait 30 s; once signalled: 0.3 s for its answer, 0.6 s to give back
     // what it may have taken (answered at once here: a new connection), 0.25 s to close. Bounded well
@@ -102,9 +102,13 @@ describe('a connection that goes silent', () => {
   });
 
   it('at the busy-skip event: the contender still leaves with exit 0', async () => {
+    // With --on-busy skip the busy-skip rides in the acquire's own statement; --on-busy replace
+    // facing the same occurrence skips after asking, and records its busy-skip on its own.
     const holder = startCli([
       'run',
       ...direct('silent-busy'),
+      '--window',
+      'w',
       '--ttl',
       '20s',
       '--',
@@ -122,7 +126,22 @@ describe('a connection that goes silent', () => {
       );
       const seen = proxy.silence('.record_event(');
       const t0 = performance.now();
-      const r = await runCli(['run', ...via('silent-busy'), '--', 'true'], {}, { timeoutMs: 30_000 });
+      const r = await runCli(
+        [
+          'run',
+          ...via('silent-busy'),
+          '--window',
+          'w',
+          '--scheduled-time',
+          new Date().toISOString(),
+          '--on-busy',
+          'replace',
+          '--',
+          'true',
+        ],
+        {},
+        { timeoutMs: 30_000 },
+      );
       await seen;
       expect(r.exitCode, r.all).toBe(0);
       expect(logLines(r.stderr).some((l) => l.msg === 'lease busy')).toBe(true);
@@ -151,7 +170,7 @@ describe('a connection that goes silent', () => {
 
   it('at a renewal: the runner retries on a new connection and the run completes', async () => {
     // TTL 6 s, renew every 2 s, stop point 4.4 s after the last good renewal.
-    const seen = proxy.silence('.renew(');
+    const seen = proxy.silence('.renew');
     const r = await runCli(
       [
         'run',
@@ -185,7 +204,7 @@ describe('a connection that goes silent', () => {
   it('renewals answered too late: the child is stopped (exit 75) and the lease counts as lost, though the finish found it held', async () => {
     // TTL 6 s: the stop point is 4.4 s after the acquire was sent; every renewal runs, but its
     // answer comes 8 s later. The finish is answered at once and finds the lease still held.
-    proxy.slowAnswers('.renew(', 8_000);
+    proxy.slowAnswers('.renew', 8_000);
     const r = await runCli(
       [
         'run',
@@ -222,7 +241,7 @@ describe('a connection that goes silent', () => {
   it('reset while a statement is waiting: the statement fails, the runner does not crash', async () => {
     // The renewal at 2 s goes silent, then its connection is reset: the driver both fails the
     // statement and emits an error on the checked-out connection, which must not be uncaught.
-    const seen = proxy.silence('.renew(');
+    const seen = proxy.silence('.renew');
     const run = runCli(
       [
         'run',
@@ -255,7 +274,7 @@ describe('a connection that goes silent', () => {
 
   it('at a renewal, as the child ends: recording the outcome does not queue behind it', async () => {
     // TTL 30 s: the renewal at 10 s may wait 9 s for its answer; the child ends at 11 s.
-    const seen = proxy.silence('.renew(');
+    const seen = proxy.silence('.renew');
     const r = await runCli(
       [
         'run',
@@ -374,7 +393,7 @@ describe('a connection that goes silent', () => {
   it('an acquire answered late: the first renewal is due from when it was sent, and the run completes', async () => {
     // TTL 6 s: renew every 2 s, stop point 4.4 s after the acquire was sent. Answered at 3 s, a
     // first renewal put off 2 s from the child's start would come after that stop point.
-    proxy.slowAnswers('.acquire(', 3_000);
+    proxy.slowAnswers('.acquire', 3_000);
     const r = await runCli(
       [
         'run',
@@ -408,7 +427,7 @@ describe('a connection that goes silent', () => {
 
   it('an acquire that committed but was answered after its bound: exit 69, the lease given back, the next run takes it at once, no loss', async () => {
     // TTL 6 s, grace 1 s: the acquire waits 4.4 s; it commits at once, its answer comes at 7 s.
-    proxy.slowAnswers('.acquire(', 7_000);
+    proxy.slowAnswers('.acquire', 7_000);
     const r = await runCli(
       ['run', ...via('late-acquire'), '--window', 'w', '--ttl', '6s', '--kill-grace', '1s', '--', 'true'],
       {},
@@ -447,7 +466,7 @@ describe('a connection that goes silent', () => {
   it('SIGTERM while a committed acquire waits for its answer: exit 143 within a second or so, the lease given back', async () => {
     // Its answer held 20 s: exiting within 10 s shows the runner did not wait for it, with room
     // for a slow machine.
-    proxy.slowAnswers('.acquire(', 20_000);
+    proxy.slowAnswers('.acquire', 20_000);
     const run = startCli(['run', ...via('late-term'), '--window', 'w', '--', 'true']);
     await waitFor(
       'the acquire to commit',
@@ -466,7 +485,7 @@ describe('a connection that goes silent', () => {
   });
 
   it('--on-busy wait with a short --wait-timeout: a first acquire answered in 0.8 s is slow, not unreachable', async () => {
-    proxy.slowAnswers('.acquire(', 800);
+    proxy.slowAnswers('.acquire', 800);
     const r = await runCli(
       ['run', ...via('slow-first'), '--window', 'w', '--on-busy', 'wait', '--wait-timeout', '300ms', '--', 'true'],
       {},
@@ -483,7 +502,7 @@ describe('a connection that goes silent', () => {
     // TTL 20 s, renew every 6.7 s: the acquire is answered at once, the first renewal 2.5 s late
     // (an offset off by about 1.25 s, with that much uncertainty); the child ends at 10 s. The
     // host's row keeps the acquire's precise figure.
-    proxy.slowAnswers('.renew(', 2_500);
+    proxy.slowAnswers('.renew', 2_500);
     const r = await runCli(
       [
         'run',

@@ -9,6 +9,8 @@ import { passwordFileWarnings, type ConnectionSource } from './connection.js';
 import { isTransientDbError, noAnswerWithin, wasRolledBack } from './db-errors.js';
 import { quoteIdent } from '../../names.js';
 import { PgRetention } from './retention.js';
+import { acquireStatement, clockParam, skipRecorded, twoClockReading } from './acquire-two-clock.js';
+import { offsetValues, renewStatement } from './renew-measured.js';
 import type { ReplicationReadings, ReplicationReport } from '../../replication.js';
 import { driverTls } from './tls.js';
 import type {
@@ -274,14 +276,7 @@ export class PgStore implements LeaseStore {
     const started = monoNow();
     for (let tries = 1; ; tries++) {
       try {
-        const left = timeoutMs - (monoNow() - started);
-        return await this.queryOnce(
-          text,
-          typeof values === 'function' ? values(left) : values,
-          timeoutMs,
-          started,
-          notices,
-        );
+        return await this.queryOnce(text, values, timeoutMs, started, notices);
       } catch (err) {
         // Rolled back whole (every statement here is its own transaction): nothing of it
         // happened, so it is sent again, after a random pause that lets contenders spread out.
@@ -302,7 +297,7 @@ export class PgStore implements LeaseStore {
   /** One try of query(), within what is left of `timeoutMs` since `started`. */
   private async queryOnce(
     text: string,
-    values: unknown[],
+    valuesOrFn: unknown[] | ((leftMs: number) => unknown[]),
     timeoutMs: number,
     started: number,
     notices?: Notice[],
@@ -310,6 +305,9 @@ export class PgStore implements LeaseStore {
     const client = await this.connectWithin(timeoutMs - (monoNow() - started), timeoutMs).catch((err: unknown) => {
       throw notSent(err);
     });
+    // Values computed once the connection is ready: what they measure (the time left, the
+    // host's wall time as the statement leaves: acquire-two-clock.ts) excludes the connect.
+    const values = typeof valuesOrFn === 'function' ? valuesOrFn(timeoutMs - (monoNow() - started)) : valuesOrFn;
     // The server's notices during this statement (register_job's job-changed), when asked for.
     const onNotice = (n: Notice): void => {
       notices?.push(n);
@@ -406,28 +404,46 @@ export class PgStore implements LeaseStore {
       if (failed) throw notSent(failed);
     }
     const notices: Notice[] = [];
-    const { rows } = await this.query(
-      `SELECT * FROM ${this.s}.acquire($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-      [
-        i.job,
-        i.owner,
-        i.ttlMs,
-        i.renewIntervalMs,
-        i.window ?? null,
-        i.scheduledAt ?? null,
-        i.rerun,
-        i.maxDelayMs ?? null,
-        i.hostTime,
-        acquireSpec(i),
-        ACQUIRE_LOCK_TIMEOUT_MS,
-      ],
-      i.answerTimeoutMs ?? this.readTimeoutMs,
-      notices,
-    );
-    const r = rows[0];
+    const send = (twoClock: boolean): Promise<pg.QueryResult> =>
+      this.query(
+        acquireStatement(this.s, twoClock),
+        () => [
+          i.job,
+          i.owner,
+          i.ttlMs,
+          i.renewIntervalMs,
+          i.window ?? null,
+          i.scheduledAt ?? null,
+          i.rerun,
+          i.maxDelayMs ?? null,
+          i.hostTime,
+          acquireSpec(i),
+          ACQUIRE_LOCK_TIMEOUT_MS,
+          ...(twoClock ? [clockParam(i)] : []),
+        ],
+        i.answerTimeoutMs ?? this.readTimeoutMs,
+        notices,
+      );
+    let result;
+    try {
+      result = await send(!this.beforeTwoClocks);
+    } catch (err) {
+      // A schema before 035 (a `migrate` pending): acquire() as before, the database clock alone.
+      if (this.beforeTwoClocks || !isUndefinedFunction(err, 'acquire_two_clock')) throw err;
+      this.beforeTwoClocks = true;
+      result = await send(false);
+    }
+    const r = result.rows[0];
     const changed = notices.find((n) => n.message === 'leasejob:job-changed' && n.detail);
-    // Only for a stale holder, whose wait is what a run then says: whether it crashed.
-    const gone = r.outcome === 'stale' ? await this.holderGone(i.job, r.holder_generation) : undefined;
+    const clocks = twoClockReading(r);
+    // Only for a stale holder, whose wait is what a run then says: whether it crashed. Read in
+    // the acquire's own statement from 035 (acquire_two_clock's holder_gone), else asked apart.
+    const gone =
+      r.outcome !== 'stale'
+        ? undefined
+        : 'holder_gone' in r
+          ? r.holder_gone === true
+          : await this.holderGone(i.job, r.holder_generation);
     return {
       ...(changed ? { jobChanged: JSON.parse(changed.detail as string) as JobChange } : {}),
       ...(gone ? { holderGone: true } : {}),
@@ -440,8 +456,13 @@ export class PgStore implements LeaseStore {
       holderWindow: r.holder_window,
       expiresAt: r.expires_at,
       completedAt: r.completed_at,
+      ...(clocks ? { clocks } : {}),
+      ...(skipRecorded(r) ? { skipRecorded: true } : {}),
     };
   }
+
+  /** Set once the schema is found to predate 035: acquire() and renew(), without the two clocks. */
+  private beforeTwoClocks = false;
 
   /**
    * Whether generation `generation` of the job's lease is held by a database session that is
@@ -467,16 +488,21 @@ export class PgStore implements LeaseStore {
     ttlMs: number,
     lockTimeoutMs: number,
     answerTimeoutMs: number,
+    offset?: { offsetMs: number; uncertaintyMs: number },
   ): Promise<RenewRow | undefined> {
     const renewal = (): Promise<RenewRow | undefined> =>
-      this.renewOnce(job, owner, generation, ttlMs, lockTimeoutMs, answerTimeoutMs);
-    try {
-      return await renewal();
-    } catch (err) {
-      // A lease taken on a schema before 025 keeps renewing while `migrate` brings it up to date.
-      if (this.noReplaceRequests || !isUndefinedFunction(err, 'replace_requested')) throw err;
-      this.noReplaceRequests = true;
-      return renewal();
+      this.renewOnce(job, owner, generation, ttlMs, lockTimeoutMs, answerTimeoutMs, offset);
+    for (;;) {
+      try {
+        return await renewal();
+      } catch (err) {
+        // A lease taken on a schema before 035 (or 025) keeps renewing while `migrate` brings it
+        // up to date: without the offset (or the replace request).
+        if (!this.beforeTwoClocks && isUndefinedFunction(err, 'renew_measured')) this.beforeTwoClocks = true;
+        else if (!this.noReplaceRequests && isUndefinedFunction(err, 'replace_requested'))
+          this.noReplaceRequests = true;
+        else throw err;
+      }
     }
   }
 
@@ -490,17 +516,25 @@ export class PgStore implements LeaseStore {
     ttlMs: number,
     lockTimeoutMs: number,
     answerTimeoutMs: number,
+    offset: { offsetMs: number; uncertaintyMs: number } | undefined,
   ): Promise<RenewRow | undefined> {
-    // The replace request rides in the renewal's statement (025): no round trip of its own.
-    const replaceFor = this.noReplaceRequests ? 'NULL::text' : `${this.s}.replace_requested($1, $3)`;
+    const measured = !this.beforeTwoClocks;
     // Client-side bound: a black-holed connection is dropped and the next renewal reconnects.
     // Sent again (rolled back): its lock wait still ends 500 ms before the answer is given up on.
     const { rows } = await this.query(
-      `SELECT r.*, ${replaceFor} AS replace_for FROM ${this.s}.renew($1, $2, $3, $4, $5) r`,
-      (leftMs) => [job, owner, generation, ttlMs, Math.floor(Math.max(50, Math.min(lockTimeoutMs, leftMs - 500)))],
+      renewStatement(this.s, measured, !this.noReplaceRequests),
+      (leftMs) => [
+        job,
+        owner,
+        generation,
+        ttlMs,
+        Math.floor(Math.max(50, Math.min(lockTimeoutMs, leftMs - 500))),
+        ...(measured ? offsetValues(offset) : []),
+      ],
       answerTimeoutMs,
     );
     const r = rows[0];
+    if (r && r.renewed === false) return { dbNow: r.db_now, expiresAt: r.db_now, notRenewed: true };
     return r ? { dbNow: r.db_now, expiresAt: r.expires_at, replaceFor: r.replace_for } : undefined;
   }
 

@@ -20,7 +20,32 @@ import { tokenFloor } from './token-floor.js';
 import { windowGate } from './window-gate.js';
 
 export async function acquire(s: Sqlite, i: AcquireInput): Promise<AcquireRow> {
-  return s.db.transaction((): AcquireRow => acquireSync(s, i)).immediate();
+  return s.db.transaction((): AcquireRow => recordSkipSync(s, i, acquireSync(s, i))).immediate();
+}
+
+/**
+ * As acquire_two_clock()'s skips (sql/functions/acquire_two_clock.sql): the skip an answer means,
+ * recorded in the acquiring transaction, as the runner would record it (runner.ts skipEvent).
+ */
+function recordSkipSync(s: Sqlite, i: AcquireInput, row: AcquireRow): AcquireRow {
+  if (!i.recordSkips) return row;
+  const event = { job: i.job, window: i.window, owner: i.owner, hostTime: i.hostTime };
+  if (row.outcome === 'done') {
+    const detail = { completed_at: row.completedAt?.toISOString() };
+    recordEventSync(s, { ...event, kind: 'done-skip', detail }, Date.now());
+    return { ...row, skipRecorded: true };
+  }
+  if (row.outcome === 'busy' && i.recordSkips.busy) {
+    const detail = {
+      holder: row.holder,
+      holder_generation: row.holderGeneration,
+      holder_window: row.holderWindow,
+      ...(i.scheduledAt ? { scheduled_at: i.scheduledAt.toISOString() } : {}),
+    };
+    recordEventSync(s, { ...event, kind: 'busy-skip', detail }, Date.now());
+    return { ...row, skipRecorded: true };
+  }
+  return row;
 }
 
 /** acquire() inside its immediate transaction: nothing (a pause, a prune, a finish) comes between decision and lease. */

@@ -125,7 +125,10 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
   ])
     inv.set(name, []);
   const figures = { takeoverMs: [], lossToStopMs: [], pdeathMs: [], marginMs: [], effects: {} };
-  const db = (t) => (t === undefined ? undefined : t + clockOffsetMs); // harness clock -> database clock
+  // harness clock -> database clock, with the database clock's own steps (db-clock-step) so far
+  const steps = faults.filter((f) => f.kind === 'db-clock-step' && f.injected);
+  const stepsBy = (t) => steps.reduce((sum, f) => sum + (f.at <= t ? f.stepMs : 0), 0);
+  const db = (t) => (t === undefined ? undefined : t + clockOffsetMs + stepsBy(t));
   const ev = indexEvents(data.events);
   const J = (job) =>
     ev.get(job) ?? {
@@ -508,7 +511,18 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
       const refused =
         stamp?.reason === 'fence-refused' ||
         effects.some((e) => e.kind === 'refused' && e.pid === r.child.pid && e.token === g);
-      if (refused)
+      // A step of the database's clock (db-clock-step) expires the lease on that clock at once:
+      // assert_lease then refuses the child's next write, as it should, and the runner stops the
+      // child at its next renewal (TTL/3 later at most), its grace included: within a TTL. Any run
+      // alive at the step (its lease may have been taken on the clock before it).
+      const stepped = steps.find((f) => r.startedAt <= f.at && (r.exitedAt ?? Infinity) >= f.at);
+      if (refused && stepped) {
+        if (E > db(stepped.at) + TTL_MS + END_SLACK_MS)
+          violate(
+            'child-lifetime',
+            `${who}: the database clock stepped ${stepped.stepMs} ms forward at ${iso(db(stepped.at))}; its child, refused by the fence, ended ${E - db(stepped.at)} ms later (limit TTL + ${END_SLACK_MS} ms)`,
+          );
+      } else if (refused)
         violate(
           'child-lifetime',
           `${who}: never paused, yet its child was refused by the fence: the runner did not stop it before the lease expired (lease lost: ${r.lossReason ?? 'not logged'})`,

@@ -37,7 +37,7 @@ async function cli(args) {
  * - `isolation` (run.mjs --isolation): the database's default_transaction_isolation, set before
  *   migrating, so that every connection to it uses it (runners, children, PgBouncer, checks).
  */
-export async function startCluster({ schema, isolation, failover = false, restoreInPlace = false }) {
+export async function startCluster({ schema, isolation, failover = false, restoreInPlace = false, dbClock }) {
   // --failover: Debian postgresql-15 streaming replication behind one moving address, so that
   // the `failover` fault can promote the standby (test/helpers/replication.mjs).
   // --restore-in-place: a lone Debian postgresql-15 server that can take a physical backup and
@@ -46,9 +46,14 @@ export async function startCluster({ schema, isolation, failover = false, restor
     ? await startFailoverCluster({ conf: ['track_commit_timestamp = on'] })
     : restoreInPlace
       ? await startLocalServer({ conf: ['track_commit_timestamp = on', 'max_connections = 300'] })
-      : await startEmbeddedPostgres({ postgresFlags: ['-c', 'track_commit_timestamp=on'] });
+      : await startEmbeddedPostgres({
+          postgresFlags: ['-c', 'track_commit_timestamp=on'],
+          // --db-clock-step: the server's wall clock read from a file (libfaketime), which the
+          // `db-clock-step` fault rewrites.
+          ...(dbClock ? { env: faketimeEnv(dbClock.library, dbClock.file) } : {}),
+        });
   try {
-    return await prepare(server, schema, isolation);
+    return { ...(await prepare(server, schema, isolation)), dbClock };
   } catch (err) {
     await server.stop().catch(() => {});
     throw err;

@@ -41,6 +41,11 @@ export const FAULT_KINDS = [
     what: 'a base backup taken, the runners working on 1-4 s, the server crashed and the backup started in its place: same address, system identifier and timeline (--restore-in-place)',
     needs: 'restore',
   },
+  {
+    kind: 'db-clock-step',
+    what: "the database server's wall clock stepped forward past the leases (2-4 TTLs) under the runners (--db-clock-step)",
+    needs: 'db-clock',
+  },
 ];
 
 /** Faults that lose acknowledged history: what was committed from `at` to the crash is gone. */
@@ -88,6 +93,8 @@ export function planFaults({ rng, durationMs, available }) {
             : undefined,
     // Aimed: a short stall, so that the sequence's next claim meets the promoted standby.
     stallMs: kind === 'failover' ? rng.int(500, 2_000) : kind === 'failover-sequence' ? rng.int(100, 600) : undefined,
+    stepS:
+      kind === 'db-clock-step' ? rng.int(Math.ceil((2 * TTL_MS) / 1000), Math.ceil((4 * TTL_MS) / 1000)) : undefined,
     skewS:
       kind === 'clock-skew-ahead'
         ? rng.int(60, 600)
@@ -379,6 +386,13 @@ export class Injector {
           holder: v?.id,
           note: v ? undefined : 'no holder on a faketime host: jumped an idle host',
         };
+      }
+      case 'db-clock-step': {
+        // Aimed at a holder with its child at work: the database now counts its lease expired.
+        const v = await this.findVictim(undefined, 1);
+        const at = Date.now();
+        this.cluster.dbClock.step(plan.stepS);
+        return { ...rec, at, stepMs: plan.stepS * 1000, holder: v?.id, note: v ? undefined : 'no holder at work' };
       }
       case 'contenders-50': {
         const release = await this.lock();
