@@ -12,7 +12,10 @@
 -- trigger that finds it starts at once.
 -- A negative p_max_attempts (031) is the default budget of a run given none (`run`: once per
 -- occurrence from a crontab or --scheduled-time): -n allows n attempts that *failed*; an attempt
--- lost (its holder crashed, its lease was lost) does not spend it, so a later trigger resumes it.
+-- lost (its holder crashed, its lease was lost) or replaced does not spend it, so a later trigger
+-- resumes it. 033: the failed attempts are counted (the window's window-failed events, one per
+-- failed finish, index events_window_failed), not all its attempts, so crashed holders before a
+-- `--retries r` run leave it its r + 1 tries.
 CREATE OR REPLACE FUNCTION attempt_budget(
   p_job text, p_window text, p_max_attempts integer, p_retry_delay_ms bigint, p_rerun boolean
 ) RETURNS TABLE (reason text, attempts integer, next_at timestamptz)
@@ -31,8 +34,10 @@ BEGIN
     RETURN NEXT; RETURN;
   END IF;
   attempts := w.attempts;
-  IF p_max_attempts IS NOT NULL AND w.attempts >= abs(p_max_attempts)
-     AND (p_max_attempts > 0 OR w.outcome = 'failed') THEN
+  IF p_max_attempts > 0 AND w.attempts >= p_max_attempts THEN
+    reason := 'exhausted';
+  ELSIF p_max_attempts < 0 AND (SELECT count(*) FROM events e WHERE e.job = p_job AND e.window_key = p_window
+                                   AND e.kind = 'window-failed') >= -p_max_attempts THEN
     reason := 'exhausted';
   ELSIF p_retry_delay_ms IS NOT NULL AND w.finished_at IS NOT NULL AND w.outcome = 'failed' THEN
     next_at := w.finished_at + make_interval(secs =>

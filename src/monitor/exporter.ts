@@ -6,6 +6,8 @@ import { monoNow } from '../clock.js';
 import type { Logger } from '../log.js';
 import { labelText, MetricRows } from './metric-rows.js';
 import { readJobStates } from './job-states.js';
+import { acceptsGzip, ScrapeBody } from './scrape-body.js';
+import { sharedRead } from './shared-read.js';
 import { StatusPages } from './status-server.js';
 import type { LeaseStore } from '../store/contract.js';
 import { latestSchemaVersion } from '../store/choice.js';
@@ -186,7 +188,11 @@ const EXPORTED_KINDS = [
 export class Exporter {
   readonly registry = new Registry();
   private readonly m = metrics(this.registry);
-  private queue: Promise<unknown> = Promise.resolve();
+  /** The one read in flight, shared by every scrape that arrives while it runs (shared-read.ts). */
+  private readonly sharedCollect = sharedRead(
+    async () => new ScrapeBody(await this.collect()),
+    (served) => this.log.debug({ served }, 'scrape read shared'),
+  );
   /** The newest migration this leasejob ships (read from sql/ once). */
   private expectedSchema: Promise<number> | undefined;
   /** Scrapes that read the database and rendered every family. */
@@ -210,11 +216,21 @@ export class Exporter {
     private readonly log: Logger,
   ) {}
 
-  /** Read the database and render the exposition text; scrapes are serialized. */
-  scrape(): Promise<string> {
-    const next = this.queue.then(() => this.collect());
-    this.queue = next.catch(() => {});
-    return next;
+  /**
+   * Read the database and render the exposition text: one read at a time, and a scrape that
+   * arrives while one runs is answered by it (a flood of scrapes costs one read, not a queue).
+   */
+  async scrape(): Promise<string> {
+    return (await this.sharedCollect()).text;
+  }
+
+  /** GET /metrics: the shared read's bytes, gzipped when the scraper takes gzip (Prometheus does). */
+  private async answerMetrics(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const body = await this.sharedCollect();
+    const headers = { 'content-type': this.registry.contentType, vary: 'Accept-Encoding' };
+    if (acceptsGzip(req.headers['accept-encoding']))
+      res.writeHead(200, { ...headers, 'content-encoding': 'gzip' }).end(await body.gzip());
+    else res.writeHead(200, headers).end(body.plain);
   }
 
   private async collect(): Promise<string> {
@@ -357,10 +373,7 @@ export class Exporter {
       }
       if (pages?.handle(path, new URLSearchParams(query), res)) return;
       if (path === '/metrics') {
-        this.scrape().then(
-          (body) => res.writeHead(200, { 'content-type': this.registry.contentType }).end(body),
-          (err: unknown) => res.writeHead(500).end(String((err as Error).message)),
-        );
+        this.answerMetrics(req, res).catch((err: unknown) => res.writeHead(500).end(String((err as Error).message)));
       } else if (path === '/healthz') {
         this.store.ping().then(
           () => res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n'),

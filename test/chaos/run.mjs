@@ -35,6 +35,8 @@ import { FAULT_KINDS, Injector, LOSSY_KINDS, planFaults } from './lib/faults.mjs
 import { Fleet, windowOf } from './lib/fleet.mjs';
 import { checkOperators, installOperatorWatch, Operators } from './lib/operators.mjs';
 import { Lifecycle, PENDING_INVARIANTS } from './lib/lifecycle.mjs';
+import { RetryBudget } from './lib/retry-budget.mjs';
+import { floodFigures, ScrapeFlood } from './lib/scrape-flood.mjs';
 import { stream } from './lib/prng.mjs';
 import { printReport, summarize } from './lib/report.mjs';
 import { signalGroup } from '../helpers/signal.mjs';
@@ -276,6 +278,25 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
     workDir,
   });
   live.operators.add(life);
+  // Issue 44's actors: a --retries run after crashed holders (the budget), on a job of its own;
+  // a scrape flood against an exporter of the round.
+  const flood = new ScrapeFlood({
+    url: cluster.directUrl,
+    schema: 'leasejob',
+    rng: stream(SEED, `round-${round}/scrape-flood`),
+    round,
+  });
+  const actors44 = [
+    flood,
+    new RetryBudget({
+      url: cluster.directUrl,
+      schema: 'leasejob',
+      rng: stream(SEED, `round-${round}/retry-budget`),
+      round,
+      workDir,
+    }),
+  ];
+  for (const a of actors44) live.operators.add(a);
   const jobs = Array.from({ length: JOBS }, (_, i) => ({
     name: `r${round}-job${i + 1}`,
     mode: i % 2 === 0 ? 'schedule' : 'literal',
@@ -358,6 +379,7 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
   const t0 = Date.now();
   ops.start(cluster.pool);
   life.start(cluster.pool);
+  for (const a of actors44) a.start(cluster.pool);
   const timers = plan.map((f) =>
     setTimeout(() => {
       say(
@@ -405,6 +427,10 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
   live.operators.delete(ops);
   await life.stop();
   live.operators.delete(life);
+  for (const a of actors44) {
+    await a.stop();
+    live.operators.delete(a);
+  }
   for (const f of injector.done.filter((x) => x.aimed)) {
     const seq = ops.actions.find((a) => a.startedAt <= f.aimed.completedAt && a.endedAt >= f.aimed.completedAt);
     const last = seq?.output.trim().split('\n').at(-1)?.slice(0, 300) ?? '';
@@ -494,6 +520,8 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
     else if (list.length > 0)
       say(`round ${round}: ${name} (pending its fix, not counted): ${list.length}x, e.g. ${list[0]}`);
   }
+  for (const a of actors44) for (const [name, list] of Object.entries(a.judge(lossy))) check.invariants.set(name, list);
+  check.figures.scrapeFlood = floodFigures(flood.actions);
   check.figures.claimedAs = opsCheck.claimedAs;
   const checkEnd = Date.now();
   const violations = [...check.invariants.values()].reduce((n, l) => n + l.length, 0);
@@ -502,7 +530,7 @@ async function runRound({ round, cluster, hostsCtl, workDir, available, parentDe
   return {
     round,
     runs: fleet.runs,
-    operators: [...ops.actions, ...life.actions],
+    operators: [...ops.actions, ...life.actions, ...actors44.flatMap((a) => a.actions)],
     faults: injector.done,
     check,
     windows: targeted.size,

@@ -2,7 +2,8 @@
 // Kubernetes Secret volume) is nowhere a child running as the same user can read it: not in
 // leasejob's /proc environ or command line. Precedence as DESIGN.md says; a file that cannot
 // be read, an empty one, or two sources given at one level: exit 64, nothing written.
-import { writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.js';
@@ -114,4 +115,39 @@ describe('the database URL from a file', () => {
       expect(r.stderr).toContain(said);
     }
   });
+
+  // Issue 44: a FIFO or /dev/zero once hung `run` forever, before any timeout, with nothing logged.
+  // Each is judged on the opened file without reading it; the 30 s timeout only keeps a
+  // regression from hanging the suite (execa kills the run, and the test fails on its exit).
+  it('a FIFO, /dev/zero, a directory or an oversize file: exit 64 saying what it is, nothing read', async () => {
+    const fifo = path.join(tmp, 'url.fifo');
+    execFileSync('mkfifo', [fifo]);
+    const dir = path.join(tmp, 'url-dir');
+    mkdirSync(dir);
+    const big = urlFile('big', `${db.url}\n${'#'.repeat(70 * 1024)}\n`);
+    const cases: Array<[string[], Record<string, string | undefined>, string]> = [
+      [['--database-url-file', fifo], {}, `Expected \`--database-url-file\` ${fifo} to be a regular file, got a FIFO.`],
+      [
+        [],
+        { LEASEJOB_DATABASE_URL_FILE: fifo },
+        `Expected LEASEJOB_DATABASE_URL_FILE ${fifo} to be a regular file, got a FIFO.`,
+      ],
+      [['--database-url-file', '/dev/zero'], {}, 'to be a regular file, got a character device.'],
+      [[], { LEASEJOB_DATABASE_URL_FILE: '/dev/zero' }, 'to be a regular file, got a character device.'],
+      [['--database-url-file', dir], {}, 'to be a regular file, got a directory.'],
+      [['--database-url-file', big], {}, 'to hold a database URL (at most 65536 bytes), got '],
+    ];
+    for (const [flags, env, said] of cases) {
+      const r = await runCli(
+        ['run', ...flags, '--name', 'bad-url-file', '--', 'true'],
+        { ...NO_DB_ENV, ...env },
+        {
+          timeoutMs: 30_000,
+        },
+      );
+      expect(r.timedOut, `${flags.join(' ')} ${JSON.stringify(env)} hung`).toBe(false);
+      expect(r.exitCode, r.all).toBe(64);
+      expect(r.stderr).toContain(said);
+    }
+  }, 240_000);
 });

@@ -61,27 +61,44 @@ const notRenewed = (r: { notRenewed?: true } | undefined): boolean => r === unde
 
 const base = { owner: 'host-a:1:aaaa', ttlMs: 3_000, renewIntervalMs: 1_000, rerun: false, hostTime: new Date() };
 
+/** The token of the job's first acquisition, as its history records it. */
+const firstToken = async (s: LeaseStore, job: string): Promise<string> =>
+  (await s.readHistory(job, 100)).find((e) => e.kind === 'acquired')!.generation!;
+
+/**
+ * A token issued after `prev` (a decimal string): greater, never equal. PostgreSQL counts on by
+ * one within a server's start; the embedded store's tokens are a hybrid logical clock (the clock
+ * in ms at each acquisition, or the last + 1), so only the order is the contract.
+ */
+const after = (prev: string | null | undefined) =>
+  expect.toSatisfy((g: unknown) => typeof g === 'string' && BigInt(g) > BigInt(prev!), `a token above ${prev}`);
+
 describe.each(factories)('store contract: %s', (_kind, make) => {
-  it('acquires with generation 1, refuses a second owner, releases without deleting, then generation 2', async () => {
+  it('acquires with a token, refuses a second owner, releases without deleting, then a greater token', async () => {
     const s = await make();
     const a = await s.acquire({ ...base, job: 'j' });
-    expect(a).toMatchObject({ outcome: 'acquired', generation: '1', attempt: 1 });
+    expect(a).toMatchObject({ outcome: 'acquired', generation: expect.stringMatching(/^[1-9][0-9]*$/), attempt: 1 });
     const b = await s.acquire({ ...base, job: 'j', owner: 'host-b:2:bbbb' });
-    expect(b).toMatchObject({ outcome: 'busy', holder: 'host-a:1:aaaa', holderGeneration: '1', generation: null });
+    expect(b).toMatchObject({
+      outcome: 'busy',
+      holder: 'host-a:1:aaaa',
+      holderGeneration: a.generation,
+      generation: null,
+    });
     expect(
-      await s.finish({ job: 'j', owner: base.owner, generation: '1', outcome: 'none', hostTime: new Date() }),
+      await s.finish({ job: 'j', owner: base.owner, generation: a.generation!, outcome: 'none', hostTime: new Date() }),
     ).toMatchObject({ held: true });
     const c = await s.acquire({ ...base, job: 'j', owner: 'host-b:2:bbbb' });
-    expect(c).toMatchObject({ outcome: 'acquired', generation: '2' });
+    expect(c).toMatchObject({ outcome: 'acquired', generation: after(a.generation) });
   });
 
   it('finish is safe to repeat: a retry after a committed finish answers held and records nothing twice; an admin release is not ours', async () => {
     const s = await make();
-    await s.acquire({ ...base, job: 'f', window: 'k' });
+    const a = await s.acquire({ ...base, job: 'f', window: 'k' });
     const done = {
       job: 'f',
       owner: base.owner,
-      generation: '1',
+      generation: a.generation!,
       window: 'k',
       outcome: 'completed' as const,
       exitCode: 0,
@@ -96,18 +113,18 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
       'released',
     ]);
 
-    await s.acquire({ ...base, job: 'g', window: 'k' });
+    const g = await s.acquire({ ...base, job: 'g', window: 'k' });
     await s.release('g', new Date());
-    expect(await s.finish({ ...done, job: 'g' })).toMatchObject({ held: false });
+    expect(await s.finish({ ...done, job: 'g', generation: g.generation! })).toMatchObject({ held: false });
   });
 
   it('a finish retry still answers held once the next run has taken the released lease, and records no loss', async () => {
     const s = await make();
-    await s.acquire({ ...base, job: 'n', window: 'k1' });
+    const a = await s.acquire({ ...base, job: 'n', window: 'k1' });
     const done = {
       job: 'n',
       owner: base.owner,
-      generation: '1',
+      generation: a.generation!,
       window: 'k1',
       outcome: 'completed' as const,
       exitCode: 0,
@@ -115,56 +132,56 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     };
     expect(await s.finish(done)).toMatchObject({ held: true });
     // The answer was lost; meanwhile the next run takes the lease for its own window.
-    expect(await s.acquire({ ...base, job: 'n', owner: 'host-b:2:bbbb', window: 'k2' })).toMatchObject({
-      outcome: 'acquired',
-      generation: '2',
-    });
+    const next = await s.acquire({ ...base, job: 'n', owner: 'host-b:2:bbbb', window: 'k2' });
+    expect(next).toMatchObject({ outcome: 'acquired', generation: after(a.generation) });
     expect(await s.finish(done)).toMatchObject({ held: true });
     const kinds = (await s.readHistory('n', 100)).map((e) => e.kind);
     expect(kinds).toEqual(['acquired', 'window-claimed', 'window-completed', 'released', 'acquired', 'window-claimed']);
-    expect(await s.renew('n', 'host-b:2:bbbb', '2', 3_000, 500, 2_000)).toBeDefined();
+    expect(await s.renew('n', 'host-b:2:bbbb', next.generation!, 3_000, 500, 2_000)).toBeDefined();
   });
 
   it("keeps a window's output for the attempt that recorded it (binary-safe); a generation that no longer claims the window writes nothing", async () => {
     const s = await make();
     const bytes = Buffer.from([0, 255, 10, 0xc3, 0x28, 65]);
-    await s.acquire({ ...base, job: 'o', window: 'k' });
-    expect(await s.recordOutput!({ job: 'o', window: 'k', generation: '1', tail: bytes, bytes: 6000 })).toBe(true);
+    const a = await s.acquire({ ...base, job: 'o', window: 'k' });
+    const g1 = a.generation!;
+    expect(await s.recordOutput!({ job: 'o', window: 'k', generation: g1, tail: bytes, bytes: 6000 })).toBe(true);
     await s.finish({
       job: 'o',
       owner: base.owner,
-      generation: '1',
+      generation: g1,
       window: 'k',
       outcome: 'failed',
       exitCode: 3,
       hostTime: new Date(),
     });
     let [o] = await s.readOutputs!('o', 10);
-    expect(o).toMatchObject({ window: 'k', generation: '1', attempt: 1, outcome: 'failed', exitCode: 3, bytes: 6000 });
+    expect(o).toMatchObject({ window: 'k', generation: g1, attempt: 1, outcome: 'failed', exitCode: 3, bytes: 6000 });
     expect(Buffer.compare(o!.tail, bytes)).toBe(0);
     expect(o!.recordedAt).toBeInstanceOf(Date);
     // The retry claims the window as generation 2: the first attempt's late write is refused.
-    await s.acquire({ ...base, job: 'o', window: 'k' });
-    expect(await s.recordOutput!({ job: 'o', window: 'k', generation: '1', tail: Buffer.from('late'), bytes: 4 })).toBe(
+    const g2 = (await s.acquire({ ...base, job: 'o', window: 'k' })).generation!;
+    expect(await s.recordOutput!({ job: 'o', window: 'k', generation: g1, tail: Buffer.from('late'), bytes: 4 })).toBe(
       false,
     );
     expect(
-      await s.recordOutput!({ job: 'o', window: 'k', generation: '2', tail: Buffer.from('second'), bytes: 6 }),
+      await s.recordOutput!({ job: 'o', window: 'k', generation: g2, tail: Buffer.from('second'), bytes: 6 }),
     ).toBe(true);
     [o] = await s.readOutputs!('o', 10);
-    expect(o).toMatchObject({ generation: '2', attempt: 2, bytes: 6 });
+    expect(o).toMatchObject({ generation: g2, attempt: 2, bytes: 6 });
     expect(o!.tail.toString()).toBe('second');
     expect(await s.readOutputs!('nothing-here', 10)).toEqual([]);
   });
 
   it('renews only the live owner and generation', async () => {
     const s = await make();
-    await s.acquire({ ...base, job: 'r' });
-    expect(await s.renew('r', base.owner, '1', 3_000, 500, 2_000)).toBeDefined();
-    expect(notRenewed(await s.renew('r', 'someone:9:x', '1', 3_000, 500, 2_000))).toBe(true);
-    expect(notRenewed(await s.renew('r', base.owner, '2', 3_000, 500, 2_000))).toBe(true);
+    const g = (await s.acquire({ ...base, job: 'r' })).generation!;
+    const other = String(BigInt(g) + 1n);
+    expect(await s.renew('r', base.owner, g, 3_000, 500, 2_000)).toBeDefined();
+    expect(notRenewed(await s.renew('r', 'someone:9:x', g, 3_000, 500, 2_000))).toBe(true);
+    expect(notRenewed(await s.renew('r', base.owner, other, 3_000, 500, 2_000))).toBe(true);
     await s.release('r', new Date());
-    expect(notRenewed(await s.renew('r', base.owner, '1', 3_000, 500, 2_000))).toBe(true);
+    expect(notRenewed(await s.renew('r', base.owner, g, 3_000, 500, 2_000))).toBe(true);
   });
 
   it('a completed window is final; a failed one resumes as attempt 2; --rerun reopens a completed one', async () => {
@@ -215,7 +232,7 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
       ['c1', 'completed', 1],
     ]);
     expect(all[2]).toMatchObject({
-      generation: '6',
+      generation: after(all[1]!.generation),
       owner: expect.any(String),
       completedAt: expect.any(Date),
       startedAt: expect.any(Date),
@@ -233,12 +250,12 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     expect(first.outcome).toBe('acquired');
     await new Promise((r) => setTimeout(r, 1_700));
     const second = await takeOver(s, { ...base, job: 't', owner: 'host-b:2:bbbb', window: 'x' });
-    expect(second).toMatchObject({ outcome: 'acquired', generation: '2', attempt: 2 });
-    expect(notRenewed(await s.renew('t', base.owner, '1', 3_000, 500, 2_000))).toBe(true);
+    expect(second).toMatchObject({ outcome: 'acquired', generation: after(first.generation), attempt: 2 });
+    expect(notRenewed(await s.renew('t', base.owner, first.generation!, 3_000, 500, 2_000))).toBe(true);
     const fin = await s.finish({
       job: 't',
       owner: base.owner,
-      generation: '1',
+      generation: first.generation!,
       window: 'x',
       outcome: 'completed',
       hostTime: new Date(),
@@ -253,7 +270,7 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
       'lease-lost',
       'window-claimed',
     ]);
-    expect(events[3]).toMatchObject({ owner: base.owner, generation: '1', window: 'x', host: 'host-a' });
+    expect(events[3]).toMatchObject({ owner: base.owner, generation: first.generation, window: 'x', host: 'host-a' });
     expect((await s.readEventCounts(['lease-lost'])).map((c) => [c.job, c.host, c.n])).toContainEqual([
       't',
       'host-a',
@@ -265,11 +282,11 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     const s = await make();
     // An acquisition that committed but whose answer never came (a silent connection): the same
     // runner, retrying once it expired, takes it over.
-    await s.acquire({ ...base, job: 'own', ttlMs: 1_500, renewIntervalMs: 500, window: 'd' });
+    const first = await s.acquire({ ...base, job: 'own', ttlMs: 1_500, renewIntervalMs: 500, window: 'd' });
     await new Promise((r) => setTimeout(r, 1_700));
     expect(await s.acquire({ ...base, job: 'own', window: 'd' })).toMatchObject({
       outcome: 'acquired',
-      generation: '2',
+      generation: after(first.generation),
       attempt: 2,
     });
     const kinds = (await s.readHistory('own', 100)).map((e) => e.kind);
@@ -315,7 +332,7 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     // Not held any more: another owner acquires it now (a live lease would answer busy for 30 s).
     expect(await s.acquire({ ...base, owner: 'host-b:2:bbbb', job: 'gave-up', window: 'd' })).toMatchObject({
       outcome: 'acquired',
-      generation: '2',
+      generation: after(await firstToken(s, 'gave-up')),
       attempt: 2,
     });
     const kinds = (await s.readHistory('gave-up', 100)).map((e) => e.kind);
@@ -420,8 +437,9 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
       },
       silentLogger,
     );
-    expect(r).toMatchObject({ status: 'completed', generation: '2', attempt: 1 });
-    expect(seen).toEqual(['2/1']);
+    const held = await firstToken(s, 'adopt');
+    expect(r).toMatchObject({ status: 'completed', generation: after(held), attempt: 1 });
+    expect(seen).toEqual([`${r.generation}/1`]);
     const kinds = (await s.readHistory('adopt', 100)).map((e) => e.kind);
     // Not waited out as a stale owner's (30 s), taken over, or counted lost.
     expect(kinds).toEqual(['acquired', 'released', 'acquired', 'window-claimed', 'window-completed', 'released']);
@@ -430,7 +448,7 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
       await s.adopt!({
         job: 'adopt',
         owner: base.owner,
-        generation: '2',
+        generation: r.generation!,
         window: 'd',
         ttlMs: 3_000,
         lockTimeoutMs: 500,
@@ -442,19 +460,19 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
   it('a lost lease counts once: whether its owner or the next acquisition says so first; an abandoned window is marked lost', async () => {
     const s = await make();
     // The owner reaches the database after its lease expired: it records the loss itself.
-    await s.acquire({ ...base, job: 'l', ttlMs: 1_500, renewIntervalMs: 500, window: 'd1' });
+    const g1 = (await s.acquire({ ...base, job: 'l', ttlMs: 1_500, renewIntervalMs: 500, window: 'd1' })).generation!;
     expect((await readJobStates(s, 'l')).jobs[0]!.openWindows).toMatchObject([{ window: 'd1', outcome: 'running' }]);
     await new Promise((r) => setTimeout(r, 1_700));
     // Still recorded as running, but nobody holds it: status says so.
     expect((await readJobStates(s, 'l')).jobs[0]!.openWindows).toMatchObject([
-      { window: 'd1', outcome: 'abandoned', generation: 1 },
+      { window: 'd1', outcome: 'abandoned', generation: Number(g1) },
     ]);
     expect(
       (
         await s.finish({
           job: 'l',
           owner: base.owner,
-          generation: '1',
+          generation: g1,
           window: 'd1',
           outcome: 'failed',
           hostTime: new Date(),
@@ -470,18 +488,18 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
       renewIntervalMs: 500,
       window: 'd2',
     });
-    expect(next).toMatchObject({ outcome: 'acquired', generation: '2' });
+    expect(next).toMatchObject({ outcome: 'acquired', generation: after(g1) });
     // That owner never comes back (cut off, killed): the run after it records its loss, and
     // its window, another occurrence, no longer reads as running.
     await new Promise((r) => setTimeout(r, 1_700));
     expect(await s.acquire({ ...base, job: 'l', owner: 'host-c:3:cccc', window: 'd3' })).toMatchObject({
       outcome: 'acquired',
-      generation: '3',
+      generation: after(next.generation),
     });
     const lost = (await s.readHistory('l', 100)).filter((e) => e.kind === 'lease-lost');
     expect(lost.map((e) => [e.generation, e.window, e.host])).toEqual([
-      ['1', 'd1', 'host-a'],
-      ['2', 'd2', 'host-b'],
+      [g1, 'd1', 'host-a'],
+      [next.generation, 'd2', 'host-b'],
     ]);
     const { rows } = await s.readJobRows('l');
     expect(rows[0]!.openWindows.map((w) => [w.window, w.outcome])).toEqual([
@@ -581,7 +599,9 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
         ).held,
       ).toBe(true);
     }
-    expect(tokens).toEqual([1n, 2n, 3n]);
+    // PostgreSQL: 1, 2, 3 within a server start; the embedded store: the clock at each acquisition.
+    if (s.kind === 'sqlite') expect(tokens[0]! < tokens[1]! && tokens[1]! < tokens[2]!).toBe(true);
+    else expect(tokens).toEqual([1n, 2n, 3n]);
     for (const t of tokens) expect(t).toBeLessThanOrEqual(9_223_372_036_854_775_807n);
   });
 
@@ -595,10 +615,13 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
 
   it('a sequence under one lease: windows claimed, finished without releasing, missed recorded, then one release', async () => {
     const s = await make();
-    const lease = { job: 'seq', owner: base.owner, generation: '1' };
-    expect(
-      await s.acquire({ ...base, job: 'seq', spec: { schedule: '* * * * *', tz: 'UTC', window_mode: 'schedule' } }),
-    ).toMatchObject({ outcome: 'acquired', generation: '1' });
+    const acquired = await s.acquire({
+      ...base,
+      job: 'seq',
+      spec: { schedule: '* * * * *', tz: 'UTC', window_mode: 'schedule' },
+    });
+    expect(acquired).toMatchObject({ outcome: 'acquired' });
+    const lease = { job: 'seq', owner: base.owner, generation: acquired.generation! };
     const claim = (window: string, more: Partial<Parameters<NonNullable<LeaseStore['claimWindow']>>[0]> = {}) =>
       s.claimWindow!({ ...lease, window, rerun: false, hostTime: new Date(), detail: { catch_up: true }, ...more });
     expect(await claim('a', { scheduledAt: new Date(Date.now() - 60_000) })).toMatchObject({
@@ -650,7 +673,7 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     });
     expect((await s.readWindows!('never-registered', ['a'])).registeredAt).toBeUndefined();
     // Another owner holds nothing: it can claim, finish and record nothing.
-    const other = { job: 'seq', owner: 'host-b:2:bbbb', generation: '1' };
+    const other = { job: 'seq', owner: 'host-b:2:bbbb', generation: lease.generation };
     expect(await s.claimWindow!({ ...other, window: 'd', rerun: false, hostTime: new Date() })).toMatchObject({
       outcome: 'not-held',
     });
@@ -790,7 +813,7 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
     expect(jobs[0]).toMatchObject({
       name: 'e',
       schedule: '0 * * * *',
-      generation: '3',
+      generation: [...(await s.readHistory('e', 100))].reverse().find((e) => e.kind === 'acquired')!.generation,
       held: false,
       lastWindow: 'c',
       openWindows: [],
@@ -959,7 +982,12 @@ describe.each(factories)('store contract: %s', (_kind, make) => {
 
     const skipped = await s.acquire({ ...base, job: 'p', window: 'k1', spec: scheduled });
     expect(skipped).toMatchObject({ outcome: 'paused', generation: null });
-    expect(await job(s, 'p')).toMatchObject({ held: false, generation: '1', openWindows: [], lastWindow: 'k1' });
+    expect(await job(s, 'p')).toMatchObject({
+      held: false,
+      generation: await firstToken(s, 'p'),
+      openWindows: [],
+      lastWindow: 'k1',
+    });
     expect((await s.readHistory('p', 1))[0]).toMatchObject({
       kind: 'paused-skip',
       window: 'k1',

@@ -19,12 +19,15 @@ export type OccStatus =
 export interface Occ {
   /** Attempts the store counts: child starts by any path, failed or not. */
   attempts: number;
+  /** The attempts that failed (a child's non-zero exit): what run's default budget counts. */
+  failed: number;
   status: OccStatus;
   /** Order of its closing (completed, marked, skipped by a pause): prune keeps the latest. */
   closedSeq?: number;
 }
 
 export interface JobModel {
+  /** --max-attempts; 0: none given, run's default budget (-(retries + 1) failed attempts). */
   maxAttempts: number;
   schedule: string;
   /** When the current schedule took effect (ms); its occurrences before it are never due. */
@@ -75,7 +78,7 @@ const minuteOf = (schedule: string): number => (schedule === SCHEDULES[1] ? 30 :
 
 export function occOf(j: JobModel, key: string): Occ {
   let o = j.occ.get(key);
-  if (!o) j.occ.set(key, (o = { attempts: 0, status: 'none' }));
+  if (!o) j.occ.set(key, (o = { attempts: 0, failed: 0, status: 'none' }));
   return o;
 }
 
@@ -108,6 +111,24 @@ function pausedSkip(j: JobModel, key: string): void {
   if (o.attempts === 0 && o.status === 'none') close(j, o, 'paused-skipped');
 }
 
+/** How a trigger asks: with --retry-delay (backoff) and with --retries r (its default budget r + 1). */
+export interface Ask {
+  backoff: boolean;
+  retries: number;
+}
+
+/**
+ * Whether the occurrence's budget is spent for this trigger: --max-attempts counts every attempt
+ * that did not complete; run's default budget (no --max-attempts, and not --retry-delay without
+ * --retries) counts the failed ones only, r + 1 of them for --retries r: a lost or replaced
+ * attempt does not spend it (docs/occurrence.md).
+ */
+export function spent(j: JobModel, o: Occ, ask: Ask): boolean {
+  if (j.maxAttempts > 0) return o.attempts >= j.maxAttempts;
+  if (ask.backoff && ask.retries === 0) return false;
+  return o.failed >= ask.retries + 1;
+}
+
 export type Decision =
   { start: true } | { start: false; why: 'paused' | 'pruned' | 'closed' | 'exhausted' | 'backoff' };
 
@@ -115,13 +136,13 @@ export type Decision =
  * What a trigger (run without --rerun) may do with an occurrence. `backoff`: the trigger gives
  * --retry-delay, long enough that a failure before it is always within its backoff.
  */
-export function decide(j: JobModel, key: string, backoff: boolean): Decision {
+export function decide(j: JobModel, key: string, backoff: boolean, retries = 0): Decision {
   // The retention horizon first: a trigger while paused still records a pruned occurrence missed.
   if (tickOf(key) < j.prunedBefore) return { start: false, why: 'pruned' };
   if (j.paused) return { start: false, why: 'paused' };
-  const o = j.occ.get(key) ?? { attempts: 0, status: 'none' };
+  const o = j.occ.get(key) ?? { attempts: 0, failed: 0, status: 'none' };
   if (closed(o)) return { start: false, why: 'closed' };
-  if (o.attempts >= j.maxAttempts) return { start: false, why: 'exhausted' };
+  if (spent(j, o, { backoff, retries })) return { start: false, why: 'exhausted' };
   // The backoff follows a failed finish only: never a lost, crashed or replaced attempt.
   if (backoff && o.status === 'failed') return { start: false, why: 'backoff' };
   return { start: true };
@@ -136,7 +157,7 @@ export function trigger(
   key: string,
   opts: { fails: boolean; retries: number; backoff: boolean },
 ): { starts: number; exit: number; why?: string } {
-  const d = decide(j, key, opts.backoff);
+  const d = decide(j, key, opts.backoff, opts.retries);
   if (!d.start && d.why === 'paused') pausedSkip(j, key);
   if (!d.start && d.why === 'pruned') {
     const o = occOf(j, key);
@@ -148,11 +169,16 @@ export function trigger(
   for (let tries = 0; ; tries++) {
     o.attempts++;
     starts++;
-    if (opts.fails) o.status = 'failed';
+    if (opts.fails) fail(o);
     else close(j, o, 'completed');
-    if (!opts.fails || tries >= opts.retries || o.attempts >= j.maxAttempts) break;
+    if (!opts.fails || tries >= opts.retries || spent(j, o, opts)) break;
   }
   return { starts, exit: opts.fails ? 3 : 0 };
+}
+
+function fail(o: Occ): void {
+  o.status = 'failed';
+  o.failed++;
 }
 
 /** `run --rerun`: runs whatever the budget, a completion or the retention horizon say, unless paused. */
@@ -163,7 +189,7 @@ export function rerun(j: JobModel, key: string, fails: boolean): { starts: numbe
   }
   const o = occOf(j, key);
   o.attempts++;
-  if (fails) o.status = 'failed';
+  if (fails) fail(o);
   else close(j, o, 'completed');
   return { starts: 1, exit: fails ? 3 : 0 };
 }
@@ -197,10 +223,13 @@ export function dueNotCompleted(j: JobModel, now: number): string[] {
   return out.sort();
 }
 
-/** Occurrences `check` must call exhausted: attempts spent, not closed. */
+/**
+ * Occurrences `check` must call exhausted: attempts spent, not closed. Only a --max-attempts
+ * budget is reported: a failure spending the default budget is reported as failed.
+ */
 export function exhausted(j: JobModel): string[] {
   return [...j.occ]
-    .filter(([, o]) => !closed(o) && o.attempts >= j.maxAttempts)
+    .filter(([, o]) => !closed(o) && j.maxAttempts > 0 && o.attempts >= j.maxAttempts)
     .map(([k]) => k)
     .sort();
 }
@@ -209,6 +238,6 @@ export function exhausted(j: JobModel): string[] {
 export type StateClass = 'closed' | 'exhausted' | 'open' | 'none';
 export function stateClass(j: JobModel, o: Occ): StateClass {
   if (closed(o)) return 'closed';
-  if (o.attempts >= j.maxAttempts) return 'exhausted';
+  if (j.maxAttempts > 0 && o.attempts >= j.maxAttempts) return 'exhausted';
   return o.attempts > 0 ? 'open' : 'none';
 }

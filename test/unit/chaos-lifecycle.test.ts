@@ -95,6 +95,22 @@ describe('chaos lifecycle actors: the checker', () => {
     expect(counts(own)).toEqual(none);
   });
 
+  it('does not take a run after a failed change for a change: the registry may have held its schedule all along', () => {
+    // Odd, then a change to even that failed (not adopted), then odd again: no change happened,
+    // so odd ticks from before it are due; the next real change (to even) is judged again.
+    const actions = [
+      change(1, T),
+      change(0, T + 10 * MIN, 69),
+      change(1, T + 20 * MIN),
+      check(T + 21 * MIN, [T + 3 * MIN, T + 5 * MIN]),
+      change(0, T + 30 * MIN),
+      check(T + 31 * MIN, [T + 5 * MIN]),
+    ];
+    const v = judgeLifecycle({ actions, crashes: [], tokens: [], lossy: [] });
+    expect(counts(v)).toEqual({ ...none, 'schedule-change-not-due': 1 });
+    expect(v['schedule-change-not-due'][0]).toMatch(/check at 2026-12-06T03:31/);
+  });
+
   it('reports a token handed out again after the state file was restored', () => {
     const v = judgeLifecycle({ actions: [], crashes: [], tokens: ['1', '2', '3', '3', '4'], lossy: [] });
     expect(counts(v)).toEqual({ ...none, 'tokens-never-go-back': 1 });

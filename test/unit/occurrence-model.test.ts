@@ -30,6 +30,17 @@ describe('the occurrence model', () => {
     }
   });
 
+  it("run's default budget (no --max-attempts) counts failed attempts only: lost ones leave --retries its tries", () => {
+    const j = job(0);
+    Object.assign(occOf(j, k(1)), { attempts: 2, failed: 0, status: 'lost' });
+    expect(trigger(j, k(1), { fails: true, retries: 2, backoff: false })).toEqual({ starts: 3, exit: 3 });
+    expect(occOf(j, k(1))).toMatchObject({ attempts: 5, failed: 3 });
+    expect(decide(j, k(1), false, 2)).toEqual({ start: false, why: 'exhausted' });
+    // Reported as failed, not exhausted; --retry-delay without --retries has no default budget.
+    expect(exhausted(j)).toEqual([]);
+    expect(decide(j, k(1), true, 0)).toEqual({ start: false, why: 'backoff' });
+  });
+
   it('applies the backoff after a failed finish only, never after a lost or replaced attempt', () => {
     const j = job(3);
     Object.assign(occOf(j, k(1)), { attempts: 1, status: 'failed' });

@@ -342,6 +342,13 @@ const LISTEN_ERRORS: Record<string, string> = {
 };
 
 const EXPORTER_READ_TIMEOUT_MS = 4_000;
+/**
+ * Connections the kernel holds for the exporter before it accepts them (Linux caps it at
+ * net.core.somaxconn, 4096 by default). Node's default, 511, overflows under a burst of scrapes:
+ * the connections beyond it wait for the kernel's SYN-ACK retransmits (1 s, then 2 s, ...), a
+ * legitimate scrape among them too (issue 44).
+ */
+const EXPORTER_BACKLOG = 4_096;
 
 export async function exporterCommand(
   flags: DbFlags & { port?: string; host?: string; statusPage?: boolean; traceLinkTemplate?: string },
@@ -358,7 +365,7 @@ export async function exporterCommand(
     const exporter = new Exporter(store, log);
     const server = exporter.createServer({ statusPage: flags.statusPage !== false });
     await new Promise<void>((resolve, reject) =>
-      server.once('error', reject).listen(port, host, () => resolve()),
+      server.once('error', reject).listen({ port, host, backlog: EXPORTER_BACKLOG }, () => resolve()),
     ).catch((err: unknown) => {
       // The address asked for cannot be had here: the operator's --port/--host, so exit 64.
       const code = String((err as { code?: unknown }).code ?? '');

@@ -1,8 +1,8 @@
 // Database connection settings: where the URL comes from, its checks before connecting, the
 // secrets it holds, a loggable form, and the password file's warnings. No driver here: pg loads with the store.
-import { readFileSync } from 'node:fs';
 import { UsageError } from '../../errors.js';
 import { driverTls, type DriverTls } from './tls.js';
+import { readUrlFile } from './url-file.js';
 
 export interface ConnectionSource {
   /** What to hand to pg: a URL, or undefined to let pg read PGHOST, PGUSER, ... */
@@ -57,21 +57,6 @@ export function resolveConnection(
               ? checked({ connectionString: env.DATABASE_URL, from: 'DATABASE_URL' }, env)
               : checkedEnvironment(env);
   return { ...source, driver: driverTls(source.connectionString, env) };
-}
-
-/** The URL in `file`, without the line end a Secret or an editor leaves; unreadable or empty: exit 64. */
-function readUrlFile(file: string, name: string): string {
-  if (file.trim() === '') throw new UsageError(`Expected ${name} to be a file path, got an empty string.`);
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code ?? 'error';
-    throw new UsageError(`Cannot read the database URL from ${name} ${file} (${code}).`);
-  }
-  const url = text.trim();
-  if (url === '') throw new UsageError(`Expected ${name} ${file} to hold a database URL, got an empty file.`);
-  return url;
 }
 
 // A postgres:// URL or a libpq key=value string; anything else is a typo, said before connecting.

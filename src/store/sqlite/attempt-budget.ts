@@ -14,6 +14,19 @@ export const budgetOutcome = (w: string): string =>
 const SPENT = new Set(['failed', 'lost', 'replaced']);
 
 /**
+ * Whether the budget is spent. Positive (--max-attempts): every attempt not completed spends it.
+ * Negative: run's default budget, -n *failed* attempts, counted as the window's window-failed
+ * events (index events_window_failed), so a lost or replaced attempt does not spend it.
+ */
+function spent(s: Sqlite, job: string, key: string, maxAttempts: number, attempts: number): boolean {
+  if (maxAttempts > 0) return attempts >= maxAttempts;
+  const failed = s.db
+    .prepare("SELECT count(*) AS n FROM events WHERE job = ? AND window_key = ? AND kind = 'window-failed'")
+    .get(job, key) as { n: number };
+  return failed.n >= -maxAttempts;
+}
+
+/**
  * As attempt_budget() and skip_budget(): the window's attempts spent (exhausted) or its last
  * failure too recent (backoff, expiresAt the next allowed time), recorded with its event;
  * undefined when it may run. Only a `failed` attempt is followed by the backoff: a lost or
@@ -34,13 +47,7 @@ export function budgetRefusal(
   if (!w || w.completed_at !== null || !SPENT.has(w.outcome)) return undefined;
   let outcome: BudgetRefusal;
   let nextAt: number | null = null;
-  // Negative: run's default budget, -n failed attempts; a lost or replaced one does not spend it.
-  if (
-    i.maxAttempts !== undefined &&
-    w.attempts >= Math.abs(i.maxAttempts) &&
-    (i.maxAttempts > 0 || w.outcome === 'failed')
-  )
-    outcome = 'exhausted';
+  if (i.maxAttempts !== undefined && spent(s, i.job, key, i.maxAttempts, w.attempts)) outcome = 'exhausted';
   else if (i.retryDelayMs !== undefined && w.finished_at !== null && w.outcome === 'failed') {
     nextAt = w.finished_at + backoffMs(i.retryDelayMs, w.attempts);
     if (nextAt <= now) return undefined;

@@ -59,7 +59,18 @@ const INVARIANTS = [
     'schedule-change-not-due',
     'lifecycle: after a schedule change, check lists no occurrence of the new schedule from before it that no run claimed (nor of the old)',
   ],
-  ['tokens-never-go-back', "lifecycle: the embedded store's tokens only grow, across its state file restored in place"],
+  [
+    'tokens-never-go-back',
+    "lifecycle: the embedded store's tokens only grow, across its state file restored (renamed over, or copied over its own bytes)",
+  ],
+  [
+    'scrapes-answer',
+    'a scrape flood beside the runs (300 concurrent /metrics, then one more): every request answered 200 with a whole exposition',
+  ],
+  [
+    'lost-attempts-spare-retries',
+    "run's default budget: after two crashed and released holders, a failing --retries 2 run tries three times, then a trigger skips",
+  ],
   [
     'contenders',
     'one winner per 50-contender window (another claim only after the winner logged a lease loss); contenders exit 0, or 75 after a loss',
@@ -101,6 +112,7 @@ export function summarize({
   const lostHistory = { generations: 0, windows: 0, completedAgain: 0 };
   let exhaustedSkips = 0;
   let budgetedStartsMax = 0;
+  const scrapeFlood = { floods: 0, requests: 0, legitMs: [] };
   const claimedAs = {};
   const operators = {};
   let windows = 0;
@@ -134,6 +146,11 @@ export function summarize({
     for (const [k, v] of Object.entries(r.check.figures.lostHistory ?? {})) lostHistory[k] += v;
     exhaustedSkips += r.check.figures.exhaustedSkips ?? 0;
     budgetedStartsMax = Math.max(budgetedStartsMax, r.check.figures.budgetedStartsMax ?? 0);
+    if (r.check.figures.scrapeFlood) {
+      scrapeFlood.floods += r.check.figures.scrapeFlood.floods;
+      scrapeFlood.requests += r.check.figures.scrapeFlood.requests;
+      scrapeFlood.legitMs.push(...r.check.figures.scrapeFlood.legitMs);
+    }
     for (const [k, v] of Object.entries(r.check.figures.claimedAs ?? {})) claimedAs[k] = (claimedAs[k] ?? 0) + v;
     windows += r.windows;
     units += r.units;
@@ -155,6 +172,11 @@ export function summarize({
     invariants,
     violations,
     budget: { exhaustedSkips, budgetedStartsMax },
+    scrapeFlood: {
+      floods: scrapeFlood.floods,
+      requests: scrapeFlood.requests,
+      legitMs: stats(scrapeFlood.legitMs, [50, 'max']),
+    },
     claimedAs,
     operators,
     figures: {
@@ -240,6 +262,10 @@ export function printReport(s, out = process.stdout) {
   w(`  runner SIGKILL -> child gone: ${stats(s.raw.pdeathMs, [50, 'max'])}`);
   w(`  child end before its lease's last possible expiry (positive = before): ${stats(s.raw.marginMs, ['min', 50])}`);
   w(`  claims on 50-contender windows: ${s.crowdClaims} (1 per window unless a winner lost its lease)`);
+  if (s.scrapeFlood?.floods > 0)
+    w(
+      `  scrape floods: ${s.scrapeFlood.floods} (${s.scrapeFlood.requests} requests), the scrape beside each: ${s.scrapeFlood.legitMs}`,
+    );
   const lh = s.lostHistory;
   if (lh.generations > 0)
     w(
