@@ -225,7 +225,7 @@ describe('one gate: pause against acquire, tokens, marks (postgresql)', () => {
         );
         return rows[0]!.n > 0;
       };
-      await waitFor('the run to wait inside acquire', () => waiting('acquire('));
+      await waitFor('the run to wait inside acquire', () => waiting('.acquire'));
       const pause = startCli(['pause', ...conn(), '--name', 'pause-race', '--reason', 'race']);
       // Either pause is done, or it queues behind the acquisition it must be ordered with.
       let pauseDone = false;

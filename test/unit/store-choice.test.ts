@@ -8,8 +8,10 @@ const home = { HOME: '/home/u' };
 describe('chooseStore', () => {
   it('each libpq connection variable alone chooses PostgreSQL; nothing, or PGSSLMODE alone, the embedded store', () => {
     for (const v of ['PGHOST', 'PGPORT', 'PGDATABASE', 'PGUSER', 'PGPASSWORD']) {
-      expect(chooseStore({}, { ...home, [v]: 'x' }).kind, v).toBe('postgresql');
+      expect(chooseStore({}, { ...home, [v]: v === 'PGPORT' ? '5433' : 'x' }).kind, v).toBe('postgresql');
     }
+    // A port that is no port is a usage error naming the setting, not an internal one.
+    expect(() => chooseStore({}, { ...home, PGPORT: 'x' })).toThrow(/PGPORT/);
     expect(chooseStore({}, home).kind).toBe('sqlite');
     expect(chooseStore({}, { ...home, PGSSLMODE: 'require', PGAPPNAME: 'a' }).kind).toBe('sqlite');
   });
