@@ -4,7 +4,7 @@ import type { Readable } from 'node:stream';
 import { constants as osConstants } from 'node:os';
 import path from 'node:path';
 import { monoNow, sleep } from '../clock.js';
-import { ExitCode, LeasejobError } from '../errors.js';
+import { ExitCode, LeasejobError, LeaseUnavailableError } from '../errors.js';
 import { nativeGuardFile, spawnGuarded, type GuardedChild, type GuardKind } from './guarded-spawn.js';
 import type { TailBuffer } from './output-tail.js';
 
@@ -147,6 +147,15 @@ export interface RunAs {
   home?: string;
 }
 
+/** Why the guard could not start the command, as the error the run reports. */
+function spawnFailure(command: string, cause: unknown): LeasejobError {
+  // The guard refused to start past the lease's stop point: a lease lost before the start.
+  if ((cause as NodeJS.ErrnoException).code === 'ETIME')
+    return new LeaseUnavailableError('lease acquired too late to start the task safely', 'E_LEASE_LATE', { cause });
+  const code = (cause as NodeJS.ErrnoException).code === 'EACCES' ? 126 : 127;
+  return new SpawnError(`Cannot start \`${command}\`: ${(cause as Error).message}`, code, { cause });
+}
+
 /** Spawn `command args` as the leader of its own process group, with exactly `env`. */
 export async function startChild(
   command: string,
@@ -190,8 +199,7 @@ export async function startChild(
       opts.capture !== undefined,
     );
   } catch (cause) {
-    const code = (cause as NodeJS.ErrnoException).code === 'EACCES' ? 126 : 127;
-    throw new SpawnError(`Cannot start \`${command}\`: ${(cause as Error).message}`, code, { cause });
+    throw spawnFailure(command, cause);
   }
   const pid = subprocess.pid;
   const copies = opts.capture

@@ -8,6 +8,8 @@
 //   leasejob -> guard, after it:          stop MS (after each renewal) | ping N | done
 //   guard -> leasejob:                    pid N | spawn-error ECODE | exit CODE | signal N |
 //                                         deadline (it stopped the group) | pong N | error protocol
+//                                         (spawn-error ETIME: the stop point had passed at the
+//                                         start, so the command was never started)
 //
 // F, A, K=V, D are percent-encoded: `%` as %25 and a newline as %0A (any byte may be encoded;
 // none may decode to NUL). MS of `stop` is leasejob's stop point in whole milliseconds on

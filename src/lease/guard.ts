@@ -176,6 +176,12 @@ class NodeGuard {
 
   private startChild(start: GuardStart): void {
     this.graceMs = start.graceMs;
+    // Past the stop point (leasejob stopped or starved between its own check and this start):
+    // the lease may already be another's, so the command never starts. ETIME tells leasejob why.
+    if (bootNow() >= this.stopAt) {
+      this.send('spawn-error ETIME');
+      return this.finish(127);
+    }
     const c = spawn(start.file, start.args, {
       env: start.env,
       cwd: start.cwd,

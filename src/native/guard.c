@@ -375,6 +375,12 @@ static _Noreturn void become_child(pid_t guard, int report_fd) {
 }
 
 static void start_child(void) {
+  // Past the stop point (leasejob stopped or starved between its own check and this start): the
+  // lease may already be another's, so the command never starts. ETIME tells leasejob why.
+  if (now_ns(CLOCK_BOOTTIME) >= stop_at_ns) {
+    say("spawn-error ETIME\n");
+    finish(EXIT_SPAWN);
+  }
   argv_[0] = file_;
   argv_[argc_ + 1] = NULL;
   envp_[envc_] = NULL;

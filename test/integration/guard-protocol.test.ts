@@ -4,7 +4,7 @@
 // never crash a guard nor start anything; exit codes and signals pass through; the stop point,
 // the heartbeat, and (native) a setsid escapee stopped there too. Order comes from what the
 // guard says and from /proc, never from timing.
-import { readFileSync, writeFileSync, chmodSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -156,6 +156,21 @@ describe.each(GUARDS.map((g) => [g.name, g] as const))('the %s guard', (_name, g
     guard.hangUp();
     expect((await guard.exited).code).toBe(128 + 15);
     expect(isAlive(pid)).toBe(false);
+  });
+
+  // The specification's lateStart (docs/spec.md): leasejob checks the stop point when the
+  // acquisition is answered, but a runner stopped or starved before the guard's start would
+  // otherwise start its command after the lease could be another's.
+  it.skipIf(g.missing)('never starts the command once the stop point it was sent has passed', async () => {
+    const marker = path.join(tmp, `late-${g.name}-${Date.now()}`);
+    const guard = startGuard(g);
+    guard.say(startLines(start('/bin/sh', ['-c', `touch '${marker}'`], { stopAtMs: monoNowMs() - 1 })));
+    await guard.waitLine((l) => l.startsWith('spawn-error '), 'the refusal');
+    expect(guard.lines).toContain('spawn-error ETIME');
+    expect(guard.lines.filter((l) => l.startsWith('pid '))).toEqual([]);
+    guard.say('done\n');
+    expect((await guard.exited).code).toBe(127);
+    expect(existsSync(marker)).toBe(false);
   });
 
   it.skipIf(g.missing)('stops the group at the stop point it was sent, moved after the start', async () => {
