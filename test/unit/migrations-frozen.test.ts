@@ -36,6 +36,9 @@ const FROZEN: Array<[string, string]> = [
   ['027_attempts_every_path.sql', 'fbf8e978c17d04d9364ccf4a765c18dd51ff667dba0f74669d150357d79ba48c'],
   ['028_schedule_change_effective.sql', '9ba853592a469ab9e67d29d112c63ab6326432c78c650c87a82803464bd05739'],
   ['031_default_attempt_budget.sql', '86e735fa45ad9495898ac446d0cd44cc49f6f41d55edff7899eb90edbf8119a8'],
+  ['033_default_budget_counts_failed.sql', '66d10961ed94bedccae7a322d1af7a7ac21549263d9c2a1c27595432e9b83992'],
+  ['035_two_clock_takeover.sql', 'd52d280ce53aac45ba2e92fa55625588204c77e35c02bd2ad28448f77203ed49'],
+  ['038_backfill_expected_from.sql', '3cbf6a82c32c7e582ca920dba54bdbcafaa8bac3f4fbe4b7b9ebc9f7c2619e5e'],
 ];
 
 const sqlDir = path.join(ROOT, 'sql');
