@@ -9,8 +9,9 @@ const SEED = process.env.LEASEJOB_CHAOS_SEED ?? String(1 + Math.floor(Math.rando
 // Said as the file loads, not only in the test's name when it ends: a run that dies keeps it.
 console.log(`chaos: seed ${SEED} (LEASEJOB_CHAOS_SEED=${SEED} replays it)`);
 // Kinds that need a tool the machine may lack; the report then says SKIPPED with the reason.
-// failover, failover-sequence, restore-in-place: opt-in (--failover, --restore-in-place: Debian
-// postgresql-15), not in the bounded round.
+// failover, failover-sequence, restore-in-place, db-clock-step: opt-in (--failover,
+// --restore-in-place, --db-clock-step: Debian postgresql-15, and faketime for the last), not in
+// the bounded round.
 const NEEDS_A_TOOL = new Set([
   'clock-skew-ahead',
   'clock-skew-behind',
@@ -19,6 +20,7 @@ const NEEDS_A_TOOL = new Set([
   'failover',
   'failover-sequence',
   'restore-in-place',
+  'db-clock-step',
 ]);
 // The round takes about 1.5-2 minutes on 2 cores; its own budget is 4 minutes.
 const LIMIT_MS = 290_000;
