@@ -77,7 +77,7 @@ describe('status at the width of the terminal', () => {
     );
     expect(lines.some((l) => l.length > 80)).toBe(true);
     expect(lines.find((l) => l.startsWith('adhoc'))).toMatch(
-      / free +1 +not held +w1 +\S+Z +none +no schedule +no schedule$/,
+      / free +\d+ +not held +w1 +\S+Z +none +no schedule +no schedule$/,
     );
   });
 
