@@ -671,7 +671,11 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
       // released it itself (its renewals starved, the database answering again): the next
       // claim then finds the lease released, not stale, and nobody worked at the same time.
       if (loser && loser.lostAt !== undefined && J(cw.job).released.has(before) && acq?.kind === 'acquired') continue;
-      if (acq?.kind !== 'stale-takeover' || !loser || loser.lostAt === undefined) {
+      // A loss the winner found only at its finish (a database clock step expired its lease
+      // before any renewal; its child, refused by the fence, had ended): one-live-child judges
+      // whether the two children overlapped.
+      const lost = loser !== undefined && (loser.lostAt !== undefined || loser.lostAtFinish !== undefined);
+      if (acq?.kind !== 'stale-takeover' || !lost) {
         violate(
           'contenders',
           `${cw.job} ${cw.window}: claimed by generation ${c.generation} (${acq?.kind}) after generation ${before} claimed it, whose runner ${loser ? 'logged no lease loss' : 'is unknown'}`,
@@ -685,7 +689,7 @@ export function checkRound({ data, runs, faults, jobs, unitsOf, crowdWindows, st
         cw.runs.includes(r.id) &&
         (r.signal ||
           (r.code !== 0 &&
-            !(r.code === 75 && (r.lostAt !== undefined || (tooLate(r) && !r.child))) &&
+            !(r.code === 75 && (r.lostAt !== undefined || r.lostAtFinish !== undefined || (tooLate(r) && !r.child))) &&
             !(r.code === 69 && overloaded(r)))),
     );
     if (bad.length > 0)

@@ -182,6 +182,11 @@ export class Fleet {
         run.lostAt ??= at;
         run.lossReason ??= rec.reason;
         break;
+      case 'lease was no longer held at finish; outcome not recorded':
+        // The loss found at the finish: the database's clock stepped past the lease before any
+        // renewal could see it, and the child ended by itself (its fenced write refused).
+        run.lostAtFinish ??= at;
+        break;
       case 'child exited':
         if (run.child) {
           run.child.exitedLineAt = at;
