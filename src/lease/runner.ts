@@ -365,11 +365,12 @@ async function whenBusy<T>(a: Acquiring, row: AcquireRow): Promise<RunResult<T> 
       );
     }
     const waitMs = Math.min(Math.max(untilExpiryMs, 0) + 50, opts.ttlMs, Math.max(50, waitLeft));
-    // Said once per wait, at warn when the holder crashed: a trigger that waits out a dead
-    // holder's TTL says why and until when (taking the lease before expiry is not safe: the
-    // holder's child may still run, cut off from the database).
+    // Said once per wait: a trigger that waits out a dead holder's TTL says why and until when
+    // (taking the lease before expiry is not safe: the holder's child may still run, cut off from
+    // the database). At info, as every wait: a crontab at --log-level warn mails failures, and a
+    // wait that ends in a run is none.
     const why = { ...holder, waitMs, expiresInMs: untilExpiryMs, holderGone: row.holderGone === true };
-    if (row.holderGone) log.warn(why, 'lease holder gone, waiting for its lease to expire');
+    if (row.holderGone) log.info(why, 'lease holder gone, waiting for its lease to expire');
     else log.info(why, 'lease held by a stale owner, waiting for expiry');
     a.waiting = true;
     await sleep(waitMs, opts.signal);

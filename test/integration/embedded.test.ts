@@ -160,7 +160,7 @@ describe('embedded store (SQLite)', () => {
     expect(retry.exitCode, retry.all).toBe(0);
     // Its process is gone on this boot: the wait says so, and until when (the lease is waited out all the same).
     const waited = logLines(retry.stderr).find((l) => l.msg === 'lease holder gone, waiting for its lease to expire');
-    expect(waited, retry.stderr).toMatchObject({ level: 'warn', holderGone: true, holder: expect.any(String) });
+    expect(waited, retry.stderr).toMatchObject({ level: 'info', holderGone: true, holder: expect.any(String) });
     expect(waited?.expiresInMs).toBeGreaterThan(0);
     expect(Date.parse(String(waited?.expiresAt))).toBeGreaterThan(0);
     const hist = JSON.parse(

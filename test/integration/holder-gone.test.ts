@@ -89,7 +89,7 @@ describe.each(stores)('a crashed holder on %s', (_, store) => {
     );
     expect(trigger.exitCode, trigger.all).not.toBe(0);
     const waited = logLines(trigger.stderr).find((l) => l.msg === 'lease holder gone, waiting for its lease to expire');
-    expect(waited, trigger.stderr).toMatchObject({ level: 'warn', holderGone: true, holder: expect.any(String) });
+    expect(waited, trigger.stderr).toMatchObject({ level: 'info', holderGone: true, holder: expect.any(String) });
     expect(Number(waited?.expiresInMs)).toBeGreaterThan(0);
     expect(Date.parse(String(waited?.expiresAt))).toBeGreaterThan(Date.now());
     // Not taken over before expiry: still the crashed holder's.
